@@ -1,0 +1,123 @@
+# spoa-ratelimit: one flat Makefile.
+#
+# Flags: C11 with the warnings from STYLE.md; -Werror always (a warning is a
+# bug here). Dependencies come from Debian 12 packages: libev has no
+# pkg-config file, so it is linked with -lev; the others use pkg-config.
+# Every agent/*.c except main.c goes into a static library that the unit
+# tests, the fuzz target and the benchmark link against, so adding a module
+# or a test needs no edit here. BUILD may be overridden (helpers and asan
+# builds use their own directory).
+
+BUILD    ?= build
+CC       ?= cc
+PKG_CONFIG ?= pkg-config
+PREFIX   ?= /usr/local
+DESTDIR  ?=
+
+WARN     = -Wall -Wextra -Werror -Wstrict-prototypes -Wwrite-strings \
+           -Wformat=2 -Wshadow -Wpointer-arith -Wmissing-prototypes \
+           -Wno-unused-parameter
+override CFLAGS += -std=c11 -D_GNU_SOURCE -O2 -g -pthread $(WARN) -MMD -MP \
+           $(shell $(PKG_CONFIG) --cflags hiredis yaml-0.1 2>/dev/null)
+LIBS     = -lev $(shell $(PKG_CONFIG) --libs hiredis yaml-0.1 2>/dev/null) -lm -pthread
+TEST_LIBS = $(shell $(PKG_CONFIG) --libs criterion 2>/dev/null)
+
+AGENT_SRCS = $(filter-out agent/main.c,$(wildcard agent/*.c))
+AGENT_OBJS = $(patsubst agent/%.c,$(BUILD)/agent/%.o,$(AGENT_SRCS)) $(BUILD)/agent/scripts.o
+UNIT_SRCS  = $(wildcard tests/unit/test_*.c)
+UNIT_BINS  = $(patsubst tests/unit/%.c,$(BUILD)/tests/%,$(UNIT_SRCS))
+TOOL_SRCS  = $(wildcard tests/tools/*.c)
+TOOL_BINS  = $(patsubst tests/tools/%.c,$(BUILD)/tools/%,$(TOOL_SRCS))
+LUA_SRCS   = $(sort $(wildcard agent/lua/*.lua))
+LIB        = $(BUILD)/libagent.a
+BIN        = $(BUILD)/spoa-ratelimit
+
+.PHONY: all deps run test unit integration e2e fuzz fuzz-short asan bench \
+        install clean check-policies tools
+all: $(BIN) $(TOOL_BINS)
+
+$(BUILD)/agent/%.o: agent/%.c
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) -Iagent -c -o $@ $<
+
+# The Lua scripts are compiled into the binary as C strings (scripts.c).
+$(BUILD)/agent/scripts.c: $(LUA_SRCS) scripts/embed-lua.sh
+	@mkdir -p $(dir $@)
+	sh scripts/embed-lua.sh $(LUA_SRCS) > $@.tmp && mv $@.tmp $@
+$(BUILD)/agent/scripts.o: $(BUILD)/agent/scripts.c
+	$(CC) $(CFLAGS) -Iagent -c -o $@ $<
+
+$(LIB): $(AGENT_OBJS)
+	@rm -f $@
+	ar rcs $@ $^
+
+$(BIN): $(BUILD)/agent/main.o $(LIB)
+	$(CC) $(CFLAGS) -o $@ $^ $(LIBS)
+
+$(BUILD)/tests/%: tests/unit/%.c $(LIB)
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) -Iagent -o $@ $< $(LIB) $(LIBS) $(TEST_LIBS)
+
+$(BUILD)/tools/%: tests/tools/%.c $(LIB)
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) -Iagent -o $@ $< $(LIB) $(LIBS)
+
+tools: $(TOOL_BINS)
+
+# ---- dependencies (Debian 12) ------------------------------------------
+deps:
+	@sh scripts/deps.sh
+
+# ---- demo --------------------------------------------------------------
+run: deps all
+	sh scripts/demo.sh
+
+# ---- tests -------------------------------------------------------------
+test: deps
+	$(MAKE) all
+	$(MAKE) unit
+	$(MAKE) check-policies
+	$(MAKE) integration
+	$(MAKE) e2e
+	$(MAKE) fuzz-short
+	@echo "all suites passed"
+
+unit: $(UNIT_BINS)
+	@sh scripts/run-unit.sh $(UNIT_BINS)
+
+check-policies: $(BIN)
+	@sh scripts/check-policies.sh $(BIN)
+
+integration: $(BIN) $(TOOL_BINS)
+	@BUILD=$(BUILD) sh scripts/run-suite.sh tests/integration
+
+e2e: $(BIN) $(TOOL_BINS)
+	@BUILD=$(BUILD) sh scripts/run-suite.sh tests/e2e
+
+# libFuzzer needs clang; the target links the codec objects only.
+FUZZ_SRCS = $(wildcard tests/fuzz/fuzz_*.c)
+FUZZ_BINS = $(patsubst tests/fuzz/%.c,$(BUILD)/fuzz/%,$(FUZZ_SRCS))
+$(BUILD)/fuzz/%: tests/fuzz/%.c agent/spop.c agent/spop.h
+	@mkdir -p $(dir $@)
+	clang -std=c11 -D_GNU_SOURCE -g -O1 -fsanitize=fuzzer,address,undefined \
+	      -Iagent -o $@ $< agent/spop.c
+fuzz: $(FUZZ_BINS)
+	@echo "run: $(FUZZ_BINS) -max_total_time=600"
+fuzz-short: $(FUZZ_BINS)
+	@sh scripts/run-fuzz.sh $(BUILD) $(FUZZ_BINS)
+
+asan:
+	$(MAKE) BUILD=build-asan CC=clang \
+	    CFLAGS="-fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=all" \
+	    all unit integration
+
+bench: deps all
+	@BUILD=$(BUILD) sh tests/bench/run.sh
+
+install: $(BIN)
+	sh scripts/install.sh "$(DESTDIR)" "$(PREFIX)" "$(BIN)"
+
+clean:
+	rm -rf build build-*
+
+-include $(wildcard $(BUILD)/agent/*.d $(BUILD)/tests/*.d $(BUILD)/tools/*.d)

@@ -1,0 +1,14 @@
+#!/bin/sh
+# Runs every tests/<suite>/*.sh, each bounded in time, and prints one
+# summary line "suite: N passed, N failed". Exits 1 if any script failed.
+dir=$1
+pass=0; fail=0; failed=""
+for t in "$dir"/*.sh; do
+	[ -f "$t" ] || continue
+	echo "== $t"
+	if timeout -k 5 300 bash "$t"; then pass=$((pass + 1))
+	else fail=$((fail + 1)); failed="$failed $t"; fi
+done
+echo "$(basename "$dir"): $pass passed, $fail failed"
+[ -n "$failed" ] && echo "failed:$failed"
+[ "$fail" -eq 0 ]

@@ -1,0 +1,8 @@
+#!/bin/sh
+# Runs each Criterion binary given; exits 1 if any fails.
+rc=0
+for t in "$@"; do
+	echo "== $t"
+	"$t" --jobs 2 || rc=1
+done
+exit $rc

@@ -1,0 +1,85 @@
+# Shared helpers for the shell suites (integration, e2e, bench).
+# Source it; every server it starts is stopped by the EXIT trap, and every
+# wait is bounded. Ports come from a per-run base so suites can run side by
+# side: PORT_BASE (default 20000 + $$ % 20000).
+set -u
+: "${BUILD:=build}"
+ROOT=$(cd "$(dirname "$0")/../.." 2>/dev/null && pwd)
+[ -f "$ROOT/Makefile" ] || ROOT=$(pwd)
+AGENT="$ROOT/$BUILD/spoa-ratelimit"
+TOOLS="$ROOT/$BUILD/tools"
+TMP=$(mktemp -d /tmp/spoa-rl-test.XXXXXX)
+PIDS=""
+PORT_BASE=${PORT_BASE:-$((20000 + $$ % 20000))}
+PASS=0
+FAIL=0
+
+cleanup() {
+	for p in $PIDS; do kill "$p" 2>/dev/null; done
+	sleep 0.2
+	for p in $PIDS; do kill -9 "$p" 2>/dev/null; done
+	rm -rf "$TMP"
+}
+trap cleanup EXIT INT TERM
+
+# port N: the Nth port of this run.
+port() { echo $((PORT_BASE + $1)); }
+
+# wait_port PORT [SECONDS]: until something listens on 127.0.0.1:PORT.
+wait_port() {
+	i=0
+	while [ $i -lt $((${2:-5} * 20)) ]; do
+		(exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null && return 0
+		sleep 0.05; i=$((i + 1))
+	done
+	echo "wait_port: nothing on $1" >&2
+	return 1
+}
+
+# start_redis PORT: a private redis-server, no persistence.
+start_redis() {
+	mkdir -p "$TMP/redis-$1"
+	redis-server --port "$1" --bind 127.0.0.1 --save '' --appendonly no \
+		--dir "$TMP/redis-$1" --daemonize no >"$TMP/redis-$1.log" 2>&1 &
+	eval "REDIS_PID_$1=$!"
+	PIDS="$PIDS $!"
+	wait_port "$1"
+}
+
+# start_agent POLICY [ARGS...]: runs the agent; its pid is in AGENT_PID.
+start_agent() {
+	pol=$1; shift
+	"$AGENT" -f "$pol" "$@" >>"$TMP/agent.log" 2>&1 &
+	AGENT_PID=$!
+	PIDS="$PIDS $AGENT_PID"
+}
+
+# start_haproxy CFG: haproxy in the foreground (-db), pid in HAPROXY_PID.
+start_haproxy() {
+	haproxy -db -f "$1" >>"$TMP/haproxy.log" 2>&1 &
+	HAPROXY_PID=$!
+	PIDS="$PIDS $HAPROXY_PID"
+}
+
+# ok CONDITION-EXIT-STATUS NAME: records one assertion.
+ok() {
+	if [ "$1" -eq 0 ]; then PASS=$((PASS + 1)); echo "ok - $2"
+	else FAIL=$((FAIL + 1)); echo "not ok - $2"; fi
+}
+
+# expect_eq GOT WANT NAME
+expect_eq() {
+	if [ "$1" = "$2" ]; then ok 0 "$3"
+	else ok 1 "$3 (got '$1', want '$2')"; fi
+}
+
+# finish: prints the summary line and exits non-zero on any failure.
+finish() {
+	echo "$(basename "$0"): $PASS passed, $FAIL failed"
+	if [ "$FAIL" -ne 0 ]; then
+		echo "--- agent log"; tail -n 40 "$TMP/agent.log" 2>/dev/null
+		echo "--- haproxy log"; tail -n 20 "$TMP/haproxy.log" 2>/dev/null
+		exit 1
+	fi
+	exit 0
+}
