@@ -26,6 +26,8 @@ AGENT_SRCS = $(filter-out agent/main.c,$(wildcard agent/*.c))
 AGENT_OBJS = $(patsubst agent/%.c,$(BUILD)/agent/%.o,$(AGENT_SRCS)) $(BUILD)/agent/scripts.o
 UNIT_SRCS  = $(wildcard tests/unit/test_*.c)
 UNIT_BINS  = $(patsubst tests/unit/%.c,$(BUILD)/tests/%,$(UNIT_SRCS))
+ITEST_SRCS = $(wildcard tests/integration/test_*.c)
+ITEST_BINS = $(patsubst tests/integration/%.c,$(BUILD)/itests/%,$(ITEST_SRCS))
 TOOL_SRCS  = $(wildcard tests/tools/*.c)
 TOOL_BINS  = $(patsubst tests/tools/%.c,$(BUILD)/tools/%,$(TOOL_SRCS))
 LUA_SRCS   = $(sort $(wildcard agent/lua/*.lua))
@@ -55,6 +57,12 @@ $(BIN): $(BUILD)/agent/main.o $(LIB)
 	$(CC) $(CFLAGS) -o $@ $^ $(LIBS)
 
 $(BUILD)/tests/%: tests/unit/%.c $(LIB)
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) -Iagent -o $@ $< $(LIB) $(LIBS) $(TEST_LIBS)
+
+# Criterion suites that need a live redis-server; tests/integration/*.sh
+# start one and run them with REDIS_PORT set.
+$(BUILD)/itests/%: tests/integration/%.c $(LIB)
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) -Iagent -o $@ $< $(LIB) $(LIBS) $(TEST_LIBS)
 
@@ -88,7 +96,7 @@ unit: $(UNIT_BINS)
 check-policies: $(BIN)
 	@sh scripts/check-policies.sh $(BIN)
 
-integration: $(BIN) $(TOOL_BINS)
+integration: $(BIN) $(TOOL_BINS) $(ITEST_BINS)
 	@BUILD=$(BUILD) sh scripts/run-suite.sh tests/integration
 
 e2e: $(BIN) $(TOOL_BINS)
@@ -120,4 +128,4 @@ install: $(BIN)
 clean:
 	rm -rf build build-*
 
--include $(wildcard $(BUILD)/agent/*.d $(BUILD)/tests/*.d $(BUILD)/tools/*.d)
+-include $(wildcard $(BUILD)/agent/*.d $(BUILD)/tests/*.d $(BUILD)/tools/*.d $(BUILD)/itests/*.d)

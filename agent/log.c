@@ -1,0 +1,56 @@
+/*
+ * logfmt lines on stderr. One snprintf into a stack buffer and one write,
+ * so lines from several workers never interleave. Values that may hold
+ * spaces are quoted by the caller ("%s=\"%s\"").
+ */
+#include <stdarg.h>
+#include <stdio.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "log.h"
+
+int log_level = LOG_INFO;
+
+static const char *const level_names[] = { "error", "warn", "info", "debug" };
+
+int
+log_level_from_name(const char *s)
+{
+	for (int i = 0; i < 4; i++)
+		if (strcmp(s, level_names[i]) == 0)
+			return i;
+	return -1;
+}
+
+void
+log_msg(int level, const char *msg, const char *fmt, ...)
+{
+	char line[1024];
+	struct timespec ts;
+	struct tm tm;
+	size_t n;
+	va_list ap;
+
+	if (level > log_level)
+		return;
+	clock_gettime(CLOCK_REALTIME, &ts);
+	gmtime_r(&ts.tv_sec, &tm);
+	n = strftime(line, sizeof(line), "ts=%Y-%m-%dT%H:%M:%S", &tm);
+	n += snprintf(line + n, sizeof(line) - n, ".%03ldZ level=%s msg=%s",
+	              ts.tv_nsec / 1000000, level_names[level], msg);
+	if (fmt != NULL && n < sizeof(line) - 2) {
+		line[n++] = ' ';
+		va_start(ap, fmt);
+		vsnprintf(line + n, sizeof(line) - n, fmt, ap);
+		va_end(ap);
+		n = strlen(line);
+	}
+	if (n > sizeof(line) - 2)
+		n = sizeof(line) - 2;
+	line[n++] = '\n';
+	if (write(STDERR_FILENO, line, n) < 0) {
+		/* nowhere left to report it */
+	}
+}

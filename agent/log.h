@@ -1,0 +1,29 @@
+/*
+ * Logs: stderr, one line per event, logfmt ("ts=... level=... msg=..."
+ * then key=value pairs the caller formats). Thread-safe: each line is one
+ * write(2). Nothing is logged per request by default.
+ */
+#ifndef LOG_H
+#define LOG_H
+
+enum log_level {
+	LOG_ERROR = 0,
+	LOG_WARN,
+	LOG_INFO,
+	LOG_DEBUG,
+};
+
+extern int log_level;
+
+/* log_msg(LOG_INFO, "reload", "rules=%d path=%s", n, path): <msg> is a
+ * fixed event name; <fmt> gives the key=value pairs (may be NULL). */
+void log_msg(int level, const char *msg, const char *fmt, ...)
+	__attribute__((format(printf, 3, 4)));
+int log_level_from_name(const char *s);	/* -1 if unknown */
+
+#define log_error(...) log_msg(LOG_ERROR, __VA_ARGS__)
+#define log_warn(...)  log_msg(LOG_WARN, __VA_ARGS__)
+#define log_info(...)  do { if (log_level >= LOG_INFO) log_msg(LOG_INFO, __VA_ARGS__); } while (0)
+#define log_debug(...) do { if (log_level >= LOG_DEBUG) log_msg(LOG_DEBUG, __VA_ARGS__); } while (0)
+
+#endif

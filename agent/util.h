@@ -1,0 +1,30 @@
+/*
+ * Small helpers every module uses: allocation that cannot fail (OOM is
+ * fatal: a limiter that limps on after OOM is worse than one that
+ * restarts), clocks, and container_of.
+ */
+#ifndef UTIL_H
+#define UTIL_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#define container_of(ptr, type, member) \
+	((type *)(void *)((char *)(ptr) - offsetof(type, member)))
+#define ARRAY_SIZE(a) (sizeof(a) / sizeof((a)[0]))
+
+void *xmalloc(size_t n);
+void *xcalloc(size_t n, size_t size);
+void *xrealloc(void *p, size_t n);
+char *xstrdup(const char *s);
+char *xstrndup(const char *s, size_t n);
+/* Prints "fatal: ..." to stderr and exits 1. */
+void fatal(const char *fmt, ...) __attribute__((format(printf, 1, 2), noreturn));
+
+/* Monotonic time in µs. The local tier's clock; tests may replace it. */
+extern int64_t (*util_now_us)(void);
+int64_t util_monotonic_us(void);
+/* Wall-clock time in µs since the epoch. */
+int64_t util_wall_us(void);
+
+#endif
