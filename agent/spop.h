@@ -145,42 +145,55 @@ struct spop_iter {
 
 /* Decodes one varint at <*p> (not past <end>) into <*v> and advances <*p>.
  * Returns bytes consumed, SPOP_INCOMPLETE, or -1 when it runs over 10
- * bytes or 64 bits. */
+ * bytes or 64 bits. <*p> and <*v> are untouched unless it returns > 0. */
 int spop_decode_varint(const char **p, const char *end, uint64_t *v);
 
 /* Decodes one typed value at <*p>; strings are slices of the input.
- * Returns bytes consumed, SPOP_INCOMPLETE (truncated), or -1 (reserved
- * type). */
+ * INT32/INT64 land in <v.i>, UINT32/UINT64 in <v.u>; BOOL is true when
+ * flag 0x10 is set. Returns bytes consumed, SPOP_INCOMPLETE (truncated),
+ * or -1 (reserved type 10-15, bad varint); the callers that take a
+ * <*status> report both as SPOP_ST_INVALID. */
 int spop_decode_data(const char **p, const char *end, struct spop_data *d);
 
 /* Decodes one whole frame from <buf,len> (length prefix included) whose
  * FRAME-LENGTH must be in [1, <max_size>]. Checks framing only: lengths,
  * known type, FIN set, header fits. Returns 4 + FRAME-LENGTH on success,
  * SPOP_INCOMPLETE until the whole frame is there, -1 with <*status>:
- * SPOP_ST_TOO_BIG (length > max_size), SPOP_ST_INVALID (length 0, unknown
- * type, bad header), SPOP_ST_FRAG_NOT_SUPPORTED (FIN clear). The length
- * check happens as soon as the 4 length bytes are in, so an oversized frame
- * is refused before it is buffered. */
+ * SPOP_ST_TOO_BIG (length > max_size), SPOP_ST_INVALID (length 0 or too
+ * short for a header, unknown type, sid/fid varints not fitting in the
+ * frame), SPOP_ST_FRAG_NOT_SUPPORTED (FIN clear). The length checks happen
+ * as soon as the 4 length bytes are in, so an oversized frame is refused
+ * before it is buffered. UNSET (0) frames pass here; spop_check_order()
+ * refuses them. <max_size> above INT_MAX - 4 is treated as INT_MAX - 4. */
 int spop_decode_frame(const char *buf, size_t len, uint32_t max_size,
                       struct spop_frame *f, int *status);
 
 /* Says whether a frame of <type> may arrive from HAProxy now. Before the
- * HELLO only HAPROXY-HELLO is legal; after it HELLO is not. Returns 0, or -1
- * with <*status> = SPOP_ST_INVALID. */
+ * HELLO only HAPROXY-HELLO is legal; after it only NOTIFY and
+ * HAPROXY-DISCONNECT. Returns 0, or -1 with <*status> = SPOP_ST_INVALID,
+ * or SPOP_ST_FRAG_NOT_SUPPORTED for an UNSET (continuation) frame. */
 int spop_check_order(uint8_t type, bool hello_done, int *status);
 
 /* Decodes a HAPROXY-HELLO payload and validates it: supported-versions must
  * list "2.0" (status 5 when absent, 8 when 2.0 is not there), max-frame-size
- * must be present (6). Unknown keys are skipped. Returns 0 or -1. */
+ * must be present (6), as any integer type, within [256, UINT32_MAX] (9).
+ * A known key with a value of the wrong type gives 4. Unknown keys are
+ * skipped; keys match exactly. Also reads an AGENT-HELLO (tests, client):
+ * its "version" key fills <versions>. Slices borrow <payload>. Returns 0
+ * or -1 with <*status>. */
 int spop_decode_hello(const char *payload, size_t len, struct spop_hello *h,
                       int *status);
 
-/* Decodes a DISCONNECT payload (either direction): status-code and
- * message. Returns 0 or -1. */
+/* Decodes a DISCONNECT payload (either direction): status-code (any
+ * integer type; SPOP_ST_UNKNOWN when absent or above INT_MAX) and message
+ * (empty when absent; borrows <payload>). Returns 0 or -1 with <*status>
+ * (SPOP_ST_INVALID). */
 int spop_decode_disconnect(const char *payload, size_t len, int *code,
                            struct spop_str *message, int *status);
 
-/* Returns true if the comma-separated <list> (spaces ignored) has <word>. */
+/* Returns true if the comma-separated <list> has <word>; white space around
+ * each item is ignored, matching is exact ("pipelining" is not
+ * "pipelining2"). An empty <word> is never found. */
 bool spop_list_has(struct spop_str list, const char *word);
 
 /* Decodes one KV item (bare name, typed value). Returns 1 when an item was
@@ -195,7 +208,10 @@ int spop_next_message(struct spop_iter *it, struct spop_message *m,
                       int *status);
 
 /* Decodes the next action of an ACK payload. For UNSET-VAR <*value> has
- * type NULL. Returns 1, 0 at the end, or -1 with <*status>. */
+ * type NULL. Unknown actions, a wrong NB-ARGS or a scope above 4 are
+ * SPOP_ST_INVALID (HAProxy silently stops there; we are stricter because
+ * only our own tests and tools read ACKs). Returns 1, 0 at the end, or -1
+ * with <*status>. */
 int spop_next_action(struct spop_iter *it, int *action, int *scope,
                      struct spop_str *name, struct spop_data *value,
                      int *status);
@@ -213,10 +229,14 @@ struct spop_writer {
 	bool  err;			/* sticky: out of room */
 };
 
-/* Writes <v> as a varint at <*p>. Returns bytes written or -1 (no room). */
+/* Writes <v> as a varint at <*p>. Returns bytes written or -1 (no room,
+ * nothing written). */
 int spop_encode_varint(char **p, char *end, uint64_t v);
 
-/* Starts a frame of <type> with FIN set in <buf,size>. */
+/* Starts a frame of <type> with FIN set in <buf,size>: reserves the 4
+ * length bytes, then writes type, flags, <stream_id> and <frame_id>. A
+ * NULL <buf> or any later overflow sets the sticky <err>. Out-of-range
+ * arguments (scope, nargs > 255, unknown data type) set it too. */
 void spop_w_begin(struct spop_writer *w, char *buf, size_t size,
                   uint8_t type, uint64_t stream_id, uint64_t frame_id);
 void spop_w_u8(struct spop_writer *w, uint8_t v);
@@ -248,7 +268,11 @@ void spop_w_message(struct spop_writer *w, const char *name, int nargs);
  * included) or -1 if anything did not fit. */
 int spop_w_end(struct spop_writer *w);
 
-/* Whole frames in one call; each returns the size written or -1. */
+/* Whole frames in one call; each returns the size written or -1.
+ * AGENT-HELLO: version "2.0", max-frame-size UINT32, capabilities STRING
+ * (NULL means ""). DISCONNECT: <type> must be one of the two DISCONNECT
+ * types; status-code UINT32 and message STRING, cut to 255 bytes (HAProxy
+ * 2.6 refuses longer); a NULL <message> sends spop_strstatus(). */
 int spop_encode_agent_hello(char *buf, size_t size, uint32_t max_frame_size,
                             const char *capabilities);
 int spop_encode_disconnect(char *buf, size_t size, uint8_t type,
