@@ -1,0 +1,166 @@
+/*
+ * Most-restrictive-wins over a request's checks, and the header values.
+ *
+ * Denied if any non-shadow check denies (over its limit, store down with
+ * fail: closed, or a missing key with missing: deny). 429 wins over 503: a
+ * rule that knows the client is over its limit says more than one that
+ * could not ask. retry_after is the largest among the denying checks and
+ * never earlier than the deciding check's t. limit, remaining and reset
+ * come from the check with the smallest remaining (among the denying ones
+ * when denied). Shadow checks that would deny only raise <shadow>.
+ *
+ * Header values follow draft-ietf-httpapi-ratelimit-headers (-10, RFC 9651
+ * structured fields): `"name";r=R;t=T` and `"name";q=Q;w=W`, members joined
+ * by ", ", one per rule with headers on. A member that would overflow the
+ * buffer is left out whole, never cut.
+ */
+#include <stdio.h>
+#include <string.h>
+
+#include "decide.h"
+
+int64_t
+decide_ceil_s(int64_t us)
+{
+	if (us <= 0)
+		return 0;
+	return (us + LIM_USEC_PER_SEC - 1) / LIM_USEC_PER_SEC;
+}
+
+static void
+hdr_append(char *buf, const char *member)
+{
+	size_t len = strlen(buf), mlen = strlen(member);
+
+	if (len + (len ? 2 : 0) + mlen >= DECIDE_HDR_MAX)
+		return;
+	if (len != 0) {
+		memcpy(buf + len, ", ", 2);
+		len += 2;
+	}
+	memcpy(buf + len, member, mlen + 1);
+}
+
+static void
+add_headers(const struct check *c, const struct lim_result *r,
+            struct decision *d)
+{
+	char m[POLICY_KEY_MAX + 64];
+
+	if (!c->rule->headers)
+		return;
+	snprintf(m, sizeof(m), "\"%s\";r=%lld;t=%lld", c->rule->name,
+	         (long long)(r->remaining > 0 ? r->remaining : 0),
+	         (long long)decide_ceil_s(r->allowed == 1 ? r->next_us :
+	                     (r->retry_after_us > r->next_us ?
+	                      r->retry_after_us : r->next_us)));
+	hdr_append(d->ratelimit, m);
+	snprintf(m, sizeof(m), "\"%s\";q=%lld;w=%lld", c->rule->name,
+	         (long long)lim_quota(&c->lim), (long long)lim_window_s(&c->lim));
+	hdr_append(d->ratelimit_policy, m);
+}
+
+/* Is check <i> a better "deciding" candidate than the current one? */
+static int
+better(const struct outcome *o, int denies, int cur, int cur_denies,
+       const struct outcome *out)
+{
+	if (cur < 0)
+		return 1;
+	if (denies != cur_denies)
+		return denies;
+	if (o->res.remaining != out[cur].res.remaining)
+		return o->res.remaining < out[cur].res.remaining;
+	return o->res.retry_after_us > out[cur].res.retry_after_us;
+}
+
+static void
+deny(struct decision *d, int status, int64_t retry_s)
+{
+	if (d->status == 0 || (status == 429 && d->status == 503))
+		d->status = status;
+	if (retry_s < 1)
+		retry_s = 1;
+	if (retry_s > d->retry_after)
+		d->retry_after = retry_s;
+}
+
+void
+decide(const struct check *checks, const struct outcome *out, int n,
+       enum headers_mode headers, struct decision *d)
+{
+	int best = -1, best_denies = 0;
+
+	memset(d, 0, sizeof(*d));
+	for (int i = 0; i < n; i++) {
+		const struct check *c = &checks[i];
+		const struct outcome *o = &out[i];
+		int shadow = c->rule->shadow, denies;
+
+		if (o->src != SRC_STORE && o->src != SRC_MISSING)
+			d->degraded = 1;
+		if (o->src == SRC_FAIL_OPEN)
+			continue;
+		if (o->src == SRC_FAIL_CLOSED || o->src == SRC_MISSING) {
+			if (shadow) {
+				d->shadow = 1;
+				continue;
+			}
+			deny(d, o->src == SRC_MISSING ? 429 : 503, 1);
+			if (d->policy == NULL)
+				d->policy = c->rule->name;
+			continue;
+		}
+		denies = o->res.allowed != 1;
+		if (denies && shadow) {
+			d->shadow = 1;
+			denies = 0;
+		}
+		if (denies)
+			deny(d, 429, decide_ceil_s(o->res.retry_after_us));
+		if (headers != HEADERS_NONE)
+			add_headers(c, &o->res, d);
+		if (!shadow && better(o, denies, best, best_denies, out)) {
+			best = i;
+			best_denies = denies;
+		}
+	}
+	if (best >= 0) {
+		const struct lim_result *r = &out[best].res;
+
+		d->has_limits = 1;
+		d->limit = lim_quota(&checks[best].lim);
+		d->remaining = r->remaining > 0 ? r->remaining : 0;
+		d->reset = decide_ceil_s(r->next_us);
+		if (best_denies || d->policy == NULL)
+			d->policy = checks[best].rule->name;
+		if (best_denies && d->reset < decide_ceil_s(r->retry_after_us))
+			d->reset = decide_ceil_s(r->retry_after_us);
+	}
+	if (d->status != 0 && d->retry_after < d->reset && best_denies)
+		d->retry_after = d->reset;
+}
+
+void
+decide_encode(const struct decision *d, struct spop_writer *w)
+{
+	spop_w_set_var_int(w, SPOP_SCOPE_TXN, "status", d->status);
+	if (d->status != 0)
+		spop_w_set_var_int(w, SPOP_SCOPE_TXN, "retry_after", d->retry_after);
+	if (d->has_limits) {
+		spop_w_set_var_int(w, SPOP_SCOPE_TXN, "limit", d->limit);
+		spop_w_set_var_int(w, SPOP_SCOPE_TXN, "remaining", d->remaining);
+		spop_w_set_var_int(w, SPOP_SCOPE_TXN, "reset", d->reset);
+	}
+	if (d->policy != NULL)
+		spop_w_set_var_str(w, SPOP_SCOPE_TXN, "policy", d->policy,
+		                   strlen(d->policy));
+	if (d->ratelimit[0] != '\0') {
+		spop_w_set_var_str(w, SPOP_SCOPE_TXN, "ratelimit", d->ratelimit,
+		                   strlen(d->ratelimit));
+		spop_w_set_var_str(w, SPOP_SCOPE_TXN, "ratelimit_policy",
+		                   d->ratelimit_policy, strlen(d->ratelimit_policy));
+	}
+	spop_w_set_var_int(w, SPOP_SCOPE_TXN, "degraded", d->degraded);
+	spop_w_set_var_int(w, SPOP_SCOPE_TXN, "shadow", d->shadow);
+}

@@ -1,0 +1,61 @@
+/*
+ * Decide: turns the per-check outcomes of one request into the answer
+ * HAProxy gets: the most restrictive result (ALGORITHMS.md "Several rules
+ * on one request"), the IETF RateLimit / RateLimit-Policy field values, and
+ * the txn variables of the DESIGN.md contract, encoded as ACK actions.
+ *
+ * Pure: no I/O, no allocation, no libev or hiredis.
+ */
+#ifndef DECIDE_H
+#define DECIDE_H
+
+#include <stdint.h>
+
+#include "limiter.h"
+#include "policy.h"
+#include "spop.h"
+
+#define DECIDE_HDR_MAX 1024
+
+/* How one check was decided. */
+enum outcome_src {
+	SRC_STORE = 0,		/* by Redis or the local tier: <res> is valid */
+	SRC_FAIL_OPEN,		/* store unavailable, rule skipped */
+	SRC_FAIL_CLOSED,	/* store unavailable, rule denies with 503 */
+	SRC_FAIL_LOCAL,		/* store unavailable, <res> from the local tier */
+	SRC_MISSING,		/* key arg missing and missing: deny */
+};
+
+struct outcome {
+	enum outcome_src  src;
+	struct lim_result res;
+};
+
+struct decision {
+	int         status;		/* 0, 429 or 503 */
+	int64_t     retry_after;	/* s, rounded up; when status != 0 */
+	int64_t     limit;
+	int64_t     remaining;
+	int64_t     reset;		/* s, rounded up: the IETF t */
+	const char *policy;		/* deciding rule, or NULL */
+	int         degraded;
+	int         shadow;
+	int         has_limits;		/* a rule gave limit/remaining/reset */
+	char        ratelimit[DECIDE_HDR_MAX];
+	char        ratelimit_policy[DECIDE_HDR_MAX];
+	int64_t     delay_us;		/* leaky-bucket delay mode: hold the ACK */
+};
+
+/* Fills <d> from the <n> checks and their outcomes. <headers> is the
+ * policy's global header mode; HEADERS_NONE leaves both header strings
+ * empty. */
+void decide(const struct check *checks, const struct outcome *out, int n,
+            enum headers_mode headers, struct decision *d);
+
+/* Writes the ACK actions for <d> (set-var, scope txn) into <w>. */
+void decide_encode(const struct decision *d, struct spop_writer *w);
+
+/* Seconds from microseconds, rounded up, never negative. */
+int64_t decide_ceil_s(int64_t us);
+
+#endif

@@ -1,0 +1,661 @@
+/*
+ * Redis store: one hiredis async context per worker loop.
+ *
+ * Life of a connection: DOWN -> CONNECTING (our own connect timer, since
+ * hiredis 0.14 has none) -> UP. On UP we pipeline AUTH, SELECT and SCRIPT
+ * LOAD ahead of any EVALSHA, so the script is there before the first call
+ * even on a Redis restarted empty. Any error on the context drops it and
+ * schedules a reconnect with capped exponential backoff and jitter.
+ *
+ * A batch is one EVALSHA carrying every queued request (up to
+ * STORE_BATCH_MAX); the batch keeps its argv until the reply, so NOSCRIPT is
+ * answered by resending the same arguments with EVAL. Each batch entry
+ * remembers the request's <gen>: a request its caller has already answered
+ * (deadline passed) has another gen and its late result is dropped.
+ *
+ * The breaker opens after STORE_BREAKER_FAILS consecutive failed batches
+ * and then refuses work for STORE_BREAKER_COOLDOWN, after which one batch
+ * probes. While it is open, and while the link is down, store_submit()
+ * refuses at once so no request waits on a dead connection.
+ */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <ev.h>
+#include <hiredis/async.h>
+#include <hiredis/hiredis.h>
+#include <hiredis/adapters/libev.h>
+
+#include "log.h"
+#include "metrics.h"
+#include "store.h"
+#include "util.h"
+
+extern const char lua_ratelimit[];
+
+#define STORE_BACKOFF_MIN_US   50000
+#define STORE_BACKOFF_MAX_US   2000000
+#define STORE_BREAKER_FAILS    5
+#define STORE_BREAKER_COOLDOWN 0.5
+#define STORE_MAX_QUEUE        4096	/* requests waiting for a connection */
+#define STORE_MAX_INFLIGHT     256	/* batches sent and not answered */
+
+enum store_state {
+	ST_DOWN = 0,
+	ST_CONNECTING,
+	ST_UP,
+};
+
+struct batch_entry {
+	struct store_req *sr;
+	uint32_t          gen;
+};
+
+struct batch {
+	struct store       *st;
+	int                 n;
+	struct batch_entry  ent[STORE_BATCH_MAX];
+	int                 argc;
+	const char        **argv;
+	size_t             *argvlen;
+	char               *arena;	/* the formatted numbers */
+	int64_t             sent_us;
+	int                 retried;	/* resent with EVAL after NOSCRIPT */
+};
+
+struct store {
+	struct ev_loop        *loop;
+	struct store_addr      addr;
+	struct metrics_worker *m;
+	redisAsyncContext     *ac;
+	enum store_state       state;
+	ev_timer               retry;	/* reconnect backoff / connect timeout */
+	int64_t                backoff_us;
+	int64_t                connect_timeout_us;
+	char                   sha[41];
+	int                    inflight;	/* batches sent, not answered */
+	int                    fails;	/* consecutive failed batches */
+	ev_tstamp              breaker_until;
+	struct store_req      *head, *tail;	/* queued, not sent */
+	int                    queued;
+	unsigned int           seed;
+};
+
+static void store_connect(struct store *st);
+
+/* ---- URL -------------------------------------------------------------- */
+
+static int
+copy_part(char *dst, size_t size, const char *s, size_t n)
+{
+	if (n >= size)
+		return -1;
+	memcpy(dst, s, n);
+	dst[n] = '\0';
+	return 0;
+}
+
+static int
+parse_userinfo(const char *s, size_t n, struct store_addr *a)
+{
+	const char *colon = memchr(s, ':', n);
+
+	if (colon == NULL)
+		return copy_part(a->pass, sizeof(a->pass), s, n);
+	if (copy_part(a->user, sizeof(a->user), s, colon - s) == -1)
+		return -1;
+	return copy_part(a->pass, sizeof(a->pass), colon + 1,
+	                 n - (colon - s) - 1);
+}
+
+int
+store_parse_url(const char *url, struct store_addr *a)
+{
+	const char *p, *at, *slash, *colon, *end;
+	char *e;
+	long v;
+
+	memset(a, 0, sizeof(*a));
+	a->port = 6379;
+	if (strncmp(url, "unix:", 5) == 0) {
+		p = url + 5;
+		while (p[0] == '/' && p[1] == '/')
+			p++;
+		return *p == '\0' ? -1 : copy_part(a->path, sizeof(a->path), p, strlen(p));
+	}
+	if (strncmp(url, "redis://", 8) != 0)
+		return -1;
+	p = url + 8;
+	end = p + strlen(p);
+	slash = strchr(p, '/');
+	if (slash == NULL)
+		slash = end;
+	at = memchr(p, '@', slash - p);
+	if (at != NULL) {
+		if (parse_userinfo(p, at - p, a) == -1)
+			return -1;
+		p = at + 1;
+	}
+	colon = memchr(p, ':', slash - p);
+	if (copy_part(a->host, sizeof(a->host), p,
+	              (colon ? colon : slash) - p) == -1 || a->host[0] == '\0')
+		return -1;
+	if (colon != NULL) {
+		errno = 0;
+		v = strtol(colon + 1, &e, 10);
+		if (e != slash || errno || v <= 0 || v > 65535)
+			return -1;
+		a->port = (int)v;
+	}
+	if (*slash == '/' && slash[1] != '\0') {
+		v = strtol(slash + 1, &e, 10);
+		if (*e != '\0' || v < 0 || v > 1000000)
+			return -1;
+		a->db = (int)v;
+	}
+	return 0;
+}
+
+/* ---- breaker and backoff ------------------------------------------------ */
+
+static int
+breaker_open(const struct store *st)
+{
+	return st->fails >= STORE_BREAKER_FAILS &&
+	       ev_now(st->loop) < st->breaker_until;
+}
+
+int
+store_up(const struct store *st)
+{
+	return st->state == ST_UP && !breaker_open(st);
+}
+
+static void
+batch_failed(struct store *st)
+{
+	if (++st->fails == STORE_BREAKER_FAILS)
+		log_warn("redis_breaker_open", "host=%s port=%d cooldown_s=%.1f",
+		         st->addr.host, st->addr.port, STORE_BREAKER_COOLDOWN);
+	if (st->fails >= STORE_BREAKER_FAILS)
+		st->breaker_until = ev_now(st->loop) + STORE_BREAKER_COOLDOWN;
+	metrics_breaker(st->m, st->fails >= STORE_BREAKER_FAILS);
+}
+
+static void
+batch_succeeded(struct store *st)
+{
+	if (st->fails >= STORE_BREAKER_FAILS)
+		log_info("redis_breaker_closed", "host=%s port=%d",
+		         st->addr.host, st->addr.port);
+	st->fails = 0;
+	metrics_breaker(st->m, 0);
+}
+
+static void
+schedule_reconnect(struct store *st)
+{
+	int64_t d = st->backoff_us;
+
+	/* full jitter over the upper half: d/2 .. d */
+	d = d / 2 + (int64_t)(rand_r(&st->seed) % (unsigned)(d / 2 + 1));
+	st->backoff_us *= 2;
+	if (st->backoff_us > STORE_BACKOFF_MAX_US)
+		st->backoff_us = STORE_BACKOFF_MAX_US;
+	ev_timer_stop(st->loop, &st->retry);
+	ev_timer_set(&st->retry, (double)d / 1e6, 0.);
+	ev_timer_start(st->loop, &st->retry);
+}
+
+/* ---- answering requests ------------------------------------------------- */
+
+static void
+answer(struct store_req *sr, uint32_t gen, int err)
+{
+	if (sr->gen == gen)
+		sr->cb(sr, err);
+}
+
+/* Refuses everything still queued (the link went down under it). */
+static void
+fail_queue(struct store *st, int err)
+{
+	struct store_req *sr;
+
+	while ((sr = st->head) != NULL) {
+		st->head = sr->next;
+		st->queued--;
+		answer(sr, sr->sent_gen, err);
+	}
+	st->tail = NULL;
+}
+
+static void
+batch_free(struct batch *b)
+{
+	free(b->argv);
+	free(b->argvlen);
+	free(b->arena);
+	free(b);
+}
+
+/* Copies one check's five integers out of <r>; returns -1 on a bad shape. */
+static int
+read_result(redisReply **r, struct lim_result *res)
+{
+	for (int i = 0; i < LIM_SCRIPT_RESULT; i++)
+		if (r[i]->type != REDIS_REPLY_INTEGER)
+			return -1;
+	res->allowed = (int)r[0]->integer;
+	res->remaining = r[1]->integer;
+	res->retry_after_us = r[2]->integer;
+	res->next_us = r[3]->integer;
+	res->full_us = r[4]->integer;
+	return 0;
+}
+
+static int
+batch_nchecks(const struct batch *b)
+{
+	int n = 0;
+
+	for (int i = 0; i < b->n; i++)
+		n += b->ent[i].sr->n;
+	return n;
+}
+
+/* Distributes a good reply to the requests of <b>. The number of results
+ * was fixed when the batch was sent, so a request whose caller gave up (gen
+ * changed) still takes its slots; only its callback is skipped. */
+static int
+batch_deliver(struct batch *b, redisReply *reply)
+{
+	size_t k = 0;
+
+	if (reply->type != REDIS_REPLY_ARRAY ||
+	    reply->elements != (size_t)batch_nchecks(b) * LIM_SCRIPT_RESULT)
+		return -1;
+	for (int i = 0; i < b->n; i++) {
+		struct store_req *sr = b->ent[i].sr;
+		int live = sr->gen == b->ent[i].gen;
+
+		for (int j = 0; j < sr->n; j++, k += LIM_SCRIPT_RESULT) {
+			struct lim_result tmp;
+
+			if (read_result(reply->element + k, live ?
+			                &sr->results[sr->index[j]] : &tmp) == -1)
+				return -1;
+		}
+	}
+	for (int i = 0; i < b->n; i++)
+		answer(b->ent[i].sr, b->ent[i].gen, STORE_OK);
+	return 0;
+}
+
+static void
+batch_fail(struct batch *b, int err)
+{
+	for (int i = 0; i < b->n; i++)
+		answer(b->ent[i].sr, b->ent[i].gen, err);
+}
+
+static void batch_cb(redisAsyncContext *ac, void *r, void *privdata);
+
+static int
+batch_send(struct store *st, struct batch *b, int with_eval)
+{
+	if (with_eval) {
+		b->argv[0] = "EVAL";
+		b->argvlen[0] = 4;
+		b->argv[1] = lua_ratelimit;
+		b->argvlen[1] = strlen(lua_ratelimit);
+	}
+	if (redisAsyncCommandArgv(st->ac, batch_cb, b, b->argc, b->argv,
+	                          b->argvlen) != REDIS_OK)
+		return -1;
+	st->inflight++;
+	return 0;
+}
+
+static void
+batch_cb(redisAsyncContext *ac, void *r, void *privdata)
+{
+	struct batch *b = privdata;
+	struct store *st = b->st;
+	redisReply *reply = r;
+
+	st->inflight--;
+	metrics_redis_latency(st->m, util_monotonic_us() - b->sent_us);
+	if (reply == NULL) {		/* link lost or context freed */
+		metrics_redis_error(st->m, METRICS_REDIS_IO);
+		batch_failed(st);
+		batch_fail(b, STORE_EIO);
+		batch_free(b);
+		return;
+	}
+	if (reply->type == REDIS_REPLY_ERROR &&
+	    strncmp(reply->str, "NOSCRIPT", 8) == 0 && !b->retried &&
+	    st->state == ST_UP) {
+		metrics_redis_error(st->m, METRICS_REDIS_NOSCRIPT);
+		b->retried = 1;
+		if (batch_send(st, b, 1) == 0)
+			return;
+	}
+	if (reply->type == REDIS_REPLY_ERROR || batch_deliver(b, reply) == -1) {
+		if (reply->type == REDIS_REPLY_ERROR)
+			log_warn("redis_error", "error=\"%.200s\"", reply->str);
+		metrics_redis_error(st->m, METRICS_REDIS_REPLY);
+		batch_failed(st);
+		batch_fail(b, STORE_EREPLY);
+	} else {
+		batch_succeeded(st);
+	}
+	batch_free(b);
+}
+
+/* ---- building a batch --------------------------------------------------- */
+
+/* Appends the decimal <v> to the arena and records it as an argument. */
+static void
+arg_int(struct batch *b, char **ap, int64_t v)
+{
+	int n = sprintf(*ap, "%lld", (long long)v);
+
+	b->argv[b->argc] = *ap;
+	b->argvlen[b->argc++] = (size_t)n;
+	*ap += n + 1;
+}
+
+static void
+arg_str(struct batch *b, const char *s, size_t n)
+{
+	b->argv[b->argc] = s;
+	b->argvlen[b->argc++] = n;
+}
+
+/* Takes up to STORE_BATCH_MAX queued requests into a new batch. */
+static struct batch *
+batch_take(struct store *st)
+{
+	struct batch *b = xcalloc(1, sizeof(*b));
+	int nchecks = 0, nargs;
+	char *ap;
+
+	b->st = st;
+	while (st->head != NULL && b->n < STORE_BATCH_MAX) {
+		struct store_req *sr = st->head;
+
+		st->head = sr->next;
+		st->queued--;
+		b->ent[b->n].sr = sr;
+		b->ent[b->n++].gen = sr->sent_gen;
+		nchecks += sr->n;
+	}
+	if (st->head == NULL)
+		st->tail = NULL;
+	nargs = 4 + nchecks + b->n + nchecks * LIM_SCRIPT_FIELDS;
+	b->argv = xmalloc(nargs * sizeof(*b->argv));
+	b->argvlen = xmalloc(nargs * sizeof(*b->argvlen));
+	b->arena = ap = xmalloc((size_t)(2 + b->n + nchecks * 7) * 21);
+	arg_str(b, "EVALSHA", 7);
+	arg_str(b, st->sha, 40);
+	arg_int(b, &ap, nchecks);
+	for (int i = 0; i < b->n; i++) {
+		const struct store_req *sr = b->ent[i].sr;
+
+		for (int j = 0; j < sr->n; j++) {
+			const struct check *c = &sr->checks[sr->index[j]];
+			arg_str(b, c->key, c->keylen);
+		}
+	}
+	arg_int(b, &ap, b->n);
+	for (int i = 0; i < b->n; i++) {
+		const struct store_req *sr = b->ent[i].sr;
+
+		arg_int(b, &ap, sr->n);
+		for (int j = 0; j < sr->n; j++) {
+			const struct check *c = &sr->checks[sr->index[j]];
+			int64_t p[3];
+
+			lim_script_params(&c->lim, p);
+			arg_int(b, &ap, c->lim.algo);
+			arg_int(b, &ap, c->op);
+			arg_int(b, &ap, c->cost);
+			arg_int(b, &ap, p[0]);
+			arg_int(b, &ap, p[1]);
+			arg_int(b, &ap, p[2]);
+			arg_int(b, &ap, c->rule->shadow ? LIM_FL_SHADOW : 0);
+			arg_str(b, c->member, c->memberlen);
+		}
+	}
+	return b;
+}
+
+void
+store_flush(struct store *st)
+{
+	while (st->head != NULL && st->state == ST_UP) {
+		struct batch *b = batch_take(st);
+
+		b->sent_us = util_monotonic_us();
+		if (batch_send(st, b, st->sha[0] == '\0') == -1) {
+			batch_fail(b, STORE_EIO);
+			batch_free(b);
+		}
+	}
+}
+
+int
+store_submit(struct store *st, struct store_req *sr)
+{
+	if (st->state == ST_DOWN || st->queued >= STORE_MAX_QUEUE ||
+	    st->inflight >= STORE_MAX_INFLIGHT || breaker_open(st))
+		return STORE_EDOWN;
+	sr->sent_gen = sr->gen;
+	sr->next = NULL;
+	if (st->tail != NULL)
+		st->tail->next = sr;
+	else
+		st->head = sr;
+	st->tail = sr;
+	st->queued++;
+	return STORE_OK;
+}
+
+/* A request's deadline passed with its batch unanswered: Redis is slow or
+ * stopped. That counts against the breaker; when the breaker has tripped
+ * twice over, the link is dropped so that the batches stuck on it fail now
+ * and the next attempt starts on a fresh connection. */
+void
+store_note_timeout(struct store *st)
+{
+	metrics_redis_error(st->m, METRICS_REDIS_TIMEOUT);
+	batch_failed(st);
+	if (st->state == ST_UP && st->fails >= 2 * STORE_BREAKER_FAILS &&
+	    st->inflight > 0) {
+		log_warn("redis_link_dropped", "host=%s port=%d inflight=%d",
+		         st->addr.host, st->addr.port, st->inflight);
+		redisAsyncFree(st->ac);	/* disconnect_cb schedules a retry */
+	}
+}
+
+/* ---- connection --------------------------------------------------------- */
+
+static void
+script_loaded_cb(redisAsyncContext *ac, void *r, void *privdata)
+{
+	struct store *st = privdata;
+	redisReply *reply = r;
+
+	if (reply == NULL)
+		return;
+	if (reply->type == REDIS_REPLY_STRING && reply->len == 40) {
+		memcpy(st->sha, reply->str, 40);
+		st->sha[40] = '\0';
+	} else {
+		log_error("redis_script_load", "error=\"%.200s\"",
+		          reply->type == REDIS_REPLY_ERROR ? reply->str : "bad reply");
+	}
+}
+
+static void
+setup_reply_cb(redisAsyncContext *ac, void *r, void *privdata)
+{
+	redisReply *reply = r;
+
+	if (reply != NULL && reply->type == REDIS_REPLY_ERROR)
+		log_error("redis_setup", "command=%s error=\"%.200s\"",
+		          (const char *)privdata, reply->str);
+}
+
+/* Pipelines AUTH, SELECT and SCRIPT LOAD; the password never reaches a
+ * log line. */
+static void
+send_setup(struct store *st)
+{
+	const struct store_addr *a = &st->addr;
+
+	if (a->pass[0] != '\0' && a->user[0] != '\0')
+		redisAsyncCommand(st->ac, setup_reply_cb, "AUTH", "AUTH %s %s",
+		                  a->user, a->pass);
+	else if (a->pass[0] != '\0')
+		redisAsyncCommand(st->ac, setup_reply_cb, "AUTH", "AUTH %s", a->pass);
+	if (a->db != 0)
+		redisAsyncCommand(st->ac, setup_reply_cb, "SELECT", "SELECT %d", a->db);
+	redisAsyncCommand(st->ac, script_loaded_cb, st, "SCRIPT LOAD %s",
+	                  lua_ratelimit);
+}
+
+static void
+connect_cb(const redisAsyncContext *ac, int status)
+{
+	struct store *st = ac->data;
+
+	ev_timer_stop(st->loop, &st->retry);
+	if (status != REDIS_OK) {
+		log_warn("redis_connect_failed", "host=%s port=%d error=\"%s\"",
+		         st->addr.host, st->addr.port, ac->errstr);
+		metrics_redis_error(st->m, METRICS_REDIS_REFUSED);
+		st->ac = NULL;		/* hiredis frees it after this callback */
+		st->state = ST_DOWN;
+		fail_queue(st, STORE_EDOWN);
+		schedule_reconnect(st);
+		return;
+	}
+	log_info("redis_connected", "host=%s port=%d", st->addr.host, st->addr.port);
+	st->state = ST_UP;
+	st->backoff_us = STORE_BACKOFF_MIN_US;
+	send_setup(st);
+	store_flush(st);
+}
+
+static void
+disconnect_cb(const redisAsyncContext *ac, int status)
+{
+	struct store *st = ac->data;
+
+	if (st == NULL)
+		return;
+	log_warn("redis_disconnected", "host=%s port=%d error=\"%s\"",
+	         st->addr.host, st->addr.port,
+	         status == REDIS_OK ? "closed" : ac->errstr);
+	st->ac = NULL;
+	st->state = ST_DOWN;
+	fail_queue(st, STORE_EDOWN);
+	schedule_reconnect(st);
+}
+
+/* The retry timer both reconnects (when DOWN) and bounds a connect that
+ * hangs (when CONNECTING): hiredis 0.14 has no connect timeout. */
+static void
+retry_cb(struct ev_loop *loop, ev_timer *w, int revents)
+{
+	struct store *st = container_of(w, struct store, retry);
+
+	if (st->state == ST_CONNECTING) {
+		redisAsyncContext *ac = st->ac;
+
+		log_warn("redis_connect_timeout", "host=%s port=%d",
+		         st->addr.host, st->addr.port);
+		metrics_redis_error(st->m, METRICS_REDIS_TIMEOUT);
+		ac->data = NULL;
+		st->ac = NULL;
+		st->state = ST_DOWN;
+		redisAsyncFree(ac);
+		fail_queue(st, STORE_EDOWN);
+		schedule_reconnect(st);
+		return;
+	}
+	if (st->state == ST_DOWN)
+		store_connect(st);
+}
+
+static void
+store_connect(struct store *st)
+{
+	redisAsyncContext *ac;
+
+	if (st->addr.path[0] != '\0')
+		ac = redisAsyncConnectUnix(st->addr.path);
+	else
+		ac = redisAsyncConnect(st->addr.host, st->addr.port);
+	if (ac == NULL || ac->err) {
+		log_warn("redis_connect_failed", "host=%s port=%d error=\"%s\"",
+		         st->addr.host, st->addr.port, ac ? ac->errstr : "oom");
+		if (ac != NULL)
+			redisAsyncFree(ac);
+		schedule_reconnect(st);
+		return;
+	}
+	ac->data = st;
+	redisLibevAttach(st->loop, ac);
+	redisAsyncSetConnectCallback(ac, connect_cb);
+	redisAsyncSetDisconnectCallback(ac, disconnect_cb);
+	st->ac = ac;
+	st->state = ST_CONNECTING;
+	ev_timer_stop(st->loop, &st->retry);
+	ev_timer_set(&st->retry, (double)st->connect_timeout_us / 1e6, 0.);
+	ev_timer_start(st->loop, &st->retry);
+}
+
+struct store *
+store_new(struct ev_loop *loop, const struct store_cfg *cfg,
+          struct metrics_worker *m, const char **err)
+{
+	struct store *st = xcalloc(1, sizeof(*st));
+
+	if (store_parse_url(cfg->url, &st->addr) == -1) {
+		*err = "bad redis url (want redis://[user:pass@]host[:port][/db] or unix:/path)";
+		free(st);
+		return NULL;
+	}
+	if (cfg->username != NULL)
+		snprintf(st->addr.user, sizeof(st->addr.user), "%s", cfg->username);
+	if (cfg->password != NULL)
+		snprintf(st->addr.pass, sizeof(st->addr.pass), "%s", cfg->password);
+	st->loop = loop;
+	st->m = m;
+	st->backoff_us = STORE_BACKOFF_MIN_US;
+	st->connect_timeout_us = cfg->connect_timeout_us > 0 ?
+	                         cfg->connect_timeout_us : 1000000;
+	st->seed = (unsigned int)(uintptr_t)st ^ (unsigned int)util_wall_us();
+	ev_init(&st->retry, retry_cb);
+	store_connect(st);
+	return st;
+}
+
+void
+store_free(struct store *st)
+{
+	if (st == NULL)
+		return;
+	ev_timer_stop(st->loop, &st->retry);
+	fail_queue(st, STORE_EDOWN);
+	if (st->ac != NULL) {
+		st->ac->data = NULL;
+		redisAsyncFree(st->ac);	/* pending batches get a NULL reply */
+	}
+	free(st);
+}

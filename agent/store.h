@@ -1,0 +1,96 @@
+/*
+ * The Redis store of one worker: a hiredis async context on the worker's
+ * libev loop, the rate-limit script (SCRIPT LOAD once, EVALSHA after, EVAL
+ * on NOSCRIPT), request batching, reconnect with capped exponential backoff
+ * and jitter, and a circuit breaker.
+ *
+ * Requests are batched: store_submit() only queues; the worker calls
+ * store_flush() once per loop iteration (from an ev_prepare watcher), which
+ * sends everything queued as one EVALSHA per STORE_BATCH_MAX requests. So a
+ * batch is whatever is ready; nothing ever waits for a batch to fill.
+ *
+ * A store never waits for Redis on behalf of a request: it answers through
+ * the request's callback, once, with STORE_OK or an error. Deadlines are
+ * the caller's (see req.c): a caller that has given up on a request bumps
+ * its <gen>, and a late reply that finds a different <gen> is dropped.
+ * Not thread-safe: one store per worker loop.
+ */
+#ifndef STORE_H
+#define STORE_H
+
+#include <stdint.h>
+
+#include "limiter.h"
+#include "policy.h"
+
+struct ev_loop;
+struct store;
+struct metrics_worker;
+
+#define STORE_BATCH_MAX 64	/* requests per script call */
+
+enum store_err {
+	STORE_OK = 0,
+	STORE_EDOWN,		/* not connected, or the breaker is open */
+	STORE_EIO,		/* connection lost with the request in flight */
+	STORE_EREPLY,		/* Redis answered an error or a bad reply */
+};
+
+struct store_req;
+typedef void store_cb(struct store_req *sr, int err);
+
+/* Embedded in the caller's request. <checks> and <results> belong to the
+ * caller and must stay valid until <cb> runs or <gen> changes. */
+struct store_req {
+	const struct check *checks;
+	int                *index;	/* which checks go to Redis */
+	int                 n;		/* how many of them */
+	struct lim_result  *results;	/* filled at index[i], on STORE_OK */
+	store_cb           *cb;
+	uint32_t            gen;	/* bumped by the caller to cancel */
+	struct store_req   *next;	/* queue link (store.c) */
+	uint32_t            sent_gen;	/* store.c */
+};
+
+struct store_cfg {
+	const char *url;	/* redis://[user[:pass]@]host[:port][/db], unix:/path */
+	const char *username;	/* overrides the URL's; may be NULL */
+	const char *password;
+	int64_t     connect_timeout_us;
+};
+
+/* Creates the store and starts connecting. Returns NULL with <*err> (a
+ * static text) if the URL is bad. */
+struct store *store_new(struct ev_loop *loop, const struct store_cfg *cfg,
+                        struct metrics_worker *m, const char **err);
+void store_free(struct store *st);
+
+/* Queues <sr>. If the store cannot take it now (down, breaker open) the
+ * callback is NOT called and STORE_EDOWN is returned: the caller decides
+ * at once. Returns STORE_OK when queued. */
+int store_submit(struct store *st, struct store_req *sr);
+
+/* Sends what is queued. Called once per loop iteration. */
+void store_flush(struct store *st);
+
+/* Tells the store a request's deadline passed before its reply: feeds the
+ * breaker, and drops a link that has stopped answering. Call it from a
+ * timer, never from inside a store callback. */
+void store_note_timeout(struct store *st);
+
+/* 1 when connected and the breaker is closed. */
+int store_up(const struct store *st);
+
+/* Parses a redis URL into host/port/db or a unix path. Exposed for tests.
+ * Returns 0 or -1. <host> and <path> get at most 255 bytes. */
+struct store_addr {
+	char host[256];
+	int  port;
+	char path[256];		/* unix socket when non-empty */
+	int  db;
+	char user[128];
+	char pass[256];
+};
+int store_parse_url(const char *url, struct store_addr *a);
+
+#endif
