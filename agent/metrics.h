@@ -1,0 +1,273 @@
+/*
+ * Metrics: counters, gauges and one histogram, rendered as Prometheus text
+ * exposition format 0.0.4 for GET /metrics (httpd.h).
+ *
+ * Hot path without locks: each worker thread owns one struct metrics_worker
+ * (metrics_worker_new()) and is its only writer. An increment is a relaxed
+ * load plus a relaxed store of the same _Atomic word: with a single writer
+ * no update can be lost, and on x86-64 and arm64 it compiles to a plain
+ * load/add/store, no lock prefix (atomic_fetch_add would emit one). The
+ * scrape reads every word with a relaxed load, so it never sees a torn
+ * value, and sums the blocks. Blocks are never freed: Prometheus counters
+ * must not go backwards, and a scrape may be reading one at any time.
+ *
+ * The struct is in this header, not in metrics.c, only so the increment
+ * helpers below inline into the workers; its fields are private.
+ *
+ * Labels are bounded by construction: rule names come from the policy and
+ * at most METRICS_MAX_RULES distinct names are ever kept; tenant, key, IP
+ * and user never appear in a label.
+ *
+ * Rule names and reload. Decisions are counted by rule *slot*, a stable
+ * number per rule name for the life of the process, so a counter keeps its
+ * name when a reload reorders, adds or removes rules (counting by rule
+ * index would move counts between names). metrics_set_rules() interns the
+ * new policy's names and republishes the rule index -> slot map that
+ * metrics_decision() reads; call it right after swapping the policy in. A
+ * request evaluated under the old policy and counted after the swap is
+ * counted under the rule at the same index in the new one; callers that
+ * want that exact keep the slot from metrics_rule_slot() in their rule and
+ * use metrics_decision_slot(). Names of rules a reload removed keep being
+ * exported with their last values.
+ */
+#ifndef METRICS_H
+#define METRICS_H
+
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#define METRICS_MAX_WORKERS 64		/* worker blocks per process */
+#define METRICS_MAX_RULES   256		/* distinct rule names per process */
+#define METRICS_RULE_OTHER  METRICS_MAX_RULES	/* slot of rule="_other" */
+#define METRICS_LAT_BUCKETS 14		/* finite buckets; +Inf is extra */
+
+/* Outcome of one rule for one request. */
+enum metrics_outcome {
+	METRICS_ALLOWED = 0,
+	METRICS_DENIED,			/* over the limit: 429 */
+	METRICS_SHADOW_DENIED,		/* shadow rule that would have denied */
+	METRICS_DEGRADED,		/* decided by its fail mode, any answer */
+	METRICS_OUTCOME_COUNT
+};
+
+/* Why a Redis request failed (spoa_rl_redis_errors_total{kind}). */
+enum metrics_redis_err {
+	METRICS_REDIS_TIMEOUT = 0,	/* deadline passed, fail mode applied */
+	METRICS_REDIS_IO,		/* connection lost, read/write error */
+	METRICS_REDIS_REPLY,		/* error reply or unexpected shape */
+	METRICS_REDIS_NOSCRIPT,		/* EVALSHA NOSCRIPT (script reloaded) */
+	METRICS_REDIS_REFUSED,		/* connect refused or failed */
+	METRICS_REDIS_ERR_COUNT
+};
+
+/* SPOP frames (spoa_rl_spop_frames_total{type}): hello, notify and
+ * disconnect are frames received from HAProxy (a health-check HELLO counts
+ * as healthcheck, not hello); ack counts ACK frames sent. */
+enum metrics_frame {
+	METRICS_FRM_HELLO = 0,
+	METRICS_FRM_NOTIFY,
+	METRICS_FRM_ACK,
+	METRICS_FRM_DISCONNECT,
+	METRICS_FRM_HEALTHCHECK,
+	METRICS_FRM_COUNT
+};
+
+/* SPOP status codes 0..13 and 99 (spop.h enum spop_status). */
+#define METRICS_SPOP_STATUS_COUNT 15
+
+struct metrics_worker {
+	/* decisions[slot][outcome]; the last slot is METRICS_RULE_OTHER */
+	_Atomic uint64_t decisions[METRICS_MAX_RULES + 1][METRICS_OUTCOME_COUNT];
+	_Atomic uint64_t lat_bucket[METRICS_LAT_BUCKETS + 1];	/* not cumulative */
+	_Atomic uint64_t lat_sum_us;
+	_Atomic uint64_t redis_errors[METRICS_REDIS_ERR_COUNT];
+	_Atomic uint64_t frames[METRICS_FRM_COUNT];
+	_Atomic uint64_t spop_errors[METRICS_SPOP_STATUS_COUNT];
+	_Atomic uint64_t near_cache_hits;
+	_Atomic uint64_t conns_opened;
+	_Atomic uint64_t conns_closed;	/* written with release, see .c */
+	_Atomic int64_t  local_keys;	/* gauge */
+	_Atomic int      circuit_open;	/* gauge, 0 or 1 */
+};
+
+/* Upper bounds of the latency buckets in µs (rendered in seconds):
+ * 50µs 100µs 250µs 500µs 1ms 2ms 5ms 10ms 25ms 50ms 100ms 250ms 500ms 1s. */
+extern const uint32_t metrics_lat_bounds_us[METRICS_LAT_BUCKETS];
+
+/* The rule index -> slot + 1 map (metrics_set_rules()); 0 is unmapped.
+ * Private. */
+extern _Atomic uint16_t metrics__rule_slot[METRICS_MAX_RULES];
+
+/* ---- setup (any thread, not the hot path) ------------------------------ */
+
+/* Returns a new zeroed block registered for the scrape. Call once per
+ * worker thread at its start; only that thread may pass it to the update
+ * functions below. The block lives until exit (never freed). More than
+ * METRICS_MAX_WORKERS calls is a fatal() configuration bug. Thread-safe. */
+struct metrics_worker *metrics_worker_new(void);
+
+/* Sets the version in spoa_rl_build_info{version="<version>"} 1 (copied;
+ * "unknown" until called) and the process start time. Call once from
+ * main() before the first scrape. */
+void metrics_init(const char *version);
+
+/* Returns the stable slot (0..METRICS_MAX_RULES-1) of rule <name>,
+ * interning it on first use; once METRICS_MAX_RULES names are known, new
+ * names get METRICS_RULE_OTHER (exported as rule="_other"). Thread-safe
+ * (a mutex: call it at policy load, not per request). */
+int metrics_rule_slot(const char *name);
+
+/* Interns <names>[0..<n>-1] (the rules of the policy just swapped in, in
+ * rule index order) and republishes the index -> slot map read by
+ * metrics_decision(); indexes >= <n> map to METRICS_RULE_OTHER. <names>
+ * is borrowed for the call only. Call from one thread at a time (main:
+ * initial load and SIGHUP). */
+void metrics_set_rules(const char *const *names, int n);
+
+/* spoa_rl_policy_reloads_total{result="ok"|"error"} += 1 and, when <ok>,
+ * spoa_rl_policy_last_reload_success_timestamp_seconds = now. */
+void metrics_policy_reload(bool ok);
+/* The initial load: sets the success timestamp without counting a reload. */
+void metrics_policy_loaded(void);
+
+/* ---- scrape ------------------------------------------------------------- */
+
+/* Writes the whole exposition text into <buf,size>, NUL-terminated when
+ * <size> > 0, like snprintf: returns the length of the full text (without
+ * the NUL); a return >= <size> means it was cut. Any thread, concurrently
+ * with the workers; values are each exact, not a snapshot across counters. */
+size_t metrics_render(char *buf, size_t size);
+
+/* Same, into a new buffer of the right size. Returns it NUL-terminated
+ * with its length in <*len>; the caller frees it with free(). */
+char *metrics_render_alloc(size_t *len);
+
+/* Test helper: forgets every worker block (leaked on purpose: a scrape may
+ * still hold one), every rule name and every global value. Not
+ * thread-safe; never call it while workers run. */
+void metrics_reset(void);
+
+/* ---- hot path (the owning worker thread only) --------------------------- */
+
+static inline void
+metrics__add(_Atomic uint64_t *c, uint64_t n)
+{
+	atomic_store_explicit(c, atomic_load_explicit(c, memory_order_relaxed)
+	                      + n, memory_order_relaxed);
+}
+
+/* Counts one decision of the rule at <slot> (metrics_rule_slot()).
+ * Out-of-range slots count as METRICS_RULE_OTHER. */
+static inline void
+metrics_decision_slot(struct metrics_worker *w, int slot,
+                      enum metrics_outcome o)
+{
+	if (slot < 0 || slot > METRICS_RULE_OTHER)
+		slot = METRICS_RULE_OTHER;
+	if ((unsigned)o < METRICS_OUTCOME_COUNT)
+		metrics__add(&w->decisions[slot][o], 1);
+}
+
+/* Counts one decision of rule <rule_index> of the current policy (see
+ * "Rule names and reload" above). Unknown indexes count as "_other". */
+static inline void
+metrics_decision(struct metrics_worker *w, int rule_index,
+                 enum metrics_outcome o)
+{
+	int slot = 0;
+
+	if (rule_index >= 0 && rule_index < METRICS_MAX_RULES)
+		slot = atomic_load_explicit(&metrics__rule_slot[rule_index],
+		                            memory_order_relaxed);
+	metrics_decision_slot(w, slot == 0 ? METRICS_RULE_OTHER : slot - 1, o);
+}
+
+/* Observes one Redis round trip of <us> microseconds (negative counts as
+ * 0) in spoa_rl_redis_request_duration_seconds. Requests answered by
+ * their deadline are counted by metrics_redis_error(TIMEOUT), and their
+ * late reply, if any, should be observed here too. */
+static inline void
+metrics_redis_latency(struct metrics_worker *w, int64_t us)
+{
+	int i = 0;
+
+	if (us < 0)
+		us = 0;
+	while (i < METRICS_LAT_BUCKETS && (uint64_t)us > metrics_lat_bounds_us[i])
+		i++;
+	metrics__add(&w->lat_bucket[i], 1);
+	metrics__add(&w->lat_sum_us, (uint64_t)us);
+}
+
+static inline void
+metrics_redis_error(struct metrics_worker *w, enum metrics_redis_err kind)
+{
+	if ((unsigned)kind < METRICS_REDIS_ERR_COUNT)
+		metrics__add(&w->redis_errors[kind], 1);
+}
+
+static inline void
+metrics_frame(struct metrics_worker *w, enum metrics_frame type)
+{
+	if ((unsigned)type < METRICS_FRM_COUNT)
+		metrics__add(&w->frames[type], 1);
+}
+
+/* Counts a connection the agent ended with AGENT-DISCONNECT <status>
+ * (an SPOP status code, spop.h). Status 0 (normal) is not an error and is
+ * ignored; codes outside 1..13 count as 99. */
+static inline void
+metrics_spop_error(struct metrics_worker *w, int status)
+{
+	if (status == 0)
+		return;
+	if (status < 0 || status > 13)
+		status = 14;			/* the slot of 99 */
+	metrics__add(&w->spop_errors[status], 1);
+}
+
+static inline void
+metrics_near_cache_hit(struct metrics_worker *w)
+{
+	metrics__add(&w->near_cache_hits, 1);
+}
+
+/* An SPOP connection was accepted / was closed (each accepted one closes
+ * at most once, on the same worker). */
+static inline void
+metrics_conn_open(struct metrics_worker *w)
+{
+	metrics__add(&w->conns_opened, 1);
+}
+
+static inline void
+metrics_conn_close(struct metrics_worker *w)
+{
+	/* Release: a scrape that sees this close also sees its open, so
+	 * opened - closed never goes negative. */
+	atomic_store_explicit(&w->conns_closed,
+	                      atomic_load_explicit(&w->conns_closed,
+	                                           memory_order_relaxed) + 1,
+	                      memory_order_release);
+}
+
+/* Gauges. spoa_rl_local_keys is the sum over blocks of <n> (keys in this
+ * worker's local tier and near-cache; a tier shared by all workers is
+ * reported through one block only). spoa_rl_redis_circuit_open is 1 when
+ * any block says <open>. */
+static inline void
+metrics_local_keys(struct metrics_worker *w, int64_t n)
+{
+	atomic_store_explicit(&w->local_keys, n, memory_order_relaxed);
+}
+
+static inline void
+metrics_circuit(struct metrics_worker *w, bool open)
+{
+	atomic_store_explicit(&w->circuit_open, open ? 1 : 0,
+	                      memory_order_relaxed);
+}
+
+#endif
