@@ -1,0 +1,494 @@
+/*
+ * The metrics/health HTTP responder (see httpd.h for what it answers).
+ *
+ * What it does: one non-blocking listener and up to HTTPD_MAX_CONNS
+ * connections on one libev loop. A connection reads its request head into
+ * a fixed HTTPD_MAX_HEAD buffer, is answered from a single malloc'ed
+ * response (head and body), written as the socket accepts it, then
+ * closed. One ev_timer per connection bounds the whole exchange; it is
+ * not re-armed on activity, so trickling bytes does not extend it.
+ *
+ * What it does not do: keep-alive, pipelining, request bodies, header
+ * interpretation (they are skipped), absolute-form targets, TLS. It is
+ * an exporter endpoint, not a web server.
+ *
+ * Reentrancy: single-threaded; everything runs on the loop given to
+ * httpd_new(). A connection is freed from its own callback, which libev
+ * allows once its watchers are stopped and nothing touches them after.
+ * When the connection table is full or accept(2) runs out of descriptors
+ * the listener is paused (a timer resumes it after EMFILE), so a burst
+ * cannot spin the loop.
+ */
+#include <errno.h>
+#include <netdb.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <ev.h>
+
+#include "httpd.h"
+#include "log.h"
+#include "metrics.h"
+#include "util.h"
+
+struct hconn {
+	ev_io         io;		/* EV_READ, then EV_WRITE */
+	ev_timer      timer;		/* deadline of the whole exchange */
+	struct httpd *h;
+	int           fd;
+	int           slot;		/* index in h->conns */
+	size_t        inlen;
+	char          in[HTTPD_MAX_HEAD];
+	char         *out;		/* response; NULL while reading */
+	size_t        outlen;
+	size_t        outoff;
+};
+
+struct httpd {
+	struct ev_loop *loop;
+	int             fd;
+	int             port;
+	ev_io           accept_io;
+	ev_timer        retry;		/* resumes accepting after EMFILE */
+	int           (*healthy)(void *);
+	void           *arg;
+	double          timeout;
+	int             nconns;
+	struct hconn   *conns[HTTPD_MAX_CONNS];
+};
+
+static void accept_cb(struct ev_loop *loop, ev_io *w, int revents);
+static void io_cb(struct ev_loop *loop, ev_io *w, int revents);
+
+/* ---- listener ----------------------------------------------------------- */
+
+static char *errf(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+
+static char *
+errf(const char *fmt, ...)
+{
+	char buf[512];
+	va_list ap;
+
+	va_start(ap, fmt);
+	vsnprintf(buf, sizeof(buf), fmt, ap);
+	va_end(ap);
+	return xstrdup(buf);
+}
+
+/* Splits "host:port", "[v6]:port" or ":port" into <host> and <port>
+ * (both NUL-terminated, sized by the caller). Returns 0 or -1. */
+static int
+split_addr(const char *addr, char *host, size_t hsize, char *port,
+           size_t psize)
+{
+	const char *colon, *h = addr, *hend;
+	size_t n;
+
+	if (addr[0] == '[') {
+		h = addr + 1;
+		hend = strchr(h, ']');
+		if (hend == NULL || hend[1] != ':')
+			return -1;
+		colon = hend + 1;
+	} else {
+		colon = strrchr(addr, ':');
+		if (colon == NULL || memchr(addr, ':', (size_t)(colon - addr)))
+			return -1;	/* bare IPv6 needs brackets */
+		hend = colon;
+	}
+	n = (size_t)(hend - h);
+	if (n >= hsize || strlen(colon + 1) >= psize || colon[1] == '\0')
+		return -1;
+	memcpy(host, h, n);
+	host[n] = '\0';
+	if (n == 0)
+		snprintf(host, hsize, "0.0.0.0");
+	snprintf(port, psize, "%s", colon + 1);
+	if (strspn(port, "0123456789") != strlen(port) || atoi(port) > 65535)
+		return -1;
+	return 0;
+}
+
+/* Binds and listens on the first address of <host,port> that works.
+ * Returns the fd, or -1 with <*err>. */
+static int
+open_listener(const char *addr, const char *host, const char *port,
+              char **err)
+{
+	struct addrinfo hints, *res, *ai;
+	int fd = -1, one = 1, rc, saved = 0;
+
+	memset(&hints, 0, sizeof(hints));
+	hints.ai_family = AF_UNSPEC;
+	hints.ai_socktype = SOCK_STREAM;
+	hints.ai_flags = AI_PASSIVE | AI_NUMERICSERV;
+	rc = getaddrinfo(host, port, &hints, &res);
+	if (rc != 0) {
+		*err = errf("httpd: %s: %s", addr, gai_strerror(rc));
+		return -1;
+	}
+	for (ai = res; ai != NULL; ai = ai->ai_next) {
+		fd = socket(ai->ai_family, ai->ai_socktype | SOCK_NONBLOCK |
+		            SOCK_CLOEXEC, ai->ai_protocol);
+		if (fd == -1) {
+			saved = errno;
+			continue;
+		}
+		setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
+		if (bind(fd, ai->ai_addr, ai->ai_addrlen) == 0 &&
+		    listen(fd, HTTPD_MAX_CONNS) == 0)
+			break;
+		saved = errno;
+		close(fd);
+		fd = -1;
+	}
+	freeaddrinfo(res);
+	if (fd == -1)
+		*err = errf("httpd: listen %s: %s", addr, strerror(saved));
+	return fd;
+}
+
+static int
+bound_port(int fd)
+{
+	struct sockaddr_storage ss;
+	socklen_t len = sizeof(ss);
+	char port[16];
+
+	if (getsockname(fd, (struct sockaddr *)&ss, &len) == -1 ||
+	    getnameinfo((struct sockaddr *)&ss, len, NULL, 0, port,
+	                sizeof(port), NI_NUMERICSERV) != 0)
+		return -1;
+	return atoi(port);
+}
+
+static void
+retry_cb(struct ev_loop *loop, ev_timer *w, int revents)
+{
+	struct httpd *h = container_of(w, struct httpd, retry);
+
+	if (h->nconns < HTTPD_MAX_CONNS)
+		ev_io_start(loop, &h->accept_io);
+}
+
+struct httpd *
+httpd_new(struct ev_loop *loop, const char *addr, int (*healthy)(void *),
+          void *arg, char **err)
+{
+	struct httpd *h;
+	char host[256], port[16];
+	int fd;
+
+	if (split_addr(addr, host, sizeof(host), port, sizeof(port)) == -1) {
+		*err = errf("httpd: bad address \"%s\" (want host:port)", addr);
+		return NULL;
+	}
+	fd = open_listener(addr, host, port, err);
+	if (fd == -1)
+		return NULL;
+	h = xcalloc(1, sizeof(*h));
+	h->loop = loop;
+	h->fd = fd;
+	h->port = bound_port(fd);
+	h->healthy = healthy;
+	h->arg = arg;
+	h->timeout = HTTPD_TIMEOUT;
+	ev_io_init(&h->accept_io, accept_cb, fd, EV_READ);
+	ev_timer_init(&h->retry, retry_cb, 1.0, 0.0);
+	ev_io_start(loop, &h->accept_io);
+	log_info("httpd_listening", "addr=%s port=%d", addr, h->port);
+	return h;
+}
+
+int
+httpd_port(const struct httpd *h)
+{
+	return h->port;
+}
+
+void
+httpd_set_timeout(struct httpd *h, double seconds)
+{
+	if (seconds > 0)
+		h->timeout = seconds;
+}
+
+/* ---- connections -------------------------------------------------------- */
+
+static void
+conn_close(struct hconn *c)
+{
+	struct httpd *h = c->h;
+
+	ev_io_stop(h->loop, &c->io);
+	ev_timer_stop(h->loop, &c->timer);
+	close(c->fd);
+	free(c->out);
+	h->nconns--;
+	h->conns[c->slot] = h->conns[h->nconns];
+	h->conns[c->slot]->slot = c->slot;
+	h->conns[h->nconns] = NULL;
+	free(c);
+	if (!ev_is_active(&h->retry))
+		ev_io_start(h->loop, &h->accept_io);
+}
+
+static void
+timeout_cb(struct ev_loop *loop, ev_timer *w, int revents)
+{
+	struct hconn *c = container_of(w, struct hconn, timer);
+
+	log_debug("httpd_timeout", "fd=%d bytes=%zu", c->fd, c->inlen);
+	conn_close(c);
+}
+
+static void
+accept_cb(struct ev_loop *loop, ev_io *w, int revents)
+{
+	struct httpd *h = container_of(w, struct httpd, accept_io);
+	struct hconn *c;
+	int fd;
+
+	while (h->nconns < HTTPD_MAX_CONNS) {
+		fd = accept4(h->fd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
+		if (fd == -1) {
+			if (errno == EINTR || errno == ECONNABORTED)
+				continue;
+			if (errno == EAGAIN || errno == EWOULDBLOCK)
+				return;
+			/* EMFILE and friends: the socket stays readable, so
+			 * stop watching it for a while instead of spinning. */
+			log_warn("httpd_accept_failed", "error=\"%s\"", strerror(errno));
+			ev_io_stop(loop, &h->accept_io);
+			ev_timer_start(loop, &h->retry);
+			return;
+		}
+		c = xcalloc(1, sizeof(*c));
+		c->h = h;
+		c->fd = fd;
+		c->slot = h->nconns;
+		h->conns[h->nconns++] = c;
+		ev_io_init(&c->io, io_cb, fd, EV_READ);
+		ev_timer_init(&c->timer, timeout_cb, h->timeout, 0.0);
+		ev_io_start(loop, &c->io);
+		ev_timer_start(loop, &c->timer);
+	}
+	/* Full: the kernel backlog holds the rest until a slot frees. */
+	ev_io_stop(loop, &h->accept_io);
+}
+
+/* ---- requests ----------------------------------------------------------- */
+
+static const char *
+reason(int status)
+{
+	switch (status) {
+	case 200: return "OK";
+	case 400: return "Bad Request";
+	case 404: return "Not Found";
+	case 405: return "Method Not Allowed";
+	default:  return "Service Unavailable";
+	}
+}
+
+/* Builds the response into c->out; <body> is copied unless <head_only>. */
+static void
+respond(struct hconn *c, int status, const char *ctype, const char *body,
+        size_t blen, int head_only)
+{
+	char head[512];
+	int n;
+
+	n = snprintf(head, sizeof(head), "HTTP/1.1 %d %s\r\n"
+	             "Content-Type: %s\r\nContent-Length: %zu\r\n"
+	             "Cache-Control: no-store\r\n%sConnection: close\r\n\r\n",
+	             status, reason(status), ctype, blen,
+	             status == 405 ? "Allow: GET, HEAD\r\n" : "");
+	if (head_only)
+		blen = 0;
+	c->out = xmalloc((size_t)n + blen);
+	memcpy(c->out, head, (size_t)n);
+	memcpy(c->out + n, body, blen);
+	c->outlen = (size_t)n + blen;
+	c->outoff = 0;
+}
+
+static void
+respond_text(struct hconn *c, int status, const char *text, int head_only)
+{
+	respond(c, status, "text/plain; charset=utf-8", text, strlen(text),
+	        head_only);
+}
+
+/* Checks "METHOD SP /target SP HTTP/1.x" in <line,len> (no line end).
+ * Sets the method and path (target without its query) slices. */
+static int
+parse_request_line(const char *line, size_t len, const char **meth,
+                   size_t *mlen, const char **path, size_t *plen)
+{
+	const char *sp1, *sp2, *end = line + len, *q;
+
+	sp1 = memchr(line, ' ', len);
+	if (sp1 == NULL || sp1 == line || sp1 - line > 16)
+		return -1;
+	for (const char *p = line; p < sp1; p++)
+		if (*p < 'A' || *p > 'Z')
+			return -1;
+	sp2 = memchr(sp1 + 1, ' ', (size_t)(end - sp1 - 1));
+	if (sp2 == NULL || sp1[1] != '/')
+		return -1;
+	for (const char *p = sp1 + 1; p < sp2; p++)
+		if ((unsigned char)*p <= ' ' || *p == 0x7f)
+			return -1;
+	if ((size_t)(end - sp2 - 1) != 8 ||
+	    (memcmp(sp2 + 1, "HTTP/1.1", 8) != 0 &&
+	     memcmp(sp2 + 1, "HTTP/1.0", 8) != 0))
+		return -1;
+	*meth = line;
+	*mlen = (size_t)(sp1 - line);
+	*path = sp1 + 1;
+	q = memchr(*path, '?', (size_t)(sp2 - *path));
+	*plen = (size_t)((q != NULL ? q : sp2) - *path);
+	return 0;
+}
+
+static int
+is(const char *s, size_t len, const char *lit)
+{
+	return len == strlen(lit) && memcmp(s, lit, len) == 0;
+}
+
+/* Routes a complete, valid request line. */
+static void
+route(struct hconn *c, const char *meth, size_t mlen, const char *path,
+      size_t plen)
+{
+	int head = is(meth, mlen, "HEAD");
+	int known = is(path, plen, "/metrics") || is(path, plen, "/healthz");
+	char *text;
+	size_t len;
+
+	if (!known) {
+		respond_text(c, 404, "not found: try /metrics or /healthz\n",
+		             head);
+	} else if (!head && !is(meth, mlen, "GET")) {
+		respond_text(c, 405, "method not allowed\n", 0);
+	} else if (is(path, plen, "/healthz")) {
+		if (c->h->healthy == NULL || c->h->healthy(c->h->arg))
+			respond_text(c, 200, "ok\n", head);
+		else
+			respond_text(c, 503, "unhealthy\n", head);
+	} else {
+		text = metrics_render_alloc(&len);
+		respond(c, 200, "text/plain; version=0.0.4; charset=utf-8",
+		        text, len, head);
+		free(text);
+	}
+}
+
+/* Looks at what was read so far; builds a response once there is one to
+ * give. Returns 1 when c->out is ready, 0 to keep reading. */
+static int
+examine(struct hconn *c)
+{
+	const char *nl, *meth, *path, *hend;
+	size_t mlen, plen, llen;
+
+	nl = memchr(c->in, '\n', c->inlen);
+	if (nl == NULL) {
+		if (c->inlen < HTTPD_MAX_HEAD)
+			return 0;
+		respond_text(c, 400, "request line too long\n", 0);
+		return 1;
+	}
+	llen = (size_t)(nl - c->in);
+	if (llen > 0 && c->in[llen - 1] == '\r')
+		llen--;
+	/* A bad request line is refused at once, before its headers. */
+	if (parse_request_line(c->in, llen, &meth, &mlen, &path, &plen) == -1) {
+		respond_text(c, 400, "bad request\n", 0);
+		return 1;
+	}
+	/* Wait for the end of the head so closing does not reset it. */
+	hend = memmem(c->in, c->inlen, "\r\n\r\n", 4);
+	if (hend == NULL)
+		hend = memmem(c->in, c->inlen, "\n\n", 2);
+	if (hend == NULL) {
+		if (c->inlen < HTTPD_MAX_HEAD)
+			return 0;
+		respond_text(c, 400, "request head too large\n", 0);
+		return 1;
+	}
+	route(c, meth, mlen, path, plen);
+	log_debug("httpd_request", "method=%.*s path=%.*s status=%.3s",
+	          (int)mlen, meth, (int)plen, path, c->out + 9);
+	return 1;
+}
+
+/* Writes what the socket takes; closes when all is out or on error. */
+static void
+flush(struct hconn *c)
+{
+	ssize_t n;
+
+	while (c->outoff < c->outlen) {
+		n = send(c->fd, c->out + c->outoff, c->outlen - c->outoff,
+		         MSG_NOSIGNAL);
+		if (n == -1 && errno == EINTR)
+			continue;
+		if (n == -1 && (errno == EAGAIN || errno == EWOULDBLOCK))
+			return;
+		if (n == -1) {
+			conn_close(c);
+			return;
+		}
+		c->outoff += (size_t)n;
+	}
+	shutdown(c->fd, SHUT_WR);
+	conn_close(c);
+}
+
+static void
+io_cb(struct ev_loop *loop, ev_io *w, int revents)
+{
+	struct hconn *c = container_of(w, struct hconn, io);
+	ssize_t n;
+
+	if (c->out != NULL) {
+		flush(c);
+		return;
+	}
+	n = recv(c->fd, c->in + c->inlen, sizeof(c->in) - c->inlen, 0);
+	if (n == -1 && (errno == EAGAIN || errno == EWOULDBLOCK ||
+	                errno == EINTR))
+		return;
+	if (n <= 0) {
+		conn_close(c);		/* peer gone before asking */
+		return;
+	}
+	c->inlen += (size_t)n;
+	if (!examine(c))
+		return;
+	ev_io_stop(loop, &c->io);
+	ev_io_set(&c->io, c->fd, EV_WRITE);
+	ev_io_start(loop, &c->io);
+	flush(c);
+}
+
+void
+httpd_free(struct httpd *h)
+{
+	if (h == NULL)
+		return;
+	while (h->nconns > 0)
+		conn_close(h->conns[h->nconns - 1]);
+	ev_io_stop(h->loop, &h->accept_io);
+	ev_timer_stop(h->loop, &h->retry);
+	close(h->fd);
+	free(h);
+}

@@ -1,0 +1,53 @@
+/*
+ * httpd: the metrics and health endpoint. A tiny HTTP/1.0-1.1 responder
+ * on a libev loop that answers exactly
+ *
+ *   GET /metrics   200, Prometheus text (metrics_render_alloc())
+ *   GET /healthz   200 "ok\n" when <healthy>(<arg>) returns non-zero,
+ *                  503 "unhealthy\n" otherwise
+ *
+ * (HEAD too), 404 for other paths, 405 for other methods, 400 for a
+ * request head that is malformed or over HTTPD_MAX_HEAD bytes, one request
+ * per connection (Connection: close). It is not a general HTTP server: no
+ * keep-alive, no bodies, no chunking, no TLS, no authentication. Bind it
+ * to loopback or a management network.
+ *
+ * Bounded: at most HTTPD_MAX_CONNS connections (the listener pauses when
+ * full), and each connection must complete its exchange within the
+ * timeout (HTTPD_TIMEOUT seconds by default) or is closed, so a slowloris
+ * cannot pin it. Run it on the main loop, not a worker loop, so that a
+ * scrape never delays an ACK.
+ */
+#ifndef HTTPD_H
+#define HTTPD_H
+
+#include <ev.h>
+
+#define HTTPD_MAX_HEAD  4096	/* bytes of request line + headers */
+#define HTTPD_MAX_CONNS 64
+#define HTTPD_TIMEOUT   5.0	/* seconds for a whole exchange */
+
+struct httpd;
+
+/* Listens on <addr>, "host:port" (a numeric IPv4 address or name),
+ * "[v6]:port" or ":port" (all IPv4 interfaces), with port 0 for any
+ * free port (see httpd_port()), and starts serving on <loop>. <healthy>
+ * is called on <loop>'s thread for each GET /healthz; a NULL <healthy>
+ * means always healthy. Returns a new httpd (free with httpd_free()) or
+ * NULL with <*err> set to a malloc'ed message. */
+struct httpd *httpd_new(struct ev_loop *loop, const char *addr,
+                        int (*healthy)(void *), void *arg, char **err);
+
+/* Stops the watchers, closes the listener and every open connection, and
+ * frees <h>. Must run on <loop>'s thread (or after the loop stopped).
+ * httpd_free(NULL) is a no-op. */
+void httpd_free(struct httpd *h);
+
+/* The bound TCP port (useful after asking for port 0). */
+int httpd_port(const struct httpd *h);
+
+/* Replaces the per-connection timeout (seconds, > 0) for connections
+ * accepted from now on. For tests and tuning. */
+void httpd_set_timeout(struct httpd *h, double seconds);
+
+#endif
