@@ -1,0 +1,405 @@
+/*
+ * One SPOP connection from HAProxy.
+ *
+ * Reading takes as many bytes as the kernel has (many frames per read) and
+ * decodes every whole frame in the buffer; the buffer never holds more than
+ * one maximum-size frame plus its length, and a frame announcing more than
+ * the negotiated size is refused before it is buffered. Each NOTIFY becomes
+ * a request (req.c) that answers later, in any order (pipelining).
+ *
+ * Writing appends whole frames to one buffer, flushed once per loop
+ * iteration by the worker: many ACKs per write(2), and no frame of ours is
+ * ever interleaved with another. A peer that stops reading is cut off once
+ * CONN_WBUF_MAX bytes wait for it.
+ *
+ * Protocol errors are answered with AGENT-DISCONNECT carrying the SPOP
+ * status, then the connection closes; other connections are untouched.
+ * Not thread-safe: a conn belongs to one worker loop.
+ */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include "conn.h"
+#include "decide.h"
+#include "log.h"
+#include "metrics.h"
+#include "req.h"
+#include "server.h"
+#include "util.h"
+
+#define CONN_RBUF_SIZE (SPOP_MAX_FRAME_SIZE + 4)
+
+static void conn_close(struct conn *c);
+
+/* ---- output ------------------------------------------------------------- */
+
+/* Returns room for one frame at the end of the write buffer, or NULL when
+ * the peer has left too much unread. */
+static char *
+wbuf_reserve(struct conn *c, size_t need)
+{
+	if (c->woff == c->wlen)
+		c->woff = c->wlen = 0;
+	if (c->wcap - c->wlen >= need)
+		return c->wbuf + c->wlen;
+	if (c->woff > 0) {
+		memmove(c->wbuf, c->wbuf + c->woff, c->wlen - c->woff);
+		c->wlen -= c->woff;
+		c->woff = 0;
+	}
+	if (c->wcap - c->wlen < need) {
+		size_t cap = c->wcap ? c->wcap : 4096;
+
+		while (cap - c->wlen < need)
+			cap *= 2;
+		if (cap > CONN_WBUF_MAX)
+			return NULL;
+		c->wbuf = xrealloc(c->wbuf, cap);
+		c->wcap = cap;
+	}
+	return c->wbuf + c->wlen;
+}
+
+static void
+wbuf_commit(struct conn *c, int len)
+{
+	c->wlen += (size_t)len;
+	worker_mark_dirty(c->w, c);
+}
+
+static void
+send_disconnect(struct conn *c, int status, const char *message)
+{
+	char *p = wbuf_reserve(c, 512);
+	int n;
+
+	if (p != NULL && (n = spop_encode_disconnect(p, 512,
+	                  SPOP_FRM_AGENT_DISCONNECT, status, message)) > 0)
+		wbuf_commit(c, n);
+	metrics_frame(c->w->m, METRICS_FRM_DISCONNECT);
+	c->state = CONN_ST_CLOSING;
+	ev_io_stop(c->w->loop, &c->rio);
+	worker_mark_dirty(c->w, c);
+}
+
+/* A protocol error from the peer: say why, then close. */
+static void
+protocol_error(struct conn *c, int status)
+{
+	log_warn("spop_error", "peer=%s status=%d reason=\"%s\"", c->peer,
+	         status, spop_strstatus(status));
+	metrics_spop_error(c->w->m, status);
+	send_disconnect(c, status, spop_strstatus(status));
+}
+
+void
+conn_send_ack(struct conn *c, uint64_t sid, uint64_t fid,
+              const struct decision *d)
+{
+	struct spop_writer w;
+	char *p;
+	int n;
+
+	if (c->state != CONN_ST_READY)
+		return;
+	if ((p = wbuf_reserve(c, c->max_frame + 4)) == NULL) {
+		log_warn("conn_overflow", "peer=%s unread=%zu", c->peer,
+		         c->wlen - c->woff);
+		conn_close(c);
+		return;
+	}
+	spop_w_begin(&w, p, c->max_frame + 4, SPOP_FRM_ACK, sid, fid);
+	decide_encode(d, &w);
+	if ((n = spop_w_end(&w)) == -1) {
+		/* cannot happen with bounded header strings; send it empty */
+		spop_w_begin(&w, p, c->max_frame + 4, SPOP_FRM_ACK, sid, fid);
+		n = spop_w_end(&w);
+	}
+	wbuf_commit(c, n);
+	metrics_frame(c->w->m, METRICS_FRM_ACK);
+}
+
+void
+conn_flush(struct conn *c)
+{
+	ssize_t n;
+
+	if (c->state == CONN_ST_CLOSED)
+		return;
+	while (c->woff < c->wlen) {
+		n = write(c->fd, c->wbuf + c->woff, c->wlen - c->woff);
+		if (n == -1 && errno == EINTR)
+			continue;
+		if (n == -1 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
+			ev_io_start(c->w->loop, &c->wio);
+			return;
+		}
+		if (n == -1) {
+			log_debug("conn_write_failed", "peer=%s error=\"%s\"",
+			          c->peer, strerror(errno));
+			conn_close(c);
+			return;
+		}
+		c->woff += (size_t)n;
+	}
+	c->woff = c->wlen = 0;
+	ev_io_stop(c->w->loop, &c->wio);
+	if (c->state == CONN_ST_CLOSING && c->inflight == 0)
+		conn_close(c);
+}
+
+static void
+write_cb(struct ev_loop *loop, ev_io *w, int revents)
+{
+	conn_flush(container_of(w, struct conn, wio));
+}
+
+/* ---- frames ------------------------------------------------------------- */
+
+static int
+conn_handle_hello(struct conn *c, const struct spop_frame *f)
+{
+	struct spop_hello h;
+	int status, n;
+	char *p;
+
+	if (spop_decode_hello(f->payload, f->len, &h, &status) == -1) {
+		protocol_error(c, status);
+		return -1;
+	}
+	if (h.max_frame_size < SPOP_MIN_FRAME_SIZE) {
+		protocol_error(c, SPOP_ST_BAD_FRAME_SIZE);
+		return -1;
+	}
+	c->max_frame = h.max_frame_size < SPOP_MAX_FRAME_SIZE ?
+	               h.max_frame_size : SPOP_MAX_FRAME_SIZE;
+	if ((p = wbuf_reserve(c, 256)) == NULL)
+		return -1;
+	n = spop_encode_agent_hello(p, 256, c->max_frame, "pipelining");
+	wbuf_commit(c, n);
+	metrics_frame(c->w->m, h.healthcheck ? METRICS_FRM_HEALTHCHECK :
+	                                       METRICS_FRM_HELLO);
+	c->state = CONN_ST_READY;
+	if (h.healthcheck)
+		log_debug("spop_healthcheck", "peer=%s", c->peer);
+	return 0;
+}
+
+static int
+conn_handle_disconnect(struct conn *c, const struct spop_frame *f)
+{
+	struct spop_str msg = { "", 0 };
+	int code = 0, status;
+
+	if (spop_decode_disconnect(f->payload, f->len, &code, &msg, &status) == -1)
+		code = -1;
+	log_info("spop_disconnect", "peer=%s status=%d message=\"%.*s\"",
+	         c->peer, code, (int)(msg.len > 100 ? 100 : msg.len), msg.ptr);
+	metrics_frame(c->w->m, METRICS_FRM_DISCONNECT);
+	send_disconnect(c, SPOP_ST_NORMAL, "bye");
+	return -1;
+}
+
+/* Handles one frame. Returns 0 to go on reading, -1 to stop. */
+static int
+conn_handle_frame(struct conn *c, const struct spop_frame *f)
+{
+	int status;
+
+	if (spop_check_order(f->type, c->state != CONN_ST_HELLO, &status) == -1) {
+		protocol_error(c, status);
+		return -1;
+	}
+	switch (f->type) {
+	case SPOP_FRM_HAPROXY_HELLO:
+		return conn_handle_hello(c, f);
+	case SPOP_FRM_HAPROXY_DISCONNECT:
+		return conn_handle_disconnect(c, f);
+	case SPOP_FRM_NOTIFY:
+		metrics_frame(c->w->m, METRICS_FRM_NOTIFY);
+		if (req_start(c, f, &status) == -1) {
+			protocol_error(c, status);
+			return -1;
+		}
+		if (c->inflight >= CONN_MAX_INFLIGHT)
+			ev_io_stop(c->w->loop, &c->rio);
+		return 0;
+	default:
+		protocol_error(c, SPOP_ST_INVALID);
+		return -1;
+	}
+}
+
+/* Decodes and handles every whole frame in the read buffer. */
+static void
+conn_parse(struct conn *c)
+{
+	struct spop_frame f;
+	size_t off = 0;
+	int n, status;
+
+	while (c->state == CONN_ST_HELLO || c->state == CONN_ST_READY) {
+		n = spop_decode_frame(c->rbuf + off, c->rlen - off, c->max_frame,
+		                      &f, &status);
+		if (n == SPOP_INCOMPLETE)
+			break;
+		if (n == -1) {
+			protocol_error(c, status);
+			break;
+		}
+		off += (size_t)n;
+		if (conn_handle_frame(c, &f) == -1)
+			break;
+	}
+	memmove(c->rbuf, c->rbuf + off, c->rlen - off);
+	c->rlen -= off;
+}
+
+static void
+read_cb(struct ev_loop *loop, ev_io *w, int revents)
+{
+	struct conn *c = container_of(w, struct conn, rio);
+	ssize_t n;
+
+	conn_ref(c);
+	while (c->state <= CONN_ST_READY && c->rlen < CONN_RBUF_SIZE &&
+	       ev_is_active(&c->rio)) {
+		n = read(c->fd, c->rbuf + c->rlen, CONN_RBUF_SIZE - c->rlen);
+		if (n == -1 && errno == EINTR)
+			continue;
+		if (n == -1 && (errno == EAGAIN || errno == EWOULDBLOCK))
+			break;
+		if (n <= 0) {		/* EOF or reset: HAProxy went away */
+			log_debug("conn_closed_by_peer", "peer=%s", c->peer);
+			conn_close(c);
+			break;
+		}
+		c->rlen += (size_t)n;
+		ev_timer_again(loop, &c->idle);
+		conn_parse(c);
+	}
+	conn_unref(c);
+}
+
+static void
+idle_cb(struct ev_loop *loop, ev_timer *w, int revents)
+{
+	struct conn *c = container_of(w, struct conn, idle);
+
+	if (c->inflight > 0) {
+		ev_timer_again(loop, w);
+		return;
+	}
+	log_debug("conn_idle_timeout", "peer=%s", c->peer);
+	send_disconnect(c, SPOP_ST_TIMEOUT, "idle timeout");
+}
+
+/* ---- lifecycle ---------------------------------------------------------- */
+
+struct conn *
+conn_new(struct worker *w, int fd, const char *peer)
+{
+	struct conn *c = xcalloc(1, sizeof(*c));
+	struct policy *p = worker_policy(w);
+
+	c->w = w;
+	c->fd = fd;
+	c->refs = 1;
+	c->state = CONN_ST_HELLO;
+	c->max_frame = SPOP_MAX_FRAME_SIZE;
+	c->rbuf = xmalloc(CONN_RBUF_SIZE);
+	snprintf(c->peer, sizeof(c->peer), "%s", peer);
+	ev_io_init(&c->rio, read_cb, fd, EV_READ);
+	ev_io_init(&c->wio, write_cb, fd, EV_WRITE);
+	ev_init(&c->idle, idle_cb);
+	c->idle.repeat = (double)p->idle_timeout_us / 1e6;
+	ev_io_start(w->loop, &c->rio);
+	ev_timer_again(w->loop, &c->idle);
+	c->next = w->conns;
+	if (w->conns != NULL)
+		w->conns->prev = c;
+	w->conns = c;
+	w->nconns++;
+	metrics_conn_open(w->m);
+	return c;
+}
+
+/* Closes the socket now; the memory goes at the last unref. */
+static void
+conn_close(struct conn *c)
+{
+	struct worker *w = c->w;
+
+	if (c->state == CONN_ST_CLOSED)
+		return;
+	c->state = CONN_ST_CLOSED;
+	ev_io_stop(w->loop, &c->rio);
+	ev_io_stop(w->loop, &c->wio);
+	ev_timer_stop(w->loop, &c->idle);
+	close(c->fd);
+	c->fd = -1;
+	if (c->prev != NULL)
+		c->prev->next = c->next;
+	else
+		w->conns = c->next;
+	if (c->next != NULL)
+		c->next->prev = c->prev;
+	c->next = c->prev = NULL;
+	w->nconns--;
+	atomic_fetch_sub(&w->srv->nconns, 1);
+	metrics_conn_close(w->m);
+	conn_unref(c);
+}
+
+void
+conn_ref(struct conn *c)
+{
+	c->refs++;
+}
+
+void
+conn_unref(struct conn *c)
+{
+	if (--c->refs > 0)
+		return;
+	free(c->rbuf);
+	free(c->wbuf);
+	free(c);
+}
+
+void
+conn_req_done(struct conn *c)
+{
+	c->inflight--;
+	if (c->state == CONN_ST_READY && c->inflight < CONN_MAX_INFLIGHT &&
+	    !c->w->draining && !ev_is_active(&c->rio)) {
+		ev_io_start(c->w->loop, &c->rio);
+		/* frames may already wait in the buffer */
+		conn_parse(c);
+	}
+	if (c->state == CONN_ST_CLOSING && c->inflight == 0)
+		worker_mark_dirty(c->w, c);
+	if (c->w->draining && c->inflight == 0 && c->state == CONN_ST_READY)
+		send_disconnect(c, SPOP_ST_NORMAL, "agent shutting down");
+	conn_unref(c);
+}
+
+void
+conn_abort(struct conn *c)
+{
+	conn_close(c);
+}
+
+void
+conn_drain(struct conn *c)
+{
+	if (c->state == CONN_ST_CLOSED || c->state == CONN_ST_CLOSING)
+		return;
+	ev_io_stop(c->w->loop, &c->rio);
+	if (c->inflight == 0)
+		send_disconnect(c, SPOP_ST_NORMAL, "agent shutting down");
+}

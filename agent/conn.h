@@ -1,0 +1,73 @@
+/*
+ * One HAProxy connection: the socket, its read and write buffers, the idle
+ * timer and the SPOP state machine (HELLO, NOTIFY, DISCONNECT).
+ *
+ * A conn is reference counted: the socket holds one reference and every
+ * request in flight holds one, so a request answered after HAProxy closed
+ * the connection finds a conn marked closed, drops its ACK and lets go.
+ * Output is appended to the write buffer and flushed once per loop
+ * iteration (worker flush), so many ACKs leave in one write(2), and a frame
+ * is never split by our own writes.
+ */
+#ifndef CONN_H
+#define CONN_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include <ev.h>
+
+#include "spop.h"
+
+#define CONN_MAX_INFLIGHT 64		/* NOTIFYs answered at once; then reads pause */
+#define CONN_WBUF_MAX     (1 << 20)	/* output a slow peer may leave unread */
+
+struct worker;
+struct decision;
+
+enum conn_state {
+	CONN_ST_HELLO = 0,		/* waiting for HAPROXY-HELLO */
+	CONN_ST_READY,			/* serving NOTIFYs */
+	CONN_ST_CLOSING,		/* DISCONNECT queued, flushing, then close */
+	CONN_ST_CLOSED,			/* socket closed, waiting for the last unref */
+};
+
+struct conn {
+	struct worker  *w;
+	int             fd;
+	enum conn_state state;
+	int             refs;
+	int             inflight;
+	int             dirty;		/* on the worker's dirty list */
+	uint32_t        max_frame;	/* negotiated */
+	ev_io           rio, wio;
+	ev_timer        idle;
+	char           *rbuf;
+	size_t          rlen;
+	char           *wbuf;
+	size_t          wlen, woff, wcap;
+	struct conn    *next, *prev;	/* worker's list */
+	struct conn    *next_dirty;
+	char            peer[64];
+};
+
+/* Takes over <fd> (non-blocking, accepted) and starts reading. */
+struct conn *conn_new(struct worker *w, int fd, const char *peer);
+void conn_ref(struct conn *c);
+void conn_unref(struct conn *c);
+
+/* Queues the ACK for (<sid>, <fid>) carrying <d>'s variables. Dropped when
+ * the conn is no longer serving. */
+void conn_send_ack(struct conn *c, uint64_t sid, uint64_t fid,
+                   const struct decision *d);
+/* A request of <c> has finished (its ACK is queued or dropped). */
+void conn_req_done(struct conn *c);
+/* Writes pending output; called by the worker's flush watcher. */
+void conn_flush(struct conn *c);
+/* Starts a graceful close: stop reading; once nothing is in flight, send
+ * AGENT-DISCONNECT (status 0) and close. */
+void conn_drain(struct conn *c);
+/* Closes the socket now, whatever is in flight. */
+void conn_abort(struct conn *c);
+
+#endif

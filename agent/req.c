@@ -1,0 +1,294 @@
+/*
+ * One NOTIFY, from its messages to its ACK.
+ *
+ *   req_start: messages -> checks (policy) -> missing-key denials and
+ *              local-tier rules decided at once -> the Redis checks queued
+ *              on the worker's store with a deadline (redis.timeout)
+ *   store_cb / deadline_cb: results, or each rule's fail mode
+ *   req_finish: decide -> ACK queued on the conn (or held, for a leaky
+ *              bucket in delay mode) -> the request goes back to the pool
+ *
+ * A request denied by a check decided at once never reaches Redis, so it
+ * is charged nowhere. Requests are recycled through a per-worker free list:
+ * no allocation per request once the pool is warm. A request holds a
+ * reference on its conn and on the policy it was built under, so a reload
+ * or a closed connection in the middle changes nothing for it.
+ */
+#include <stdlib.h>
+#include <string.h>
+
+#include <ev.h>
+
+#include "conn.h"
+#include "decide.h"
+#include "local.h"
+#include "log.h"
+#include "metrics.h"
+#include "policy.h"
+#include "req.h"
+#include "server.h"
+#include "store.h"
+#include "util.h"
+
+struct req {
+	struct worker    *w;
+	struct conn      *c;
+	struct policy    *policy;
+	uint64_t          sid, fid;
+	int               n;			/* checks */
+	int               nredis;
+	ev_timer          timer;		/* Redis deadline, then ACK delay */
+	struct store_req  sr;
+	struct decision   d;
+	struct req       *next_free;
+	int               redis_idx[POLICY_MAX_CHECKS];
+	struct lim_result results[POLICY_MAX_CHECKS];
+	struct outcome    out[POLICY_MAX_CHECKS];
+	struct check      checks[POLICY_MAX_CHECKS];
+};
+
+static void req_finish(struct req *r);
+
+static struct req *
+req_alloc(struct worker *w)
+{
+	struct req *r = w->free_reqs;
+
+	if (r != NULL) {
+		w->free_reqs = r->next_free;
+		return r;
+	}
+	r = xcalloc(1, sizeof(*r));
+	r->w = w;
+	return r;
+}
+
+static void
+req_release(struct req *r)
+{
+	struct worker *w = r->w;
+
+	ev_timer_stop(w->loop, &r->timer);
+	r->sr.gen++;			/* any late store answer is now stale */
+	policy_unref(r->policy);
+	r->policy = NULL;
+	conn_req_done(r->c);
+	r->c = NULL;
+	r->next_free = w->free_reqs;
+	w->free_reqs = r;
+}
+
+void
+req_pool_free(struct worker *w)
+{
+	struct req *r;
+
+	while ((r = w->free_reqs) != NULL) {
+		w->free_reqs = r->next_free;
+		free(r);
+	}
+}
+
+/* ---- fail modes --------------------------------------------------------- */
+
+/* Evaluates check <i> in process: a store: local rule, or the fail: local
+ * fallback, whose limits are divided among the pool. */
+static void
+eval_local(struct req *r, int i, int fallback)
+{
+	struct check *c = &r->checks[i];
+	struct lim_params lp = c->lim;
+
+	if (fallback)
+		local_share(&lp, r->policy->pool_size);
+	local_eval(r->w->local, &lp, c->key, c->keylen, c->op, c->cost,
+	           c->member, c->memberlen, util_now_us(), &r->out[i].res);
+}
+
+/* Redis could not decide: each Redis check follows its rule's fail mode. */
+static void
+apply_fail_modes(struct req *r)
+{
+	for (int j = 0; j < r->nredis; j++) {
+		int i = r->redis_idx[j];
+
+		switch (r->checks[i].rule->fail) {
+		case FAIL_OPEN:
+			r->out[i].src = SRC_FAIL_OPEN;
+			break;
+		case FAIL_CLOSED:
+			r->out[i].src = SRC_FAIL_CLOSED;
+			break;
+		case FAIL_LOCAL:
+			r->out[i].src = SRC_FAIL_LOCAL;
+			eval_local(r, i, 1);
+			break;
+		}
+	}
+}
+
+/* ---- Redis -------------------------------------------------------------- */
+
+static void
+store_done_cb(struct store_req *sr, int err)
+{
+	struct req *r = container_of(sr, struct req, sr);
+
+	ev_timer_stop(r->w->loop, &r->timer);
+	sr->gen++;
+	if (err != STORE_OK) {
+		apply_fail_modes(r);
+	} else {
+		for (int j = 0; j < r->nredis; j++) {
+			int i = r->redis_idx[j];
+
+			r->out[i].src = SRC_STORE;
+			r->out[i].res = r->results[i];
+		}
+	}
+	req_finish(r);
+}
+
+static void
+deadline_cb(struct ev_loop *loop, ev_timer *t, int revents)
+{
+	struct req *r = container_of(t, struct req, timer);
+
+	r->sr.gen++;			/* the reply, if it ever comes, is dropped */
+	apply_fail_modes(r);
+	store_note_timeout(r->w->store);
+	req_finish(r);
+}
+
+static void
+send_to_store(struct req *r)
+{
+	r->sr.checks = r->checks;
+	r->sr.index = r->redis_idx;
+	r->sr.n = r->nredis;
+	r->sr.results = r->results;
+	r->sr.cb = store_done_cb;
+	if (store_submit(r->w->store, &r->sr) != STORE_OK) {
+		apply_fail_modes(r);
+		req_finish(r);
+		return;
+	}
+	ev_timer_init(&r->timer, deadline_cb,
+	              (double)r->policy->redis_timeout_us / 1e6, 0.);
+	ev_timer_start(r->w->loop, &r->timer);
+}
+
+/* ---- start and finish --------------------------------------------------- */
+
+static int
+build_checks(struct req *r, const struct spop_frame *f, int *status)
+{
+	struct spop_iter it = { f->payload, f->payload + f->len };
+	struct spop_message m;
+	int rc;
+
+	r->n = 0;
+	while ((rc = spop_next_message(&it, &m, status)) == 1)
+		r->n += policy_build_checks(r->policy, &m, r->checks + r->n,
+		                            POLICY_MAX_CHECKS - r->n);
+	return rc;
+}
+
+/* Decides the checks that need no Redis. Returns 1 if one of them denies
+ * (so nothing is charged anywhere), 0 otherwise. */
+static int
+decide_at_once(struct req *r)
+{
+	int denied = 0;
+
+	r->nredis = 0;
+	for (int i = 0; i < r->n; i++) {
+		const struct check *c = &r->checks[i];
+
+		r->out[i].src = SRC_STORE;
+		if (c->kind == CHECK_DENY_MISSING) {
+			r->out[i].src = SRC_MISSING;
+			denied |= !c->rule->shadow;
+		} else if (c->rule->store == STORE_LOCAL) {
+			eval_local(r, i, 0);
+			denied |= r->out[i].res.allowed != 1 && !c->rule->shadow;
+		} else {
+			r->redis_idx[r->nredis++] = i;
+		}
+	}
+	return denied;
+}
+
+int
+req_start(struct conn *c, const struct spop_frame *f, int *status)
+{
+	struct worker *w = c->w;
+	struct req *r = req_alloc(w);
+
+	r->policy = policy_ref(worker_policy(w));
+	if (build_checks(r, f, status) == -1) {
+		policy_unref(r->policy);
+		r->policy = NULL;
+		r->next_free = w->free_reqs;
+		w->free_reqs = r;
+		return -1;
+	}
+	conn_ref(c);
+	c->inflight++;
+	r->c = c;
+	r->sid = f->stream_id;
+	r->fid = f->frame_id;
+	if (decide_at_once(r) || r->nredis == 0) {
+		for (int j = 0; j < r->nredis; j++)	/* denied: charge nothing */
+			r->out[r->redis_idx[j]].src = SRC_NOT_RUN;
+		r->nredis = 0;
+		req_finish(r);
+	} else {
+		send_to_store(r);
+	}
+	return 0;
+}
+
+static void
+count_decisions(struct req *r)
+{
+	for (int i = 0; i < r->n; i++) {
+		const struct outcome *o = &r->out[i];
+		int idx = r->checks[i].rule->index, o_kind;
+
+		if (o->src == SRC_NOT_RUN)
+			continue;
+		if (o->src == SRC_FAIL_OPEN || o->src == SRC_FAIL_CLOSED ||
+		    o->src == SRC_FAIL_LOCAL)
+			o_kind = METRICS_DEGRADED;
+		else if (o->src == SRC_MISSING || o->res.allowed != 1)
+			o_kind = r->checks[i].rule->shadow ?
+			         METRICS_SHADOW_DENIED : METRICS_DENIED;
+		else
+			o_kind = METRICS_ALLOWED;
+		metrics_decision(r->w->m, idx, o_kind);
+	}
+}
+
+static void
+delay_cb(struct ev_loop *loop, ev_timer *t, int revents)
+{
+	struct req *r = container_of(t, struct req, timer);
+
+	conn_send_ack(r->c, r->sid, r->fid, &r->d);
+	req_release(r);
+}
+
+static void
+req_finish(struct req *r)
+{
+	decide(r->checks, r->out, r->n, r->policy->headers, &r->d);
+	count_decisions(r);
+	if (r->d.delay_us > 0 && r->d.status == 0) {
+		ev_timer_init(&r->timer, delay_cb, (double)r->d.delay_us / 1e6, 0.);
+		ev_timer_start(r->w->loop, &r->timer);
+		return;
+	}
+	conn_send_ack(r->c, r->sid, r->fid, &r->d);
+	req_release(r);
+}

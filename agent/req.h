@@ -1,0 +1,26 @@
+/*
+ * A request: one NOTIFY, from its messages to its ACK. Builds the checks
+ * the policy gives for each message, decides what it can at once (missing
+ * keys, local-tier rules), sends the rest to Redis in one script call with
+ * a deadline, applies each rule's fail mode when Redis is down or late,
+ * and queues the ACK on its connection.
+ *
+ * Every NOTIFY gets exactly one ACK (or none if the connection is gone),
+ * whatever happens: the request ends through req_finish() on every path.
+ */
+#ifndef REQ_H
+#define REQ_H
+
+#include "spop.h"
+
+struct conn;
+struct worker;
+
+/* Starts the request for NOTIFY <f> on <c>. Returns 0, or -1 with an SPOP
+ * status in <*status> when the payload is malformed (no request made). */
+int req_start(struct conn *c, const struct spop_frame *f, int *status);
+
+/* Frees the worker's pool of recycled requests (at worker exit). */
+void req_pool_free(struct worker *w);
+
+#endif

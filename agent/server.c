@@ -1,0 +1,443 @@
+/*
+ * Listeners and workers.
+ *
+ * Each worker thread runs its own libev loop with its own Redis link
+ * (store), local tier and metrics block: nothing on the request path is
+ * shared between threads, so nothing is locked. The listening sockets are
+ * watched by every worker; accept4() is non-blocking and the loser of a
+ * race simply gets EAGAIN. The only cross-thread state is the connection
+ * count (an atomic, for max_conns) and the newest policy pointer, which the
+ * main thread publishes before waking the workers with ev_async.
+ *
+ * Drain: the main thread sets <draining> and wakes every worker, which
+ * stops accepting, lets each connection answer what is in flight, sends a
+ * normal AGENT-DISCONNECT and closes; the loop ends when the worker has no
+ * connection left, or at the drain deadline.
+ */
+#include <errno.h>
+#include <netdb.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/un.h>
+#include <unistd.h>
+#include <arpa/inet.h>
+
+#include "conn.h"
+#include "local.h"
+#include "log.h"
+#include "metrics.h"
+#include "req.h"
+#include "server.h"
+#include "store.h"
+#include "util.h"
+
+#define SERVER_BACKLOG   1024
+#define SERVER_DRAIN_S   5.0
+
+static atomic_int server_draining;
+
+/* ---- listening sockets -------------------------------------------------- */
+
+static int
+listen_unix(const char *path, char **err)
+{
+	struct sockaddr_un sun = { .sun_family = AF_UNIX };
+	int fd;
+
+	if (strlen(path) >= sizeof(sun.sun_path)) {
+		asprintf(err, "unix:%s: path too long", path);
+		return -1;
+	}
+	strcpy(sun.sun_path, path);
+	fd = socket(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+	if (fd == -1)
+		goto fail;
+	unlink(path);			/* a stale socket from a previous run */
+	if (bind(fd, (struct sockaddr *)&sun, sizeof(sun)) == -1 ||
+	    listen(fd, SERVER_BACKLOG) == -1)
+		goto fail;
+	return fd;
+fail:
+	asprintf(err, "unix:%s: %s", path, strerror(errno));
+	if (fd != -1)
+		close(fd);
+	return -1;
+}
+
+/* Splits "host:port" or "[v6]:port" into <host> and <port>. */
+static int
+split_hostport(const char *addr, char *host, size_t size, const char **port)
+{
+	const char *colon;
+	size_t n;
+
+	if (addr[0] == '[') {
+		const char *rb = strchr(addr, ']');
+
+		if (rb == NULL || rb[1] != ':')
+			return -1;
+		n = (size_t)(rb - addr - 1);
+		addr++;
+		colon = rb + 1;
+	} else {
+		colon = strrchr(addr, ':');
+		if (colon == NULL)
+			return -1;
+		n = (size_t)(colon - addr);
+	}
+	if (n >= size)
+		return -1;
+	memcpy(host, addr, n);
+	host[n] = '\0';
+	*port = colon + 1;
+	return 0;
+}
+
+static int
+listen_tcp(const char *addr, char **err)
+{
+	struct addrinfo hints = { .ai_socktype = SOCK_STREAM,
+	                          .ai_flags = AI_PASSIVE | AI_NUMERICSERV };
+	struct addrinfo *ai = NULL;
+	char host[256];
+	const char *port;
+	int fd = -1, one = 1, rc;
+
+	if (split_hostport(addr, host, sizeof(host), &port) == -1) {
+		asprintf(err, "%s: want host:port, [v6]:port or unix:/path", addr);
+		return -1;
+	}
+	rc = getaddrinfo(host[0] ? host : NULL, port, &hints, &ai);
+	if (rc != 0) {
+		asprintf(err, "%s: %s", addr, gai_strerror(rc));
+		return -1;
+	}
+	fd = socket(ai->ai_family, ai->ai_socktype | SOCK_NONBLOCK | SOCK_CLOEXEC,
+	            ai->ai_protocol);
+	if (fd == -1)
+		goto fail;
+	setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
+	if (bind(fd, ai->ai_addr, ai->ai_addrlen) == -1 ||
+	    listen(fd, SERVER_BACKLOG) == -1)
+		goto fail;
+	freeaddrinfo(ai);
+	return fd;
+fail:
+	asprintf(err, "%s: %s", addr, strerror(errno));
+	if (fd != -1)
+		close(fd);
+	freeaddrinfo(ai);
+	return -1;
+}
+
+static int
+open_listeners(struct server *s, const char *listen, char **err)
+{
+	char *copy = xstrdup(listen), *save = NULL, *tok;
+	int rc = 0;
+
+	for (tok = strtok_r(copy, ",", &save); tok != NULL;
+	     tok = strtok_r(NULL, ",", &save)) {
+		int fd;
+
+		while (*tok == ' ')
+			tok++;
+		if (s->nfds == SERVER_MAX_LISTEN) {
+			asprintf(err, "more than %d listen addresses", SERVER_MAX_LISTEN);
+			rc = -1;
+			break;
+		}
+		fd = strncmp(tok, "unix:", 5) == 0 ? listen_unix(tok + 5, err)
+		                                   : listen_tcp(tok, err);
+		if (fd == -1) {
+			rc = -1;
+			break;
+		}
+		s->addrs[s->nfds] = xstrdup(tok);
+		s->fds[s->nfds++] = fd;
+		log_info("listening", "addr=%s", tok);
+	}
+	free(copy);
+	return rc;
+}
+
+/* ---- accepting ---------------------------------------------------------- */
+
+static void
+peer_name(const struct sockaddr_storage *ss, char *buf, size_t size)
+{
+	char ip[INET6_ADDRSTRLEN] = "unix";
+	int port = 0;
+
+	if (ss->ss_family == AF_INET) {
+		const struct sockaddr_in *in = (const void *)ss;
+		inet_ntop(AF_INET, &in->sin_addr, ip, sizeof(ip));
+		port = ntohs(in->sin_port);
+	} else if (ss->ss_family == AF_INET6) {
+		const struct sockaddr_in6 *in6 = (const void *)ss;
+		inet_ntop(AF_INET6, &in6->sin6_addr, ip, sizeof(ip));
+		port = ntohs(in6->sin6_port);
+	}
+	snprintf(buf, size, "%s:%d", ip, port);
+}
+
+static void
+accept_cb(struct ev_loop *loop, ev_io *io, int revents)
+{
+	struct worker *w = ev_userdata(loop);
+	struct server *s = w->srv;
+	struct sockaddr_storage ss;
+	socklen_t len;
+	char peer[64];
+	int fd, one = 1;
+
+	for (int i = 0; i < 64; i++) {	/* bounded: let other events run */
+		len = sizeof(ss);
+		fd = accept4(io->fd, (struct sockaddr *)&ss, &len,
+		             SOCK_NONBLOCK | SOCK_CLOEXEC);
+		if (fd == -1) {
+			if (errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR)
+				log_warn("accept_failed", "error=\"%s\"", strerror(errno));
+			return;
+		}
+		if (atomic_fetch_add(&s->nconns, 1) >= s->max_conns) {
+			atomic_fetch_sub(&s->nconns, 1);
+			log_warn("conn_refused", "reason=max_conns max=%d", s->max_conns);
+			close(fd);
+			continue;
+		}
+		if (ss.ss_family != AF_UNIX)
+			setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+		peer_name(&ss, peer, sizeof(peer));
+		conn_new(w, fd, peer);
+	}
+}
+
+/* ---- worker loop -------------------------------------------------------- */
+
+struct policy *
+worker_policy(struct worker *w)
+{
+	return w->policy;
+}
+
+void
+worker_mark_dirty(struct worker *w, struct conn *c)
+{
+	if (c->dirty)
+		return;
+	c->dirty = 1;
+	conn_ref(c);
+	c->next_dirty = w->dirty;
+	w->dirty = c;
+}
+
+/* Runs before the loop blocks: first the Redis batch, so Redis works
+ * while we write, then every connection with output. */
+static void
+flush_cb(struct ev_loop *loop, ev_prepare *p, int revents)
+{
+	struct worker *w = container_of(p, struct worker, flush);
+	struct conn *c;
+
+	store_flush(w->store);
+	atomic_store_explicit(&w->redis_up, store_up(w->store),
+	                      memory_order_relaxed);
+	while ((c = w->dirty) != NULL) {
+		w->dirty = c->next_dirty;
+		c->dirty = 0;
+		conn_flush(c);
+		conn_unref(c);
+	}
+	if (w->draining && w->nconns == 0)
+		ev_break(loop, EVBREAK_ALL);
+}
+
+static void
+drain_timeout_cb(struct ev_loop *loop, ev_timer *t, int revents)
+{
+	struct worker *w = container_of(t, struct worker, drain_timer);
+
+	log_warn("drain_timeout", "worker=%d conns=%d", w->id, w->nconns);
+	ev_break(loop, EVBREAK_ALL);
+}
+
+static void
+worker_start_drain(struct worker *w)
+{
+	struct conn *c, *next;
+
+	w->draining = 1;
+	for (int i = 0; i < w->srv->nfds; i++)
+		ev_io_stop(w->loop, &w->accept_io[i]);
+	for (c = w->conns; c != NULL; c = next) {
+		next = c->next;
+		conn_drain(c);
+	}
+	ev_timer_init(&w->drain_timer, drain_timeout_cb, SERVER_DRAIN_S, 0.);
+	ev_timer_start(w->loop, &w->drain_timer);
+}
+
+/* Swaps in the newest policy; requests in flight keep their own ref. */
+static void
+wake_cb(struct ev_loop *loop, ev_async *a, int revents)
+{
+	struct worker *w = container_of(a, struct worker, wake);
+	struct policy *p = atomic_load(&w->srv->policy);
+
+	if (p != w->policy) {
+		policy_ref(p);
+		policy_unref(w->policy);
+		w->policy = p;
+	}
+	if (atomic_load(&server_draining) && !w->draining)
+		worker_start_drain(w);
+}
+
+static void *
+worker_main(void *arg)
+{
+	struct worker *w = arg;
+
+	ev_run(w->loop, 0);
+	return NULL;
+}
+
+static int
+worker_init(struct worker *w, struct server *s, int id, char **err)
+{
+	struct store_cfg sc = { 0 };
+	const char *serr = NULL;
+
+	w->id = id;
+	w->srv = s;
+	w->policy = policy_ref(atomic_load(&s->policy));
+	w->loop = ev_loop_new(EVFLAG_AUTO);
+	if (w->loop == NULL) {
+		asprintf(err, "cannot create an event loop");
+		return -1;
+	}
+	ev_set_userdata(w->loop, w);
+	w->m = metrics_worker_new();
+	w->local = local_new(w->policy->local_max_keys);
+	sc.url = s->redis_url ? s->redis_url : w->policy->redis_url;
+	sc.username = w->policy->redis_username;
+	sc.password = w->policy->redis_password;
+	w->store = store_new(w->loop, &sc, w->m, &serr);
+	if (w->store == NULL) {
+		asprintf(err, "redis.url %s: %s", sc.url, serr);
+		return -1;
+	}
+	for (int i = 0; i < s->nfds; i++) {
+		ev_io_init(&w->accept_io[i], accept_cb, s->fds[i], EV_READ);
+		ev_io_start(w->loop, &w->accept_io[i]);
+	}
+	ev_async_init(&w->wake, wake_cb);
+	ev_async_start(w->loop, &w->wake);
+	ev_prepare_init(&w->flush, flush_cb);
+	ev_prepare_start(w->loop, &w->flush);
+	return 0;
+}
+
+static void
+worker_deinit(struct worker *w)
+{
+	struct conn *c;
+
+	if (w->loop == NULL)
+		return;
+	while ((c = w->conns) != NULL)	/* past the drain deadline */
+		conn_abort(c);
+	store_free(w->store);		/* pending requests get their fail mode */
+	flush_cb(w->loop, &w->flush, 0);
+	req_pool_free(w);
+	local_free(w->local);
+	policy_unref(w->policy);
+	ev_loop_destroy(w->loop);
+	w->loop = NULL;
+}
+
+/* ---- server ------------------------------------------------------------- */
+
+struct server *
+server_new(struct policy *p, const char *listen, int nworkers,
+           const char *redis_url, char **err)
+{
+	struct server *s = xcalloc(1, sizeof(*s));
+
+	atomic_init(&s->policy, policy_ref(p));
+	s->max_conns = p->max_conns > 0 ? p->max_conns : 10000;
+	s->redis_url = redis_url;
+	if (open_listeners(s, listen, err) == -1)
+		goto fail;
+	s->nworkers = nworkers > 0 ? nworkers : 1;
+	s->workers = xcalloc((size_t)s->nworkers, sizeof(*s->workers));
+	for (int i = 0; i < s->nworkers; i++)
+		if (worker_init(&s->workers[i], s, i, err) == -1)
+			goto fail;
+	return s;
+fail:
+	server_stop(s);
+	return NULL;
+}
+
+int
+server_start(struct server *s)
+{
+	for (int i = 0; i < s->nworkers; i++) {
+		int rc = pthread_create(&s->workers[i].thread, NULL, worker_main,
+		                        &s->workers[i]);
+		if (rc != 0)
+			fatal("pthread_create: %s", strerror(rc));
+		s->workers[i].started = 1;
+	}
+	return 0;
+}
+
+int
+server_healthy(struct server *s)
+{
+	for (int i = 0; i < s->nworkers; i++)
+		if (!atomic_load_explicit(&s->workers[i].redis_up,
+		                          memory_order_relaxed))
+			return 0;
+	return 1;
+}
+
+void
+server_reload(struct server *s, struct policy *p)
+{
+	struct policy *old = atomic_exchange(&s->policy, policy_ref(p));
+
+	for (int i = 0; i < s->nworkers; i++)
+		ev_async_send(s->workers[i].loop, &s->workers[i].wake);
+	policy_unref(old);
+}
+
+void
+server_stop(struct server *s)
+{
+	atomic_store(&server_draining, 1);
+	for (int i = 0; i < s->nworkers; i++) {
+		struct worker *w = &s->workers[i];
+
+		if (w->started) {
+			ev_async_send(w->loop, &w->wake);
+			pthread_join(w->thread, NULL);
+		}
+		worker_deinit(w);
+	}
+	for (int i = 0; i < s->nfds; i++) {
+		close(s->fds[i]);
+		if (strncmp(s->addrs[i], "unix:", 5) == 0)
+			unlink(s->addrs[i] + 5);
+		free(s->addrs[i]);
+	}
+	free(s->workers);
+	policy_unref(atomic_load(&s->policy));
+	free(s);
+}

@@ -1,0 +1,86 @@
+/*
+ * The server: listening sockets (TCP and unix), the worker threads (one
+ * libev loop each, sharing nothing on the hot path), accepting, policy
+ * reload and graceful drain.
+ *
+ * Every worker watches every listening socket and accepts what it can
+ * (non-blocking accept; a worker that loses the race gets EAGAIN), so a
+ * connection lives on the worker that accepted it, with that worker's
+ * Redis link, local tier and metrics. The main thread owns signals and
+ * reaches the workers with ev_async.
+ */
+#ifndef SERVER_H
+#define SERVER_H
+
+#include <pthread.h>
+#include <stdatomic.h>
+
+#include <ev.h>
+
+#include "policy.h"
+
+#define SERVER_MAX_LISTEN 8
+
+struct conn;
+struct req;
+struct store;
+struct local;
+struct metrics_worker;
+struct server;
+
+struct worker {
+	int                    id;
+	struct server         *srv;
+	struct ev_loop        *loop;
+	pthread_t              thread;
+	ev_io                  accept_io[SERVER_MAX_LISTEN];
+	ev_async               wake;	/* reload or drain requested */
+	ev_prepare             flush;	/* once per loop iteration */
+	ev_timer               drain_timer;
+	struct store          *store;
+	struct local          *local;
+	struct metrics_worker *m;
+	struct policy         *policy;	/* current; this worker holds a ref */
+	struct conn           *conns;	/* all connections of this worker */
+	int                    nconns;
+	struct conn           *dirty;	/* connections with output to flush */
+	struct req            *free_reqs;	/* recycled requests */
+	int                    draining;
+	int                    started;	/* thread created */
+	atomic_int             redis_up;	/* for /healthz, read by main */
+};
+
+struct server {
+	int                    fds[SERVER_MAX_LISTEN];
+	char                  *addrs[SERVER_MAX_LISTEN];
+	int                    nfds;
+	struct worker         *workers;
+	int                    nworkers;
+	_Atomic(struct policy *) policy;	/* the newest policy */
+	atomic_int             nconns;	/* all workers */
+	int                    max_conns;
+	const char            *redis_url;	/* override of policy redis.url */
+};
+
+/* Opens every address of <listen> (comma-separated; "host:port",
+ * "[v6]:port" or "unix:/path"), creates <nworkers> workers. Returns NULL
+ * with <*err> (malloc'ed) on failure. Takes a reference on <p>. */
+struct server *server_new(struct policy *p, const char *listen, int nworkers,
+                          const char *redis_url, char **err);
+/* Starts the worker threads. */
+int server_start(struct server *s);
+/* Publishes <p> (the server takes a reference) to every worker. */
+void server_reload(struct server *s, struct policy *p);
+/* Stops accepting, answers what is in flight, closes connections with a
+ * normal AGENT-DISCONNECT, joins the workers (bounded by a drain timeout),
+ * and frees everything. */
+void server_stop(struct server *s);
+
+/* 1 when every worker has a working Redis link (for /healthz). */
+int server_healthy(struct server *s);
+
+/* Worker-side helpers for conn.c and req.c. */
+void worker_mark_dirty(struct worker *w, struct conn *c);
+struct policy *worker_policy(struct worker *w);
+
+#endif

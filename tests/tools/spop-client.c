@@ -1,0 +1,299 @@
+/*
+ * spop-client: plays HAProxy's side of SPOP against an agent, for the
+ * integration tests. It sends a HELLO, then NOTIFYs, and prints each ACK's
+ * variables as one line of name=value pairs, in frame-id order.
+ *
+ *   spop-client [-a ADDR] [-n COUNT] [-P PIPELINE] [-H] [-x HEX] [-s SID]
+ *               MESSAGE [NAME=TYPE:VALUE]...
+ *
+ * ADDR is host:port or unix:/path. TYPE is s (string), i (int64), 4 (IPv4),
+ * 6 (IPv6), n (null; VALUE ignored). -n sends COUNT NOTIFYs, -P keeps up to
+ * PIPELINE of them in flight on the one connection. -H sends a health-check
+ * HELLO and prints the AGENT-HELLO. -x sends raw HEX bytes after the HELLO
+ * (for malformed-input tests) and prints what comes back. A DISCONNECT from
+ * the agent prints "disconnect status=N". Every wait is bounded (-t ms).
+ * Exit status 0 when every NOTIFY got its ACK.
+ */
+#include <arpa/inet.h>
+#include <errno.h>
+#include <netdb.h>
+#include <poll.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+#include "spop.h"
+
+#define BUF 65536
+
+static int   timeout_ms = 2000;
+static char  rbuf[BUF];
+static size_t rlen;
+
+static int
+dial(const char *addr)
+{
+	int fd;
+
+	if (strncmp(addr, "unix:", 5) == 0) {
+		struct sockaddr_un sun = { .sun_family = AF_UNIX };
+
+		snprintf(sun.sun_path, sizeof(sun.sun_path), "%s", addr + 5);
+		fd = socket(AF_UNIX, SOCK_STREAM, 0);
+		if (connect(fd, (struct sockaddr *)&sun, sizeof(sun)) == -1)
+			return -1;
+		return fd;
+	}
+	char host[256];
+	const char *colon = strrchr(addr, ':');
+	struct addrinfo hints = { .ai_socktype = SOCK_STREAM }, *ai;
+
+	if (colon == NULL)
+		return -1;
+	snprintf(host, sizeof(host), "%.*s", (int)(colon - addr), addr);
+	if (getaddrinfo(host, colon + 1, &hints, &ai) != 0)
+		return -1;
+	fd = socket(ai->ai_family, SOCK_STREAM, 0);
+	if (connect(fd, ai->ai_addr, ai->ai_addrlen) == -1) {
+		freeaddrinfo(ai);
+		return -1;
+	}
+	freeaddrinfo(ai);
+	return fd;
+}
+
+static int
+send_all(int fd, const char *p, size_t n)
+{
+	while (n > 0) {
+		ssize_t w = write(fd, p, n);
+
+		if (w <= 0)
+			return -1;
+		p += w;
+		n -= (size_t)w;
+	}
+	return 0;
+}
+
+/* Reads until one whole frame is buffered. Returns its size, 0 on EOF or
+ * timeout. */
+static int
+read_frame(int fd, struct spop_frame *f)
+{
+	int st, n;
+
+	for (;;) {
+		n = spop_decode_frame(rbuf, rlen, BUF - 4, f, &st);
+		if (n > 0)
+			return n;
+		if (n < 0)
+			return 0;
+		struct pollfd p = { .fd = fd, .events = POLLIN };
+		if (poll(&p, 1, timeout_ms) <= 0)
+			return 0;
+		ssize_t r = read(fd, rbuf + rlen, BUF - rlen);
+		if (r <= 0)
+			return 0;
+		rlen += (size_t)r;
+	}
+}
+
+static void
+consume(int n)
+{
+	memmove(rbuf, rbuf + n, rlen - (size_t)n);
+	rlen -= (size_t)n;
+}
+
+static void
+print_data(const struct spop_data *d)
+{
+	char ip[64];
+
+	switch (d->type) {
+	case SPOP_DATA_INT32: case SPOP_DATA_INT64:
+		printf("%lld", (long long)d->v.i); break;
+	case SPOP_DATA_UINT32: case SPOP_DATA_UINT64:
+		printf("%llu", (unsigned long long)d->v.u); break;
+	case SPOP_DATA_BOOL: printf("%s", d->v.b ? "true" : "false"); break;
+	case SPOP_DATA_STRING: case SPOP_DATA_BINARY:
+		printf("%.*s", (int)d->v.str.len, d->v.str.ptr); break;
+	case SPOP_DATA_IPV4: printf("%s", inet_ntop(AF_INET, d->v.ipv4, ip, 64)); break;
+	case SPOP_DATA_IPV6: printf("%s", inet_ntop(AF_INET6, d->v.ipv6, ip, 64)); break;
+	default: printf("null");
+	}
+}
+
+/* Prints one agent frame. Returns 1 for an ACK, -1 for a DISCONNECT. */
+static int
+print_frame(const struct spop_frame *f)
+{
+	struct spop_iter it = { f->payload, f->payload + f->len };
+	struct spop_str name, msg;
+	struct spop_data v;
+	int act, scope, st, code;
+
+	if (f->type == SPOP_FRM_AGENT_DISCONNECT) {
+		spop_decode_disconnect(f->payload, f->len, &code, &msg, &st);
+		printf("disconnect status=%d message=%.*s\n", code, (int)msg.len, msg.ptr);
+		return -1;
+	}
+	if (f->type == SPOP_FRM_AGENT_HELLO) {
+		printf("hello");
+		while (spop_next_kv(&it, &name, &v, &st) == 1) {
+			printf(" %.*s=", (int)name.len, name.ptr);
+			print_data(&v);
+		}
+		printf("\n");
+		return 0;
+	}
+	printf("ack sid=%llu fid=%llu", (unsigned long long)f->stream_id,
+	       (unsigned long long)f->frame_id);
+	while (spop_next_action(&it, &act, &scope, &name, &v, &st) == 1) {
+		printf(" %.*s=", (int)name.len, name.ptr);
+		print_data(&v);
+	}
+	printf("\n");
+	return 1;
+}
+
+static void
+put_arg(struct spop_writer *w, const char *spec)
+{
+	const char *eq = strchr(spec, '='), *val;
+	struct spop_data d = { .type = SPOP_DATA_NULL };
+
+	if (eq == NULL || eq[1] == '\0' || eq[2] != ':') {
+		fprintf(stderr, "bad arg '%s' (want NAME=TYPE:VALUE)\n", spec);
+		exit(2);
+	}
+	val = eq + 3;
+	spop_w_name(w, spec, (size_t)(eq - spec));
+	switch (eq[1]) {
+	case 's': d.type = SPOP_DATA_STRING; d.v.str.ptr = val; d.v.str.len = strlen(val); break;
+	case 'i': d.type = SPOP_DATA_INT64; d.v.i = strtoll(val, NULL, 10); break;
+	case '4': d.type = SPOP_DATA_IPV4; inet_pton(AF_INET, val, d.v.ipv4); break;
+	case '6': d.type = SPOP_DATA_IPV6; inet_pton(AF_INET6, val, d.v.ipv6); break;
+	default: break;
+	}
+	spop_w_data(w, &d);
+}
+
+static int
+send_hello(int fd, int healthcheck)
+{
+	struct spop_writer w;
+	char buf[512];
+	int n;
+
+	spop_w_begin(&w, buf, sizeof(buf), SPOP_FRM_HAPROXY_HELLO, 0, 0);
+	spop_w_kv_str(&w, "supported-versions", "2.0", 3);
+	spop_w_kv_uint32(&w, "max-frame-size", 16380);
+	spop_w_kv_str(&w, "capabilities", healthcheck ? "" : "pipelining,async",
+	              healthcheck ? 0 : 16);
+	if (healthcheck)
+		spop_w_kv_bool(&w, "healthcheck", 1);
+	n = spop_w_end(&w);
+	return send_all(fd, buf, (size_t)n);
+}
+
+static int
+send_notify(int fd, uint64_t sid, uint64_t fid, int argc, char **argv)
+{
+	struct spop_writer w;
+	char buf[16384];
+
+	spop_w_begin(&w, buf, sizeof(buf), SPOP_FRM_NOTIFY, sid, fid);
+	spop_w_message(&w, argv[0], argc - 1);
+	for (int i = 1; i < argc; i++)
+		put_arg(&w, argv[i]);
+	int n = spop_w_end(&w);
+	if (n < 0)
+		return -1;
+	return send_all(fd, buf, (size_t)n);
+}
+
+static int
+hexsend(int fd, const char *hex)
+{
+	char buf[8192];
+	size_t n = 0;
+
+	for (; hex[0] && hex[1] && n < sizeof(buf); hex += 2) {
+		while (*hex == ' ')
+			hex++;
+		sscanf(hex, "%2hhx", (unsigned char *)&buf[n++]);
+	}
+	return send_all(fd, buf, n);
+}
+
+int
+main(int argc, char **argv)
+{
+	const char *addr = "127.0.0.1:12345", *hex = NULL;
+	long count = 1, pipeline = 1, sent = 0, acked = 0;
+	uint64_t sid = 1;
+	int ch, health = 0, fd, n, r;
+	struct spop_frame f;
+
+	while ((ch = getopt(argc, argv, "a:n:P:Hx:s:t:")) != -1) {
+		switch (ch) {
+		case 'a': addr = optarg; break;
+		case 'n': count = atol(optarg); break;
+		case 'P': pipeline = atol(optarg); break;
+		case 'H': health = 1; break;
+		case 'x': hex = optarg; break;
+		case 's': sid = strtoull(optarg, NULL, 10); break;
+		case 't': timeout_ms = atoi(optarg); break;
+		default: return 2;
+		}
+	}
+	argc -= optind;
+	argv += optind;
+	if ((fd = dial(addr)) == -1) {
+		fprintf(stderr, "connect %s: %s\n", addr, strerror(errno));
+		return 1;
+	}
+	if (send_hello(fd, health) == -1 || (n = read_frame(fd, &f)) == 0) {
+		fprintf(stderr, "no AGENT-HELLO\n");
+		return 1;
+	}
+	r = print_frame(&f);
+	consume(n);
+	if (r < 0 || health)
+		return r < 0;
+	if (hex != NULL) {
+		hexsend(fd, hex);
+		while ((n = read_frame(fd, &f)) > 0) {
+			r = print_frame(&f);
+			consume(n);
+			if (r < 0)
+				break;
+		}
+		return 0;
+	}
+	if (argc < 1)
+		return 0;
+	while (acked < count) {
+		while (sent < count && sent - acked < pipeline) {
+			if (send_notify(fd, sid, (uint64_t)sent + 1, argc, argv) == -1)
+				return 1;
+			sent++;
+		}
+		if ((n = read_frame(fd, &f)) == 0) {
+			fprintf(stderr, "timeout: %ld of %ld ACKs\n", acked, count);
+			return 1;
+		}
+		r = print_frame(&f);
+		consume(n);
+		if (r < 0)
+			return 1;
+		acked += r;
+	}
+	fflush(stdout);
+	return 0;
+}
