@@ -97,6 +97,8 @@ decide(const struct check *checks, const struct outcome *out, int n,
 		const struct outcome *o = &out[i];
 		int shadow = c->rule->shadow, denies;
 
+		if (o->src == SRC_NOT_RUN)
+			continue;
 		if (o->src != SRC_STORE && o->src != SRC_MISSING)
 			d->degraded = 1;
 		if (o->src == SRC_FAIL_OPEN)

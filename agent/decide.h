@@ -24,6 +24,7 @@ enum outcome_src {
 	SRC_FAIL_CLOSED,	/* store unavailable, rule denies with 503 */
 	SRC_FAIL_LOCAL,		/* store unavailable, <res> from the local tier */
 	SRC_MISSING,		/* key arg missing and missing: deny */
+	SRC_NOT_RUN,		/* not evaluated: another check denied first */
 };
 
 struct outcome {

@@ -181,7 +181,7 @@ batch_failed(struct store *st)
 		         st->addr.host, st->addr.port, STORE_BREAKER_COOLDOWN);
 	if (st->fails >= STORE_BREAKER_FAILS)
 		st->breaker_until = ev_now(st->loop) + STORE_BREAKER_COOLDOWN;
-	metrics_breaker(st->m, st->fails >= STORE_BREAKER_FAILS);
+	metrics_circuit(st->m, st->fails >= STORE_BREAKER_FAILS);
 }
 
 static void
@@ -191,7 +191,7 @@ batch_succeeded(struct store *st)
 		log_info("redis_breaker_closed", "host=%s port=%d",
 		         st->addr.host, st->addr.port);
 	st->fails = 0;
-	metrics_breaker(st->m, 0);
+	metrics_circuit(st->m, 0);
 }
 
 static void
@@ -518,12 +518,12 @@ send_setup(struct store *st)
 	const struct store_addr *a = &st->addr;
 
 	if (a->pass[0] != '\0' && a->user[0] != '\0')
-		redisAsyncCommand(st->ac, setup_reply_cb, "AUTH", "AUTH %s %s",
+		redisAsyncCommand(st->ac, setup_reply_cb, (void *)"AUTH", "AUTH %s %s",
 		                  a->user, a->pass);
 	else if (a->pass[0] != '\0')
-		redisAsyncCommand(st->ac, setup_reply_cb, "AUTH", "AUTH %s", a->pass);
+		redisAsyncCommand(st->ac, setup_reply_cb, (void *)"AUTH", "AUTH %s", a->pass);
 	if (a->db != 0)
-		redisAsyncCommand(st->ac, setup_reply_cb, "SELECT", "SELECT %d", a->db);
+		redisAsyncCommand(st->ac, setup_reply_cb, (void *)"SELECT", "SELECT %d", a->db);
 	redisAsyncCommand(st->ac, script_loaded_cb, st, "SCRIPT LOAD %s",
 	                  lua_ratelimit);
 }
