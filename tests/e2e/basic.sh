@@ -1,0 +1,77 @@
+#!/bin/bash
+# End to end through the shipped haproxy.cfg: a tenant's burst passes, the
+# next requests get 429 with a Retry-After consistent with the rate and
+# well-formed RateLimit / RateLimit-Policy fields; another tenant is not
+# affected; a request without the tenant follows missing: deny; the agent's
+# health check is UP.
+. "$(dirname "$0")/../lib.sh"
+. "$(dirname "$0")/lib-e2e.bash"
+need_agent
+
+haproxy -c -q -f "$HAP_CFG" >"$TMP/check.out" 2>&1
+ok $? "haproxy -c accepts the shipped config"
+
+write_policy 5 5/min
+start_stack
+ok $? "redis, agent and haproxy up; agent UP per the health check"
+expect_eq "$(srv_state)" 2 "show servers state: be_spoa_rl/rl1 is UP (srv_op_state 2)"
+
+# ---- the burst -------------------------------------------------------------
+codes=""; rs=""; bad_hdr=0
+for i in 1 2 3 4 5; do
+	c=$(req -H 'X-Tenant: acme' "$URL/")
+	codes="$codes $c"
+	rl=$(hdr RateLimit); rp=$(hdr RateLimit-Policy)
+	[[ $rl =~ $SF_LIST ]] && [[ $rp =~ $SF_LIST ]] || bad_hdr=1
+	rs="$rs $(sf_param "$rl" r)"
+done
+expect_eq "$codes" " 200 200 200 200 200" "the first 5 (burst) requests of tenant acme pass"
+expect_eq "$bad_hdr" 0 "allowed responses carry RFC 9651 RateLimit and RateLimit-Policy"
+expect_eq "$rs" " 4 3 2 1 0" "remaining (r) counts down 4..0 over the burst"
+expect_eq "$(cat "$TMP/b")" "ok" "allowed requests reach the application"
+
+# ---- over the limit --------------------------------------------------------
+c=$(req -H 'X-Tenant: acme' "$URL/")
+expect_eq "$c" 429 "request 6 of tenant acme: 429"
+ra=$(hdr Retry-After); rl=$(hdr RateLimit); rp=$(hdr RateLimit-Policy)
+is_posint "$ra"; ok $? "Retry-After is a positive integer ('$ra')"
+[ "$ra" = 12 ] || [ "$ra" = 13 ]
+ok $? "Retry-After is 12 or 13 for 5/min after a burst of 5 (got '$ra')"
+[[ $rl =~ $SF_LIST ]]; ok $? "RateLimit is an RFC 9651 list ('$rl')"
+[[ $rl =~ ^\"tenant\"\; ]]; ok $? "RateLimit names the tenant rule"
+expect_eq "$(sf_param "$rl" r)" 0 "RateLimit r=0 on the 429"
+t=$(sf_param "$rl" t)
+is_posint "$t"; ok $? "RateLimit t is a positive integer ('$t')"
+[ -n "$t" ] && [ -n "$ra" ] && [ "$ra" -ge "$t" ] 2>/dev/null
+ok $? "Retry-After ($ra) is not earlier than t ($t)"
+[[ $rp =~ $SF_LIST ]]; ok $? "RateLimit-Policy is an RFC 9651 list ('$rp')"
+expect_eq "$rp" '"tenant";q=5;w=60' "RateLimit-Policy is \"tenant\";q=5;w=60"
+grep -q '"error":"rate_limited"' "$TMP/b" && grep -q "\"retry_after\":$ra[},]" "$TMP/b"
+ok $? "429 body is the JSON error with the same retry_after ($(cat "$TMP/b"))"
+case $(hdr Content-Type) in application/json*) r=0;; *) r=1;; esac
+ok $r "429 is application/json"
+
+c=$(req -H 'X-Tenant: acme' "$URL/other")
+expect_eq "$c" 429 "request 7 of tenant acme (another path): still 429"
+
+# ---- another tenant ---------------------------------------------------------
+c=$(req -H 'X-Tenant: globex' "$URL/")
+expect_eq "$c" 200 "tenant globex is not affected by acme's limit"
+expect_eq "$(sf_param "$(hdr RateLimit)" r)" 4 "globex has its own budget (r=4)"
+
+# ---- no tenant: missing: deny ----------------------------------------------
+c=$(req "$URL/")
+[ "$c" != 200 ] && [ "$c" != 500 ] && [ "$c" != 000 ]
+ok $? "no X-Tenant follows missing: deny (got $c, not 200/500/timeout)"
+expect_eq "$c" 429 "no X-Tenant: 429"
+c=$(req -H 'X-Tenant;' "$URL/")
+[ "$c" != 200 ] && [ "$c" != 500 ] && [ "$c" != 000 ]
+ok $? "an empty X-Tenant is missing too (got $c)"
+
+# ---- HAProxy saw no SPOE errors ---------------------------------------------
+! grep -q 'SPOE: \[rl-agent\].*st=[1-9]' "$TMP/haproxy.log"
+ok $? "no SPOE processing errors in the haproxy log"
+grep -q 'rl_status=429 rl_policy=tenant' "$TMP/haproxy.log"
+ok $? "haproxy's log line carries the decision (rl_status, rl_policy)"
+
+finish
