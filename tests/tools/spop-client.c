@@ -10,7 +10,8 @@
  * 6 (IPv6), n (null; VALUE ignored). -n sends COUNT NOTIFYs, -P keeps up to
  * PIPELINE of them in flight on the one connection. -H sends a health-check
  * HELLO and prints the AGENT-HELLO. -x sends raw HEX bytes after the HELLO
- * (for malformed-input tests) and prints what comes back. A DISCONNECT from
+ * (for malformed-input tests) and prints what comes back; -R sends them
+ * instead of the HELLO. A DISCONNECT from
  * the agent prints "disconnect status=N". Every wait is bounded (-t ms).
  * Exit status 0 when every NOTIFY got its ACK.
  */
@@ -222,11 +223,17 @@ hexsend(int fd, const char *hex)
 {
 	char buf[8192];
 	size_t n = 0;
+	unsigned int byte;
 
-	for (; hex[0] && hex[1] && n < sizeof(buf); hex += 2) {
-		while (*hex == ' ')
+	while (*hex != '\0' && n < sizeof(buf)) {
+		if (*hex == ' ') {
 			hex++;
-		sscanf(hex, "%2hhx", (unsigned char *)&buf[n++]);
+			continue;
+		}
+		if (sscanf(hex, "%2x", &byte) != 1 || hex[1] == '\0')
+			break;
+		buf[n++] = (char)byte;
+		hex += 2;
 	}
 	return send_all(fd, buf, n);
 }
@@ -237,16 +244,17 @@ main(int argc, char **argv)
 	const char *addr = "127.0.0.1:12345", *hex = NULL;
 	long count = 1, pipeline = 1, sent = 0, acked = 0;
 	uint64_t sid = 1;
-	int ch, health = 0, fd, n, r;
+	int ch, health = 0, raw_first = 0, fd, n, r;
 	struct spop_frame f;
 
-	while ((ch = getopt(argc, argv, "a:n:P:Hx:s:t:")) != -1) {
+	while ((ch = getopt(argc, argv, "a:n:P:Hx:Rs:t:")) != -1) {
 		switch (ch) {
 		case 'a': addr = optarg; break;
 		case 'n': count = atol(optarg); break;
 		case 'P': pipeline = atol(optarg); break;
 		case 'H': health = 1; break;
 		case 'x': hex = optarg; break;
+		case 'R': raw_first = 1; break;
 		case 's': sid = strtoull(optarg, NULL, 10); break;
 		case 't': timeout_ms = atoi(optarg); break;
 		default: return 2;
@@ -257,6 +265,12 @@ main(int argc, char **argv)
 	if ((fd = dial(addr)) == -1) {
 		fprintf(stderr, "connect %s: %s\n", addr, strerror(errno));
 		return 1;
+	}
+	if (raw_first && hex != NULL) {
+		hexsend(fd, hex);
+		while ((n = read_frame(fd, &f)) > 0 && print_frame(&f) >= 0)
+			consume(n);
+		return 0;
 	}
 	if (send_hello(fd, health) == -1 || (n = read_frame(fd, &f)) == 0) {
 		fprintf(stderr, "no AGENT-HELLO\n");

@@ -1,0 +1,114 @@
+# The agent against a real redis-server, driven over SPOP by spop-client:
+# HELLO negotiation, health checks, GCRA limits, pipelining, malformed
+# frames (each closes only its own connection), fail modes with Redis
+# down, reload (good and bad files) and drain on SIGTERM.
+. "$(dirname "$0")/../lib.sh"
+RP=$(port 1); AP=$(port 2)
+CLIENT="$TOOLS/spop-client"
+start_redis "$RP"
+cat >"$TMP/policy.yaml" <<YAML
+listen: 127.0.0.1:$AP
+workers: 2
+redis: { url: "redis://127.0.0.1:$RP/0", timeout: 100ms }
+rules:
+  - name: tenant
+    message: rl-request
+    key: "tenant:{tenant}"
+    algorithm: gcra
+    rate: 5/min
+    burst: 5
+    fail: open
+  - name: login
+    message: rl-login
+    key: "login:{user}"
+    algorithm: gcra
+    rate: 1/min
+    burst: 2
+    fail: closed
+YAML
+start_agent "$TMP/policy.yaml" -l "127.0.0.1:$AP,unix:$TMP/agent.sock"
+wait_port "$AP"
+c() { "$CLIENT" -a "127.0.0.1:$AP" "$@"; }
+field() { sed -n "s/.* $1=\([^ ]*\).*/\1/p"; }
+
+out=$(c -H)
+echo "$out" | grep -q 'version=2.0' ; ok $? "health-check HELLO is answered with version 2.0"
+echo "$out" | grep -q 'capabilities=pipelining\( \|$\)'; ok $? "only pipelining is announced"
+
+out=$(c -n 7 rl-request tenant=s:acme ip=4:10.0.0.1)
+expect_eq "$(echo "$out" | field status | tr '\n' ' ')" "0 0 0 0 0 429 429 " \
+	"the first 5 (burst) pass, then 429"
+expect_eq "$(echo "$out" | sed -n 1p | field remaining)" "4" "remaining counts down from burst-1"
+ra=$(echo "$out" | sed -n 6p | field retry_after)
+[ "$ra" -ge 11 ] && [ "$ra" -le 12 ]; ok $? "retry_after is the emission interval, rounded up (got $ra)"
+echo "$out" | sed -n 6p | grep -q 'ratelimit="tenant";r=0;t=1[12]'; ok $? "RateLimit field on a denial"
+echo "$out" | sed -n 1p | grep -q 'ratelimit_policy="tenant";q=5;w=60'; ok $? "RateLimit-Policy field"
+out=$(c rl-request tenant=s:other)
+expect_eq "$(echo "$out" | field status)" "0" "another tenant is unaffected"
+out=$(c rl-request ip=4:10.0.0.1)
+expect_eq "$(echo "$out" | field status)" "429" "a missing tenant arg follows missing: deny"
+out=$(c rl-request tenant=s:)
+expect_eq "$(echo "$out" | field status)" "429" "an empty tenant arg follows missing: deny"
+out=$(c rl-unknown tenant=s:x)
+expect_eq "$(echo "$out" | field status)" "0" "a message no rule names is allowed"
+
+out=$(c -n 40 -P 20 rl-request tenant=s:pipe)
+expect_eq "$(echo "$out" | grep -c '^ack')" "40" "20 pipelined NOTIFYs in flight are all answered"
+out=$("$CLIENT" -a "unix:$TMP/agent.sock" rl-request tenant=s:unix)
+expect_eq "$(echo "$out" | field status)" "0" "the unix socket serves too"
+out=$(c -s 0 rl-request tenant=s:sid0)
+echo "$out" | grep -q '^ack sid=0 fid=1 '; ok $? "stream-id 0 is echoed"
+
+# malformed input: AGENT-DISCONNECT with the right status, connection closed
+out=$(c -x "00000000")
+echo "$out" | grep -q 'disconnect status=4'; ok $? "a zero-length frame gets status 4"
+out=$(c -x "00010000")
+echo "$out" | grep -q 'disconnect status=3'; ok $? "a frame over max-frame-size gets status 3"
+out=$(c -x "000000070300000000 0101")
+echo "$out" | grep -q 'disconnect status=10'; ok $? "a FIN=0 frame gets status 10"
+out=$(c -x "000000076300000001 0101")
+echo "$out" | grep -q 'disconnect status=4'; ok $? "an unknown frame type gets status 4"
+out=$(c -R -x "00000013 03 00000001 01 01 0a 726c2d72657175657374 00")
+echo "$out" | grep -q 'disconnect status=4'; ok $? "a NOTIFY before HELLO gets status 4"
+out=$(c -x "00000012 03 00000001 01 01 06 726c2d726571 01 01 78 08")
+echo "$out" | grep -q 'disconnect status=4'; ok $? "truncated typed data in a NOTIFY gets status 4"
+out=$(c rl-request tenant=s:after)
+expect_eq "$(echo "$out" | field status)" "0" "other connections keep being served"
+
+# reload: a broken file is refused, a good one applies
+cp "$TMP/policy.yaml" "$TMP/good.yaml"
+echo "rules: [ { name: x" >"$TMP/policy.yaml"
+kill -HUP "$AGENT_PID"; sleep 0.3
+out=$(c rl-request tenant=s:reload1)
+expect_eq "$(echo "$out" | field status)" "0" "a bad file on SIGHUP changes nothing"
+grep -q 'reload_failed' "$TMP/agent.log"; ok $? "the refused reload is logged"
+sed 's/burst: 5/burst: 1/' "$TMP/good.yaml" >"$TMP/policy.yaml"
+kill -HUP "$AGENT_PID"; sleep 0.3
+out=$(c -n 2 rl-request tenant=s:reload2)
+expect_eq "$(echo "$out" | field status | tr '\n' ' ')" "0 429 " "a good file on SIGHUP applies (burst 1)"
+
+# Redis down: fail open allows, fail closed answers 503, both degraded
+kill "$(eval echo \$REDIS_PID_$RP)"; sleep 0.3
+out=$(c rl-request tenant=s:down)
+expect_eq "$(echo "$out" | field status)/$(echo "$out" | field degraded)" "0/1" \
+	"fail: open allows and sets degraded when Redis is down"
+out=$(c rl-login user=s:bob)
+expect_eq "$(echo "$out" | field status)/$(echo "$out" | field degraded)" "503/1" \
+	"fail: closed answers 503 and sets degraded when Redis is down"
+echo "$out" | grep -q 'retry_after=[1-9]'; ok $? "the 503 carries retry_after"
+start_redis "$RP"; sleep 1.5
+out=$(c rl-login user=s:carol)
+expect_eq "$(echo "$out" | field status)/$(echo "$out" | field degraded)" "0/0" \
+	"decisions resume after Redis returns"
+
+# drain: SIGTERM answers what is in flight, then exits 0
+c -n 200 -P 20 rl-request tenant=s:drain >"$TMP/drain.out" 2>&1 &
+cpid=$!
+sleep 0.05
+kill -TERM "$AGENT_PID"
+wait $cpid
+acks=$(grep -c '^ack' "$TMP/drain.out")
+grep -q 'disconnect status=0' "$TMP/drain.out" || [ "$acks" = 200 ]
+ok $? "SIGTERM: in-flight NOTIFYs are answered, then a normal DISCONNECT ($acks ACKs)"
+wait "$AGENT_PID"; ok $? "the agent exits 0 after draining"
+finish
