@@ -1,0 +1,203 @@
+/*
+ * decide: most restrictive wins, fail-mode outcomes, the IETF field values
+ * and the ACK variables.
+ */
+#include <string.h>
+
+#include <criterion/criterion.h>
+
+#include "decide.h"
+
+static struct rule rules[3];
+static struct check checks[3];
+static struct outcome out[3];
+
+static void
+setup(void)
+{
+	static char *names[] = { "ip", "tenant", "login" };
+
+	memset(rules, 0, sizeof(rules));
+	memset(checks, 0, sizeof(checks));
+	memset(out, 0, sizeof(out));
+	for (int i = 0; i < 3; i++) {
+		const char *err;
+
+		rules[i].name = names[i];
+		rules[i].headers = true;
+		rules[i].index = i;
+		checks[i].rule = &rules[i];
+		checks[i].lim.algo = LIM_GCRA;
+		checks[i].lim.rate = 60;
+		checks[i].lim.period_us = 60 * LIM_USEC_PER_SEC;
+		checks[i].lim.burst = 10;
+		cr_assert_eq(lim_params_init(&checks[i].lim, &err), 0);
+		out[i].src = SRC_STORE;
+		out[i].res.allowed = 1;
+		out[i].res.remaining = 5;
+		out[i].res.next_us = 1000000;
+	}
+}
+
+static struct lim_result
+res(int allowed, int64_t remaining, int64_t retry_us, int64_t next_us)
+{
+	return (struct lim_result){ allowed, remaining, retry_us, next_us, next_us };
+}
+
+TestSuite(decide, .init = setup);
+
+Test(decide, all_allowed_reports_smallest_remaining)
+{
+	struct decision d;
+
+	out[0].res = res(1, 7, 0, 1000000);
+	out[1].res = res(1, 2, 0, 2500000);
+	decide(checks, out, 2, HEADERS_IETF, &d);
+	cr_assert_eq(d.status, 0);
+	cr_assert_eq(d.remaining, 2);
+	cr_assert_eq(d.reset, 3);
+	cr_assert_str_eq(d.policy, "tenant");
+	cr_assert_str_eq(d.ratelimit, "\"ip\";r=7;t=1, \"tenant\";r=2;t=3");
+	cr_assert_str_eq(d.ratelimit_policy, "\"ip\";q=10;w=10, \"tenant\";q=10;w=10");
+}
+
+Test(decide, one_denial_denies_with_largest_retry)
+{
+	struct decision d;
+
+	out[0].res = res(0, 0, 4200000, 4200000);
+	out[1].res = res(0, 0, 9000001, 9000001);
+	out[2].res = res(1, 3, 0, 1);
+	decide(checks, out, 3, HEADERS_IETF, &d);
+	cr_assert_eq(d.status, 429);
+	cr_assert_eq(d.retry_after, 10);
+	cr_assert_eq(d.remaining, 0);
+	cr_assert(d.retry_after >= d.reset);
+	cr_assert_str_eq(d.policy, "tenant");
+}
+
+Test(decide, shadow_denial_reports_but_allows)
+{
+	struct decision d;
+
+	rules[0].shadow = true;
+	out[0].res = res(0, 0, 5000000, 5000000);
+	decide(checks, out, 2, HEADERS_IETF, &d);
+	cr_assert_eq(d.status, 0);
+	cr_assert_eq(d.shadow, 1);
+	cr_assert_str_eq(d.policy, "tenant");
+}
+
+Test(decide, fail_closed_gives_503_and_degraded)
+{
+	struct decision d;
+
+	out[1].src = SRC_FAIL_CLOSED;
+	decide(checks, out, 2, HEADERS_IETF, &d);
+	cr_assert_eq(d.status, 503);
+	cr_assert_eq(d.degraded, 1);
+	cr_assert(d.retry_after >= 1);
+}
+
+Test(decide, fail_open_skips_the_rule_and_sets_degraded)
+{
+	struct decision d;
+
+	out[1].src = SRC_FAIL_OPEN;
+	decide(checks, out, 2, HEADERS_IETF, &d);
+	cr_assert_eq(d.status, 0);
+	cr_assert_eq(d.degraded, 1);
+	cr_assert_str_eq(d.ratelimit, "\"ip\";r=5;t=1");
+}
+
+Test(decide, over_limit_wins_over_store_down)
+{
+	struct decision d;
+
+	out[0].src = SRC_FAIL_CLOSED;
+	out[1].res = res(0, 0, 3000000, 3000000);
+	decide(checks, out, 2, HEADERS_IETF, &d);
+	cr_assert_eq(d.status, 429);
+	cr_assert_eq(d.retry_after, 3);
+}
+
+Test(decide, missing_key_denies)
+{
+	struct decision d;
+
+	out[1].src = SRC_MISSING;
+	decide(checks, out, 2, HEADERS_IETF, &d);
+	cr_assert_eq(d.status, 429);
+	cr_assert_eq(d.degraded, 0);
+	cr_assert_str_eq(d.policy, "tenant");
+}
+
+Test(decide, headers_off_per_rule_and_globally)
+{
+	struct decision d;
+
+	rules[0].headers = false;
+	decide(checks, out, 2, HEADERS_IETF, &d);
+	cr_assert_str_eq(d.ratelimit, "\"tenant\";r=5;t=1");
+	decide(checks, out, 2, HEADERS_NONE, &d);
+	cr_assert_str_eq(d.ratelimit, "");
+	cr_assert_eq(d.has_limits, 1);
+}
+
+Test(decide, not_run_checks_are_ignored)
+{
+	struct decision d;
+
+	out[0].src = SRC_NOT_RUN;
+	out[0].res = res(0, 0, 99000000, 0);
+	decide(checks, out, 2, HEADERS_IETF, &d);
+	cr_assert_eq(d.status, 0);
+	cr_assert_str_eq(d.ratelimit, "\"tenant\";r=5;t=1");
+}
+
+Test(decide, ceil_seconds_rounds_up)
+{
+	cr_assert_eq(decide_ceil_s(0), 0);
+	cr_assert_eq(decide_ceil_s(-5), 0);
+	cr_assert_eq(decide_ceil_s(1), 1);
+	cr_assert_eq(decide_ceil_s(1000000), 1);
+	cr_assert_eq(decide_ceil_s(1000001), 2);
+}
+
+Test(decide, encode_sets_the_contract_vars)
+{
+	struct decision d;
+	struct spop_writer w;
+	struct spop_frame f;
+	char buf[4096];
+	int n, st, act, scope, seen = 0;
+	struct spop_str name;
+	struct spop_data v;
+
+	out[1].res = res(0, 0, 12000000, 12000000);
+	decide(checks, out, 2, HEADERS_IETF, &d);
+	spop_w_begin(&w, buf, sizeof(buf), SPOP_FRM_ACK, 7, 9);
+	decide_encode(&d, &w);
+	n = spop_w_end(&w);
+	cr_assert_gt(n, 0);
+	cr_assert_eq(spop_decode_frame(buf, (size_t)n, 16380, &f, &st), n);
+	struct spop_iter it = { f.payload, f.payload + f.len };
+	while (spop_next_action(&it, &act, &scope, &name, &v, &st) == 1) {
+		cr_assert_eq(act, SPOP_ACT_SET_VAR);
+		cr_assert_eq(scope, SPOP_SCOPE_TXN);
+		if (name.len == 6 && memcmp(name.ptr, "status", 6) == 0) {
+			cr_assert_eq(v.v.i, 429);
+			seen |= 1;
+		} else if (name.len == 11 && memcmp(name.ptr, "retry_after", 11) == 0) {
+			cr_assert_eq(v.v.i, 12);
+			seen |= 2;
+		} else if (name.len == 9 && memcmp(name.ptr, "ratelimit", 9) == 0) {
+			cr_assert_eq(v.type, SPOP_DATA_STRING);
+			seen |= 4;
+		} else if (name.len == 8 && memcmp(name.ptr, "degraded", 8) == 0) {
+			seen |= 8;
+		}
+	}
+	cr_assert_eq(seen, 15);
+}
