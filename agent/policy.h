@@ -46,7 +46,77 @@ enum headers_mode {
 	HEADERS_NONE,
 };
 
-struct tmpl;			/* a compiled key template (policy.c) */
+/* count: what a rule charges. */
+enum count_mode {
+	COUNT_ALL = 0,			/* every request of <message> */
+	COUNT_FAILURES,			/* only results whose status is a failure */
+};
+
+/* plan: where a rule takes its parameters from. */
+enum rule_plan {
+	RULE_PLAN_NONE = 0,		/* the rule's own rate/limit */
+	RULE_PLAN_RATE,			/* the tenant plan's rate and burst */
+	RULE_PLAN_QUOTA,		/* the tenant plan's quota (fixed window) */
+};
+
+#define POLICY_NAME_MAX   64	/* rule and plan names */
+#define POLICY_MAX_STATUS 16	/* failure_status entries */
+
+/* A plan (plans: { name: { rate, burst, quota } }). A field given as
+ * "none" means "no limit of that kind for this plan": rules taking it
+ * from the plan produce no check for tenants on it. */
+struct plan {
+	char             *name;
+	bool              has_rate;	/* rate given and not "none" */
+	int64_t           rate;		/* N per <period_us> */
+	int64_t           period_us;
+	int64_t           burst;	/* default 1 */
+	bool              has_quota;
+	int64_t           quota;	/* N per <quota_period_us> or calendar */
+	int64_t           quota_period_us;
+	enum lim_calendar quota_cal;	/* "/month" -> LIM_CAL_MONTH */
+	int               line;
+};
+
+/* tenants: { tenant: plan }, sorted by tenant for bsearch. */
+struct tenant_plan {
+	char             *tenant;
+	size_t            len;
+	int               plan;		/* index in policy->plans */
+};
+
+/* plan_lookup: how a request finds its tenant's plan (policy_tenant_plan). */
+struct plan_lookup {
+	char             *arg;		/* message arg naming the plan; "plan" */
+	char             *tenant_arg;	/* message arg naming the tenant; "tenant" */
+	char             *redis_hash;	/* HGET <redis_hash> <tenant>; NULL = none */
+	int               default_plan;	/* index, or -1 when no plans */
+	int64_t           cache_us;	/* how long a Redis answer may be reused */
+};
+
+/* What one message means to one rule (see policy->msgs). */
+enum rule_role {
+	ROLE_REQUEST = 0,		/* rule->message: check (or acquire) */
+	ROLE_RESULT,			/* rule->result_message: count a failure */
+	ROLE_RELEASE,			/* rule->release: free a concurrency slot */
+};
+
+struct policy_binding {
+	const struct rule *rule;
+	enum rule_role     role;
+};
+
+/* Per-message rule lists, built at load time so the request path does one
+ * lookup by message name and walks only the rules that apply. */
+struct policy_msg {
+	char                  *name;
+	size_t                 len;
+	struct policy_binding *b;	/* in rule order */
+	int                    n;	/* <= POLICY_MAX_CHECKS (checked at load) */
+	bool                   needs_plan;	/* some binding has plan: */
+};
+
+struct tmpl;			/* a compiled key template (keys.c) */
 
 struct rule {
 	char             *name;
@@ -63,6 +133,20 @@ struct rule {
 	char             *cost_arg;	/* integer message arg giving the cost */
 	int               index;	/* position in policy->rules */
 	int               line;		/* in the policy file */
+	/* added after the first contract */
+	int               col;
+	char             *key_prefix;	/* "rl:{<name>:" */
+	enum count_mode   count;
+	char             *result_message;	/* count: failures; "<message>-result" */
+	int               failure_status[POLICY_MAX_STATUS];	/* 401, 403 */
+	int               nfailure_status;
+	char             *release;	/* concurrency: message freeing the slot */
+	struct tmpl      *id;		/* member: concurrency (default "{id}"),
+					 * sliding-log when given */
+	enum rule_plan    plan;
+	struct lim_params *plan_lim;	/* [policy->nplans] when plan != NONE;
+					 * .rate == 0: no limit on that plan */
+	int               ipv6_prefix;	/* default for {ip} without /N; 64 */
 };
 
 struct policy {
@@ -79,7 +163,17 @@ struct policy {
 	bool              shadow_all;	/* global shadow switch */
 	struct rule      *rules;
 	int               nrules;
-	int               refs;		/* atomic; see policy_ref() */
+	_Atomic int       refs;		/* C11 atomic; see policy_ref() */
+	/* added after the first contract */
+	char             *redis_username;	/* NULL: from the URL, or none */
+	char             *redis_password;
+	struct plan      *plans;
+	int               nplans;
+	struct tenant_plan *tenants;	/* sorted by tenant */
+	int               ntenants;
+	struct plan_lookup plan_lookup;
+	struct policy_msg *msgs;	/* one per distinct message name */
+	int               nmsgs;
 };
 
 /* One limit check for one request, built by policy_build_checks(). */
@@ -98,22 +192,126 @@ struct check {
 	size_t             keylen;
 	char               member[POLICY_MEMBER_MAX + 1];
 	size_t             memberlen;
+	/* added after the first contract */
+	unsigned           flags;	/* LIM_FL_*: SHADOW for shadow rules or
+					 * the global shadow switch */
+	int                plan;	/* plan index used for <lim>, or -1 */
 };
+
+/* Defaults of what the file does not say. */
+#define POLICY_DEF_LISTEN        "127.0.0.1:12345"
+#define POLICY_DEF_WORKERS       2
+#define POLICY_DEF_REDIS_URL     "redis://127.0.0.1:6379/0"
+#define POLICY_DEF_REDIS_TIMEOUT (10 * 1000)		/* 10ms: one LAN round
+							 * trip plus the script,
+							 * well inside HAProxy's
+							 * timeout processing */
+#define POLICY_DEF_POOL_SIZE     1
+#define POLICY_DEF_MAX_CONNS     10000
+#define POLICY_DEF_IDLE_TIMEOUT  (30 * LIM_USEC_PER_SEC)
+#define POLICY_DEF_LOCAL_KEYS    100000
+#define POLICY_DEF_PLAN_CACHE    (30 * LIM_USEC_PER_SEC)
+#define POLICY_DEF_LEASE         (60 * LIM_USEC_PER_SEC)
+#define POLICY_DEF_MAX_DELAY     (250 * 1000)		/* mode: delay */
+#define POLICY_WARN_LOG_LIMIT    5000	/* sliding-log memory is O(limit) */
+#define POLICY_WARN_MAX_DELAY    LIM_USEC_PER_SEC
 
 /* Reads and validates <path>. Returns a new policy (refs = 1; release with
  * policy_unref()), or NULL with <*err> set to a malloc'ed text listing every
- * error as "file:line:col: field: message", one per line. */
+ * error as "file:line:col: field: message", one per line. Warnings (the
+ * file is valid but probably not what was meant) go to log_warn(). */
 struct policy *policy_load(const char *path, char **err);
 
+/* policy_load() that hands warnings to the caller instead of the log: on
+ * return <*warn> is NULL or a malloc'ed text, one "file:line:col: field:
+ * message" per line, whether the load succeeded or not. <warn> may be
+ * NULL (then warnings are logged). The caller frees <*err> and <*warn>. */
+struct policy *policy_load2(const char *path, char **err, char **warn);
+
+/* Takes a reference (atomic; any thread). Returns <p>. */
 struct policy *policy_ref(struct policy *p);
+/* Drops a reference; the last one frees <p>. NULL is a no-op. */
 void policy_unref(struct policy *p);
 
 /* Builds the checks that <m> triggers under <p> into <out> (at most <max>).
  * Rules whose key arg is missing follow their missing: mode (skip: no
  * check; deny: a CHECK_DENY_MISSING check; fallback: the fallback key).
  * Returns the number of checks written. Never fails: a message that names
- * no rule yields 0 checks. */
+ * no rule yields 0 checks. Allocation-free; safe from any thread.
+ *
+ * This is policy_build_checks_plan() with the plan policy_tenant_plan(p,
+ * m, NULL, NULL) gives (static tenants, the plan arg, the default; never
+ * Redis).
+ *
+ * What each binding of <m> produces (policy_msg):
+ *   request, count: all      op CHECK, cost = cost: (constant or arg)
+ *   request, count: failures op CHECK, cost 0: a peek, so a client already
+ *                            over its failure budget is refused
+ *   result (rule->result_message, "<message>-result" by default) of a
+ *            count: failures rule: op FORCE, cost 1, only when the
+ *            message's "status" arg (int or decimal string) is one of
+ *            failure_status (401, 403); any other status, or none: no check
+ *   request, concurrency     op CHECK, cost, member = expanded id:
+ *   release (rule->release)  op RELEASE, cost 0, same key and member
+ * A missing key or id arg at request time follows missing:; at result and
+ * release time there is nothing to refuse, so deny behaves as skip (a
+ * fallback key is still used). A cost arg that is missing, negative or not
+ * an integer follows missing: too (deny, skip; a fallback means cost 1).
+ * If the fallback key is missing as well, the check is CHECK_DENY_MISSING:
+ * a rule is never silently unlimited. Sliding-log checks get the expanded
+ * id: as member when the rule has one, else an empty member (the store
+ * makes a unique one). */
 int policy_build_checks(const struct policy *p, const struct spop_message *m,
                         struct check *out, int max);
+
+/* ---- plans ---------------------------------------------------------------
+ *
+ * A tenant's plan is resolved in this order:
+ *   1. tenants: the static override for the value of the <tenant_arg> arg;
+ *   2. the <plan_lookup.arg> arg, when it names a known plan;
+ *   3. <resolve>, when given: the Redis-hash lookup (HGET <redis_hash>
+ *      <tenant>). It is a callback so the store can answer from its own
+ *      cache (kept for <plan_lookup.cache_us>) without this module knowing
+ *      about hiredis; it must not block or allocate, and returns a plan
+ *      index or -1 ("not known (yet)": the store refreshes the entry in the
+ *      background and the default applies meanwhile);
+ *   4. plan_lookup.default.
+ * A caller that wants to wait for Redis instead resolves the plan itself
+ * and passes it to policy_build_checks_plan().
+ */
+typedef int policy_plan_resolver(void *ctx, const struct policy *p,
+                                 const char *tenant, size_t len);
+
+/* Returns the plan index for <m> (see above), or -1 when <p> has no plans.
+ * Allocation-free. */
+int policy_tenant_plan(const struct policy *p, const struct spop_message *m,
+                       policy_plan_resolver *resolve, void *ctx);
+
+/* Returns the index of the plan named <name> (<len> bytes), or -1. */
+int policy_plan_index(const struct policy *p, const char *name, size_t len);
+
+/* Returns true when some rule bound to <m>'s name takes its limits from a
+ * plan, i.e. when resolving the plan is worth anything for this message. */
+bool policy_needs_plan(const struct policy *p, const struct spop_message *m);
+
+/* policy_build_checks() with the tenant plan already resolved: <plan> is a
+ * plan index, or -1 for plan_lookup.default. Rules with plan: rate or
+ * quota take their lim_params from it (no check when that plan has "none"
+ * for it); the others ignore it. */
+int policy_build_checks_plan(const struct policy *p,
+                             const struct spop_message *m, int plan,
+                             struct check *out, int max);
+
+/* Returns the bindings of the message named <name>, or NULL. */
+const struct policy_msg *policy_find_msg(const struct policy *p,
+                                         const char *name, size_t len);
+
+/* ---- internal: between policy_parse.c and policy.c ----------------------- */
+
+/* Builds p->msgs from p->rules. Returns 0, or -1 when a message has more
+ * than POLICY_MAX_CHECKS bindings (<*name> says which). */
+int policy__index(struct policy *p, const char **name);
+/* Frees <p> and everything it owns, whatever its refs. NULL is a no-op. */
+void policy__free(struct policy *p);
 
 #endif

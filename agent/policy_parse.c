@@ -1,0 +1,1422 @@
+/*
+ * Policy file -> struct policy: libyaml's document API gives a node tree
+ * with line and column marks; keyword tables (one per section: top level,
+ * redis, local, plan_lookup, plans.<name>, rules[i]) say what each key is,
+ * its type, bounds and default, and drive one generic mapping walker. The
+ * walker stores typed values into the target struct and remembers which
+ * node set which keyword, so the cross-field checks that follow (a rule's
+ * algorithm against its rate/limit/window, plan names, templates) can
+ * point at the right line too.
+ *
+ * Every problem is collected, never just the first: errors as
+ * "file:line:col: field.path: message" lines, warnings likewise in their
+ * own list. Nothing here runs per request and nothing here is shared
+ * with other threads until policy_load2() returns.
+ */
+#include <errno.h>
+#include <stdarg.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <yaml.h>
+
+#include "keys.h"
+#include "log.h"
+#include "policy.h"
+#include "util.h"
+
+#define PATH_MAX_LEN 160
+
+struct strbuf {
+	char  *s;
+	size_t len;
+	size_t cap;
+};
+
+struct ctx {
+	const char      *file;
+	yaml_document_t *doc;
+	struct strbuf    err;
+	struct strbuf    warn;
+	int              nerr;
+	struct policy   *p;
+	/* plan_lookup.default, resolved once the plans are known */
+	char            *plan_default;
+	yaml_node_t     *plan_default_node;
+};
+
+enum kw_type {
+	KW_STR = 0,		/* char *, xstrdup'ed */
+	KW_INT,			/* integer of <size> bytes, in [min, max] */
+	KW_BOOL,		/* bool */
+	KW_DURATION,		/* int64_t µs, in [min, max] */
+	KW_ENUM,		/* int, the index of the value in <names> */
+	KW_SECTION,		/* a nested mapping, same target, table <sub> */
+	KW_NODE,		/* only recorded; handled by the caller */
+};
+
+struct kw {
+	const char        *name;
+	enum kw_type       type;
+	size_t             off;		/* in the target struct */
+	size_t             size;	/* KW_INT: sizeof the field */
+	int64_t            min, max;
+	const char *const *names;	/* KW_ENUM, NULL-terminated */
+	const struct kw   *sub;		/* KW_SECTION */
+	size_t             nsub;
+	const char        *help;
+};
+
+#define FIELD(type, f) .off = offsetof(type, f), .size = sizeof(((type *)0)->f)
+#define MS   1000LL
+#define SEC  LIM_USEC_PER_SEC
+
+/* ---- reporting ---------------------------------------------------------- */
+
+static void __attribute__((format(printf, 2, 0)))
+sb_vprintf(struct strbuf *b, const char *fmt, va_list ap)
+{
+	va_list aq;
+	int n;
+
+	va_copy(aq, ap);
+	n = vsnprintf(NULL, 0, fmt, aq);
+	va_end(aq);
+	if (n < 0)
+		return;
+	if (b->len + (size_t)n + 1 > b->cap) {
+		b->cap = (b->len + (size_t)n + 1) * 2;
+		b->s = xrealloc(b->s, b->cap);
+	}
+	vsnprintf(b->s + b->len, b->cap - b->len, fmt, ap);
+	b->len += (size_t)n;
+}
+
+static void __attribute__((format(printf, 2, 3)))
+sb_printf(struct strbuf *b, const char *fmt, ...)
+{
+	va_list ap;
+
+	va_start(ap, fmt);
+	sb_vprintf(b, fmt, ap);
+	va_end(ap);
+}
+
+static void __attribute__((format(printf, 5, 0)))
+vreport(struct ctx *c, struct strbuf *b, const yaml_node_t *n,
+        const char *path, const char *fmt, va_list ap)
+{
+	int line = n ? (int)n->start_mark.line + 1 : 1;
+	int col = n ? (int)n->start_mark.column + 1 : 1;
+
+	sb_printf(b, "%s:%d:%d: %s: ", c->file, line, col,
+	          path && *path ? path : "policy");
+	sb_vprintf(b, fmt, ap);
+	sb_printf(b, "\n");
+}
+
+static void __attribute__((format(printf, 4, 5)))
+error_at(struct ctx *c, const yaml_node_t *n, const char *path,
+         const char *fmt, ...)
+{
+	va_list ap;
+
+	va_start(ap, fmt);
+	vreport(c, &c->err, n, path, fmt, ap);
+	va_end(ap);
+	c->nerr++;
+}
+
+static void __attribute__((format(printf, 4, 5)))
+warn_at(struct ctx *c, const yaml_node_t *n, const char *path,
+        const char *fmt, ...)
+{
+	va_list ap;
+
+	va_start(ap, fmt);
+	vreport(c, &c->warn, n, path, fmt, ap);
+	va_end(ap);
+}
+
+/* <base>.<key> (or <key> at the top) into <out>. */
+static const char *
+path_key(char *out, const char *base, const char *key)
+{
+	size_t n = 0, k;
+
+	/* By hand: the paths are bounded in practice, cut when they are not. */
+	k = strlen(base);
+	k = k < PATH_MAX_LEN - 1 ? k : PATH_MAX_LEN - 1;
+	memmove(out, base, k);
+	n = k;
+	if (n && n < PATH_MAX_LEN - 1)
+		out[n++] = '.';
+	k = strlen(key);
+	k = k < PATH_MAX_LEN - 1 - n ? k : PATH_MAX_LEN - 1 - n;
+	memcpy(out + n, key, k);
+	out[n + k] = '\0';
+	return out;
+}
+
+/* ---- scalars ------------------------------------------------------------ */
+
+static yaml_node_t *
+node_get(struct ctx *c, int id)
+{
+	return yaml_document_get_node(c->doc, id);
+}
+
+/* The text of a scalar node, or NULL (with an error) if <n> is not one. */
+static const char *
+scalar(struct ctx *c, yaml_node_t *n, const char *path, const char *what)
+{
+	if (n->type != YAML_SCALAR_NODE) {
+		error_at(c, n, path, "expected %s, got a %s", what,
+		         n->type == YAML_MAPPING_NODE ? "mapping" : "list");
+		return NULL;
+	}
+	if (strlen((const char *)n->data.scalar.value) != n->data.scalar.length) {
+		error_at(c, n, path, "NUL byte in value");
+		return NULL;
+	}
+	return (const char *)n->data.scalar.value;
+}
+
+/* Strict decimal: the whole text, optional '-', no blanks. */
+static int
+parse_int(const char *s, int64_t *v)
+{
+	char *end;
+	long long x;
+
+	if (!*s || (*s != '-' && (*s < '0' || *s > '9')))
+		return -1;
+	errno = 0;
+	x = strtoll(s, &end, 10);
+	if (errno || *end)
+		return -1;
+	*v = x;
+	return 0;
+}
+
+static int
+parse_bool(const char *s, bool *v)
+{
+	static const char *const yes[] = { "true", "True", "TRUE", "yes", "Yes", "on", "On", NULL };
+	static const char *const no[] = { "false", "False", "FALSE", "no", "No", "off", "Off", NULL };
+	int i;
+
+	for (i = 0; yes[i]; i++)
+		if (strcmp(s, yes[i]) == 0)
+			return *v = true, 0;
+	for (i = 0; no[i]; i++)
+		if (strcmp(s, no[i]) == 0)
+			return *v = false, 0;
+	return -1;
+}
+
+static void
+store_int(void *dst, size_t size, int64_t v)
+{
+	switch (size) {
+	case sizeof(int32_t): {
+		int32_t x = (int32_t)v;
+
+		memcpy(dst, &x, sizeof(x));
+		break;
+	}
+	case sizeof(int64_t):
+		memcpy(dst, &v, sizeof(v));
+		break;
+	default:
+		fatal("policy: keyword field of size %zu", size);
+	}
+}
+
+static void
+enum_choices(char *out, size_t size, const char *const *names)
+{
+	size_t len = 0;
+	int i;
+
+	out[0] = '\0';
+	for (i = 0; names[i] && len < size; i++)
+		len += (size_t)snprintf(out + len, size - len, "%s%s",
+		                        i ? ", " : "", names[i]);
+}
+
+/* ---- the generic walker ------------------------------------------------- */
+
+static void parse_map(struct ctx *c, yaml_node_t *map, const char *path,
+                      const struct kw *tab, size_t ntab, void *dst,
+                      yaml_node_t **seen);
+
+/* Stores the value <n> of keyword <k> into <dst>. */
+static void
+parse_value(struct ctx *c, const struct kw *k, yaml_node_t *n,
+            const char *path, void *base)
+{
+	char *dst = (char *)base + k->off;
+	const char *s;
+	char choices[160];
+	int64_t v;
+	bool b;
+	int i;
+
+	if (k->type == KW_NODE)
+		return;
+	if (k->type == KW_SECTION) {
+		if (n->type != YAML_MAPPING_NODE) {
+			error_at(c, n, path, "expected a mapping");
+			return;
+		}
+		parse_map(c, n, path, k->sub, k->nsub, base, NULL);
+		return;
+	}
+	if (!(s = scalar(c, n, path, k->type == KW_STR ? "a string" : "a value")))
+		return;
+	switch (k->type) {
+	case KW_STR:
+		free(*(char **)(void *)dst);
+		*(char **)(void *)dst = xstrdup(s);
+		break;
+	case KW_INT:
+		if (parse_int(s, &v) == -1) {
+			error_at(c, n, path, "expected an integer, got \"%s\"", s);
+		} else if (v < k->min || v > k->max) {
+			error_at(c, n, path, "%s must be between %lld and %lld",
+			         k->name, (long long)k->min, (long long)k->max);
+		} else {
+			store_int(dst, k->size, v);
+		}
+		break;
+	case KW_BOOL:
+		if (parse_bool(s, &b) == -1)
+			error_at(c, n, path, "expected true or false, got \"%s\"", s);
+		else
+			*(bool *)(void *)dst = b;
+		break;
+	case KW_DURATION:
+		if (lim_parse_duration(s, &v) == -1) {
+			error_at(c, n, path, "expected a duration such as 250us, "
+			         "5ms, 30s, 15m, 1h, 1d, got \"%s\"", s);
+		} else if (v < k->min || v > k->max) {
+			error_at(c, n, path, "%s must be between %lldus and %lldus",
+			         k->name, (long long)k->min, (long long)k->max);
+		} else {
+			memcpy(dst, &v, sizeof(v));
+		}
+		break;
+	case KW_ENUM:
+		for (i = 0; k->names[i]; i++) {
+			if (strcmp(s, k->names[i]) == 0) {
+				*(int *)(void *)dst = i;
+				return;
+			}
+		}
+		enum_choices(choices, sizeof(choices), k->names);
+		error_at(c, n, path, "unknown %s \"%s\" (one of: %s)", k->name, s,
+		         choices);
+		break;
+	default:
+		break;
+	}
+}
+
+/* Walks mapping <map>: each key must be in <tab>, once. Values go to <dst>
+ * (see parse_value); <seen>, when given, gets the value node of each
+ * keyword present, by table index. */
+static void
+parse_map(struct ctx *c, yaml_node_t *map, const char *path,
+          const struct kw *tab, size_t ntab, void *dst, yaml_node_t **seen)
+{
+	yaml_node_pair_t *pr, *q;
+	char sub[PATH_MAX_LEN];
+
+	for (pr = map->data.mapping.pairs.start; pr < map->data.mapping.pairs.top; pr++) {
+		yaml_node_t *kn = node_get(c, pr->key), *vn = node_get(c, pr->value);
+		const char *key;
+		size_t i;
+
+		if (!(key = scalar(c, kn, path, "a key")))
+			continue;
+		path_key(sub, path, key);
+		for (q = map->data.mapping.pairs.start; q < pr; q++) {
+			yaml_node_t *prev = node_get(c, q->key);
+
+			if (prev->type == YAML_SCALAR_NODE &&
+			    strcmp((const char *)prev->data.scalar.value, key) == 0)
+				break;
+		}
+		if (q < pr) {
+			error_at(c, kn, sub, "duplicate key (first at line %d)",
+			         (int)node_get(c, q->key)->start_mark.line + 1);
+			continue;
+		}
+		for (i = 0; i < ntab; i++)
+			if (tab[i].name && strcmp(tab[i].name, key) == 0)
+				break;
+		if (i == ntab) {
+			error_at(c, kn, sub, "unknown key");
+			continue;
+		}
+		if (seen)
+			seen[i] = vn;
+		parse_value(c, &tab[i], vn, sub, dst);
+	}
+}
+
+/* ---- keyword tables ----------------------------------------------------- */
+
+static const char *const headers_names[] = { "ietf", "legacy", "both", "none", NULL };
+static const char *const fail_names[] = { "open", "closed", "local", NULL };
+static const char *const store_names[] = { "redis", "local", NULL };
+static const char *const count_names[] = { "all", "failures", NULL };
+static const char *const plan_names[] = { "none", "rate", "quota", NULL };
+static const char *const mode_names[] = { "meter", "delay", NULL };
+
+static const struct kw redis_kw[] = {
+	{ "url", KW_STR, FIELD(struct policy, redis_url), 0, 0, NULL, NULL, 0,
+	  "redis://host:port/db, redis+sentinel://..., redis+cluster://..., unix:/path" },
+	{ "timeout", KW_DURATION, FIELD(struct policy, redis_timeout_us), 100, 10 * SEC,
+	  NULL, NULL, 0, "per decision; past it the fail mode applies (10ms)" },
+	{ "password", KW_STR, FIELD(struct policy, redis_password), 0, 0, NULL, NULL, 0,
+	  "AUTH password" },
+	{ "username", KW_STR, FIELD(struct policy, redis_username), 0, 0, NULL, NULL, 0,
+	  "ACL user (Redis 6+)" },
+};
+
+static const struct kw local_kw[] = {
+	{ "max_keys", KW_INT, FIELD(struct policy, local_max_keys), 1, 100000000,
+	  NULL, NULL, 0, "keys kept by the in-process tier (100000)" },
+};
+
+enum top_kw {
+	TK_LISTEN = 0, TK_WORKERS, TK_REDIS, TK_POOL, TK_MAXCONNS, TK_IDLE,
+	TK_HEADERS, TK_SHADOW, TK_LOCAL, TK_PLANS, TK_TENANTS, TK_LOOKUP,
+	TK_RULES, TK_COUNT
+};
+
+static const struct kw top_kw[TK_COUNT] = {
+	[TK_LISTEN] = { "listen", KW_STR, FIELD(struct policy, listen), 0, 0, NULL, NULL, 0,
+	  "host:port or unix:/path (127.0.0.1:12345)" },
+	[TK_WORKERS] = { "workers", KW_INT, FIELD(struct policy, workers), 1, 256, NULL, NULL, 0,
+	  "event-loop threads (2)" },
+	[TK_REDIS] = { "redis", KW_SECTION, 0, 0, 0, 0, NULL, redis_kw, ARRAY_SIZE(redis_kw),
+	  "the Redis store" },
+	[TK_POOL] = { "pool_size", KW_INT, FIELD(struct policy, pool_size), 1, 10000, NULL, NULL, 0,
+	  "agents sharing this Redis; fail: local divides limits by it (1)" },
+	[TK_MAXCONNS] = { "max_conns", KW_INT, FIELD(struct policy, max_conns), 1, 10000000,
+	  NULL, NULL, 0, "HAProxy connections accepted (10000)" },
+	[TK_IDLE] = { "idle_timeout", KW_DURATION, FIELD(struct policy, idle_timeout_us),
+	  SEC / 10, 24 * 3600 * SEC, NULL, NULL, 0, "idle SPOP connections are closed (30s)" },
+	[TK_HEADERS] = { "headers", KW_ENUM, FIELD(struct policy, headers), 0, 0, headers_names,
+	  NULL, 0, "ietf | legacy | both | none (ietf)" },
+	[TK_SHADOW] = { "shadow", KW_BOOL, FIELD(struct policy, shadow_all), 0, 0, NULL, NULL, 0,
+	  "every rule reports and never denies (false)" },
+	[TK_LOCAL] = { "local", KW_SECTION, 0, 0, 0, 0, NULL, local_kw, ARRAY_SIZE(local_kw),
+	  "the in-process tier" },
+	[TK_PLANS] = { "plans", KW_NODE, 0, 0, 0, 0, NULL, NULL, 0,
+	  "name: { rate, burst, quota }" },
+	[TK_TENANTS] = { "tenants", KW_NODE, 0, 0, 0, 0, NULL, NULL, 0,
+	  "tenant: plan (static overrides)" },
+	[TK_LOOKUP] = { "plan_lookup", KW_NODE, 0, 0, 0, 0, NULL, NULL, 0,
+	  "{ arg, tenant_arg, redis_hash, default, cache }" },
+	[TK_RULES] = { "rules", KW_NODE, 0, 0, 0, 0, NULL, NULL, 0, "the limits" },
+};
+
+struct plan_src {
+	char    *rate;
+	char    *quota;
+	int64_t  burst;
+};
+
+enum plan_kw { PK_RATE = 0, PK_BURST, PK_QUOTA, PK_COUNT };
+
+static const struct kw plan_kw[PK_COUNT] = {
+	[PK_RATE] = { "rate", KW_STR, FIELD(struct plan_src, rate), 0, 0, NULL, NULL, 0,
+	  "N/period, or none" },
+	[PK_BURST] = { "burst", KW_INT, FIELD(struct plan_src, burst), 1, 1000000000000LL,
+	  NULL, NULL, 0, "(1)" },
+	[PK_QUOTA] = { "quota", KW_STR, FIELD(struct plan_src, quota), 0, 0, NULL, NULL, 0,
+	  "N/period (N/month: calendar month, UTC), or none" },
+};
+
+struct lookup_src {
+	char    *arg;
+	char    *tenant_arg;
+	char    *redis_hash;
+	char    *def;
+	int64_t  cache_us;
+};
+
+enum lookup_kw { LK_ARG = 0, LK_TENANT, LK_HASH, LK_DEFAULT, LK_CACHE, LK_COUNT };
+
+static const struct kw lookup_kw[LK_COUNT] = {
+	[LK_ARG] = { "arg", KW_STR, FIELD(struct lookup_src, arg), 0, 0, NULL, NULL, 0,
+	  "message arg naming the plan (plan)" },
+	[LK_TENANT] = { "tenant_arg", KW_STR, FIELD(struct lookup_src, tenant_arg), 0, 0,
+	  NULL, NULL, 0, "message arg naming the tenant (tenant)" },
+	[LK_HASH] = { "redis_hash", KW_STR, FIELD(struct lookup_src, redis_hash), 0, 0,
+	  NULL, NULL, 0, "Redis hash tenant -> plan" },
+	[LK_DEFAULT] = { "default", KW_STR, FIELD(struct lookup_src, def), 0, 0, NULL, NULL, 0,
+	  "plan of tenants found nowhere" },
+	[LK_CACHE] = { "cache", KW_DURATION, FIELD(struct lookup_src, cache_us), 0,
+	  24 * 3600 * SEC, NULL, NULL, 0, "reuse a Redis answer this long (30s)" },
+};
+
+struct rule_src {
+	char    *name, *message, *key, *algorithm, *rate, *window, *missing;
+	char    *cost, *result_message, *release, *id;
+	int64_t  burst, limit, lease_us, max_delay_us, ipv6_prefix;
+	int      fail, count, store, plan, mode;
+	bool     shadow, headers;
+	int      status[POLICY_MAX_STATUS];
+	int      nstatus;
+};
+
+enum rule_kw {
+	RK_NAME = 0, RK_MESSAGE, RK_KEY, RK_ALGO, RK_RATE, RK_BURST, RK_LIMIT,
+	RK_WINDOW, RK_FAIL, RK_SHADOW, RK_HEADERS, RK_MISSING, RK_COST,
+	RK_COUNT_, RK_STATUS, RK_RESULT, RK_RELEASE, RK_ID, RK_LEASE, RK_MODE,
+	RK_MAXDELAY, RK_STORE, RK_PLAN, RK_PREFIX, RK_COUNT
+};
+
+static const struct kw rule_kw[RK_COUNT] = {
+	[RK_NAME] = { "name", KW_STR, FIELD(struct rule_src, name), 0, 0, NULL, NULL, 0,
+	  "unique; letters, digits, '-', '_', '.'" },
+	[RK_MESSAGE] = { "message", KW_STR, FIELD(struct rule_src, message), 0, 0, NULL, NULL, 0,
+	  "the SPOE message it applies to" },
+	[RK_KEY] = { "key", KW_STR, FIELD(struct rule_src, key), 0, 0, NULL, NULL, 0,
+	  "template over message args: \"tenant:{tenant}\", \"{ip/64}\"" },
+	[RK_ALGO] = { "algorithm", KW_STR, FIELD(struct rule_src, algorithm), 0, 0, NULL, NULL, 0,
+	  "gcra (default), token-bucket, leaky-bucket, fixed-window, "
+	  "sliding-window, sliding-log, concurrency" },
+	[RK_RATE] = { "rate", KW_STR, FIELD(struct rule_src, rate), 0, 0, NULL, NULL, 0,
+	  "N/period: 100/s, 600/min, 5/15m" },
+	[RK_BURST] = { "burst", KW_INT, FIELD(struct rule_src, burst), 1, 1000000000000LL,
+	  NULL, NULL, 0, "requests a fresh key may make at once (1)" },
+	[RK_LIMIT] = { "limit", KW_INT, FIELD(struct rule_src, limit), 1, 1000000000000LL,
+	  NULL, NULL, 0, "windows: units per window; concurrency: in flight" },
+	[RK_WINDOW] = { "window", KW_STR, FIELD(struct rule_src, window), 0, 0, NULL, NULL, 0,
+	  "a duration, or day / month (fixed-window, UTC)" },
+	[RK_FAIL] = { "fail", KW_ENUM, FIELD(struct rule_src, fail), 0, 0, fail_names, NULL, 0,
+	  "open (default) | closed | local" },
+	[RK_SHADOW] = { "shadow", KW_BOOL, FIELD(struct rule_src, shadow), 0, 0, NULL, NULL, 0,
+	  "evaluate and report, never deny" },
+	[RK_HEADERS] = { "headers", KW_BOOL, FIELD(struct rule_src, headers), 0, 0, NULL, NULL, 0,
+	  "listed in the RateLimit headers (true)" },
+	[RK_MISSING] = { "missing", KW_STR, FIELD(struct rule_src, missing), 0, 0, NULL, NULL, 0,
+	  "deny (default) | skip | a fallback key template" },
+	[RK_COST] = { "cost", KW_STR, FIELD(struct rule_src, cost), 0, 0, NULL, NULL, 0,
+	  "a constant (1) or \"{arg}\"" },
+	[RK_COUNT_] = { "count", KW_ENUM, FIELD(struct rule_src, count), 0, 0, count_names,
+	  NULL, 0, "all (default) | failures" },
+	[RK_STATUS] = { "failure_status", KW_NODE, 0, 0, 0, 0, NULL, NULL, 0,
+	  "statuses counted as failures ([401, 403])" },
+	[RK_RESULT] = { "result_message", KW_STR, FIELD(struct rule_src, result_message), 0, 0,
+	  NULL, NULL, 0, "count: failures: message carrying status (<message>-result)" },
+	[RK_RELEASE] = { "release", KW_STR, FIELD(struct rule_src, release), 0, 0, NULL, NULL, 0,
+	  "concurrency: message that frees the slot" },
+	[RK_ID] = { "id", KW_STR, FIELD(struct rule_src, id), 0, 0, NULL, NULL, 0,
+	  "concurrency: request id template ({id})" },
+	[RK_LEASE] = { "lease", KW_DURATION, FIELD(struct rule_src, lease_us), 1000,
+	  7 * 24 * 3600 * SEC, NULL, NULL, 0, "concurrency: a lost release frees the slot after (60s)" },
+	[RK_MODE] = { "mode", KW_ENUM, FIELD(struct rule_src, mode), 0, 0, mode_names, NULL, 0,
+	  "leaky-bucket: meter (default) | delay" },
+	[RK_MAXDELAY] = { "max_delay", KW_DURATION, FIELD(struct rule_src, max_delay_us), 1,
+	  60 * SEC, NULL, NULL, 0, "mode: delay: longest hold (250ms)" },
+	[RK_STORE] = { "store", KW_ENUM, FIELD(struct rule_src, store), 0, 0, store_names,
+	  NULL, 0, "redis (default) | local" },
+	[RK_PLAN] = { "plan", KW_ENUM, FIELD(struct rule_src, plan), 0, 0, plan_names, NULL, 0,
+	  "rate | quota: limits from the tenant's plan" },
+	[RK_PREFIX] = { "ipv6_prefix", KW_INT, FIELD(struct rule_src, ipv6_prefix), 0, 128,
+	  NULL, NULL, 0, "IPv6 prefix of {ip} placeholders without /N (64)" },
+};
+
+/* ---- top level ---------------------------------------------------------- */
+
+static void
+check_listen(struct ctx *c, yaml_node_t *n)
+{
+	const char *s = c->p->listen, *colon;
+	int64_t port;
+
+	if (strncmp(s, "unix:", 5) == 0) {
+		if (!s[5])
+			error_at(c, n, "listen", "unix: needs a path");
+		return;
+	}
+	colon = strrchr(s, ':');
+	if (!colon || colon == s) {
+		error_at(c, n, "listen", "expected host:port or unix:/path, got \"%s\"", s);
+		return;
+	}
+	if (parse_int(colon + 1, &port) == -1 || port < 1 || port > 65535)
+		error_at(c, n, "listen", "port must be between 1 and 65535");
+	if (s[0] != '[' && memchr(s, ':', (size_t)(colon - s)))
+		error_at(c, n, "listen", "IPv6 address must be in brackets: [::1]:port");
+}
+
+/* The value node of <key> in mapping <map>, or <map> itself. */
+static yaml_node_t *
+map_find(struct ctx *c, yaml_node_t *map, const char *key)
+{
+	yaml_node_pair_t *pr;
+
+	if (!map || map->type != YAML_MAPPING_NODE)
+		return map;
+	for (pr = map->data.mapping.pairs.start; pr < map->data.mapping.pairs.top; pr++) {
+		yaml_node_t *kn = node_get(c, pr->key);
+
+		if (kn->type == YAML_SCALAR_NODE &&
+		    strcmp((const char *)kn->data.scalar.value, key) == 0)
+			return node_get(c, pr->value);
+	}
+	return map;
+}
+
+static void
+check_redis_url(struct ctx *c, yaml_node_t *n)
+{
+	static const char *const schemes[] = {
+		"redis://", "redis+sentinel://", "redis+cluster://", "unix:", NULL
+	};
+	const char *u = c->p->redis_url;
+	int i;
+
+	for (i = 0; schemes[i]; i++)
+		if (strncmp(u, schemes[i], strlen(schemes[i])) == 0 &&
+		    u[strlen(schemes[i])])
+			return;
+	if (strncmp(u, "rediss://", 9) == 0)
+		error_at(c, n, "redis.url", "TLS (rediss://) is not supported by hiredis 0.14");
+	else
+		error_at(c, n, "redis.url", "expected redis://host:port/db, "
+		         "redis+sentinel://..., redis+cluster://... or unix:/path");
+}
+
+static void
+set_defaults(struct policy *p)
+{
+	p->listen = xstrdup(POLICY_DEF_LISTEN);
+	p->workers = POLICY_DEF_WORKERS;
+	p->redis_url = xstrdup(POLICY_DEF_REDIS_URL);
+	p->redis_timeout_us = POLICY_DEF_REDIS_TIMEOUT;
+	p->pool_size = POLICY_DEF_POOL_SIZE;
+	p->max_conns = POLICY_DEF_MAX_CONNS;
+	p->idle_timeout_us = POLICY_DEF_IDLE_TIMEOUT;
+	p->local_max_keys = POLICY_DEF_LOCAL_KEYS;
+	p->headers = HEADERS_IETF;
+	p->plan_lookup.default_plan = -1;
+	p->plan_lookup.cache_us = POLICY_DEF_PLAN_CACHE;
+	atomic_init(&p->refs, 1);
+}
+
+/* ---- plans -------------------------------------------------------------- */
+
+static bool
+valid_name(const char *s)
+{
+	size_t i, n = strlen(s);
+
+	if (n == 0 || n > POLICY_NAME_MAX)
+		return false;
+	for (i = 0; i < n; i++) {
+		char ch = s[i];
+
+		if (!((ch >= 'a' && ch <= 'z') || (ch >= 'A' && ch <= 'Z') ||
+		      (ch >= '0' && ch <= '9') || ch == '-' || ch == '_' || ch == '.'))
+			return false;
+	}
+	return true;
+}
+
+/* Parses a rate "N/period" for <path>. Returns 0 or -1 (reported). */
+static int
+rate_of(struct ctx *c, yaml_node_t *n, const char *path, const char *s,
+        int64_t *rate, int64_t *period, enum lim_calendar *cal)
+{
+	int64_t lead;
+	char num[24];
+	size_t k = strcspn(s, "/");
+
+	*cal = LIM_CAL_NONE;
+	if (k < sizeof(num)) {
+		memcpy(num, s, k);
+		num[k] = '\0';
+		if (parse_int(num, &lead) == 0 && lead <= 0) {
+			error_at(c, n, path, "rate must be > 0");
+			return -1;
+		}
+	}
+	if (lim_parse_rate(s, rate, period, cal) == -1 || *rate <= 0 ||
+	    (*period <= 0 && *cal == LIM_CAL_NONE)) {
+		error_at(c, n, path, "expected N/period such as 100/s, 600/min, "
+		         "5/15m, 10000/month, got \"%s\"", s);
+		return -1;
+	}
+	return 0;
+}
+
+static void
+parse_plan(struct ctx *c, yaml_node_t *kn, yaml_node_t *vn, struct plan *pl)
+{
+	struct plan_src src = { .burst = 1 };
+	yaml_node_t *seen[PK_COUNT] = { 0 };
+	char path[PATH_MAX_LEN], sub[PATH_MAX_LEN];
+	enum lim_calendar cal;
+
+	snprintf(path, sizeof(path), "plans.%s", pl->name);
+	pl->line = (int)kn->start_mark.line + 1;
+	pl->burst = 1;
+	if (!valid_name(pl->name))
+		error_at(c, kn, path, "plan name must be 1-%d letters, digits, "
+		         "'-', '_' or '.'", POLICY_NAME_MAX);
+	if (vn->type != YAML_MAPPING_NODE) {
+		error_at(c, vn, path, "expected a mapping { rate, burst, quota }");
+		return;
+	}
+	parse_map(c, vn, path, plan_kw, PK_COUNT, &src, seen);
+	if (src.rate && strcmp(src.rate, "none") != 0 &&
+	    rate_of(c, seen[PK_RATE], path_key(sub, path, "rate"), src.rate,
+	            &pl->rate, &pl->period_us, &cal) == 0)
+		pl->has_rate = true;
+	if (src.quota && strcmp(src.quota, "none") != 0 &&
+	    rate_of(c, seen[PK_QUOTA], path_key(sub, path, "quota"), src.quota,
+	            &pl->quota, &pl->quota_period_us, &pl->quota_cal) == 0)
+		pl->has_quota = true;
+	pl->burst = src.burst;
+	if (!src.rate && !src.quota)
+		error_at(c, vn, path, "a plan needs rate or quota (or \"none\")");
+	free(src.rate);
+	free(src.quota);
+}
+
+static void
+parse_plans(struct ctx *c, yaml_node_t *n)
+{
+	struct policy *p = c->p;
+	yaml_node_pair_t *pr;
+	int i;
+
+	if (n->type != YAML_MAPPING_NODE) {
+		error_at(c, n, "plans", "expected a mapping of plan names");
+		return;
+	}
+	p->plans = xcalloc((size_t)(n->data.mapping.pairs.top - n->data.mapping.pairs.start) + 1,
+	                   sizeof(*p->plans));
+	for (pr = n->data.mapping.pairs.start; pr < n->data.mapping.pairs.top; pr++) {
+		yaml_node_t *kn = node_get(c, pr->key), *vn = node_get(c, pr->value);
+		const char *name = scalar(c, kn, "plans", "a plan name");
+
+		if (!name)
+			continue;
+		for (i = 0; i < p->nplans; i++)
+			if (strcmp(p->plans[i].name, name) == 0)
+				break;
+		if (i < p->nplans) {
+			error_at(c, kn, "plans", "duplicate plan \"%s\"", name);
+			continue;
+		}
+		p->plans[p->nplans].name = xstrdup(name);
+		parse_plan(c, kn, vn, &p->plans[p->nplans]);
+		p->nplans++;
+	}
+}
+
+static int
+tenant_sort_cmp(const void *a, const void *b)
+{
+	const struct tenant_plan *x = a, *y = b;
+	int r = memcmp(x->tenant, y->tenant, x->len < y->len ? x->len : y->len);
+
+	if (r)
+		return r;
+	return x->len < y->len ? -1 : x->len > y->len;
+}
+
+static void
+parse_tenants(struct ctx *c, yaml_node_t *n)
+{
+	struct policy *p = c->p;
+	yaml_node_pair_t *pr;
+	char path[PATH_MAX_LEN];
+	int i;
+
+	if (n->type != YAML_MAPPING_NODE) {
+		error_at(c, n, "tenants", "expected a mapping tenant: plan");
+		return;
+	}
+	p->tenants = xcalloc((size_t)(n->data.mapping.pairs.top - n->data.mapping.pairs.start) + 1,
+	                     sizeof(*p->tenants));
+	for (pr = n->data.mapping.pairs.start; pr < n->data.mapping.pairs.top; pr++) {
+		yaml_node_t *kn = node_get(c, pr->key), *vn = node_get(c, pr->value);
+		const char *t = scalar(c, kn, "tenants", "a tenant"), *plan;
+		int idx;
+
+		if (!t)
+			continue;
+		path_key(path, "tenants", t);
+		if (!(plan = scalar(c, vn, path, "a plan name")))
+			continue;
+		if ((idx = policy_plan_index(p, plan, strlen(plan))) < 0) {
+			error_at(c, vn, path, "unknown plan \"%s\"", plan);
+			continue;
+		}
+		for (i = 0; i < p->ntenants; i++)
+			if (strcmp(p->tenants[i].tenant, t) == 0)
+				break;
+		if (i < p->ntenants) {
+			error_at(c, kn, path, "duplicate tenant");
+			continue;
+		}
+		p->tenants[p->ntenants].tenant = xstrdup(t);
+		p->tenants[p->ntenants].len = strlen(t);
+		p->tenants[p->ntenants].plan = idx;
+		p->ntenants++;
+	}
+	qsort(p->tenants, (size_t)p->ntenants, sizeof(*p->tenants), tenant_sort_cmp);
+}
+
+static void
+parse_lookup(struct ctx *c, yaml_node_t *n)
+{
+	struct lookup_src src = { .cache_us = POLICY_DEF_PLAN_CACHE };
+	yaml_node_t *seen[LK_COUNT] = { 0 };
+	struct plan_lookup *pl = &c->p->plan_lookup;
+
+	if (n && n->type != YAML_MAPPING_NODE) {
+		error_at(c, n, "plan_lookup", "expected a mapping");
+		n = NULL;
+	}
+	if (n)
+		parse_map(c, n, "plan_lookup", lookup_kw, LK_COUNT, &src, seen);
+	pl->arg = src.arg ? src.arg : xstrdup("plan");
+	pl->tenant_arg = src.tenant_arg ? src.tenant_arg : xstrdup("tenant");
+	pl->redis_hash = src.redis_hash;
+	pl->cache_us = src.cache_us;
+	c->plan_default = src.def;
+	c->plan_default_node = seen[LK_DEFAULT] ? seen[LK_DEFAULT] : n;
+	if (src.def) {
+		pl->default_plan = policy_plan_index(c->p, src.def, strlen(src.def));
+		if (pl->default_plan < 0)
+			error_at(c, seen[LK_DEFAULT], "plan_lookup.default",
+			         "unknown plan \"%s\"", src.def);
+	}
+}
+
+/* ---- rules -------------------------------------------------------------- */
+
+enum algo_family { FAM_TOKEN = 0, FAM_WINDOW, FAM_CONC };
+
+static enum algo_family
+family(enum lim_algo a)
+{
+	switch (a) {
+	case LIM_FIXED_WINDOW:
+	case LIM_SLIDING_WINDOW:
+	case LIM_SLIDING_LOG:
+		return FAM_WINDOW;
+	case LIM_CONCURRENCY:
+		return FAM_CONC;
+	default:
+		return FAM_TOKEN;
+	}
+}
+
+struct rule_ctx {
+	struct ctx      *c;
+	struct rule     *r;
+	struct rule_src *s;
+	yaml_node_t    **seen;
+	yaml_node_t     *node;		/* the rule's mapping */
+	char             path[PATH_MAX_LEN];
+	char             sub[PATH_MAX_LEN];
+};
+
+static const char *
+rpath(struct rule_ctx *rc, int kw)
+{
+	return path_key(rc->sub, rc->path, rule_kw[kw].name);
+}
+
+/* The node to blame for keyword <kw>: its value, else the rule itself. */
+static yaml_node_t *
+rnode(struct rule_ctx *rc, int kw)
+{
+	return rc->seen[kw] ? rc->seen[kw] : rc->node;
+}
+
+/* Reports keywords of <list> present in the rule but meaningless for it. */
+static void
+reject_fields(struct rule_ctx *rc, const int *list, size_t n, const char *why)
+{
+	size_t i;
+
+	for (i = 0; i < n; i++)
+		if (rc->seen[list[i]])
+			error_at(rc->c, rc->seen[list[i]], rpath(rc, list[i]),
+			         "not used %s", why);
+}
+
+static struct tmpl *
+compile_tmpl(struct rule_ctx *rc, int kw, const char *src)
+{
+	const char *err;
+	size_t pos;
+	struct tmpl *t;
+
+	if (!*src) {
+		error_at(rc->c, rnode(rc, kw), rpath(rc, kw), "empty template");
+		return NULL;
+	}
+	t = keys_compile(src, (int)rc->s->ipv6_prefix, &err, &pos);
+	if (!t)
+		error_at(rc->c, rnode(rc, kw), rpath(rc, kw),
+		         "%s at character %zu of \"%s\"", err, pos + 1, src);
+	return t;
+}
+
+static void
+rule_statuses(struct rule_ctx *rc)
+{
+	yaml_node_t *n = rc->seen[RK_STATUS];
+	yaml_node_item_t *it;
+	struct rule_src *s = rc->s;
+	const char *path = rpath(rc, RK_STATUS);
+	char ipath[PATH_MAX_LEN];
+
+	if (!n)
+		return;
+	if (n->type != YAML_SEQUENCE_NODE) {
+		error_at(rc->c, n, path, "expected a list of HTTP statuses");
+		return;
+	}
+	s->nstatus = 0;
+	for (it = n->data.sequence.items.start; it < n->data.sequence.items.top; it++) {
+		yaml_node_t *in = node_get(rc->c, *it);
+		const char *v;
+		int64_t st;
+
+		snprintf(ipath, sizeof(ipath), "%s[%d]", path,
+		         (int)(it - n->data.sequence.items.start));
+		if (!(v = scalar(rc->c, in, ipath, "a status")))
+			continue;
+		if (parse_int(v, &st) == -1 || st < 100 || st > 599) {
+			error_at(rc->c, in, ipath, "expected an HTTP status 100-599, got \"%s\"", v);
+			continue;
+		}
+		if (s->nstatus == POLICY_MAX_STATUS) {
+			error_at(rc->c, in, ipath, "at most %d statuses", POLICY_MAX_STATUS);
+			break;
+		}
+		s->status[s->nstatus++] = (int)st;
+	}
+	if (s->nstatus == 0 && n->data.sequence.items.start == n->data.sequence.items.top)
+		error_at(rc->c, n, path, "empty list");
+}
+
+/* rate, or limit + window, into rc->r->lim for a window algorithm. */
+static void
+rule_window(struct rule_ctx *rc)
+{
+	struct rule_src *s = rc->s;
+	struct lim_params *l = &rc->r->lim;
+	enum lim_calendar cal;
+
+	if (s->rate) {
+		if (s->window || rc->seen[RK_LIMIT]) {
+			error_at(rc->c, rnode(rc, RK_RATE), rpath(rc, RK_RATE),
+			         "give either rate or limit and window, not both");
+			return;
+		}
+		if (rate_of(rc->c, rnode(rc, RK_RATE), rpath(rc, RK_RATE), s->rate,
+		            &l->rate, &l->period_us, &cal) == 0)
+			l->calendar = l->algo == LIM_FIXED_WINDOW ? cal : LIM_CAL_NONE;
+		if (cal != LIM_CAL_NONE && l->algo != LIM_FIXED_WINDOW)
+			error_at(rc->c, rnode(rc, RK_RATE), rpath(rc, RK_RATE),
+			         "calendar periods need algorithm fixed-window");
+		return;
+	}
+	if (!rc->seen[RK_LIMIT])
+		error_at(rc->c, rc->node, rpath(rc, RK_LIMIT), "required for algorithm %s",
+		         lim_algo_name(l->algo));
+	if (!s->window) {
+		error_at(rc->c, rc->node, rpath(rc, RK_WINDOW), "required for algorithm %s",
+		         lim_algo_name(l->algo));
+		return;
+	}
+	l->rate = s->limit;
+	if (strcmp(s->window, "day") == 0 || strcmp(s->window, "month") == 0) {
+		if (l->algo != LIM_FIXED_WINDOW) {
+			error_at(rc->c, rnode(rc, RK_WINDOW), rpath(rc, RK_WINDOW),
+			         "calendar windows need algorithm fixed-window");
+			return;
+		}
+		l->calendar = s->window[0] == 'd' ? LIM_CAL_DAY : LIM_CAL_MONTH;
+		l->period_us = l->calendar == LIM_CAL_DAY ? 86400 * SEC : 30 * 86400 * SEC;
+		return;
+	}
+	if (lim_parse_duration(s->window, &l->period_us) == -1 || l->period_us <= 0)
+		error_at(rc->c, rnode(rc, RK_WINDOW), rpath(rc, RK_WINDOW),
+		         "expected a duration (1m, 1h, 1d) or day or month, got \"%s\"",
+		         s->window);
+}
+
+/* The algorithm-specific part: rc->r->lim, id, release. */
+static void
+rule_params(struct rule_ctx *rc)
+{
+	static const int conc_only[] = { RK_LEASE, RK_RELEASE };
+	static const int token_only[] = { RK_BURST };
+	static const int not_token[] = { RK_LIMIT, RK_WINDOW };
+	static const int not_conc[] = { RK_RATE, RK_BURST, RK_WINDOW, RK_PLAN };
+	static const int leaky_only[] = { RK_MODE, RK_MAXDELAY };
+	struct rule_src *s = rc->s;
+	struct rule *r = rc->r;
+	struct lim_params *l = &r->lim;
+	enum algo_family fam = family(l->algo);
+	enum lim_calendar cal;
+	char why[64];
+
+	snprintf(why, sizeof(why), "by algorithm %s", lim_algo_name(l->algo));
+	if (fam != FAM_CONC)
+		reject_fields(rc, conc_only, ARRAY_SIZE(conc_only), why);
+	if (fam != FAM_TOKEN)
+		reject_fields(rc, token_only, ARRAY_SIZE(token_only), why);
+	if (l->algo != LIM_LEAKY_BUCKET)
+		reject_fields(rc, leaky_only, ARRAY_SIZE(leaky_only), why);
+	if (rc->seen[RK_ID] && fam != FAM_CONC && l->algo != LIM_SLIDING_LOG)
+		error_at(rc->c, rc->seen[RK_ID], rpath(rc, RK_ID), "not used %s", why);
+	switch (fam) {
+	case FAM_TOKEN:
+		reject_fields(rc, not_token, ARRAY_SIZE(not_token), why);
+		if (r->plan == RULE_PLAN_QUOTA)
+			error_at(rc->c, rnode(rc, RK_PLAN), rpath(rc, RK_PLAN),
+			         "plan: quota needs algorithm fixed-window");
+		if (r->plan != RULE_PLAN_NONE) {
+			if (s->rate)
+				error_at(rc->c, rnode(rc, RK_RATE), rpath(rc, RK_RATE),
+				         "not used with plan: (the plan gives it)");
+		} else if (!s->rate) {
+			error_at(rc->c, rc->node, rpath(rc, RK_RATE),
+			         "required for algorithm %s", lim_algo_name(l->algo));
+		} else if (rate_of(rc->c, rnode(rc, RK_RATE), rpath(rc, RK_RATE), s->rate,
+		                   &l->rate, &l->period_us, &cal) == 0 &&
+		           cal != LIM_CAL_NONE && l->period_us <= 0) {
+			l->period_us = 30 * 86400 * SEC;
+		}
+		l->burst = rc->seen[RK_BURST] ? s->burst :
+		           (l->algo == LIM_TOKEN_BUCKET && l->rate > 0 ? l->rate : 1);
+		if (s->mode == 1)
+			l->max_delay_us = rc->seen[RK_MAXDELAY] ? s->max_delay_us :
+			                  POLICY_DEF_MAX_DELAY;
+		else if (rc->seen[RK_MAXDELAY])
+			error_at(rc->c, rc->seen[RK_MAXDELAY], rpath(rc, RK_MAXDELAY),
+			         "only with mode: delay");
+		if (l->max_delay_us > POLICY_WARN_MAX_DELAY)
+			warn_at(rc->c, rnode(rc, RK_MAXDELAY), rpath(rc, RK_MAXDELAY),
+			        "over 1s: HAProxy's timeout processing must exceed it");
+		break;
+	case FAM_WINDOW:
+		if (r->plan == RULE_PLAN_QUOTA && l->algo != LIM_FIXED_WINDOW)
+			error_at(rc->c, rnode(rc, RK_PLAN), rpath(rc, RK_PLAN),
+			         "plan: quota needs algorithm fixed-window");
+		if (r->plan != RULE_PLAN_NONE) {
+			static const int given[] = { RK_RATE, RK_LIMIT, RK_WINDOW };
+
+			reject_fields(rc, given, ARRAY_SIZE(given),
+			              "with plan: (the plan gives it)");
+		} else {
+			rule_window(rc);
+		}
+		if (l->algo == LIM_SLIDING_LOG && l->rate > POLICY_WARN_LOG_LIMIT)
+			warn_at(rc->c, rnode(rc, RK_LIMIT), rpath(rc, RK_LIMIT),
+			        "sliding-log keeps one entry per request: limit %lld "
+			        "costs O(limit) memory per key; prefer sliding-window",
+			        (long long)l->rate);
+		break;
+	case FAM_CONC:
+		reject_fields(rc, not_conc, ARRAY_SIZE(not_conc), why);
+		if (!rc->seen[RK_LIMIT])
+			error_at(rc->c, rc->node, rpath(rc, RK_LIMIT),
+			         "required for algorithm concurrency");
+		if (r->count == COUNT_FAILURES)
+			error_at(rc->c, rnode(rc, RK_COUNT_), rpath(rc, RK_COUNT_),
+			         "count: failures does not apply to concurrency");
+		l->rate = s->limit;
+		l->period_us = rc->seen[RK_LEASE] ? s->lease_us : POLICY_DEF_LEASE;
+		if (!r->id) {
+			const char *terr;
+			size_t tpos;
+
+			r->id = keys_compile("{id}", 64, &terr, &tpos);
+		}
+		if (s->release)
+			r->release = xstrdup(s->release);
+		else
+			warn_at(rc->c, rc->node, rpath(rc, RK_RELEASE),
+			        "none: slots are freed only when their lease expires");
+		break;
+	}
+}
+
+/* count:, failure_status, result_message. */
+static void
+rule_count(struct rule_ctx *rc)
+{
+	struct rule_src *s = rc->s;
+	struct rule *r = rc->r;
+	int i;
+
+	rule_statuses(rc);
+	if (r->count != COUNT_FAILURES) {
+		if (rc->seen[RK_STATUS])
+			warn_at(rc->c, rc->seen[RK_STATUS], rpath(rc, RK_STATUS),
+			        "ignored without count: failures");
+		if (rc->seen[RK_RESULT])
+			warn_at(rc->c, rc->seen[RK_RESULT], rpath(rc, RK_RESULT),
+			        "ignored without count: failures");
+		return;
+	}
+	if (rc->seen[RK_STATUS]) {
+		for (i = 0; i < s->nstatus; i++)
+			r->failure_status[i] = s->status[i];
+		r->nfailure_status = s->nstatus;
+	} else {
+		r->failure_status[0] = 401;
+		r->failure_status[1] = 403;
+		r->nfailure_status = 2;
+	}
+	if (s->result_message) {
+		r->result_message = xstrdup(s->result_message);
+	} else if (r->message) {
+		r->result_message = xmalloc(strlen(r->message) + sizeof("-result"));
+		strcpy(r->result_message, r->message);
+		strcat(r->result_message, "-result");
+	}
+	if (r->result_message && r->message && strcmp(r->result_message, r->message) == 0)
+		error_at(rc->c, rnode(rc, RK_RESULT), rpath(rc, RK_RESULT),
+		         "must differ from message");
+}
+
+/* missing: and cost:. */
+static void
+rule_missing_cost(struct rule_ctx *rc)
+{
+	struct rule_src *s = rc->s;
+	struct rule *r = rc->r;
+	struct tmpl *t;
+	int64_t v;
+
+	if (!s->missing || strcmp(s->missing, "deny") == 0) {
+		r->missing = MISSING_DENY;
+	} else if (strcmp(s->missing, "skip") == 0) {
+		r->missing = MISSING_SKIP;
+	} else if ((r->fallback = compile_tmpl(rc, RK_MISSING, s->missing))) {
+		r->missing = MISSING_FALLBACK;
+	}
+	r->cost = 1;
+	if (!s->cost)
+		return;
+	if (parse_int(s->cost, &v) == 0) {
+		if (v < 0)
+			error_at(rc->c, rnode(rc, RK_COST), rpath(rc, RK_COST),
+			         "cost must be >= 0");
+		r->cost = v;
+		return;
+	}
+	if (!(t = compile_tmpl(rc, RK_COST, s->cost)))
+		return;
+	if (keys_is_single_var(t))
+		r->cost_arg = xstrdup(keys_var(t, 0));
+	else
+		error_at(rc->c, rnode(rc, RK_COST), rpath(rc, RK_COST),
+		         "expected an integer or one \"{arg}\", got \"%s\"", s->cost);
+	keys_free(t);
+}
+
+/* Builds rule <r> from its parsed source: required fields, the algorithm,
+ * templates, count, and the limiter's own validation. */
+static void
+build_rule(struct rule_ctx *rc)
+{
+	struct ctx *c = rc->c;
+	struct rule_src *s = rc->s;
+	struct rule *r = rc->r;
+	struct policy *p = c->p;
+	const char *lerr;
+	int i, a;
+
+	r->line = (int)rc->node->start_mark.line + 1;
+	r->col = (int)rc->node->start_mark.column + 1;
+	r->fail = (enum fail_mode)s->fail;
+	r->store = (enum store_kind)s->store;
+	r->count = (enum count_mode)s->count;
+	r->plan = (enum rule_plan)s->plan;
+	r->shadow = s->shadow;
+	r->headers = s->headers;
+	r->ipv6_prefix = (int)s->ipv6_prefix;
+	if (!s->name) {
+		error_at(c, rc->node, rpath(rc, RK_NAME), "required");
+	} else if (!valid_name(s->name)) {
+		error_at(c, rnode(rc, RK_NAME), rpath(rc, RK_NAME),
+		         "must be 1-%d letters, digits, '-', '_' or '.'", POLICY_NAME_MAX);
+	} else {
+		for (i = 0; i < r->index; i++) {
+			if (p->rules[i].name && strcmp(p->rules[i].name, s->name) == 0) {
+				error_at(c, rnode(rc, RK_NAME), rpath(rc, RK_NAME),
+				         "duplicate rule name \"%s\" (first at line %d)",
+				         s->name, p->rules[i].line);
+				break;
+			}
+		}
+		r->name = xstrdup(s->name);
+		r->key_prefix = xmalloc(strlen(s->name) + 6);
+		sprintf(r->key_prefix, "rl:{%s:", s->name);
+	}
+	if (!s->message || !*s->message)
+		error_at(c, rc->node, rpath(rc, RK_MESSAGE), "required");
+	else
+		r->message = xstrdup(s->message);
+	if (!s->key)
+		error_at(c, rc->node, rpath(rc, RK_KEY), "required");
+	else
+		r->key = compile_tmpl(rc, RK_KEY, s->key);
+	if (s->id)
+		r->id = compile_tmpl(rc, RK_ID, s->id);
+	r->lim.algo = r->plan == RULE_PLAN_QUOTA ? LIM_FIXED_WINDOW : LIM_GCRA;
+	if (s->algorithm) {
+		if ((a = lim_algo_from_name(s->algorithm)) < 0) {
+			char names[200];
+			size_t len = 0;
+
+			for (i = 0; i < LIM_ALGO_COUNT; i++)
+				len += (size_t)snprintf(names + len, sizeof(names) - len, "%s%s",
+				                        i ? ", " : "", lim_algo_name(i));
+			error_at(c, rnode(rc, RK_ALGO), rpath(rc, RK_ALGO),
+			         "unknown algorithm \"%s\" (one of: %s)", s->algorithm, names);
+			return;
+		}
+		r->lim.algo = (enum lim_algo)a;
+	}
+	rule_missing_cost(rc);
+	rule_count(rc);
+	rule_params(rc);
+	if (r->plan == RULE_PLAN_NONE && r->lim.rate > 0 &&
+	    lim_params_init(&r->lim, &lerr) == -1)
+		error_at(c, rc->node, rc->path, "%s", lerr);
+}
+
+/* Fills rule <r>'s per-plan parameters once the plans are known. */
+static void
+build_rule_plans(struct ctx *c, struct rule *r, yaml_node_t *node,
+                 const char *path)
+{
+	struct policy *p = c->p;
+	const char *lerr;
+	int i;
+
+	if (p->nplans == 0) {
+		error_at(c, node, path, "plan: %s but no plans: are defined",
+		         r->plan == RULE_PLAN_RATE ? "rate" : "quota");
+		return;
+	}
+	r->plan_lim = xcalloc((size_t)p->nplans, sizeof(*r->plan_lim));
+	for (i = 0; i < p->nplans; i++) {
+		const struct plan *pl = &p->plans[i];
+		struct lim_params *l = &r->plan_lim[i];
+
+		l->algo = r->lim.algo;
+		if (r->plan == RULE_PLAN_RATE && pl->has_rate) {
+			l->rate = pl->rate;
+			l->period_us = pl->period_us;
+			if (family(l->algo) == FAM_TOKEN)
+				l->burst = pl->burst;
+		} else if (r->plan == RULE_PLAN_QUOTA && pl->has_quota) {
+			l->rate = pl->quota;
+			l->period_us = pl->quota_period_us;
+			l->calendar = pl->quota_cal;
+		} else {
+			continue;	/* "none" on this plan: no check */
+		}
+		if (l->period_us <= 0)
+			l->period_us = 30 * 86400 * LIM_USEC_PER_SEC;
+		if (lim_params_init(l, &lerr) == -1)
+			error_at(c, node, path, "plan %s: %s", pl->name, lerr);
+	}
+	if (p->plan_lookup.default_plan >= 0)
+		r->lim = r->plan_lim[p->plan_lookup.default_plan];
+}
+
+static void
+rule_src_free(struct rule_src *s)
+{
+	free(s->name);
+	free(s->message);
+	free(s->key);
+	free(s->algorithm);
+	free(s->rate);
+	free(s->window);
+	free(s->missing);
+	free(s->cost);
+	free(s->result_message);
+	free(s->release);
+	free(s->id);
+}
+
+static void
+parse_rules(struct ctx *c, yaml_node_t *n)
+{
+	struct policy *p = c->p;
+	yaml_node_item_t *it;
+	bool any_plan = false;
+	int i;
+
+	if (n->type != YAML_SEQUENCE_NODE) {
+		error_at(c, n, "rules", "expected a list of rules");
+		return;
+	}
+	p->rules = xcalloc((size_t)(n->data.sequence.items.top - n->data.sequence.items.start) + 1,
+	                   sizeof(*p->rules));
+	for (it = n->data.sequence.items.start; it < n->data.sequence.items.top; it++) {
+		struct rule_src src = { .headers = true, .ipv6_prefix = 64 };
+		yaml_node_t *seen[RK_COUNT] = { 0 };
+		struct rule_ctx rc = { .c = c, .s = &src, .seen = seen };
+
+		rc.node = node_get(c, *it);
+		rc.r = &p->rules[p->nrules];
+		rc.r->index = p->nrules;
+		snprintf(rc.path, sizeof(rc.path), "rules[%d]", p->nrules);
+		p->nrules++;
+		if (rc.node->type != YAML_MAPPING_NODE) {
+			error_at(c, rc.node, rc.path, "expected a mapping (a rule)");
+			rc.r->line = (int)rc.node->start_mark.line + 1;
+			continue;
+		}
+		parse_map(c, rc.node, rc.path, rule_kw, RK_COUNT, &src, seen);
+		build_rule(&rc);
+		if (rc.r->plan != RULE_PLAN_NONE) {
+			any_plan = true;
+			build_rule_plans(c, rc.r, rnode(&rc, RK_PLAN), rpath(&rc, RK_PLAN));
+		}
+		rule_src_free(&src);
+	}
+	if (any_plan && p->nplans > 0 && !c->plan_default)
+		error_at(c, c->plan_default_node, "plan_lookup.default",
+		         "required when rules use plan:");
+	for (i = 0; i < p->nrules; i++)
+		if (p->rules[i].store == STORE_LOCAL && p->rules[i].fail != FAIL_OPEN)
+			warn_at(c, NULL, "rules", "rule %s: fail: has no effect with store: local",
+			        p->rules[i].name ? p->rules[i].name : "?");
+}
+
+/* ---- the file ----------------------------------------------------------- */
+
+static void
+parse_root(struct ctx *c, yaml_node_t *root)
+{
+	yaml_node_t *seen[TK_COUNT] = { 0 };
+	const char *bad;
+
+	if (!root || (root->type == YAML_SCALAR_NODE && root->data.scalar.length == 0)) {
+		warn_at(c, root, "policy", "empty file: defaults and no rules");
+	} else if (root->type != YAML_MAPPING_NODE) {
+		error_at(c, root, "policy", "expected a mapping at the top level");
+		return;
+	} else {
+		parse_map(c, root, "", top_kw, TK_COUNT, c->p, seen);
+	}
+	check_listen(c, seen[TK_LISTEN]);
+	check_redis_url(c, map_find(c, seen[TK_REDIS], "url"));
+	if (seen[TK_PLANS])
+		parse_plans(c, seen[TK_PLANS]);
+	if (seen[TK_TENANTS])
+		parse_tenants(c, seen[TK_TENANTS]);
+	parse_lookup(c, seen[TK_LOOKUP]);
+	if (seen[TK_RULES])
+		parse_rules(c, seen[TK_RULES]);
+	if (c->p->nrules == 0)
+		warn_at(c, root, "rules", "no rules: every request is allowed");
+	if (c->nerr == 0 && policy__index(c->p, &bad) == -1)
+		error_at(c, seen[TK_RULES], "rules", "message %s has more than %d rules",
+		         bad, POLICY_MAX_CHECKS);
+}
+
+static void
+load_file(struct ctx *c, const char *path)
+{
+	yaml_parser_t parser;
+	yaml_document_t doc;
+	FILE *f;
+
+	if (!(f = fopen(path, "rb"))) {
+		sb_printf(&c->err, "%s:0:0: policy: cannot open: %s\n", path, strerror(errno));
+		c->nerr++;
+		return;
+	}
+	if (!yaml_parser_initialize(&parser))
+		fatal("yaml_parser_initialize: out of memory");
+	yaml_parser_set_input_file(&parser, f);
+	if (!yaml_parser_load(&parser, &doc)) {
+		sb_printf(&c->err, "%s:%d:%d: yaml: %s%s%s\n", path,
+		          (int)parser.problem_mark.line + 1,
+		          (int)parser.problem_mark.column + 1,
+		          parser.context ? parser.context : "",
+		          parser.context ? ": " : "",
+		          parser.problem ? parser.problem : "syntax error");
+		c->nerr++;
+		yaml_parser_delete(&parser);
+		fclose(f);
+		return;
+	}
+	c->doc = &doc;
+	parse_root(c, yaml_document_get_root_node(&doc));
+	c->doc = NULL;
+	yaml_document_delete(&doc);
+	yaml_parser_delete(&parser);
+	fclose(f);
+}
+
+static void
+log_lines(char *s)
+{
+	char *line, *save = NULL;
+
+	for (line = strtok_r(s, "\n", &save); line; line = strtok_r(NULL, "\n", &save))
+		log_warn("policy_warning", "detail=\"%s\"", line);
+}
+
+struct policy *
+policy_load2(const char *path, char **err, char **warn)
+{
+	struct ctx c = { .file = path };
+
+	c.p = xcalloc(1, sizeof(*c.p));
+	set_defaults(c.p);
+	c.p->path = xstrdup(path);
+	load_file(&c, path);
+	free(c.plan_default);
+	if (warn) {
+		*warn = c.warn.s;
+	} else if (c.warn.s) {
+		log_lines(c.warn.s);
+		free(c.warn.s);
+	}
+	if (c.nerr) {
+		*err = c.err.s;
+		policy__free(c.p);
+		return NULL;
+	}
+	free(c.err.s);
+	*err = NULL;
+	return c.p;
+}
+
+struct policy *
+policy_load(const char *path, char **err)
+{
+	return policy_load2(path, err, NULL);
+}
