@@ -102,7 +102,7 @@ cat <<EOF
 spoa-ratelimit demo
   HAProxy  http://127.0.0.1:$DEMO_PORT   (haproxy/haproxy.cfg)
   agent    127.0.0.1:$AGENT_PORT   policy $POLICY
-  Redis    127.0.0.1:$REDIS_PORT   (temporary, no persistence)
+  Redis    127.0.0.1:$REDIS_PORT   (no persistence; temp dir $DIR)
 
 Try, in another terminal:
   for i in \$(seq 7); do curl -si -H 'X-Tenant: acme' localhost:$DEMO_PORT/ | head -1; done

@@ -1,0 +1,57 @@
+#!/bin/bash
+# Response-phase wiring of rl-done: a concurrency rule (limit 1 in flight,
+# lease 5m) only lets sequential requests through if every response sends
+# rl-done with the same unique-id that rl-request carried. Also: the
+# rl-request args that come from haproxy.cfg (API key, hashed) are usable
+# as keys.
+. "$(dirname "$0")/../lib.sh"
+. "$(dirname "$0")/lib-e2e.bash"
+need_agent
+
+cat >"$POLICY" <<EOF
+listen: 127.0.0.1:$AGENT_PORT
+workers: 2
+redis:
+  url: redis://127.0.0.1:$REDIS_PORT/0
+  timeout: 10ms
+rules:
+  - name: inflight
+    message: rl-request
+    key: "inflight:{tenant}"
+    algorithm: concurrency
+    limit: 1
+    lease: 5m
+    id: "{id}"
+    release: rl-done
+    fail: open
+    missing: skip
+  - name: apikey
+    message: rl-request
+    key: "apikey:{key}"
+    algorithm: gcra
+    rate: 2/min
+    burst: 2
+    fail: open
+    missing: skip
+EOF
+start_stack
+ok $? "stack up, agent UP"
+
+codes=""
+for i in $(seq 8); do codes="$codes $(req -H 'X-Tenant: c1' "$URL/")"; done
+expect_eq "$codes" " 200 200 200 200 200 200 200 200" \
+	"8 sequential requests under a 1-in-flight limit pass (rl-done releases each slot)"
+
+codes=""
+for i in 1 2 3; do codes="$codes $(req -H 'X-Api-Key: secret-1' "$URL/")"; done
+expect_eq "$codes" " 200 200 429" "the API key is a usable key (burst 2, then 429)"
+expect_eq "$(req -H 'X-Api-Key: secret-2' "$URL/")" 200 "another API key has its own budget"
+if command -v redis-cli >/dev/null; then
+	! redis-cli -p "$REDIS_PORT" --scan 2>/dev/null | grep -q 'secret-1'
+	ok $? "the raw API key never reaches Redis (it is hashed in haproxy.cfg)"
+fi
+
+! grep -q 'SPOE: \[rl-agent\].*st=[1-9]' "$TMP/haproxy.log"
+ok $? "no SPOE processing errors in the haproxy log"
+
+finish
