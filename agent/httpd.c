@@ -185,7 +185,7 @@ httpd_new(struct ev_loop *loop, const char *addr, int (*healthy)(void *),
 	int fd;
 
 	if (split_addr(addr, host, sizeof(host), port, sizeof(port)) == -1) {
-		*err = errf("httpd: bad address \"%s\" (want host:port)", addr);
+		*err = errf("httpd: bad address '%s' (want host:port)", addr);
 		return NULL;
 	}
 	fd = open_listener(addr, host, port, err);

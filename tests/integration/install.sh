@@ -31,7 +31,7 @@ ok $? "installed binary runs (--version)"
 
 unit="$p/lib/systemd/system/spoa-ratelimit.service"
 expect_eq "$(grep '^ExecStart=' "$unit")" \
-	"ExecStart=/usr/local/bin/spoa-ratelimit -f /etc/spoa-ratelimit/policy.yaml" \
+	"ExecStart=/usr/local/bin/spoa-ratelimit -f /etc/spoa-ratelimit/policy.yaml -m 127.0.0.1:9465" \
 	"unit ExecStart"
 
 man8="$p/share/man/man8/spoa-ratelimit.8"
