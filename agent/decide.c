@@ -120,6 +120,8 @@ decide(const struct check *checks, const struct outcome *out, int n,
 		}
 		if (denies)
 			deny(d, 429, decide_ceil_s(o->res.retry_after_us));
+		else if (lim_delay_us(&c->lim, &o->res) > d->delay_us)
+			d->delay_us = lim_delay_us(&c->lim, &o->res);
 		if (headers != HEADERS_NONE)
 			add_headers(c, &o->res, d);
 		if (!shadow && better(o, denies, best, best_denies, out)) {
