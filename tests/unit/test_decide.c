@@ -15,7 +15,7 @@ static struct outcome out[3];
 static void
 setup(void)
 {
-	static char *names[] = { "ip", "tenant", "login" };
+	static char names[3][8] = { "ip", "tenant", "login" };
 
 	memset(rules, 0, sizeof(rules));
 	memset(checks, 0, sizeof(checks));
