@@ -30,6 +30,7 @@
 #define LIMITER_H
 
 #include <stdbool.h>
+#include <stddef.h>
 #include <stdint.h>
 
 #define LIM_SCRIPT_FIELDS 8
@@ -101,5 +102,140 @@ int lim_parse_duration(const char *s, int64_t *us);
 
 const char *lim_algo_name(enum lim_algo a);
 int lim_algo_from_name(const char *s);	/* -1 if unknown */
+
+/* ---- additions (lim_*.c) ----------------------------------------------
+ *
+ * Details the contract above leaves open, kept identical in C and Lua:
+ *  - retry_after_us is 0 when allowed is 1 or -1 (-1 has no finite retry:
+ *    the caller logs it and answers from its own default).
+ *  - cost > LIM_COST_MAX is treated as a cost that can never fit (-1) and
+ *    is never charged, not even by LIM_OP_FORCE.
+ *  - LIM_OP_FORCE reports what LIM_OP_CHECK would have reported, then
+ *    charges anyway; it never vetoes the other checks of its request (a
+ *    non-shadow CHECK that denies still vetoes it). GCRA/leaky clamp a
+ *    forced TAT to now + 2 * tolerance, token-bucket clamps forced tokens
+ *    at -burst, sliding-log keeps only the newest L entries, concurrency
+ *    keeps at most L leases: all exact for the decisions (see lim_*.c).
+ *  - LIM_OP_RELEASE (concurrency) is always allowed; on other algorithms it
+ *    is a peek.
+ *  - Concurrency takes one lease per request (any cost > 0); re-acquiring
+ *    a member already holding a lease refreshes its expiry.
+ *  - next_us is the time until remaining grows by one (0 when the budget
+ *    is full); for fixed windows next = full = end of window - now.
+ *  - Fixed windows are aligned to the Unix epoch, so a 1d window is the
+ *    UTC day: LIM_CAL_DAY and period 1d behave the same. LIM_CAL_MONTH is
+ *    the UTC calendar month; its nominal period (quota w) is 30 days.
+ *
+ * Script ARGV p1..p3 per algorithm (lim_script_params()):
+ *   gcra, leaky-bucket  ei_us   dvt_us     max_delay_us (0 = meter)
+ *   token-bucket        rate    period_us  burst
+ *   fixed-window        limit   window_us  calendar
+ *   sliding-window      limit   window_us  0
+ *   sliding-log         limit   window_us  0
+ *   concurrency         limit   lease_us   0
+ * Keys the script writes (each gets a PEXPIRE): gcra/leaky "<base>" (TAT),
+ * token-bucket "<base>" (hash t=tokens, l=last), fixed-window
+ * "<base>:<index>", sliding-window "<base>:<index>" and "<base>:<index-1>",
+ * sliding-log and concurrency "<base>" (sorted set).
+ */
+
+#define LIM_COST_MAX   (1LL << 32)
+#define LIM_TIME_MAX   (1LL << 48)	/* longest tolerance/window, µs (~8.9y) */
+#define LIM_MICRO      1000000LL	/* token-bucket: millionths of a unit */
+#define LIM_MONTH_US   (30LL * 86400 * LIM_USEC_PER_SEC)
+#define LIM_DAY_US     (86400LL * LIM_USEC_PER_SEC)
+
+/* The Redis script, embedded by the Makefile from agent/lua/ratelimit.lua. */
+extern const char lua_ratelimit[];
+
+/* One key's state for the C twins. <v> holds the algorithm's words (gcra:
+ * TAT; token-bucket: tokens in millionths, last; windows: window index,
+ * current count, previous count). Sliding-log keeps <n> timestamps in
+ * <ts>, ascending; concurrency keeps <n> lease expiries in <ts> with the
+ * member hashes in <ids>. <n> never exceeds the limit L, so a key costs
+ * sizeof(struct lim_state) plus at most 8 * L (log) or 16 * L (leases)
+ * bytes. Initialise with lim_state_init(), release with lim_state_deinit().
+ */
+struct lim_state {
+	int64_t   v[3];
+	int64_t  *ts;
+	uint64_t *ids;
+	uint32_t  n;
+	uint32_t  cap;
+};
+
+void lim_state_init(struct lim_state *s);
+void lim_state_deinit(struct lim_state *s);
+
+/* Evaluates one check against <s> at <now_us> without changing anything,
+ * and fills <out> as the script would. <member> is the 64-bit hash of the
+ * member string (lim_member_hash(); concurrency only). Returns 1 if the
+ * check must be charged when its request passes (allowed with cost > 0,
+ * FORCE, RELEASE), 0 otherwise (denied, never fits, peek). */
+int lim_eval(const struct lim_params *p, const struct lim_state *s, int op,
+             int64_t cost, uint64_t member, int64_t now_us,
+             struct lim_result *out);
+
+/* Applies the charge lim_eval() returned 1 for, with the same arguments.
+ * Two-phase use: lim_eval() every check of a request, then lim_commit()
+ * those that returned 1 only if no non-shadow CHECK denied (allowed != 1).
+ * May grow <s>'s arrays (bounded by the limit; OOM is fatal). */
+void lim_commit(const struct lim_params *p, struct lim_state *s, int op,
+                int64_t cost, uint64_t member, int64_t now_us);
+
+/* The first time >= <now_us> at which <s> is equivalent to a fresh key (so
+ * it may be dropped without changing any decision). */
+int64_t lim_state_idle_at(const struct lim_params *p,
+                          const struct lim_state *s, int64_t now_us);
+
+/* 1 if <r> (the result of check <op> under <p>) vetoes its request: a
+ * non-shadow CHECK whose allowed is not 1. */
+int lim_vetoes(int op, int shadow, const struct lim_result *r);
+
+/* Leaky bucket in delay mode (max_delay_us > 0): how long the agent holds
+ * the ACK of an allowed request, derived from the result alone so that it
+ * works on script replies too: max(0, full - dvt). 0 in every other case. */
+int64_t lim_delay_us(const struct lim_params *p, const struct lim_result *r);
+
+/* FNV-1a 64 of a member string (concurrency lease ids in the local tier). */
+uint64_t lim_member_hash(const char *s, size_t len);
+
+/* UTC calendar helpers (integer civil-from-days): the fixed window that
+ * contains <now_us>, as [<*start>, <*end>) µs and its index. */
+int64_t lim_window_bounds(const struct lim_params *p, int64_t now_us,
+                          int64_t *start, int64_t *end);
+int64_t lim_days_from_civil(int64_t y, int m, int d);
+void lim_civil_from_days(int64_t z, int64_t *y, int *m, int *d);
+
+/* Exact floor(a * b / c) for a, b >= 0, c > 0, with <*rem> the remainder
+ * if non-NULL; the Lua script has the same routine on doubles. */
+int64_t lim_muldiv(int64_t a, int64_t b, int64_t c, int64_t *rem);
+int64_t lim_muldiv_ceil(int64_t a, int64_t b, int64_t c);
+
+/* Internal to lim_*.c: the per-family twins behind lim_eval/lim_commit. */
+int lim__gcra_eval(const struct lim_params *, const struct lim_state *, int,
+                   int64_t, int64_t, struct lim_result *);
+void lim__gcra_commit(const struct lim_params *, struct lim_state *, int,
+                      int64_t, int64_t);
+int lim__tb_eval(const struct lim_params *, const struct lim_state *, int,
+                 int64_t, int64_t, struct lim_result *);
+void lim__tb_commit(const struct lim_params *, struct lim_state *, int,
+                    int64_t, int64_t);
+int lim__fw_eval(const struct lim_params *, const struct lim_state *, int,
+                 int64_t, int64_t, struct lim_result *);
+void lim__fw_commit(const struct lim_params *, struct lim_state *, int,
+                    int64_t, int64_t);
+int lim__sw_eval(const struct lim_params *, const struct lim_state *, int,
+                 int64_t, int64_t, struct lim_result *);
+void lim__sw_commit(const struct lim_params *, struct lim_state *, int,
+                    int64_t, int64_t);
+int lim__log_eval(const struct lim_params *, const struct lim_state *, int,
+                  int64_t, int64_t, struct lim_result *);
+void lim__log_commit(const struct lim_params *, struct lim_state *, int,
+                     int64_t, int64_t);
+int lim__conc_eval(const struct lim_params *, const struct lim_state *, int,
+                   int64_t, uint64_t, int64_t, struct lim_result *);
+void lim__conc_commit(const struct lim_params *, struct lim_state *, int,
+                      int64_t, uint64_t, int64_t);
 
 #endif

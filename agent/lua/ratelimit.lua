@@ -1,0 +1,441 @@
+-- spoa-ratelimit: the one Redis script. The contract (KEYS, ARGV, reply)
+-- is in agent/limiter.h; the maths in agent/lim_*.c, which are its C twins
+-- and must stay decision-for-decision identical (tests/integration).
+--
+-- Redis 7 runs Lua 5.1: numbers are doubles, so every value kept here is an
+-- integer below 2^53 (checked by lim_params_init on the agent side) and
+-- every product that could pass 2^53 goes through muldiv(). Time is Redis
+-- TIME in µs. Each request is two-phase: evaluate all its checks (reads
+-- only), then write all of them only if no non-shadow CHECK denied.
+
+local CHECK, FORCE, RELEASE = 0, 1, 2
+local GCRA, TB, LEAKY, FW, SW, LOG, CONC = 0, 1, 2, 3, 4, 5, 6
+local COST_MAX = 4294967296
+local TWO53 = 9007199254740992
+local MICRO = 1000000
+local DAY = 86400000000
+local MARGIN_MS = 1000
+
+local t = redis.call('TIME')
+local now = tonumber(t[1]) * 1000000 + tonumber(t[2])
+
+local function s(n) return string.format('%.0f', n) end
+
+-- floor(a / b) for 0 <= a < 2^53, b > 0, corrected for double rounding.
+local function idiv(a, b)
+	local q = math.floor(a / b)
+	if q * b > a then q = q - 1 elseif (q + 1) * b <= a then q = q + 1 end
+	return q
+end
+
+local function ceil_ms(us) return idiv(us + 999, 1000) end
+
+-- Exact floor(a * b / c) and remainder, for a, b, c < 2^53 and a result
+-- below 2^53: shift-and-add on the remainder, never summing past c.
+local function muldiv(a, b, c)
+	local p = a * b
+	if p < TWO53 then
+		local q = idiv(p, c)
+		return q, p - q * c
+	end
+	local qb = idiv(b, c)
+	local rb = b - qb * c
+	local bits, x = {}, a
+	while x > 0 do
+		local h = x % 2
+		bits[#bits + 1] = h
+		x = (x - h) / 2
+	end
+	local q, r = 0, 0
+	for i = #bits, 1, -1 do
+		q = q * 2
+		if r >= c - r then r = r - (c - r); q = q + 1 else r = r + r end
+		if bits[i] == 1 then
+			if r >= c - rb then r = r - (c - rb); q = q + 1 else r = r + rb end
+		end
+	end
+	return a * qb + q, r
+end
+
+local function muldiv_ceil(a, b, c)
+	local q, r = muldiv(a, b, c)
+	if r > 0 then q = q + 1 end
+	return q
+end
+
+local function num(v) if v then return tonumber(v) end return nil end
+local function max0(v) if v > 0 then return v end return 0 end
+
+local function res(allowed, rem, retry, nxt, full)
+	return { allowed, rem, retry, nxt, full }
+end
+
+-- ---- GCRA and leaky bucket: p1 = EI, p2 = DVT, p3 = max_delay ----------
+
+local function gcra_fill(c, allowed, retry, T)
+	local full = T - now
+	local d = c.p2 - full
+	local rem = 0
+	if d > 0 then rem = idiv(d, c.p1) end
+	local nxt = 0
+	if full > 0 then nxt = full - idiv(full - 1, c.p1) * c.p1 end
+	return res(allowed, rem, retry, nxt, max0(full))
+end
+
+local function gcra_eval(c)
+	local ei, tol = c.p1, c.p2 + c.p3
+	local tat = num(redis.call('GET', c.key)) or 0
+	if tat < now then tat = now end
+	c.tat = tat
+	if c.cost > idiv(tol, ei) then
+		return gcra_fill(c, -1, 0, tat), c.op == FORCE
+	end
+	local new = tat + ei * c.cost
+	if new - tol > now then
+		return gcra_fill(c, 0, new - tol - now, tat), c.op == FORCE
+	end
+	return gcra_fill(c, 1, 0, new), c.cost > 0
+end
+
+local function gcra_commit(c)
+	local ei, tol = c.p1, c.p2 + c.p3
+	local cmax = idiv(2 * tol, ei) + 1
+	local new = c.tat + ei * math.min(c.cost, cmax)
+	local cap = math.max(now + 2 * tol, c.tat)
+	if new > cap then new = cap end
+	redis.call('SET', c.key, s(new), 'PX', s(ceil_ms(new - now)))
+end
+
+-- ---- token bucket: p1 = N, p2 = P, p3 = burst; hash t (millionths), l ---
+
+-- the bucket now: tok, refilled from base over the last el µs
+local function tb_view(c)
+	local full, rate_m = c.p3 * MICRO, c.p1 * MICRO
+	local v = { tok = full, base = full, el = 0 }
+	local r = redis.call('HMGET', c.key, 't', 'l')
+	if not r[1] then return v end
+	local tok, last = tonumber(r[1]), tonumber(r[2])
+	local need = full - tok
+	if need <= 0 then return v end
+	v.tok, v.base, v.el = tok, tok, now - last
+	if v.el <= 0 then v.el = 0; return v end
+	if v.el >= muldiv_ceil(need, c.p2, rate_m) then
+		v.tok, v.base, v.el = full, full, 0
+		return v
+	end
+	v.tok = tok + (muldiv(v.el, rate_m, c.p2))
+	return v
+end
+
+local function tb_until(c, v, level)
+	if v.tok >= level then return 0 end
+	local t = muldiv_ceil(level - v.base, c.p2, c.p1 * MICRO)
+	if t > v.el then return t - v.el end
+	return 0
+end
+
+local function tb_fill(c, allowed, retry, v)
+	local full = c.p3 * MICRO
+	local rem = 0
+	if v.tok > 0 then rem = idiv(v.tok, MICRO) end
+	local nxt = 0
+	if v.tok < full then
+		nxt = tb_until(c, v, v.tok - v.tok % MICRO + MICRO)
+	end
+	return res(allowed, rem, retry, nxt, tb_until(c, v, full))
+end
+
+local function tb_eval(c)
+	local v = tb_view(c)
+	c.tok = v.tok
+	if c.cost > c.p3 then return tb_fill(c, -1, 0, v), c.op == FORCE end
+	local want = c.cost * MICRO
+	if v.tok < want then
+		return tb_fill(c, 0, tb_until(c, v, want), v), c.op == FORCE
+	end
+	if c.cost > 0 then v.tok, v.base, v.el = v.tok - want, v.tok - want, 0 end
+	return tb_fill(c, 1, 0, v), c.cost > 0
+end
+
+local function tb_commit(c)
+	local full = c.p3 * MICRO
+	local tok = c.tok - math.min(c.cost, 2 * c.p3) * MICRO
+	if tok < -full then tok = -full end
+	redis.call('HSET', c.key, 't', s(tok), 'l', s(now))
+	local ttl = muldiv_ceil(full - tok, c.p2, c.p1 * MICRO)
+	redis.call('PEXPIRE', c.key, s(math.max(1, ceil_ms(ttl))))
+end
+
+-- ---- windows: p1 = L, p2 = W, p3 = calendar (fixed only) ----------------
+
+local function civil(z)
+	z = z + 719468
+	local era = idiv(z, 146097)
+	local doe = z - era * 146097
+	local yoe = idiv(doe - idiv(doe, 1460) + idiv(doe, 36524)
+		- idiv(doe, 146096), 365)
+	local doy = doe - (365 * yoe + idiv(yoe, 4) - idiv(yoe, 100))
+	local mp = idiv(5 * doy + 2, 153)
+	local m = mp < 10 and mp + 3 or mp - 9
+	local y = yoe + era * 400
+	if m <= 2 then y = y + 1 end
+	return y, m
+end
+
+local function days_from_civil(y, m)
+	if m <= 2 then y = y - 1 end
+	local era = idiv(y, 400)
+	local yoe = y - era * 400
+	local mm = m > 2 and m - 3 or m + 9
+	local doy = idiv(153 * mm + 2, 5)
+	local doe = yoe * 365 + idiv(yoe, 4) - idiv(yoe, 100) + doy
+	return era * 146097 + doe - 719468
+end
+
+local function bounds(c)
+	if c.algo == FW and c.p3 == 2 then
+		local y, m = civil(idiv(now, DAY))
+		local st = days_from_civil(y, m) * DAY
+		local en
+		if m == 12 then en = days_from_civil(y + 1, 1)
+		else en = days_from_civil(y, m + 1) end
+		return y * 12 + m - 1, st, en * DAY
+	end
+	local idx = idiv(now, c.p2)
+	return idx, idx * c.p2, idx * c.p2 + c.p2
+end
+
+local function fw_eval(c)
+	local idx, st, en = bounds(c)
+	c.wkey = c.key .. ':' .. s(idx)
+	c.en = en
+	local count = num(redis.call('GET', c.wkey)) or 0
+	local L = c.p1
+	if c.cost > L then
+		return res(-1, max0(L - count), 0, en - now, en - now), c.op == FORCE
+	end
+	if count + c.cost > L then
+		return res(0, max0(L - count), en - now, en - now, en - now),
+			c.op == FORCE
+	end
+	return res(1, L - count - c.cost, 0, en - now, en - now), c.cost > 0
+end
+
+local function fw_commit(c)
+	redis.call('INCRBY', c.wkey, s(c.cost))
+	redis.call('PEXPIRE', c.wkey, s(ceil_ms(c.en - now) + MARGIN_MS))
+end
+
+-- largest x in [0, W] with floor(a * x / W) <= t, for 0 <= t < a
+local function sw_xmax(a, t, w) return muldiv_ceil(t + 1, w, a) - 1 end
+
+local function sw_until(v, target)
+	if v.cur <= target then
+		local t = target - v.cur
+		if v.prev <= t then return 0 end
+		return max0(v.w - sw_xmax(v.prev, t, v.w) - v.e)
+	end
+	return v.w - v.e + (v.w - sw_xmax(v.cur, target, v.w))
+end
+
+local function sw_eval(c)
+	local idx, st = bounds(c)
+	c.wkey = c.key .. ':' .. s(idx)
+	c.st = st
+	local v = {
+		cur = num(redis.call('GET', c.wkey)) or 0,
+		prev = num(redis.call('GET', c.key .. ':' .. s(idx - 1))) or 0,
+		w = c.p2, e = now - st,
+	}
+	local L = c.p1
+	local est = muldiv(v.prev, v.w - v.e, v.w) + v.cur
+	local allowed, retry, charge = 1, 0, c.cost > 0
+	if c.cost > L then
+		allowed, charge = -1, c.op == FORCE
+	elseif est + c.cost > L then
+		allowed, charge = 0, c.op == FORCE
+		retry = sw_until(v, L - c.cost)
+	else
+		v.cur = v.cur + c.cost
+		est = est + c.cost
+	end
+	local nxt = 0
+	if est > 0 then nxt = sw_until(v, est - 1) end
+	return res(allowed, max0(L - est), retry, nxt, sw_until(v, 0)), charge
+end
+
+local function sw_commit(c)
+	redis.call('INCRBY', c.wkey, s(c.cost))
+	redis.call('PEXPIRE', c.wkey,
+		s(ceil_ms(c.st + 2 * c.p2 - now) + MARGIN_MS))
+end
+
+-- ---- sliding log: p1 = L, p2 = W; zset of timestamps ----------------------
+
+local function zscore_at(key, lo, hi, offset, rev)
+	local r
+	if rev then
+		r = redis.call('ZREVRANGEBYSCORE', key, hi, lo, 'WITHSCORES',
+			'LIMIT', offset, 1)
+	else
+		r = redis.call('ZRANGEBYSCORE', key, lo, hi, 'WITHSCORES',
+			'LIMIT', offset, 1)
+	end
+	if r[2] then return tonumber(r[2]) end
+	return nil
+end
+
+local function log_eval(c)
+	local L, W = c.p1, c.p2
+	local lo = '(' .. s(now - W)
+	local live = redis.call('ZCOUNT', c.key, lo, '+inf')
+	local after, retry = live, 0
+	local oldest = zscore_at(c.key, lo, '+inf', 0, false) or now
+	local newest = zscore_at(c.key, lo, '+inf', 0, true) or now
+	local allowed, charge = 1, c.cost > 0
+	if c.cost > L then
+		allowed, charge = -1, c.op == FORCE
+	elseif live + c.cost > L then
+		allowed, charge = 0, c.op == FORCE
+		retry = zscore_at(c.key, lo, '+inf', live + c.cost - L - 1, false)
+			+ W - now
+	elseif c.cost > 0 then
+		after = live + c.cost
+		newest = now
+	end
+	local nxt, full = 0, 0
+	if after > 0 then nxt, full = oldest + W - now, newest + W - now end
+	return res(allowed, max0(L - after), retry, nxt, full), charge
+end
+
+local function log_commit(c)
+	local L, W = c.p1, c.p2
+	redis.call('ZREMRANGEBYSCORE', c.key, '-inf', s(now - W))
+	local m = c.member
+	if m == '' then m = s(now) .. '.' .. c.idx end
+	local add, ts = math.min(c.cost, L), s(now)
+	for i = 1, add do
+		if i == 1 then redis.call('ZADD', c.key, ts, m)
+		else redis.call('ZADD', c.key, ts, m .. '#' .. i) end
+	end
+	local card = redis.call('ZCARD', c.key)
+	if card > L then
+		redis.call('ZREMRANGEBYRANK', c.key, 0, card - L - 1)
+	end
+	redis.call('PEXPIRE', c.key, s(math.max(1, ceil_ms(W))))
+end
+
+-- ---- concurrency: p1 = L, p2 = lease; zset member -> expiry ---------------
+
+-- earliest and latest live expiries of members other than <m>
+local function conc_others(key, lo, m)
+	local a = redis.call('ZRANGEBYSCORE', key, lo, '+inf', 'WITHSCORES',
+		'LIMIT', 0, 2)
+	local b = redis.call('ZREVRANGEBYSCORE', key, '+inf', lo, 'WITHSCORES',
+		'LIMIT', 0, 2)
+	local e, l
+	if a[1] and a[1] ~= m then e = tonumber(a[2])
+	elseif a[3] then e = tonumber(a[4]) end
+	if b[1] and b[1] ~= m then l = tonumber(b[2])
+	elseif b[3] then l = tonumber(b[4]) end
+	return e, l
+end
+
+local function conc_times(e, l, own)
+	if own > 0 then
+		if not e or own < e then e = own end
+		if not l or own > l then l = own end
+	elseif not e then
+		return 0, 0
+	end
+	return e - now, l - now
+end
+
+local function conc_eval(c)
+	local L = c.p1
+	local lo = '(' .. s(now)
+	local live = redis.call('ZCOUNT', c.key, lo, '+inf')
+	local sc = num(redis.call('ZSCORE', c.key, c.member))
+	local has = sc ~= nil and sc > now
+	local e, l = conc_others(c.key, lo, c.member)
+	local others = live
+	if has then others = live - 1 end
+	if c.op == RELEASE then
+		local nxt, full = conc_times(e, l, 0)
+		return res(1, max0(L - others), 0, nxt, full), has
+	end
+	local own = 0
+	if has then own = sc end
+	local need = 0
+	if c.cost > 0 and not has then need = 1 end
+	if live + need > L then
+		local nxt, full = conc_times(e, l, own)
+		return res(0, max0(L - live), nxt, nxt, full), c.op == FORCE
+	end
+	if c.cost > 0 then own = now + c.p2 end
+	local nxt, full = conc_times(e, l, own)
+	return res(1, max0(L - live - need), 0, nxt, full), c.cost > 0
+end
+
+local function conc_commit(c)
+	redis.call('ZREMRANGEBYSCORE', c.key, '-inf', s(now))
+	redis.call('ZREM', c.key, c.member)
+	if c.op == RELEASE or c.cost <= 0 then return end
+	if redis.call('ZCARD', c.key) >= c.p1 then
+		redis.call('ZREMRANGEBYRANK', c.key, 0, 0)
+	end
+	redis.call('ZADD', c.key, s(now + c.p2), c.member)
+	redis.call('PEXPIRE', c.key, s(math.max(1, ceil_ms(c.p2))))
+end
+
+-- ---- dispatch -------------------------------------------------------------
+
+local EVAL = { [GCRA] = gcra_eval, [LEAKY] = gcra_eval, [TB] = tb_eval,
+	[FW] = fw_eval, [SW] = sw_eval, [LOG] = log_eval, [CONC] = conc_eval }
+local COMMIT = { [GCRA] = gcra_commit, [LEAKY] = gcra_commit,
+	[TB] = tb_commit, [FW] = fw_commit, [SW] = sw_commit,
+	[LOG] = log_commit, [CONC] = conc_commit }
+
+local function eval_check(c)
+	local f = EVAL[c.algo]
+	if not f then return res(-1, 0, 0, 0, 0), false end
+	if c.cost < 0 then c.cost = 0 end
+	if c.op == RELEASE and c.algo ~= CONC then c.cost = 0 end
+	if c.cost > COST_MAX then	-- reported as a peek, never charged
+		local op = c.op
+		c.cost, c.op = 0, CHECK
+		local r = f(c)
+		c.op = op
+		r[1], r[3] = -1, 0
+		return r, false
+	end
+	return f(c)
+end
+
+local out, a, ki = {}, 2, 1
+for _ = 1, tonumber(ARGV[1]) do
+	local n = tonumber(ARGV[a])
+	a = a + 1
+	local cks, veto = {}, false
+	for i = 1, n do
+		local c = {
+			key = KEYS[ki], idx = ki, algo = tonumber(ARGV[a]),
+			op = tonumber(ARGV[a + 1]), cost = tonumber(ARGV[a + 2]),
+			p1 = tonumber(ARGV[a + 3]), p2 = tonumber(ARGV[a + 4]),
+			p3 = tonumber(ARGV[a + 5]), flags = tonumber(ARGV[a + 6]),
+			member = ARGV[a + 7] or '',
+		}
+		ki, a = ki + 1, a + 8
+		c.res, c.charge = eval_check(c)
+		if c.op == CHECK and c.flags % 2 ~= 1 and c.res[1] ~= 1 then
+			veto = true
+		end
+		cks[i] = c
+	end
+	for i = 1, n do
+		local c = cks[i]
+		if c.charge and not veto then COMMIT[c.algo](c) end
+		for j = 1, 5 do out[#out + 1] = c.res[j] end
+	end
+end
+return out

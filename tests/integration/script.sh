@@ -1,0 +1,12 @@
+#!/bin/sh
+# The Redis script against its C twins (tests/integration/test_script.c)
+# on a private redis-server: every algorithm and op, the two-phase rule,
+# batches, TTLs, and atomicity under 8 concurrent clients.
+. "$(dirname "$0")/../lib.sh"
+
+P=$(port 1)
+start_redis "$P"
+ok $? "redis-server up on $P"
+REDIS_PORT=$P "$ROOT/$BUILD/itests/test_script" --jobs 1
+ok $? "test_script: script matches the C twins"
+finish

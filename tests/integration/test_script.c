@@ -1,0 +1,648 @@
+/*
+ * agent/lua/ratelimit.lua against its C twins on a real redis-server
+ * (127.0.0.1:$REDIS_PORT, started by script.sh), through hiredis' sync API.
+ *
+ * The script takes its time from Redis TIME, which the test cannot set, so
+ * each step reads TIME just before the call and runs the C twin at that
+ * instant. The sequences use periods of an hour or more, where the few
+ * milliseconds between the two clocks change no integer: allowed and
+ * remaining must be identical, and retry/next/full equal within the time
+ * elapsed so far (the tolerance is the sum of every step's TIME-to-TIME
+ * span). Window tests first wait out a boundary that is too close.
+ *
+ * Also: a denied check vetoes its request's other checks, a shadow check
+ * does not, several requests in one call, every written key has a TTL,
+ * and 8 processes hammering one key are allowed exactly the limit.
+ */
+#include <criterion/criterion.h>
+#include <hiredis.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "limiter.h"
+
+#define S    LIM_USEC_PER_SEC
+#define HOUR (3600 * S)
+#define ARRAY_LEN(a) ((int)(sizeof(a) / sizeof((a)[0])))
+
+static char sha[64];
+
+static redisContext *
+connect_redis(void)
+{
+	const char *port = getenv("REDIS_PORT");
+	redisContext *c;
+
+	cr_assert_not_null(port, "REDIS_PORT is not set");
+	c = redisConnect("127.0.0.1", atoi(port));
+	cr_assert(c != NULL && !c->err, "connect: %s", c ? c->errstr : "oom");
+	return c;
+}
+
+static redisContext *
+setup(void)
+{
+	redisContext *c = connect_redis();
+	redisReply *r = redisCommand(c, "SCRIPT LOAD %s", lua_ratelimit);
+
+	cr_assert(r && r->type == REDIS_REPLY_STRING, "SCRIPT LOAD: %s",
+	          r && r->type == REDIS_REPLY_ERROR ? r->str : "?");
+	snprintf(sha, sizeof(sha), "%s", r->str);
+	freeReplyObject(r);
+	return c;
+}
+
+static int64_t
+redis_time(redisContext *c)
+{
+	redisReply *r = redisCommand(c, "TIME");
+	int64_t t;
+
+	cr_assert(r && r->type == REDIS_REPLY_ARRAY && r->elements == 2);
+	t = atoll(r->element[0]->str) * S + atoll(r->element[1]->str);
+	freeReplyObject(r);
+	return t;
+}
+
+/* ---- building a script call --------------------------------------------- */
+
+struct chk {
+	const struct lim_params *p;
+	const char *key;
+	int op;
+	int64_t cost;
+	int flags;
+	const char *member;
+};
+
+#define MAXARG 512
+
+struct call {
+	int   argc;
+	char *argv[MAXARG];
+	char *keys[64];
+	int   nkeys;
+	char *args[MAXARG];
+	int   nargs;
+};
+
+static void
+add_arg(struct call *k, const char *unused, long long v, const char *s)
+{
+	char buf[64];
+
+	cr_assert(k->nargs < MAXARG - 80);
+	if (s != NULL)
+		k->args[k->nargs++] = strdup(s);
+	else {
+		snprintf(buf, sizeof(buf), "%lld", v);
+		k->args[k->nargs++] = strdup(buf);
+	}
+}
+
+static void
+call_begin(struct call *k, int nreq)
+{
+	memset(k, 0, sizeof(*k));
+	add_arg(k, "%lld", nreq, NULL);
+}
+
+static void
+call_request(struct call *k, const struct chk *c, int n)
+{
+	int64_t pp[3];
+	int i;
+
+	add_arg(k, "%lld", n, NULL);
+	for (i = 0; i < n; i++) {
+		k->keys[k->nkeys++] = strdup(c[i].key);
+		lim_script_params(c[i].p, pp);
+		add_arg(k, "%lld", c[i].p->algo, NULL);
+		add_arg(k, "%lld", c[i].op, NULL);
+		add_arg(k, "%lld", c[i].cost, NULL);
+		add_arg(k, "%lld", pp[0], NULL);
+		add_arg(k, "%lld", pp[1], NULL);
+		add_arg(k, "%lld", pp[2], NULL);
+		add_arg(k, "%lld", c[i].flags, NULL);
+		add_arg(k, NULL, 0, c[i].member ? c[i].member : "");
+	}
+}
+
+/* Sends the call; fills <out> (LIM_SCRIPT_RESULT per check). Returns the
+ * number of checks answered. */
+static int
+call_send(redisContext *c, struct call *k, struct lim_result *out, int max)
+{
+	const char *argv[MAXARG + 70];
+	char nk[16];
+	redisReply *r;
+	int argc = 0, i, n;
+
+	argv[argc++] = "EVALSHA";
+	argv[argc++] = sha;
+	snprintf(nk, sizeof(nk), "%d", k->nkeys);
+	argv[argc++] = nk;
+	for (i = 0; i < k->nkeys; i++)
+		argv[argc++] = k->keys[i];
+	for (i = 0; i < k->nargs; i++)
+		argv[argc++] = k->args[i];
+	r = redisCommandArgv(c, argc, argv, NULL);
+	cr_assert(r != NULL, "EVALSHA: %s", c->errstr);
+	cr_assert(r->type == REDIS_REPLY_ARRAY, "EVALSHA: %s",
+	          r->type == REDIS_REPLY_ERROR ? r->str : "not an array");
+	cr_assert_eq(r->elements % LIM_SCRIPT_RESULT, 0);
+	n = (int)(r->elements / LIM_SCRIPT_RESULT);
+	cr_assert(n <= max);
+	for (i = 0; i < n; i++) {
+		redisReply **e = r->element + i * LIM_SCRIPT_RESULT;
+
+		out[i].allowed = (int)e[0]->integer;
+		out[i].remaining = e[1]->integer;
+		out[i].retry_after_us = e[2]->integer;
+		out[i].next_us = e[3]->integer;
+		out[i].full_us = e[4]->integer;
+	}
+	freeReplyObject(r);
+	for (i = 0; i < k->nkeys; i++)
+		free(k->keys[i]);
+	for (i = 0; i < k->nargs; i++)
+		free(k->args[i]);
+	return n;
+}
+
+static struct lim_result
+script_one(redisContext *c, const struct chk *ck)
+{
+	struct call k;
+	struct lim_result r;
+
+	call_begin(&k, 1);
+	call_request(&k, ck, 1);
+	cr_assert_eq(call_send(c, &k, &r, 1), 1);
+	return r;
+}
+
+static struct lim_params
+mk(enum lim_algo a, int64_t rate, int64_t period, int64_t burst)
+{
+	struct lim_params p;
+	const char *err = NULL;
+
+	memset(&p, 0, sizeof(p));
+	p.algo = a;
+	p.rate = rate;
+	p.period_us = period;
+	p.burst = burst;
+	cr_assert_eq(lim_params_init(&p, &err), 0, "init: %s", err);
+	return p;
+}
+
+static void
+unique_key(char *buf, size_t n, const char *what)
+{
+	static unsigned seq;
+
+	snprintf(buf, n, "rl:{test:%s:%d:%u:%ld}", what, (int)getpid(), seq++,
+	         random());
+}
+
+/* ---- twin comparison ---------------------------------------------------- */
+
+struct step {
+	int         op;
+	int64_t     cost;
+	const char *member;
+};
+
+#define near(a, b, tol) ((a) - (b) <= (tol) && (b) - (a) <= (tol))
+
+/* Waits until the window holding now is at least 30 s from its end. */
+static void
+avoid_boundary(redisContext *c, const struct lim_params *p)
+{
+	int64_t now = redis_time(c), st, en;
+
+	lim_window_bounds(p, now, &st, &en);
+	if (en - now < 30 * S)
+		usleep((useconds_t)(en - now + 100000));
+}
+
+static void
+compare(const struct lim_params *p, const struct step *steps, int n,
+        const char *name)
+{
+	redisContext *c = setup();
+	struct lim_state st;
+	struct lim_result rs, rc;
+	char key[128];
+	int64_t t1, t2, tol = 1;
+	int i;
+
+	unique_key(key, sizeof(key), name);
+	if (p->algo == LIM_FIXED_WINDOW || p->algo == LIM_SLIDING_WINDOW)
+		avoid_boundary(c, p);
+	lim_state_init(&st);
+	for (i = 0; i < n; i++) {
+		const char *m = steps[i].member ? steps[i].member : "";
+		struct chk ck = { p, key, steps[i].op, steps[i].cost, 0, m };
+		uint64_t h = lim_member_hash(m, strlen(m));
+
+		t1 = redis_time(c);
+		rs = script_one(c, &ck);
+		t2 = redis_time(c);
+		tol += t2 - t1;
+		if (lim_eval(p, &st, steps[i].op, steps[i].cost, h, t1, &rc))
+			if (!lim_vetoes(steps[i].op, 0, &rc))
+				lim_commit(p, &st, steps[i].op, steps[i].cost, h,
+				           t1);
+		cr_expect_eq(rs.allowed, rc.allowed, "%s step %d: allowed %d/%d",
+		             name, i, rs.allowed, rc.allowed);
+		cr_expect_eq(rs.remaining, rc.remaining,
+		             "%s step %d: remaining %lld/%lld", name, i,
+		             (long long)rs.remaining, (long long)rc.remaining);
+		cr_expect(near(rs.retry_after_us, rc.retry_after_us, tol),
+		          "%s step %d: retry %lld/%lld", name, i,
+		          (long long)rs.retry_after_us,
+		          (long long)rc.retry_after_us);
+		cr_expect(near(rs.next_us, rc.next_us, tol),
+		          "%s step %d: next %lld/%lld", name, i,
+		          (long long)rs.next_us, (long long)rc.next_us);
+		cr_expect(near(rs.full_us, rc.full_us, tol),
+		          "%s step %d: full %lld/%lld", name, i,
+		          (long long)rs.full_us, (long long)rc.full_us);
+	}
+	lim_state_deinit(&st);
+	redisFree(c);
+}
+
+#define C(n)  { LIM_OP_CHECK, n, NULL }
+#define F(n)  { LIM_OP_FORCE, n, NULL }
+
+static const struct step bucket_steps[] = {
+	C(6), C(1), C(1), C(1), C(0), C(2), C(1), C(1), C(0), C(2),
+	F(1), C(1), C(0), F(3), C(7), C(0), C(5000000000LL),
+};
+
+Test(script, gcra_matches_c)
+{
+	struct lim_params p = mk(LIM_GCRA, 1, HOUR, 5);
+
+	compare(&p, bucket_steps, ARRAY_LEN(bucket_steps), "gcra");
+}
+
+Test(script, gcra_per_day_with_big_burst_matches_c)
+{
+	struct lim_params p = mk(LIM_GCRA, 1000, 86400 * S, 1000);
+	static const struct step steps[] = {
+		C(999), C(1), C(1), C(0), C(1001), F(5), C(1), C(0),
+	};
+
+	compare(&p, steps, ARRAY_LEN(steps), "gcra-day");
+}
+
+Test(script, leaky_meter_matches_c)
+{
+	struct lim_params p = mk(LIM_LEAKY_BUCKET, 1, HOUR, 5);
+
+	compare(&p, bucket_steps, ARRAY_LEN(bucket_steps), "leaky");
+}
+
+Test(script, leaky_delay_matches_c)
+{
+	struct lim_params p;
+	const char *err;
+	static const struct step steps[] = {
+		C(1), C(1), C(1), C(1), C(1), C(1), C(0), C(4), C(5),
+	};
+
+	memset(&p, 0, sizeof(p));
+	p.algo = LIM_LEAKY_BUCKET;
+	p.rate = 1;
+	p.period_us = HOUR;
+	p.burst = 2;
+	p.max_delay_us = 3 * HOUR;
+	cr_assert_eq(lim_params_init(&p, &err), 0);
+	compare(&p, steps, ARRAY_LEN(steps), "leaky-delay");
+}
+
+Test(script, token_bucket_matches_c)
+{
+	struct lim_params p = mk(LIM_TOKEN_BUCKET, 1, HOUR, 5);
+
+	compare(&p, bucket_steps, ARRAY_LEN(bucket_steps), "tb");
+}
+
+Test(script, token_bucket_big_numbers_match_c)
+{
+	struct lim_params p = mk(LIM_TOKEN_BUCKET, 10000000, 86400 * S,
+	                         1000000);
+	static const struct step steps[] = {
+		C(999999), C(2), C(1), C(0), C(1000001), F(3000000), C(1),
+	};
+
+	compare(&p, steps, ARRAY_LEN(steps), "tb-big");
+}
+
+static const struct step window_steps[] = {
+	C(2), C(2), C(2), C(1), C(0), C(1), C(6), F(3), C(0), C(1),
+};
+
+Test(script, fixed_window_matches_c)
+{
+	struct lim_params p = mk(LIM_FIXED_WINDOW, 5, HOUR, 0);
+
+	compare(&p, window_steps, ARRAY_LEN(window_steps), "fw");
+}
+
+Test(script, fixed_window_calendar_month_matches_c)
+{
+	struct lim_params p;
+	const char *err;
+
+	memset(&p, 0, sizeof(p));
+	p.algo = LIM_FIXED_WINDOW;
+	p.rate = 5;
+	p.calendar = LIM_CAL_MONTH;
+	cr_assert_eq(lim_params_init(&p, &err), 0);
+	compare(&p, window_steps, ARRAY_LEN(window_steps), "fw-month");
+}
+
+Test(script, sliding_window_matches_c)
+{
+	struct lim_params p = mk(LIM_SLIDING_WINDOW, 5, HOUR, 0);
+
+	compare(&p, window_steps, ARRAY_LEN(window_steps), "sw");
+}
+
+Test(script, sliding_log_matches_c)
+{
+	struct lim_params p = mk(LIM_SLIDING_LOG, 5, HOUR, 0);
+	static const struct step steps[] = {
+		{ LIM_OP_CHECK, 1, "r1" }, { LIM_OP_CHECK, 2, "r2" },
+		{ LIM_OP_CHECK, 3, "r3" }, { LIM_OP_CHECK, 1, "r4" },
+		{ LIM_OP_CHECK, 0, "r5" }, { LIM_OP_CHECK, 6, "r6" },
+		{ LIM_OP_CHECK, 2, "r7" }, { LIM_OP_FORCE, 4, "r8" },
+		{ LIM_OP_CHECK, 1, "r9" }, { LIM_OP_CHECK, 0, "" },
+	};
+
+	compare(&p, steps, ARRAY_LEN(steps), "log");
+}
+
+Test(script, concurrency_matches_c)
+{
+	struct lim_params p = mk(LIM_CONCURRENCY, 2, HOUR, 0);
+	static const struct step steps[] = {
+		{ LIM_OP_CHECK, 1, "a" }, { LIM_OP_CHECK, 1, "b" },
+		{ LIM_OP_CHECK, 1, "c" }, { LIM_OP_CHECK, 1, "a" },
+		{ LIM_OP_RELEASE, 1, "a" }, { LIM_OP_CHECK, 0, "z" },
+		{ LIM_OP_CHECK, 1, "c" }, { LIM_OP_RELEASE, 1, "nobody" },
+		{ LIM_OP_FORCE, 1, "d" }, { LIM_OP_CHECK, 1, "e" },
+		{ LIM_OP_RELEASE, 1, "d" }, { LIM_OP_CHECK, 1, "e" },
+	};
+
+	compare(&p, steps, ARRAY_LEN(steps), "conc");
+}
+
+/* ---- two-phase, shadow, batches, TTLs ------------------------------------ */
+
+static redisReply *
+cmd(redisContext *c, const char *fmt, const char *key)
+{
+	redisReply *r = redisCommand(c, fmt, key);
+
+	cr_assert_not_null(r);
+	return r;
+}
+
+Test(script, denied_check_vetoes_the_others)
+{
+	redisContext *c = setup();
+	struct lim_params g = mk(LIM_GCRA, 1, HOUR, 5);
+	struct lim_params w = mk(LIM_SLIDING_LOG, 1, HOUR, 0);
+	char kg[128], kw[128];
+	struct chk ck[2] = {
+		{ &g, kg, LIM_OP_CHECK, 1, 0, "m1" },
+		{ &w, kw, LIM_OP_CHECK, 1, 0, "m1" },
+	};
+	struct lim_result r[2];
+	struct call k;
+	redisReply *rep;
+
+	unique_key(kg, sizeof(kg), "veto-g");
+	unique_key(kw, sizeof(kw), "veto-w");
+	call_begin(&k, 1);
+	call_request(&k, ck, 2);
+	call_send(c, &k, r, 2);
+	cr_expect(r[0].allowed == 1 && r[1].allowed == 1);
+	ck[1].member = "m2";
+	call_begin(&k, 1);
+	call_request(&k, ck, 2);
+	call_send(c, &k, r, 2);
+	cr_expect_eq(r[0].allowed, 1);
+	cr_expect_eq(r[0].remaining, 3);	/* reported as if charged */
+	cr_expect_eq(r[1].allowed, 0);
+	/* the gcra key kept the TAT of the first request only */
+	ck[0].cost = 0;
+	r[0] = script_one(c, &ck[0]);
+	cr_expect_eq(r[0].remaining, 4);
+	rep = cmd(c, "ZCARD %s", kw);
+	cr_expect_eq(rep->integer, 1);
+	freeReplyObject(rep);
+	redisFree(c);
+}
+
+Test(script, shadow_check_is_reported_not_charged_and_does_not_veto)
+{
+	redisContext *c = setup();
+	struct lim_params g = mk(LIM_GCRA, 1, HOUR, 5);
+	struct lim_params w = mk(LIM_FIXED_WINDOW, 1, 86400 * S, 0);
+	char kg[128], kw[128];
+	struct chk ck[2] = {
+		{ &g, kg, LIM_OP_CHECK, 1, 0, "" },
+		{ &w, kw, LIM_OP_CHECK, 2, LIM_FL_SHADOW, "" },
+	};
+	struct lim_result r[2];
+	struct call k;
+
+	unique_key(kg, sizeof(kg), "shadow-g");
+	unique_key(kw, sizeof(kw), "shadow-w");
+	avoid_boundary(c, &w);
+	call_begin(&k, 1);
+	call_request(&k, ck, 2);
+	call_send(c, &k, r, 2);
+	cr_expect_eq(r[0].allowed, 1);
+	cr_expect_eq(r[1].allowed, -1);
+	ck[1].cost = 1;
+	call_begin(&k, 1);
+	call_request(&k, ck, 2);
+	call_send(c, &k, r, 2);
+	cr_expect_eq(r[0].allowed, 1);
+	cr_expect_eq(r[0].remaining, 3);
+	cr_expect_eq(r[1].allowed, 1);	/* allowed shadow: charged */
+	call_begin(&k, 1);
+	call_request(&k, ck, 2);
+	call_send(c, &k, r, 2);
+	cr_expect_eq(r[0].allowed, 1);
+	cr_expect_eq(r[0].remaining, 2);
+	cr_expect_eq(r[1].allowed, 0);	/* denied shadow: no veto */
+	cr_expect_eq(r[1].remaining, 0);
+	redisFree(c);
+}
+
+Test(script, several_requests_in_one_call)
+{
+	redisContext *c = setup();
+	struct lim_params w = mk(LIM_FIXED_WINDOW, 2, 86400 * S, 0);
+	struct lim_params g = mk(LIM_GCRA, 1, HOUR, 10);
+	char kw[128], kg[128];
+	struct chk a[2] = {
+		{ &w, kw, LIM_OP_CHECK, 1, 0, "" },
+		{ &g, kg, LIM_OP_CHECK, 1, 0, "" },
+	};
+	struct lim_result r[8];
+	struct call k;
+	int i;
+
+	unique_key(kw, sizeof(kw), "batch-w");
+	unique_key(kg, sizeof(kg), "batch-g");
+	avoid_boundary(c, &w);
+	call_begin(&k, 3);
+	for (i = 0; i < 3; i++)
+		call_request(&k, a, 2);
+	cr_assert_eq(call_send(c, &k, r, 8), 6);
+	cr_expect(r[0].allowed == 1 && r[0].remaining == 1);
+	cr_expect(r[1].allowed == 1 && r[1].remaining == 9);
+	cr_expect(r[2].allowed == 1 && r[2].remaining == 0);
+	cr_expect(r[3].allowed == 1 && r[3].remaining == 8);
+	cr_expect(r[4].allowed == 0 && r[4].remaining == 0);
+	cr_expect(r[5].allowed == 1 && r[5].remaining == 7);
+	/* the third request was vetoed: gcra charged twice only */
+	a[1].cost = 0;
+	r[0] = script_one(c, &a[1]);
+	cr_expect_eq(r[0].remaining, 8);
+	redisFree(c);
+}
+
+Test(script, every_written_key_has_a_ttl)
+{
+	redisContext *c = setup();
+	struct lim_params ps[LIM_ALGO_COUNT];
+	char key[128], pat[160];
+	redisReply *r, *t;
+	size_t i;
+	int a;
+
+	ps[LIM_GCRA] = mk(LIM_GCRA, 1, HOUR, 5);
+	ps[LIM_TOKEN_BUCKET] = mk(LIM_TOKEN_BUCKET, 1, HOUR, 5);
+	ps[LIM_LEAKY_BUCKET] = mk(LIM_LEAKY_BUCKET, 1, HOUR, 5);
+	ps[LIM_FIXED_WINDOW] = mk(LIM_FIXED_WINDOW, 5, HOUR, 0);
+	ps[LIM_SLIDING_WINDOW] = mk(LIM_SLIDING_WINDOW, 5, HOUR, 0);
+	ps[LIM_SLIDING_LOG] = mk(LIM_SLIDING_LOG, 5, HOUR, 0);
+	ps[LIM_CONCURRENCY] = mk(LIM_CONCURRENCY, 5, HOUR, 0);
+	for (a = 0; a < LIM_ALGO_COUNT; a++) {
+		struct chk ck = { &ps[a], key, LIM_OP_CHECK, 1, 0, "id1" };
+		int64_t max = (a == LIM_SLIDING_WINDOW ? 2 : 1) * HOUR / 1000
+		              + 2000;
+
+		unique_key(key, sizeof(key), lim_algo_name(a));
+		cr_expect_eq(script_one(c, &ck).allowed, 1);
+		snprintf(pat, sizeof(pat), "%.*s*", (int)strlen(key) - 1, key);
+		r = redisCommand(c, "KEYS %s", pat);
+		cr_assert(r && r->type == REDIS_REPLY_ARRAY);
+		cr_expect(r->elements >= 1, "%s wrote no key", lim_algo_name(a));
+		for (i = 0; i < r->elements; i++) {
+			t = cmd(c, "PTTL %s", r->element[i]->str);
+			cr_expect(t->integer > 0 && t->integer <= max,
+			          "%s: %s has PTTL %lld", lim_algo_name(a),
+			          r->element[i]->str, (long long)t->integer);
+			freeReplyObject(t);
+		}
+		freeReplyObject(r);
+	}
+	redisFree(c);
+}
+
+Test(script, impossible_cost_is_minus_one_and_writes_nothing)
+{
+	redisContext *c = setup();
+	struct lim_params g = mk(LIM_GCRA, 1, HOUR, 5);
+	char key[128];
+	struct chk ck = { &g, key, LIM_OP_CHECK, 6, 0, "" };
+	struct lim_result r;
+	redisReply *rep;
+
+	unique_key(key, sizeof(key), "never");
+	r = script_one(c, &ck);
+	cr_expect_eq(r.allowed, -1);
+	cr_expect_eq(r.remaining, 5);
+	cr_expect_eq(r.retry_after_us, 0);
+	rep = cmd(c, "EXISTS %s", key);
+	cr_expect_eq(rep->integer, 0);
+	freeReplyObject(rep);
+	redisFree(c);
+}
+
+/* ---- atomicity ------------------------------------------------------------ */
+
+#define PROCS 8
+#define CALLS 200
+
+Test(script, concurrent_callers_get_exactly_the_limit, .timeout = 120)
+{
+	redisContext *c = setup();
+	struct lim_params ps[4];
+	char keys[4][128];
+	int fds[2], i, a, status, totals[4] = { 0 };
+	pid_t pid;
+
+	ps[0] = mk(LIM_GCRA, 1, HOUR, 100);
+	ps[1] = mk(LIM_FIXED_WINDOW, 100, HOUR, 0);
+	ps[2] = mk(LIM_SLIDING_LOG, 100, HOUR, 0);
+	ps[3] = mk(LIM_CONCURRENCY, 100, HOUR, 0);
+	for (a = 0; a < 4; a++)
+		unique_key(keys[a], sizeof(keys[a]), "race");
+	avoid_boundary(c, &ps[1]);
+	cr_assert_eq(pipe(fds), 0);
+	for (i = 0; i < PROCS; i++) {
+		pid = fork();
+		cr_assert(pid >= 0);
+		if (pid == 0) {
+			redisContext *cc = connect_redis();
+			int got[4] = { 0 }, n;
+			char member[64];
+
+			for (n = 0; n < CALLS; n++)
+				for (a = 0; a < 4; a++) {
+					struct chk ck = { &ps[a], keys[a],
+					                  LIM_OP_CHECK, 1, 0, member };
+
+					snprintf(member, sizeof(member), "p%d-%d",
+					         i, n);
+					got[a] += script_one(cc, &ck).allowed == 1;
+				}
+			if (write(fds[1], got, sizeof(got)) != sizeof(got))
+				_exit(2);
+			_exit(0);
+		}
+	}
+	close(fds[1]);
+	for (i = 0; i < PROCS; i++) {
+		int got[4];
+
+		cr_assert_eq(read(fds[0], got, sizeof(got)), sizeof(got));
+		for (a = 0; a < 4; a++)
+			totals[a] += got[a];
+	}
+	for (i = 0; i < PROCS; i++) {
+		wait(&status);
+		cr_expect(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+	}
+	for (a = 0; a < 4; a++)
+		cr_expect_eq(totals[a], 100, "%s: %d allowed",
+		             lim_algo_name(ps[a].algo), totals[a]);
+	redisFree(c);
+}

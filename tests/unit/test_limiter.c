@@ -1,0 +1,861 @@
+/*
+ * The C twins of the limiter (lim_*.c) on numbers alone: the GCRA vectors
+ * of ALGORITHMS.md row by row, burst and window edges for every algorithm,
+ * cost 0 (peek) and impossible costs, microsecond rounding, the UTC
+ * calendar, the two-phase rule, and the parsers. The clock is an argument,
+ * so nothing here sleeps or times anything.
+ */
+#include <criterion/criterion.h>
+#include <string.h>
+
+#include "limiter.h"
+
+#define S   LIM_USEC_PER_SEC
+#define T0  (1700000000LL * S)	/* 2023-11-14, a realistic epoch offset */
+
+static struct lim_params
+mk(enum lim_algo a, int64_t rate, int64_t period, int64_t burst)
+{
+	struct lim_params p;
+	const char *err = NULL;
+
+	memset(&p, 0, sizeof(p));
+	p.algo = a;
+	p.rate = rate;
+	p.period_us = period;
+	p.burst = burst;
+	cr_assert_eq(lim_params_init(&p, &err), 0, "init: %s", err);
+	return p;
+}
+
+/* Evaluates and commits one single-check request; returns the result. */
+static struct lim_result
+run(const struct lim_params *p, struct lim_state *s, int op, int64_t cost,
+    int64_t now)
+{
+	struct lim_result r;
+
+	if (lim_eval(p, s, op, cost, 0, now, &r))
+		lim_commit(p, s, op, cost, 0, now);
+	return r;
+}
+
+static struct lim_result
+run_m(const struct lim_params *p, struct lim_state *s, int op, int64_t cost,
+      const char *member, int64_t now)
+{
+	struct lim_result r;
+	uint64_t h = lim_member_hash(member, strlen(member));
+
+	if (lim_eval(p, s, op, cost, h, now, &r))
+		lim_commit(p, s, op, cost, h, now);
+	return r;
+}
+
+#define expect(r, a, rem, retry, full) do {				\
+	cr_expect_eq((r).allowed, (a), "allowed %d", (r).allowed);	\
+	cr_expect_eq((r).remaining, (rem), "remaining %lld",		\
+	             (long long)(r).remaining);				\
+	cr_expect_eq((r).retry_after_us, (retry), "retry %lld",		\
+	             (long long)(r).retry_after_us);			\
+	cr_expect_eq((r).full_us, (full), "full %lld",			\
+	             (long long)(r).full_us);				\
+} while (0)
+
+/* ---- GCRA --------------------------------------------------------------- */
+
+Test(gcra, algorithms_md_table_row_by_row)
+{
+	struct lim_params p = mk(LIM_GCRA, 1, S, 5);
+	struct lim_state s;
+	struct lim_result r;
+	int i;
+
+	lim_state_init(&s);
+	r = run(&p, &s, LIM_OP_CHECK, 6, T0);
+	expect(r, -1, 5, 0, 0);
+	for (i = 0; i < 5; i++) {
+		r = run(&p, &s, LIM_OP_CHECK, 1, T0);
+		expect(r, 1, 4 - i, 0, (i + 1) * S);
+	}
+	r = run(&p, &s, LIM_OP_CHECK, 1, T0);
+	expect(r, 0, 0, 1 * S, 5 * S);
+	r = run(&p, &s, LIM_OP_CHECK, 1, T0 + 3 * S);
+	expect(r, 1, 2, 0, 3 * S);
+	r = run(&p, &s, LIM_OP_CHECK, 1, T0 + 3 * S + S / 10);
+	expect(r, 1, 1, 0, 3 * S + 9 * S / 10);
+	r = run(&p, &s, LIM_OP_CHECK, 1, T0 + 4 * S);
+	expect(r, 1, 1, 0, 4 * S);
+	r = run(&p, &s, LIM_OP_CHECK, 1, T0 + 8 * S);
+	expect(r, 1, 4, 0, 1 * S);
+	r = run(&p, &s, LIM_OP_CHECK, 1, T0 + 9 * S + S / 2);
+	expect(r, 1, 4, 0, 1 * S);
+	r = run(&p, &s, LIM_OP_CHECK, 0, T0 + 9 * S + S / 2);
+	expect(r, 1, 4, 0, 1 * S);
+	r = run(&p, &s, LIM_OP_CHECK, 2, T0 + 9 * S + S / 2);
+	expect(r, 1, 2, 0, 3 * S);
+	r = run(&p, &s, LIM_OP_CHECK, 5, T0 + 9 * S + S / 2);
+	expect(r, 0, 2, 3 * S, 3 * S);
+	lim_state_deinit(&s);
+}
+
+Test(gcra, next_is_time_until_one_more_unit)
+{
+	struct lim_params p = mk(LIM_GCRA, 1, S, 5);
+	struct lim_state s;
+	struct lim_result r;
+
+	lim_state_init(&s);
+	r = run(&p, &s, LIM_OP_CHECK, 1, T0);
+	cr_expect_eq(r.next_us, S);
+	run(&p, &s, LIM_OP_CHECK, 1, T0);
+	r = run(&p, &s, LIM_OP_CHECK, 0, T0 + S / 10);
+	cr_expect_eq(r.full_us, 19 * S / 10);
+	cr_expect_eq(r.next_us, 9 * S / 10);
+	r = run(&p, &s, LIM_OP_CHECK, 0, T0 + 10 * S);
+	cr_expect_eq(r.next_us, 0);
+	cr_expect_eq(r.full_us, 0);
+	cr_expect_eq(r.remaining, 5);
+}
+
+Test(gcra, denial_leaves_state_unchanged)
+{
+	struct lim_params p = mk(LIM_GCRA, 10, S, 2);
+	struct lim_state s;
+	struct lim_result r;
+	int64_t tat;
+
+	lim_state_init(&s);
+	run(&p, &s, LIM_OP_CHECK, 2, T0);
+	tat = s.v[0];
+	r = run(&p, &s, LIM_OP_CHECK, 1, T0 + 1);
+	cr_expect_eq(r.allowed, 0);
+	cr_expect_eq(r.retry_after_us, S / 10 - 1);
+	cr_expect_eq(s.v[0], tat);
+	r = run(&p, &s, LIM_OP_CHECK, 1, T0 + S / 10);
+	cr_expect_eq(r.allowed, 1);
+}
+
+Test(gcra, burst_edge_exactly_at_tolerance)
+{
+	struct lim_params p = mk(LIM_GCRA, 1, S, 3);
+	struct lim_state s;
+	struct lim_result r;
+
+	lim_state_init(&s);
+	r = run(&p, &s, LIM_OP_CHECK, 3, T0);
+	expect(r, 1, 0, 0, 3 * S);
+	r = run(&p, &s, LIM_OP_CHECK, 1, T0 + S - 1);
+	expect(r, 0, 0, 1, 2 * S + 1);
+	r = run(&p, &s, LIM_OP_CHECK, 1, T0 + S);
+	expect(r, 1, 0, 0, 3 * S);
+}
+
+Test(gcra, impossible_cost_is_minus_one_and_charges_nothing)
+{
+	struct lim_params p = mk(LIM_GCRA, 100, S, 10);
+	struct lim_state s;
+	struct lim_result r;
+
+	lim_state_init(&s);
+	r = run(&p, &s, LIM_OP_CHECK, 11, T0);
+	expect(r, -1, 10, 0, 0);
+	cr_expect_eq(s.v[0], 0);
+	r = run(&p, &s, LIM_OP_CHECK, 10, T0);
+	expect(r, 1, 0, 0, 10 * p.ei_us);
+	r = run(&p, &s, LIM_OP_CHECK, LIM_COST_MAX + 1, T0);
+	cr_expect_eq(r.allowed, -1);
+}
+
+Test(gcra, peek_does_not_change_state)
+{
+	struct lim_params p = mk(LIM_GCRA, 1, S, 5);
+	struct lim_state s;
+	struct lim_result r;
+
+	lim_state_init(&s);
+	run(&p, &s, LIM_OP_CHECK, 2, T0);
+	r = run(&p, &s, LIM_OP_CHECK, 0, T0);
+	expect(r, 1, 3, 0, 2 * S);
+	cr_expect_eq(s.v[0], T0 + 2 * S);
+	cr_expect_eq(lim_eval(&p, &s, LIM_OP_CHECK, 0, 0, T0, &r), 0);
+}
+
+Test(gcra, microsecond_rounding_3_per_second)
+{
+	struct lim_params p = mk(LIM_GCRA, 3, S, 3);
+	struct lim_state s;
+	struct lim_result r;
+
+	cr_assert_eq(p.ei_us, 333333);
+	cr_assert_eq(p.dvt_us, 999999);
+	lim_state_init(&s);
+	r = run(&p, &s, LIM_OP_CHECK, 3, T0);
+	expect(r, 1, 0, 0, 999999);
+	r = run(&p, &s, LIM_OP_CHECK, 1, T0 + 333332);
+	expect(r, 0, 0, 1, 666667);
+	r = run(&p, &s, LIM_OP_CHECK, 1, T0 + 333333);
+	expect(r, 1, 0, 0, 999999);
+	cr_expect_eq(lim_quota(&p), 3);
+	cr_expect_eq(lim_window_s(&p), 1);
+}
+
+Test(gcra, microsecond_rounding_7_per_minute)
+{
+	struct lim_params p = mk(LIM_GCRA, 7, 60 * S, 0);
+	struct lim_state s;
+	struct lim_result r;
+
+	cr_assert_eq(p.ei_us, 8571428);
+	cr_assert_eq(p.burst, 1);
+	lim_state_init(&s);
+	r = run(&p, &s, LIM_OP_CHECK, 1, T0);
+	expect(r, 1, 0, 0, 8571428);
+	r = run(&p, &s, LIM_OP_CHECK, 1, T0 + 8571427);
+	expect(r, 0, 0, 1, 1);
+	cr_expect_eq(r.next_us, 1);
+	r = run(&p, &s, LIM_OP_CHECK, 1, T0 + 8571428);
+	expect(r, 1, 0, 0, 8571428);
+	cr_expect_eq(lim_window_s(&p), 9);
+}
+
+Test(gcra, force_charges_over_the_limit_but_bounded)
+{
+	struct lim_params p = mk(LIM_GCRA, 1, S, 5);
+	struct lim_state s;
+	struct lim_result r;
+	int i;
+
+	lim_state_init(&s);
+	for (i = 0; i < 100; i++)
+		run(&p, &s, LIM_OP_FORCE, 1, T0);
+	cr_expect_eq(s.v[0], T0 + 10 * S);	/* now + 2 * DVT */
+	r = run(&p, &s, LIM_OP_CHECK, 1, T0);
+	expect(r, 0, 0, 6 * S, 10 * S);
+	r = run(&p, &s, LIM_OP_FORCE, 1000000000, T0);
+	cr_expect_eq(r.allowed, -1);
+	cr_expect_eq(s.v[0], T0 + 10 * S);
+}
+
+Test(gcra, denied_until_t_for_every_cost_one_request)
+{
+	struct lim_params p = mk(LIM_GCRA, 2, S, 4);
+	struct lim_state s;
+	struct lim_result r;
+	int64_t until, t;
+
+	lim_state_init(&s);
+	run(&p, &s, LIM_OP_CHECK, 4, T0);
+	r = run(&p, &s, LIM_OP_CHECK, 1, T0);
+	until = T0 + r.retry_after_us;
+	for (t = T0; t < until; t += 7919) {
+		r = run(&p, &s, LIM_OP_CHECK, 1, t);
+		cr_assert_eq(r.allowed, 0);
+		cr_assert_eq(t + r.retry_after_us, until);
+	}
+	r = run(&p, &s, LIM_OP_CHECK, 1, until);
+	cr_expect_eq(r.allowed, 1);
+}
+
+/* ---- leaky bucket ------------------------------------------------------- */
+
+Test(leaky, meter_matches_gcra)
+{
+	struct lim_params g = mk(LIM_GCRA, 5, S, 3);
+	struct lim_params l = mk(LIM_LEAKY_BUCKET, 5, S, 3);
+	struct lim_state sg, sl;
+	struct lim_result rg, rl;
+	int64_t t;
+
+	lim_state_init(&sg);
+	lim_state_init(&sl);
+	for (t = T0; t < T0 + 3 * S; t += 37337) {
+		rg = run(&g, &sg, LIM_OP_CHECK, 1, t);
+		rl = run(&l, &sl, LIM_OP_CHECK, 1, t);
+		cr_assert_eq(memcmp(&rg, &rl, sizeof(rg)), 0);
+	}
+}
+
+Test(leaky, delay_mode_spaces_requests_and_denies_past_max_delay)
+{
+	struct lim_params p;
+	const char *err;
+	struct lim_state s;
+	struct lim_result r;
+	int i;
+
+	memset(&p, 0, sizeof(p));
+	p.algo = LIM_LEAKY_BUCKET;
+	p.rate = 10;
+	p.period_us = S;
+	p.burst = 2;
+	p.max_delay_us = 300000;
+	cr_assert_eq(lim_params_init(&p, &err), 0);
+	lim_state_init(&s);
+	for (i = 0; i < 2; i++) {	/* the burst passes at once */
+		r = run(&p, &s, LIM_OP_CHECK, 1, T0);
+		cr_expect_eq(r.allowed, 1);
+		cr_expect_eq(lim_delay_us(&p, &r), 0);
+	}
+	for (i = 1; i <= 3; i++) {	/* then one slot every 100ms */
+		r = run(&p, &s, LIM_OP_CHECK, 1, T0);
+		cr_expect_eq(r.allowed, 1);
+		cr_expect_eq(lim_delay_us(&p, &r), i * 100000);
+		cr_expect_eq(r.remaining, 0);
+	}
+	r = run(&p, &s, LIM_OP_CHECK, 1, T0);	/* 400ms > max_delay */
+	cr_expect_eq(r.allowed, 0);
+	cr_expect_eq(r.retry_after_us, 100000);
+	cr_expect_eq(lim_delay_us(&p, &r), 0);
+	r = run(&p, &s, LIM_OP_CHECK, 1, T0 + 100000);
+	cr_expect_eq(r.allowed, 1);
+	cr_expect_eq(lim_delay_us(&p, &r), 300000);
+}
+
+Test(leaky, delay_is_zero_in_meter_mode)
+{
+	struct lim_params p = mk(LIM_LEAKY_BUCKET, 1, S, 1);
+	struct lim_state s;
+	struct lim_result r;
+
+	lim_state_init(&s);
+	r = run(&p, &s, LIM_OP_CHECK, 1, T0);
+	cr_expect_eq(lim_delay_us(&p, &r), 0);
+}
+
+/* ---- token bucket ------------------------------------------------------- */
+
+Test(token_bucket, matches_gcra_decisions_on_a_sequence)
+{
+	struct lim_params g = mk(LIM_GCRA, 10, S, 5);
+	struct lim_params tb = mk(LIM_TOKEN_BUCKET, 10, S, 5);
+	struct lim_state sg, st;
+	struct lim_result rg, rt;
+	int64_t t = T0, cost;
+	unsigned x = 12345;
+	int i, allowed = 0;
+
+	lim_state_init(&sg);
+	lim_state_init(&st);
+	for (i = 0; i < 2000; i++) {
+		x = x * 1103515245 + 12345;
+		t += (x >> 8) % 150000;
+		cost = (x >> 4) % 4;
+		rg = run(&g, &sg, LIM_OP_CHECK, cost, t);
+		rt = run(&tb, &st, LIM_OP_CHECK, cost, t);
+		cr_assert_eq(rt.allowed, rg.allowed, "step %d", i);
+		cr_assert_eq(rt.remaining, rg.remaining, "step %d", i);
+		cr_assert_eq(rt.retry_after_us, rg.retry_after_us, "step %d", i);
+		cr_assert_eq(rt.full_us, rg.full_us, "step %d", i);
+		cr_assert_eq(rt.next_us, rg.next_us, "step %d", i);
+		allowed += rg.allowed == 1;
+	}
+	cr_expect(allowed > 100 && allowed < 1900);
+}
+
+Test(token_bucket, refill_capped_after_a_long_idle)
+{
+	struct lim_params p = mk(LIM_TOKEN_BUCKET, 1000000, 86400 * S, 1000000);
+	struct lim_state s;
+	struct lim_result r;
+
+	lim_state_init(&s);
+	r = run(&p, &s, LIM_OP_CHECK, 1000000, T0);
+	expect(r, 1, 0, 0, 86400 * S);
+	r = run(&p, &s, LIM_OP_CHECK, 1, T0 + 100000LL * 365 * 86400 * S);
+	cr_expect_eq(r.allowed, 1);
+	cr_expect_eq(r.remaining, 999999);
+	r = run(&p, &s, LIM_OP_CHECK, 1000001, T0);
+	cr_expect_eq(r.allowed, -1);
+}
+
+Test(token_bucket, fractional_rate_per_minute)
+{
+	struct lim_params p = mk(LIM_TOKEN_BUCKET, 7, 60 * S, 1);
+	struct lim_state s;
+	struct lim_result r;
+
+	lim_state_init(&s);
+	r = run(&p, &s, LIM_OP_CHECK, 1, T0);
+	expect(r, 1, 0, 0, 8571429);	/* ceil(60 s / 7) */
+	r = run(&p, &s, LIM_OP_CHECK, 1, T0 + 8571428);
+	expect(r, 0, 0, 1, 1);
+	r = run(&p, &s, LIM_OP_CHECK, 1, T0 + 8571429);
+	cr_expect_eq(r.allowed, 1);
+}
+
+Test(token_bucket, peek_and_force)
+{
+	struct lim_params p = mk(LIM_TOKEN_BUCKET, 1, S, 2);
+	struct lim_state s;
+	struct lim_result r;
+
+	lim_state_init(&s);
+	r = run(&p, &s, LIM_OP_CHECK, 0, T0);
+	expect(r, 1, 2, 0, 0);
+	cr_expect_eq(s.v[2], 0);
+	run(&p, &s, LIM_OP_FORCE, 5, T0);
+	cr_expect_eq(s.v[0], -2 * LIM_MICRO);	/* clamped at -burst */
+	r = run(&p, &s, LIM_OP_CHECK, 1, T0);
+	expect(r, 0, 0, 3 * S, 4 * S);
+}
+
+/* ---- fixed window ------------------------------------------------------- */
+
+Test(fixed_window, count_then_deny_then_next_window)
+{
+	struct lim_params p = mk(LIM_FIXED_WINDOW, 3, 60 * S, 0);
+	struct lim_state s;
+	struct lim_result r;
+	int64_t start = T0 / (60 * S) * 60 * S, t = start + 10 * S;
+
+	lim_state_init(&s);
+	r = run(&p, &s, LIM_OP_CHECK, 2, t);
+	expect(r, 1, 1, 0, 50 * S);
+	cr_expect_eq(r.next_us, 50 * S);
+	r = run(&p, &s, LIM_OP_CHECK, 2, t);
+	expect(r, 0, 1, 50 * S, 50 * S);
+	r = run(&p, &s, LIM_OP_CHECK, 1, t);
+	expect(r, 1, 0, 0, 50 * S);
+	r = run(&p, &s, LIM_OP_CHECK, 1, start + 60 * S - 1);
+	expect(r, 0, 0, 1, 1);
+	r = run(&p, &s, LIM_OP_CHECK, 1, start + 60 * S);
+	expect(r, 1, 2, 0, 60 * S);
+	r = run(&p, &s, LIM_OP_CHECK, 4, start + 60 * S);
+	cr_expect_eq(r.allowed, -1);
+	r = run(&p, &s, LIM_OP_CHECK, 0, start + 60 * S);
+	expect(r, 1, 2, 0, 60 * S);
+}
+
+Test(fixed_window, force_counts_past_the_limit)
+{
+	struct lim_params p = mk(LIM_FIXED_WINDOW, 2, 3600 * S, 0);
+	struct lim_state s;
+	struct lim_result r;
+
+	lim_state_init(&s);
+	run(&p, &s, LIM_OP_FORCE, 1, T0);
+	run(&p, &s, LIM_OP_FORCE, 1, T0);
+	r = run(&p, &s, LIM_OP_FORCE, 1, T0);
+	cr_expect_eq(r.allowed, 0);
+	cr_expect_eq(s.v[1], 3);
+	r = run(&p, &s, LIM_OP_CHECK, 0, T0);
+	cr_expect_eq(r.allowed, 0);
+	cr_expect_eq(r.remaining, 0);
+}
+
+static int64_t
+utc(int64_t y, int m, int d)
+{
+	return lim_days_from_civil(y, m, d) * LIM_DAY_US;
+}
+
+Test(fixed_window, civil_days_round_trip)
+{
+	int64_t z, y;
+	int m, d;
+
+	cr_expect_eq(lim_days_from_civil(1970, 1, 1), 0);
+	cr_expect_eq(lim_days_from_civil(2000, 3, 1), 11017);
+	cr_expect_eq(utc(2023, 11, 14) / S, 1699920000);
+	for (z = -1000; z < 200000; z += 13) {
+		lim_civil_from_days(z, &y, &m, &d);
+		cr_assert_eq(lim_days_from_civil(y, m, d), z);
+	}
+	lim_civil_from_days(lim_days_from_civil(2024, 2, 29), &y, &m, &d);
+	cr_expect(y == 2024 && m == 2 && d == 29);
+}
+
+Test(fixed_window, calendar_month_boundaries)
+{
+	struct lim_params p;
+	const char *err;
+	struct lim_state s;
+	struct lim_result r;
+
+	memset(&p, 0, sizeof(p));
+	p.algo = LIM_FIXED_WINDOW;
+	p.rate = 2;
+	p.calendar = LIM_CAL_MONTH;
+	cr_assert_eq(lim_params_init(&p, &err), 0);
+	cr_expect_eq(lim_window_s(&p), 2592000);
+	lim_state_init(&s);
+	/* Jan 31 23:59:59.999999 -> Feb 1 */
+	r = run(&p, &s, LIM_OP_CHECK, 2, utc(2023, 2, 1) - 1);
+	expect(r, 1, 0, 0, 1);
+	r = run(&p, &s, LIM_OP_CHECK, 1, utc(2023, 2, 1) - 1);
+	expect(r, 0, 0, 1, 1);
+	r = run(&p, &s, LIM_OP_CHECK, 1, utc(2023, 2, 1));
+	expect(r, 1, 1, 0, 28 * LIM_DAY_US);
+	/* leap year: February has 29 days */
+	r = run(&p, &s, LIM_OP_CHECK, 1, utc(2024, 2, 29) + 12 * 3600 * S);
+	expect(r, 1, 1, 0, 12 * 3600 * S);
+	r = run(&p, &s, LIM_OP_CHECK, 1, utc(2024, 2, 1));
+	cr_expect_eq(r.full_us, 29 * LIM_DAY_US);
+	/* December -> January */
+	r = run(&p, &s, LIM_OP_CHECK, 2, utc(2023, 12, 31) + 1);
+	expect(r, 1, 0, 0, LIM_DAY_US - 1);
+	r = run(&p, &s, LIM_OP_CHECK, 1, utc(2024, 1, 1));
+	expect(r, 1, 1, 0, 31 * LIM_DAY_US);
+}
+
+Test(fixed_window, calendar_day_is_the_utc_day)
+{
+	struct lim_params p;
+	const char *err;
+	struct lim_state s;
+	struct lim_result r;
+
+	memset(&p, 0, sizeof(p));
+	p.algo = LIM_FIXED_WINDOW;
+	p.rate = 1;
+	p.calendar = LIM_CAL_DAY;
+	cr_assert_eq(lim_params_init(&p, &err), 0);
+	lim_state_init(&s);
+	r = run(&p, &s, LIM_OP_CHECK, 1, utc(2024, 2, 29) - 10);
+	expect(r, 1, 0, 0, 10);
+	r = run(&p, &s, LIM_OP_CHECK, 1, utc(2024, 2, 29) - 1);
+	expect(r, 0, 0, 1, 1);
+	r = run(&p, &s, LIM_OP_CHECK, 1, utc(2024, 2, 29));
+	expect(r, 1, 0, 0, LIM_DAY_US);
+}
+
+/* ---- sliding window ----------------------------------------------------- */
+
+Test(sliding_window, estimate_weights_the_previous_window)
+{
+	struct lim_params p = mk(LIM_SLIDING_WINDOW, 10, 60 * S, 0);
+	struct lim_state s;
+	struct lim_result r;
+	int64_t start = T0 / (60 * S) * 60 * S;
+
+	lim_state_init(&s);
+	r = run(&p, &s, LIM_OP_CHECK, 8, start + 30 * S);
+	cr_expect_eq(r.allowed, 1);
+	cr_expect_eq(r.remaining, 2);
+	/* 15 s into the next window: 8 * 45/60 = 6 */
+	r = run(&p, &s, LIM_OP_CHECK, 0, start + 75 * S);
+	expect(r, 1, 4, 0, r.full_us);
+	r = run(&p, &s, LIM_OP_CHECK, 4, start + 75 * S);
+	expect(r, 1, 0, 0, r.full_us);
+	/* estimate 10: a cost 1 needs prev's part to drop to 5: 8*x/60 < 6,
+	 * x <= 44.999.. -> e' = 15 s + 1 µs ... exactly: x = ceil(6*60/8)-1 */
+	r = run(&p, &s, LIM_OP_CHECK, 1, start + 75 * S);
+	cr_expect_eq(r.allowed, 0);
+	cr_expect_eq(r.retry_after_us, 1);
+	r = run(&p, &s, LIM_OP_CHECK, 1, start + 75 * S + 1);
+	cr_expect_eq(r.allowed, 1);
+}
+
+Test(sliding_window, retry_after_the_boundary_when_cur_is_full)
+{
+	struct lim_params p = mk(LIM_SLIDING_WINDOW, 4, 10 * S, 0);
+	struct lim_state s;
+	struct lim_result r;
+	int64_t start = T0 / (10 * S) * 10 * S;
+
+	lim_state_init(&s);
+	run(&p, &s, LIM_OP_CHECK, 4, start + 2 * S);
+	r = run(&p, &s, LIM_OP_CHECK, 2, start + 2 * S);
+	cr_expect_eq(r.allowed, 0);
+	/* next window: floor(4 * (W - e) / W) <= 2 <=> W - e < 7.5 s */
+	cr_expect_eq(r.retry_after_us, 8 * S + 2500001);
+	r = run(&p, &s, LIM_OP_CHECK, 2, start + 2 * S + r.retry_after_us - 1);
+	cr_expect_eq(r.allowed, 0);
+	r = run(&p, &s, LIM_OP_CHECK, 2, start + 10 * S + 2500001);
+	cr_expect_eq(r.allowed, 1);
+}
+
+Test(sliding_window, retry_matches_brute_force)
+{
+	struct lim_params p = mk(LIM_SLIDING_WINDOW, 7, 1000, 0);
+	struct lim_state s, c;
+	struct lim_result r, q;
+	unsigned x = 99;
+	int64_t t = 1000000, u;
+	int i;
+
+	lim_state_init(&s);
+	for (i = 0; i < 400; i++) {
+		x = x * 1103515245 + 12345;
+		t += (x >> 8) % 300;
+		r = run(&p, &s, LIM_OP_CHECK, 1 + (x >> 4) % 3, t);
+		if (r.allowed != 0)
+			continue;
+		c = s;
+		for (u = t; u < t + r.retry_after_us; u++) {
+			lim_eval(&p, &c, LIM_OP_CHECK, 1 + (x >> 4) % 3, 0, u, &q);
+			cr_assert_eq(q.allowed, 0, "step %d at +%lld", i,
+			             (long long)(u - t));
+		}
+		lim_eval(&p, &c, LIM_OP_CHECK, 1 + (x >> 4) % 3, 0, u, &q);
+		cr_assert_eq(q.allowed, 1, "step %d", i);
+	}
+}
+
+Test(sliding_window, huge_products_stay_exact)
+{
+	struct lim_params p = mk(LIM_SLIDING_WINDOW, 4000000000LL,
+	                         86400 * S, 0);
+	struct lim_state s;
+	struct lim_result r;
+	int64_t start = T0 / (86400 * S) * 86400 * S;
+
+	lim_state_init(&s);
+	run(&p, &s, LIM_OP_CHECK, 3999999999LL, start + 1);
+	r = run(&p, &s, LIM_OP_CHECK, 0, start + 86400 * S + 43200 * S);
+	cr_expect_eq(r.remaining, 4000000000LL - 1999999999LL);
+}
+
+/* ---- sliding log -------------------------------------------------------- */
+
+Test(sliding_log, window_edge_and_retry)
+{
+	struct lim_params p = mk(LIM_SLIDING_LOG, 3, 10 * S, 0);
+	struct lim_state s;
+	struct lim_result r;
+
+	lim_state_init(&s);
+	r = run(&p, &s, LIM_OP_CHECK, 1, T0);
+	expect(r, 1, 2, 0, 10 * S);
+	run(&p, &s, LIM_OP_CHECK, 1, T0 + 2 * S);
+	run(&p, &s, LIM_OP_CHECK, 1, T0 + 4 * S);
+	r = run(&p, &s, LIM_OP_CHECK, 1, T0 + 5 * S);
+	expect(r, 0, 0, 5 * S, 9 * S);
+	r = run(&p, &s, LIM_OP_CHECK, 2, T0 + 5 * S);	/* 2nd oldest */
+	expect(r, 0, 0, 7 * S, 9 * S);
+	r = run(&p, &s, LIM_OP_CHECK, 1, T0 + 10 * S - 1);
+	cr_expect_eq(r.allowed, 0);
+	r = run(&p, &s, LIM_OP_CHECK, 1, T0 + 10 * S);	/* oldest dropped */
+	expect(r, 1, 0, 0, 10 * S);
+	cr_expect_eq(r.next_us, 2 * S);
+	cr_expect_eq(s.n, 3);
+	r = run(&p, &s, LIM_OP_CHECK, 4, T0 + 10 * S);
+	cr_expect_eq(r.allowed, -1);
+}
+
+Test(sliding_log, force_keeps_only_newest_limit_entries)
+{
+	struct lim_params p = mk(LIM_SLIDING_LOG, 5, 900 * S, 0);
+	struct lim_state s;
+	struct lim_result r;
+	int i;
+
+	lim_state_init(&s);
+	for (i = 0; i < 50; i++)
+		run(&p, &s, LIM_OP_FORCE, 1, T0 + i * S);
+	cr_expect_eq(s.n, 5);
+	r = run(&p, &s, LIM_OP_CHECK, 1, T0 + 50 * S);
+	expect(r, 0, 0, 895 * S, 899 * S);
+	lim_state_deinit(&s);
+}
+
+Test(sliding_log, peek_changes_nothing)
+{
+	struct lim_params p = mk(LIM_SLIDING_LOG, 2, S, 0);
+	struct lim_state s;
+	struct lim_result r;
+
+	lim_state_init(&s);
+	r = run(&p, &s, LIM_OP_CHECK, 0, T0);
+	expect(r, 1, 2, 0, 0);
+	cr_expect_eq(s.n, 0);
+}
+
+/* ---- concurrency -------------------------------------------------------- */
+
+Test(concurrency, acquire_release_expire)
+{
+	struct lim_params p = mk(LIM_CONCURRENCY, 2, 60 * S, 0);
+	struct lim_state s;
+	struct lim_result r;
+
+	lim_state_init(&s);
+	r = run_m(&p, &s, LIM_OP_CHECK, 1, "a", T0);
+	expect(r, 1, 1, 0, 60 * S);
+	r = run_m(&p, &s, LIM_OP_CHECK, 1, "b", T0 + S);
+	expect(r, 1, 0, 0, 60 * S);
+	cr_expect_eq(r.next_us, 59 * S);
+	r = run_m(&p, &s, LIM_OP_CHECK, 1, "c", T0 + 2 * S);
+	expect(r, 0, 0, 58 * S, 59 * S);
+	r = run_m(&p, &s, LIM_OP_RELEASE, 1, "a", T0 + 3 * S);
+	expect(r, 1, 1, 0, 58 * S);
+	r = run_m(&p, &s, LIM_OP_CHECK, 1, "c", T0 + 3 * S);
+	expect(r, 1, 0, 0, 60 * S);
+	/* a lost release: b's lease runs out at T0 + 61 s */
+	r = run_m(&p, &s, LIM_OP_CHECK, 1, "d", T0 + 61 * S - 1);
+	cr_expect_eq(r.allowed, 0);
+	cr_expect_eq(r.retry_after_us, 1);
+	r = run_m(&p, &s, LIM_OP_CHECK, 1, "d", T0 + 61 * S);
+	expect(r, 1, 0, 0, 60 * S);
+	cr_expect_eq(s.n, 2);
+	lim_state_deinit(&s);
+}
+
+Test(concurrency, reacquire_refreshes_and_peek_reports)
+{
+	struct lim_params p = mk(LIM_CONCURRENCY, 1, 10 * S, 0);
+	struct lim_state s;
+	struct lim_result r;
+
+	lim_state_init(&s);
+	run_m(&p, &s, LIM_OP_CHECK, 1, "a", T0);
+	r = run_m(&p, &s, LIM_OP_CHECK, 1, "a", T0 + 5 * S);
+	expect(r, 1, 0, 0, 10 * S);
+	r = run_m(&p, &s, LIM_OP_CHECK, 0, "z", T0 + 5 * S);
+	expect(r, 1, 0, 0, 10 * S);
+	r = run_m(&p, &s, LIM_OP_RELEASE, 0, "nobody", T0 + 5 * S);
+	expect(r, 1, 0, 0, 10 * S);
+	cr_expect_eq(s.n, 1);
+}
+
+/* ---- two-phase, quota, parsing ------------------------------------------ */
+
+Test(limiter, two_phase_denial_charges_no_check)
+{
+	struct lim_params a = mk(LIM_GCRA, 10, S, 10);
+	struct lim_params b = mk(LIM_FIXED_WINDOW, 1, 60 * S, 0);
+	struct lim_state sa, sb;
+	struct lim_result ra, rb;
+	int ca, cb;
+
+	lim_state_init(&sa);
+	lim_state_init(&sb);
+	run(&b, &sb, LIM_OP_CHECK, 1, T0);
+	ca = lim_eval(&a, &sa, LIM_OP_CHECK, 1, 0, T0, &ra);
+	cb = lim_eval(&b, &sb, LIM_OP_CHECK, 1, 0, T0, &rb);
+	cr_expect_eq(ca, 1);
+	cr_expect_eq(cb, 0);
+	cr_expect_eq(lim_vetoes(LIM_OP_CHECK, 0, &ra), 0);
+	cr_expect_eq(lim_vetoes(LIM_OP_CHECK, 0, &rb), 1);
+	cr_expect_eq(lim_vetoes(LIM_OP_CHECK, 1, &rb), 0);
+	cr_expect_eq(lim_vetoes(LIM_OP_FORCE, 0, &rb), 0);
+	cr_expect_eq(sa.v[0], 0);
+}
+
+Test(limiter, quota_and_window)
+{
+	struct lim_params g = mk(LIM_GCRA, 600, 60 * S, 100);
+	struct lim_params w = mk(LIM_SLIDING_WINDOW, 100, 900 * S, 0);
+	struct lim_params c = mk(LIM_CONCURRENCY, 2, 300 * S, 0);
+	int64_t v[3];
+
+	cr_expect_eq(lim_quota(&g), 100);
+	cr_expect_eq(lim_window_s(&g), 10);
+	cr_expect_eq(lim_quota(&w), 100);
+	cr_expect_eq(lim_window_s(&w), 900);
+	cr_expect_eq(lim_quota(&c), 2);
+	cr_expect_eq(lim_window_s(&c), 300);
+	lim_script_params(&g, v);
+	cr_expect(v[0] == 100000 && v[1] == 10000000 && v[2] == 0);
+}
+
+Test(limiter, params_init_rejects_bad_values)
+{
+	struct lim_params p;
+	const char *err = NULL;
+
+	memset(&p, 0, sizeof(p));
+	p.algo = LIM_GCRA;
+	p.rate = 0;
+	p.period_us = S;
+	cr_expect_eq(lim_params_init(&p, &err), -1);
+	cr_expect_not_null(err);
+	p.rate = 1;
+	p.period_us = 0;
+	cr_expect_eq(lim_params_init(&p, &err), -1);
+	p.period_us = S;
+	p.burst = -1;
+	cr_expect_eq(lim_params_init(&p, &err), -1);
+	p.burst = 0;
+	p.calendar = LIM_CAL_MONTH;
+	cr_expect_eq(lim_params_init(&p, &err), -1);
+	p.calendar = LIM_CAL_NONE;
+	p.max_delay_us = 5;
+	cr_expect_eq(lim_params_init(&p, &err), -1);
+	p.max_delay_us = 0;
+	p.algo = LIM_ALGO_COUNT;
+	cr_expect_eq(lim_params_init(&p, &err), -1);
+	p.algo = LIM_GCRA;
+	p.burst = 1LL << 40;
+	cr_expect_eq(lim_params_init(&p, &err), -1);
+	p.burst = 0;
+	p.rate = 2000000;			/* EI clamps to 1 µs */
+	cr_expect_eq(lim_params_init(&p, &err), 0);
+	cr_expect_eq(p.ei_us, 1);
+	cr_expect_eq(p.burst, 1);
+}
+
+Test(limiter, parse_rate)
+{
+	static const struct { const char *s; int64_t n, p; int cal; } ok[] = {
+		{ "100/s", 100, S, 0 }, { "100/sec", 100, S, 0 },
+		{ "600/m", 600, 60 * S, 0 }, { "600/min", 600, 60 * S, 0 },
+		{ "5/h", 5, 3600 * S, 0 }, { "5/hour", 5, 3600 * S, 0 },
+		{ "7/d", 7, LIM_DAY_US, 0 }, { "7/day", 7, LIM_DAY_US, 0 },
+		{ "10000/month", 10000, LIM_MONTH_US, LIM_CAL_MONTH },
+		{ "5/15m", 5, 900 * S, 0 }, { "3/10s", 3, 10 * S, 0 },
+	};
+	static const char *const bad[] = {
+		"", "100", "/s", "0/s", "-1/s", "100/", "100/x", "100/0s",
+		"100/2month", "1.5/s", "100/ms", "100/5us", " 1/s", "1/s ",
+		"99999999999999999999/s", "1/99999999999999999999s",
+	};
+	enum lim_calendar cal;
+	int64_t n, p;
+	size_t i;
+
+	for (i = 0; i < sizeof(ok) / sizeof(ok[0]); i++) {
+		cal = LIM_CAL_DAY;
+		cr_expect_eq(lim_parse_rate(ok[i].s, &n, &p, &cal), 0, "%s",
+		             ok[i].s);
+		cr_expect(n == ok[i].n && p == ok[i].p && (int)cal == ok[i].cal,
+		          "%s", ok[i].s);
+	}
+	for (i = 0; i < sizeof(bad) / sizeof(bad[0]); i++)
+		cr_expect_eq(lim_parse_rate(bad[i], &n, &p, &cal), -1, "'%s'",
+		             bad[i]);
+}
+
+Test(limiter, parse_duration)
+{
+	static const struct { const char *s; int64_t us; } ok[] = {
+		{ "250us", 250 }, { "5ms", 5000 }, { "30s", 30 * S },
+		{ "15m", 900 * S }, { "1h", 3600 * S }, { "1d", LIM_DAY_US },
+		{ "0s", 0 },
+	};
+	static const char *const bad[] = {
+		"", "5", "ms", "-5ms", "5 ms", "5xs", "1.5s", "5msx",
+		"999999999999999999d",
+	};
+	int64_t us;
+	size_t i;
+
+	for (i = 0; i < sizeof(ok) / sizeof(ok[0]); i++) {
+		cr_expect_eq(lim_parse_duration(ok[i].s, &us), 0, "%s", ok[i].s);
+		cr_expect_eq(us, ok[i].us, "%s", ok[i].s);
+	}
+	for (i = 0; i < sizeof(bad) / sizeof(bad[0]); i++)
+		cr_expect_eq(lim_parse_duration(bad[i], &us), -1, "'%s'", bad[i]);
+}
+
+Test(limiter, algo_names_round_trip)
+{
+	int i;
+
+	for (i = 0; i < LIM_ALGO_COUNT; i++)
+		cr_expect_eq(lim_algo_from_name(lim_algo_name(i)), i);
+	cr_expect_eq(lim_algo_from_name("nope"), -1);
+	cr_expect_str_eq(lim_algo_name(LIM_SLIDING_LOG), "sliding-log");
+}
+
+Test(limiter, muldiv_is_exact)
+{
+	int64_t r;
+
+	cr_expect_eq(lim_muldiv(4000000000LL, 86400000000LL, 86400000001LL,
+	                        &r), 3999999999LL);
+	cr_expect_eq(lim_muldiv_ceil(7, 3, 7), 3);
+	cr_expect_eq(lim_muldiv_ceil(7, 3, 2), 11);
+	cr_expect_eq(lim_member_hash("", 0), 0xcbf29ce484222325ULL);
+}
