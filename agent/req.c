@@ -24,6 +24,7 @@
 #include "local.h"
 #include "log.h"
 #include "metrics.h"
+#include "plancache.h"
 #include "policy.h"
 #include "req.h"
 #include "server.h"
@@ -188,9 +189,16 @@ build_checks(struct req *r, const struct spop_frame *f, int *status)
 	int rc;
 
 	r->n = 0;
-	while ((rc = spop_next_message(&it, &m, status)) == 1)
-		r->n += policy_build_checks(r->policy, &m, r->checks + r->n,
-		                            POLICY_MAX_CHECKS - r->n);
+	while ((rc = spop_next_message(&it, &m, status)) == 1) {
+		int plan = -1;
+
+		if (policy_needs_plan(r->policy, &m))
+			plan = policy_tenant_plan(r->policy, &m, plancache_resolve,
+			                          r->w->plans);
+		r->n += policy_build_checks_plan(r->policy, &m, plan,
+		                                 r->checks + r->n,
+		                                 POLICY_MAX_CHECKS - r->n);
+	}
 	return rc;
 }
 

@@ -30,6 +30,7 @@
 #include "local.h"
 #include "log.h"
 #include "metrics.h"
+#include "plancache.h"
 #include "req.h"
 #include "server.h"
 #include "store.h"
@@ -332,6 +333,7 @@ worker_init(struct worker *w, struct server *s, int id, char **err)
 		asprintf(err, "redis.url %s: %s", sc.url, serr);
 		return -1;
 	}
+	w->plans = plancache_new(w->store);
 	for (int i = 0; i < s->nfds; i++) {
 		ev_io_init(&w->accept_io[i], accept_cb, s->fds[i], EV_READ);
 		ev_io_start(w->loop, &w->accept_io[i]);
@@ -355,6 +357,7 @@ worker_deinit(struct worker *w)
 	store_free(w->store);		/* pending requests get their fail mode */
 	flush_cb(w->loop, &w->flush, 0);
 	req_pool_free(w);
+	plancache_free(w->plans);
 	local_free(w->local);
 	policy_unref(w->policy);
 	ev_loop_destroy(w->loop);

@@ -25,6 +25,7 @@ struct conn;
 struct req;
 struct store;
 struct local;
+struct plancache;
 struct metrics_worker;
 struct server;
 
@@ -39,6 +40,7 @@ struct worker {
 	ev_timer               drain_timer;
 	struct store          *store;
 	struct local          *local;
+	struct plancache      *plans;	/* tenant -> plan from Redis */
 	struct metrics_worker *m;
 	struct policy         *policy;	/* current; this worker holds a ref */
 	struct conn           *conns;	/* all connections of this worker */

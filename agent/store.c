@@ -464,6 +464,45 @@ store_submit(struct store *st, struct store_req *sr)
 	return STORE_OK;
 }
 
+struct hget {
+	store_value_cb *cb;
+	void           *arg;
+};
+
+static void
+hget_cb(redisAsyncContext *ac, void *r, void *privdata)
+{
+	struct hget *h = privdata;
+	redisReply *reply = r;
+
+	if (reply == NULL || reply->type == REDIS_REPLY_ERROR)
+		h->cb(h->arg, NULL, 0, -1);
+	else if (reply->type == REDIS_REPLY_STRING)
+		h->cb(h->arg, reply->str, reply->len, 0);
+	else
+		h->cb(h->arg, NULL, 0, 0);
+	free(h);
+}
+
+int
+store_hget(struct store *st, const char *hash, const char *field,
+           size_t fieldlen, store_value_cb *cb, void *arg)
+{
+	struct hget *h;
+
+	if (!store_up(st))
+		return -1;
+	h = xmalloc(sizeof(*h));
+	h->cb = cb;
+	h->arg = arg;
+	if (redisAsyncCommand(st->ac, hget_cb, h, "HGET %s %b", hash, field,
+	                      fieldlen) != REDIS_OK) {
+		free(h);
+		return -1;
+	}
+	return 0;
+}
+
 /* A request's deadline passed with its batch unanswered: Redis is slow or
  * stopped. That counts against the breaker; when the breaker has tripped
  * twice over, the link is dropped so that the batches stuck on it fail now

@@ -73,6 +73,13 @@ int store_submit(struct store *st, struct store_req *sr);
 /* Sends what is queued. Called once per loop iteration. */
 void store_flush(struct store *st);
 
+/* HGET <hash> <field>, in the background. <cb> gets the value (NULL when
+ * the field does not exist) and err 0, or err -1 when Redis failed; it is
+ * called exactly once unless this returns -1 (store down: no call). */
+typedef void store_value_cb(void *arg, const char *val, size_t len, int err);
+int store_hget(struct store *st, const char *hash, const char *field,
+               size_t fieldlen, store_value_cb *cb, void *arg);
+
 /* Tells the store a request's deadline passed before its reply: feeds the
  * breaker, and drops a link that has stopped answering. Call it from a
  * timer, never from inside a store callback. */
