@@ -1,0 +1,272 @@
+/*
+ * The local tier (local.c): the two-phase rule across a request's checks,
+ * shadow checks, the bound on keys under a flood of distinct keys (count
+ * and resident memory), eviction order (idle keys first, CLOCK second
+ * chance), and pool sharing. The clock is an argument; nothing is timed.
+ */
+#include <criterion/criterion.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "limiter.h"
+#include "local.h"
+
+#define S  LIM_USEC_PER_SEC
+#define T0 (1000LL * S)
+
+static struct lim_params
+mk(enum lim_algo a, int64_t rate, int64_t period, int64_t burst)
+{
+	struct lim_params p;
+	const char *err = NULL;
+
+	memset(&p, 0, sizeof(p));
+	p.algo = a;
+	p.rate = rate;
+	p.period_us = period;
+	p.burst = burst;
+	cr_assert_eq(lim_params_init(&p, &err), 0, "init: %s", err);
+	return p;
+}
+
+static struct lim_result
+one(struct local *l, const struct lim_params *p, const char *key,
+    int64_t cost, int64_t now)
+{
+	struct lim_result r;
+
+	local_eval(l, p, key, strlen(key), LIM_OP_CHECK, cost, NULL, 0, now,
+	           &r);
+	return r;
+}
+
+static void
+check_init(struct local_check *c, const struct lim_params *p,
+           const char *key, int64_t cost, int shadow)
+{
+	memset(c, 0, sizeof(*c));
+	c->params = p;
+	c->key = key;
+	c->keylen = strlen(key);
+	c->op = LIM_OP_CHECK;
+	c->cost = cost;
+	c->shadow = shadow;
+}
+
+Test(local, denial_by_one_check_charges_none)
+{
+	struct local *l = local_new(100);
+	struct lim_params g = mk(LIM_GCRA, 10, S, 5);
+	struct lim_params w = mk(LIM_FIXED_WINDOW, 1, 60 * S, 0);
+	struct local_check c[2];
+
+	check_init(&c[0], &g, "rl:{a:1}", 1, 0);
+	check_init(&c[1], &w, "rl:{b:1}", 1, 0);
+	cr_expect_eq(local_eval_request(l, c, 2, T0), 1);
+	cr_expect_eq(c[0].result.remaining, 4);
+	cr_expect_eq(local_count(l), 2);
+	cr_expect_eq(local_eval_request(l, c, 2, T0), 0);
+	cr_expect_eq(c[0].result.allowed, 1);
+	cr_expect_eq(c[1].result.allowed, 0);
+	/* the gcra check was not charged by the vetoed request */
+	cr_expect_eq(one(l, &g, "rl:{a:1}", 0, T0).remaining, 4);
+	local_free(l);
+}
+
+Test(local, denial_on_a_fresh_key_stores_nothing)
+{
+	struct local *l = local_new(100);
+	struct lim_params g = mk(LIM_GCRA, 1, S, 1);
+	struct lim_params w = mk(LIM_SLIDING_LOG, 1, 60 * S, 0);
+	struct local_check c[2];
+
+	one(l, &w, "w", 1, T0);
+	check_init(&c[0], &g, "fresh", 1, 0);
+	check_init(&c[1], &w, "w", 1, 0);
+	cr_expect_eq(local_eval_request(l, c, 2, T0), 0);
+	cr_expect_eq(local_count(l), 1);
+	local_free(l);
+}
+
+Test(local, shadow_denial_does_not_veto_and_is_not_charged)
+{
+	struct local *l = local_new(100);
+	struct lim_params g = mk(LIM_GCRA, 10, S, 5);
+	struct lim_params w = mk(LIM_FIXED_WINDOW, 1, 60 * S, 0);
+	struct local_check c[2];
+
+	check_init(&c[0], &g, "g", 1, 0);
+	check_init(&c[1], &w, "w", 2, 1);
+	cr_expect_eq(local_eval_request(l, c, 2, T0), 1);
+	cr_expect_eq(c[1].result.allowed, -1);
+	cr_expect_eq(one(l, &g, "g", 0, T0).remaining, 4);
+	cr_expect_eq(one(l, &w, "w", 0, T0).remaining, 1);
+	local_free(l);
+}
+
+Test(local, force_counts_failures_past_the_limit)
+{
+	struct local *l = local_new(10);
+	struct lim_params p = mk(LIM_SLIDING_LOG, 3, 900 * S, 0);
+	struct lim_result r;
+	int i;
+
+	for (i = 0; i < 5; i++)
+		local_eval(l, &p, "u", 1, LIM_OP_FORCE, 1, NULL, 0, T0 + i, &r);
+	r = one(l, &p, "u", 1, T0 + 10);
+	cr_expect_eq(r.allowed, 0);
+	cr_expect_eq(r.retry_after_us, 900 * S - 8);
+	local_free(l);
+}
+
+Test(local, concurrency_leases_by_member)
+{
+	struct local *l = local_new(10);
+	struct lim_params p = mk(LIM_CONCURRENCY, 1, 60 * S, 0);
+	struct lim_result r;
+
+	local_eval(l, &p, "k", 1, LIM_OP_CHECK, 1, "id-1", 4, T0, &r);
+	cr_expect_eq(r.allowed, 1);
+	local_eval(l, &p, "k", 1, LIM_OP_CHECK, 1, "id-2", 4, T0, &r);
+	cr_expect_eq(r.allowed, 0);
+	local_eval(l, &p, "k", 1, LIM_OP_RELEASE, 1, "id-1", 4, T0, &r);
+	cr_expect_eq(r.remaining, 1);
+	local_eval(l, &p, "k", 1, LIM_OP_CHECK, 1, "id-2", 4, T0, &r);
+	cr_expect_eq(r.allowed, 1);
+	local_free(l);
+}
+
+Test(local, idle_keys_are_evicted_before_busy_ones)
+{
+	struct local *l = local_new(100);
+	struct lim_params idle = mk(LIM_GCRA, 1, S, 1);
+	struct lim_params busy = mk(LIM_GCRA, 1, 3600 * S, 1);
+	char key[32];
+	int i;
+
+	cr_expect_eq(one(l, &busy, "hot", 1, T0).allowed, 1);
+	for (i = 0; i < 99; i++) {
+		snprintf(key, sizeof(key), "idle-%d", i);
+		one(l, &idle, key, 1, T0);
+	}
+	cr_assert_eq(local_count(l), 100);
+	for (i = 0; i < 99; i++) {		/* all idle-* are idle by now */
+		snprintf(key, sizeof(key), "new-%d", i);
+		one(l, &busy, key, 1, T0 + 10 * S);
+	}
+	cr_expect_eq(local_count(l), 100);
+	cr_expect_eq(one(l, &busy, "hot", 1, T0 + 10 * S).allowed, 0,
+	             "the busy key was evicted before an idle one");
+	local_free(l);
+}
+
+Test(local, recently_used_keys_get_a_second_chance)
+{
+	struct local *l = local_new(64);
+	struct lim_params p = mk(LIM_GCRA, 1, 3600 * S, 1);
+	char key[32];
+	int i, kept = 0;
+
+	for (i = 0; i < 64; i++) {
+		snprintf(key, sizeof(key), "k-%d", i);
+		one(l, &p, key, 1, T0);
+	}
+	for (i = 0; i < 200; i++) {		/* a flood... */
+		snprintf(key, sizeof(key), "flood-%d", i);
+		one(l, &p, key, 1, T0);
+		one(l, &p, "hot", 1, T0);	/* ...and one key in use */
+	}
+	kept = one(l, &p, "hot", 1, T0).allowed == 0;
+	cr_expect(kept, "the key used all along was evicted");
+	cr_expect_eq(local_count(l), 64);
+	local_free(l);
+}
+
+Test(local, idle_entry_state_is_reset)
+{
+	struct local *l = local_new(8);
+	struct lim_params p = mk(LIM_GCRA, 1, S, 2);
+
+	one(l, &p, "a", 2, T0);
+	cr_expect_eq(one(l, &p, "a", 1, T0).allowed, 0);
+	cr_expect_eq(one(l, &p, "a", 0, T0 + 2 * S).remaining, 2);
+	cr_expect_eq(one(l, &p, "a", 2, T0 + 2 * S).allowed, 1);
+	local_free(l);
+}
+
+Test(local, overlong_key_is_evaluated_but_never_stored)
+{
+	struct local *l = local_new(8);
+	struct lim_params p = mk(LIM_GCRA, 1, S, 1);
+	static char key[LOCAL_KEY_MAX + 2];
+	struct lim_result r;
+
+	memset(key, 'x', sizeof(key) - 1);
+	local_eval(l, &p, key, sizeof(key) - 1, LIM_OP_CHECK, 1, NULL, 0, T0,
+	           &r);
+	cr_expect_eq(r.allowed, 1);
+	cr_expect_eq(local_count(l), 0);
+	local_free(l);
+}
+
+Test(local, share_divides_limits_among_the_pool)
+{
+	struct lim_params g = mk(LIM_GCRA, 100, S, 200);
+	struct lim_params w = mk(LIM_FIXED_WINDOW, 5, 60 * S, 0);
+
+	local_share(&g, 3);
+	cr_expect_eq(g.rate, 34);
+	cr_expect_eq(g.burst, 67);
+	cr_expect_eq(g.ei_us, S / 34);
+	local_share(&w, 10);
+	cr_expect_eq(w.rate, 1);
+	local_share(&w, 1);
+	cr_expect_eq(w.rate, 1);
+}
+
+static long
+rss_kb(void)
+{
+	FILE *f = fopen("/proc/self/status", "r");
+	char line[256];
+	long kb = -1;
+
+	cr_assert_not_null(f);
+	while (fgets(line, sizeof(line), f) != NULL)
+		if (sscanf(line, "VmRSS: %ld kB", &kb) == 1)
+			break;
+	fclose(f);
+	return kb;
+}
+
+Test(local, flood_of_a_million_keys_stays_bounded, .timeout = 120)
+{
+	const size_t max = 100000;
+	struct lim_params p = mk(LIM_GCRA, 1, 3600 * S, 5);
+	struct lim_params q = mk(LIM_SLIDING_LOG, 4, 3600 * S, 0);
+	struct local *l;
+	char key[64];
+	long before, after, bound;
+	int i, n;
+
+	before = rss_kb();
+	l = local_new(max);
+	for (i = 0; i < 1000000; i++) {
+		n = snprintf(key, sizeof(key), "rl:{ip:10.%d.%d.%d}",
+		             i >> 16, (i >> 8) & 255, i & 255);
+		local_eval(l, i % 4 ? &p : &q, key, (size_t)n, LIM_OP_CHECK,
+		           1 + i % 3, NULL, 0, T0 + i, &(struct lim_result){ 0 });
+		if (i % 4096 == 0)
+			cr_assert(local_count(l) <= max, "count %zu at %d",
+			          local_count(l), i);
+	}
+	cr_expect_eq(local_count(l), max);
+	after = rss_kb();
+	/* entries, plus the sliding-log arrays (4 slots of 8 bytes, with
+	 * malloc's 16 bytes of overhead) for a quarter of them */
+	bound = (long)((max * local_bytes_per_key(24) + max / 4 * 48) * 2
+	               / 1024) + 8192;
+	cr_expect(after - before < bound, "RSS grew %ld kB, bound %ld kB",
+	          after - before, bound);
+	local_free(l);
+}
