@@ -88,8 +88,6 @@ parse_var(const char *s, size_t n, int default_prefix, struct tmpl_part *pt,
 			return -1;
 		}
 	}
-	pt->var = xstrndup(s, namelen);
-	pt->varlen = namelen;
 	pt->prefix = default_prefix;
 	pt->has_prefix = false;
 	if (slash) {
@@ -117,6 +115,8 @@ parse_var(const char *s, size_t n, int default_prefix, struct tmpl_part *pt,
 		pt->prefix = v;
 		pt->has_prefix = true;
 	}
+	pt->var = xstrndup(s, namelen);	/* last: nothing to undo on error */
+	pt->varlen = namelen;
 	return 0;
 }
 

@@ -28,17 +28,22 @@
 
 #define PATH_MAX_LEN 160
 
-struct strbuf {
-	char  *s;
-	size_t len;
-	size_t cap;
+/* One error or warning; sorted by position before they are joined. */
+struct report {
+	int   line, col, seq;
+	char *text;			/* "file:line:col: path: message" */
+};
+
+struct reports {
+	struct report *v;
+	int            n, cap;
 };
 
 struct ctx {
 	const char      *file;
 	yaml_document_t *doc;
-	struct strbuf    err;
-	struct strbuf    warn;
+	struct reports   err;
+	struct reports   warn;
 	int              nerr;
 	struct policy   *p;
 	/* plan_lookup.default, resolved once the plans are known */
@@ -74,46 +79,100 @@ struct kw {
 
 /* ---- reporting ---------------------------------------------------------- */
 
-static void __attribute__((format(printf, 2, 0)))
-sb_vprintf(struct strbuf *b, const char *fmt, va_list ap)
+static char * __attribute__((format(printf, 1, 0)))
+xvasprintf(const char *fmt, va_list ap)
 {
 	va_list aq;
+	char *out;
 	int n;
 
 	va_copy(aq, ap);
 	n = vsnprintf(NULL, 0, fmt, aq);
 	va_end(aq);
 	if (n < 0)
-		return;
-	if (b->len + (size_t)n + 1 > b->cap) {
-		b->cap = (b->len + (size_t)n + 1) * 2;
-		b->s = xrealloc(b->s, b->cap);
-	}
-	vsnprintf(b->s + b->len, b->cap - b->len, fmt, ap);
-	b->len += (size_t)n;
+		n = 0;
+	out = xmalloc((size_t)n + 1);
+	vsnprintf(out, (size_t)n + 1, fmt, ap);
+	return out;
 }
 
-static void __attribute__((format(printf, 2, 3)))
-sb_printf(struct strbuf *b, const char *fmt, ...)
+static void __attribute__((format(printf, 5, 6)))
+add_report(struct reports *rs, int line, int col, const char *file,
+           const char *fmt, ...)
 {
+	struct report *r;
 	va_list ap;
+	char *msg;
 
 	va_start(ap, fmt);
-	sb_vprintf(b, fmt, ap);
+	msg = xvasprintf(fmt, ap);
 	va_end(ap);
+	if (rs->n == rs->cap) {
+		rs->cap = rs->cap ? rs->cap * 2 : 16;
+		rs->v = xrealloc(rs->v, (size_t)rs->cap * sizeof(*rs->v));
+	}
+	r = &rs->v[rs->n];
+	r->line = line;
+	r->col = col;
+	r->seq = rs->n++;
+	r->text = xmalloc(strlen(file) + strlen(msg) + 32);
+	sprintf(r->text, "%s:%d:%d: %s\n", file, line, col, msg);
+	free(msg);
+}
+
+static int
+report_cmp(const void *a, const void *b)
+{
+	const struct report *x = a, *y = b;
+
+	if (x->line != y->line)
+		return x->line < y->line ? -1 : 1;
+	if (x->col != y->col)
+		return x->col < y->col ? -1 : 1;
+	return x->seq < y->seq ? -1 : x->seq > y->seq;
+}
+
+/* Joins <rs> in file order into one malloc'ed text (NULL when empty) and
+ * empties it. */
+static char *
+reports_join(struct reports *rs)
+{
+	size_t len = 0, off = 0;
+	char *out = NULL;
+	int i;
+
+	if (rs->n)
+		qsort(rs->v, (size_t)rs->n, sizeof(*rs->v), report_cmp);
+	for (i = 0; i < rs->n; i++)
+		len += strlen(rs->v[i].text);
+	if (rs->n)
+		out = xmalloc(len + 1);
+	for (i = 0; i < rs->n; i++) {
+		size_t k = strlen(rs->v[i].text);
+
+		memcpy(out + off, rs->v[i].text, k);
+		off += k;
+		free(rs->v[i].text);
+	}
+	if (out)
+		out[off] = '\0';
+	free(rs->v);
+	rs->v = NULL;
+	rs->n = rs->cap = 0;
+	return out;
 }
 
 static void __attribute__((format(printf, 5, 0)))
-vreport(struct ctx *c, struct strbuf *b, const yaml_node_t *n,
+vreport(struct ctx *c, struct reports *rs, const yaml_node_t *n,
         const char *path, const char *fmt, va_list ap)
 {
 	int line = n ? (int)n->start_mark.line + 1 : 1;
 	int col = n ? (int)n->start_mark.column + 1 : 1;
+	char *msg = xvasprintf(fmt, ap);
 
-	sb_printf(b, "%s:%d:%d: %s: ", c->file, line, col,
-	          path && *path ? path : "policy");
-	sb_vprintf(b, fmt, ap);
-	sb_printf(b, "\n");
+	add_report(rs, line, col, c->file, "%s: %s", path && *path ? path : "policy",
+	           msg);
+	free(msg);
 }
 
 static void __attribute__((format(printf, 4, 5)))
@@ -252,6 +311,23 @@ static void parse_map(struct ctx *c, yaml_node_t *map, const char *path,
                       const struct kw *tab, size_t ntab, void *dst,
                       yaml_node_t **seen);
 
+static const char *
+kw_what(const struct kw *k)
+{
+	switch (k->type) {
+	case KW_INT:
+		return "an integer";
+	case KW_BOOL:
+		return "true or false";
+	case KW_DURATION:
+		return "a duration";
+	case KW_ENUM:
+		return "a name";
+	default:
+		return "a string";
+	}
+}
+
 /* Stores the value <n> of keyword <k> into <dst>. */
 static void
 parse_value(struct ctx *c, const struct kw *k, yaml_node_t *n,
@@ -274,7 +350,7 @@ parse_value(struct ctx *c, const struct kw *k, yaml_node_t *n,
 		parse_map(c, n, path, k->sub, k->nsub, base, NULL);
 		return;
 	}
-	if (!(s = scalar(c, n, path, k->type == KW_STR ? "a string" : "a value")))
+	if (!(s = scalar(c, n, path, kw_what(k))))
 		return;
 	switch (k->type) {
 	case KW_STR:
@@ -285,8 +361,8 @@ parse_value(struct ctx *c, const struct kw *k, yaml_node_t *n,
 		if (parse_int(s, &v) == -1) {
 			error_at(c, n, path, "expected an integer, got \"%s\"", s);
 		} else if (v < k->min || v > k->max) {
-			error_at(c, n, path, "%s must be between %lld and %lld",
-			         k->name, (long long)k->min, (long long)k->max);
+			error_at(c, n, path, "must be between %lld and %lld",
+			         (long long)k->min, (long long)k->max);
 		} else {
 			store_int(dst, k->size, v);
 		}
@@ -302,8 +378,8 @@ parse_value(struct ctx *c, const struct kw *k, yaml_node_t *n,
 			error_at(c, n, path, "expected a duration such as 250us, "
 			         "5ms, 30s, 15m, 1h, 1d, got \"%s\"", s);
 		} else if (v < k->min || v > k->max) {
-			error_at(c, n, path, "%s must be between %lldus and %lldus",
-			         k->name, (long long)k->min, (long long)k->max);
+			error_at(c, n, path, "must be between %lldus and %lldus",
+			         (long long)k->min, (long long)k->max);
 		} else {
 			memcpy(dst, &v, sizeof(v));
 		}
@@ -1202,12 +1278,16 @@ build_rule(struct rule_ctx *rc)
 		}
 		r->lim.algo = (enum lim_algo)a;
 	}
+	if (r->store == STORE_LOCAL && rc->seen[RK_FAIL])
+		warn_at(c, rc->seen[RK_FAIL], rpath(rc, RK_FAIL),
+		        "has no effect with store: local (nothing to fail over)");
 	rule_missing_cost(rc);
 	rule_count(rc);
 	rule_params(rc);
 	if (r->plan == RULE_PLAN_NONE && r->lim.rate > 0 &&
 	    lim_params_init(&r->lim, &lerr) == -1)
-		error_at(c, rc->node, rc->path, "%s", lerr);
+		error_at(c, rc->seen[RK_RATE] ? rc->seen[RK_RATE] : rnode(rc, RK_LIMIT),
+		         rc->path, "%s", lerr);
 }
 
 /* Fills rule <r>'s per-plan parameters once the plans are known. */
@@ -1273,7 +1353,6 @@ parse_rules(struct ctx *c, yaml_node_t *n)
 	struct policy *p = c->p;
 	yaml_node_item_t *it;
 	bool any_plan = false;
-	int i;
 
 	if (n->type != YAML_SEQUENCE_NODE) {
 		error_at(c, n, "rules", "expected a list of rules");
@@ -1307,10 +1386,6 @@ parse_rules(struct ctx *c, yaml_node_t *n)
 	if (any_plan && p->nplans > 0 && !c->plan_default)
 		error_at(c, c->plan_default_node, "plan_lookup.default",
 		         "required when rules use plan:");
-	for (i = 0; i < p->nrules; i++)
-		if (p->rules[i].store == STORE_LOCAL && p->rules[i].fail != FAIL_OPEN)
-			warn_at(c, NULL, "rules", "rule %s: fail: has no effect with store: local",
-			        p->rules[i].name ? p->rules[i].name : "?");
 }
 
 /* ---- the file ----------------------------------------------------------- */
@@ -1338,7 +1413,7 @@ parse_root(struct ctx *c, yaml_node_t *root)
 	parse_lookup(c, seen[TK_LOOKUP]);
 	if (seen[TK_RULES])
 		parse_rules(c, seen[TK_RULES]);
-	if (c->p->nrules == 0)
+	if (!seen[TK_RULES])
 		warn_at(c, root, "rules", "no rules: every request is allowed");
 	if (c->nerr == 0 && policy__index(c->p, &bad) == -1)
 		error_at(c, seen[TK_RULES], "rules", "message %s has more than %d rules",
@@ -1353,7 +1428,7 @@ load_file(struct ctx *c, const char *path)
 	FILE *f;
 
 	if (!(f = fopen(path, "rb"))) {
-		sb_printf(&c->err, "%s:0:0: policy: cannot open: %s\n", path, strerror(errno));
+		add_report(&c->err, 0, 0, path, "policy: cannot open: %s", strerror(errno));
 		c->nerr++;
 		return;
 	}
@@ -1361,12 +1436,11 @@ load_file(struct ctx *c, const char *path)
 		fatal("yaml_parser_initialize: out of memory");
 	yaml_parser_set_input_file(&parser, f);
 	if (!yaml_parser_load(&parser, &doc)) {
-		sb_printf(&c->err, "%s:%d:%d: yaml: %s%s%s\n", path,
-		          (int)parser.problem_mark.line + 1,
-		          (int)parser.problem_mark.column + 1,
-		          parser.context ? parser.context : "",
-		          parser.context ? ": " : "",
-		          parser.problem ? parser.problem : "syntax error");
+		add_report(&c->err, (int)parser.problem_mark.line + 1,
+		           (int)parser.problem_mark.column + 1, path, "yaml: %s%s%s",
+		           parser.context ? parser.context : "",
+		           parser.context ? ": " : "",
+		           parser.problem ? parser.problem : "syntax error");
 		c->nerr++;
 		yaml_parser_delete(&parser);
 		fclose(f);
@@ -1393,25 +1467,25 @@ struct policy *
 policy_load2(const char *path, char **err, char **warn)
 {
 	struct ctx c = { .file = path };
+	char *w;
 
 	c.p = xcalloc(1, sizeof(*c.p));
 	set_defaults(c.p);
 	c.p->path = xstrdup(path);
 	load_file(&c, path);
 	free(c.plan_default);
+	w = reports_join(&c.warn);
 	if (warn) {
-		*warn = c.warn.s;
-	} else if (c.warn.s) {
-		log_lines(c.warn.s);
-		free(c.warn.s);
+		*warn = w;
+	} else if (w) {
+		log_lines(w);
+		free(w);
 	}
+	*err = reports_join(&c.err);
 	if (c.nerr) {
-		*err = c.err.s;
 		policy__free(c.p);
 		return NULL;
 	}
-	free(c.err.s);
-	*err = NULL;
 	return c.p;
 }
 

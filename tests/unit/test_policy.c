@@ -1,0 +1,950 @@
+/*
+ * Unit tests of the policy (agent/policy.c, agent/policy_parse.c): loading
+ * the YAML fixtures of tests/unit/data (every field, the defaults, each
+ * kind of error with its line, column and field path, several errors in one
+ * file, warnings), the example policies of policies/, tenant plan
+ * resolution, and policy_build_checks() on hand-built SPOE messages: keys,
+ * missing: modes, cost args, failure counting, concurrency release.
+ *
+ * Paths are relative to the repository root (make runs the tests there);
+ * TEST_ROOT overrides it.
+ */
+#include <arpa/inet.h>
+#include <criterion/criterion.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "keys.h"
+#include "policy.h"
+
+/* ---- helpers ------------------------------------------------------------ */
+
+static char path_buf[512];
+
+static const char *
+data(const char *name)
+{
+	const char *root = getenv("TEST_ROOT");
+
+	snprintf(path_buf, sizeof(path_buf), "%s%stests/unit/data/%s",
+	         root ? root : "", root ? "/" : "", name);
+	return path_buf;
+}
+
+static struct policy *
+load_ok(const char *file)
+{
+	char *err = NULL, *warn = NULL;
+	struct policy *p = policy_load2(file, &err, &warn);
+
+	cr_assert_not_null(p, "%s failed to load:\n%s", file, err ? err : "");
+	cr_assert_null(err);
+	free(warn);
+	return p;
+}
+
+/* Loads <name>, which must fail; returns the error text (caller frees). */
+static char *
+load_fails(const char *name)
+{
+	char *err = NULL, *warn = NULL;
+	struct policy *p = policy_load2(data(name), &err, &warn);
+
+	cr_assert_null(p, "%s loaded", name);
+	cr_assert_not_null(err);
+	free(warn);
+	return err;
+}
+
+static int
+count_lines(const char *s)
+{
+	int n = 0;
+
+	for (; s && *s; s++)
+		n += *s == '\n';
+	return n;
+}
+
+/* Asserts that <err> has the exact line "<file>:<where>: <what>". */
+static void
+has_line(const char *err, const char *file, const char *where, const char *what)
+{
+	char want[512];
+	const char *p;
+	size_t n;
+
+	n = (size_t)snprintf(want, sizeof(want), "%s:%s: %s", data(file), where, what);
+	for (p = err; (p = strstr(p, want)); p++)
+		if ((p == err || p[-1] == '\n') && (p[n] == '\n' || p[n] == '\0'))
+			return;
+	cr_assert_fail("missing line \"%s\" in:\n%s", want, err);
+}
+
+/* Asserts that <err> has a line starting "<file>:<where>: <path>: " and
+ * containing <part>. */
+static void
+has_error(const char *err, const char *file, const char *where,
+          const char *path, const char *part)
+{
+	char head[512];
+	const char *p;
+
+	snprintf(head, sizeof(head), "%s:%s: %s: ", data(file), where, path);
+	for (p = err; (p = strstr(p, head)); p++) {
+		const char *eol = strchr(p, '\n');
+		const char *hit = strstr(p, part);
+
+		if ((p == err || p[-1] == '\n') && hit && (!eol || hit < eol))
+			return;
+	}
+	cr_assert_fail("no \"%s...%s\" in:\n%s", head, part, err);
+}
+
+static struct spop_message msg;
+
+static void
+msg_reset(const char *name)
+{
+	memset(&msg, 0, sizeof(msg));
+	msg.name.ptr = name;
+	msg.name.len = strlen(name);
+}
+
+static struct spop_arg *
+add(const char *name, enum spop_data_type type)
+{
+	struct spop_arg *a = &msg.args[msg.nargs++];
+
+	a->name.ptr = name;
+	a->name.len = strlen(name);
+	a->value.type = type;
+	msg.nargs_total = msg.nargs;
+	return a;
+}
+
+static void
+add_str(const char *name, const char *v)
+{
+	struct spop_arg *a = add(name, SPOP_DATA_STRING);
+
+	a->value.v.str.ptr = v;
+	a->value.v.str.len = strlen(v);
+}
+
+static void
+add_int(const char *name, int64_t v)
+{
+	add(name, SPOP_DATA_INT32)->value.v.i = v;
+}
+
+static void
+add_ip(const char *name, const char *text)
+{
+	struct spop_arg *a;
+
+	if (strchr(text, ':')) {
+		a = add(name, SPOP_DATA_IPV6);
+		cr_assert_eq(inet_pton(AF_INET6, text, a->value.v.ipv6), 1);
+	} else {
+		a = add(name, SPOP_DATA_IPV4);
+		cr_assert_eq(inet_pton(AF_INET, text, a->value.v.ipv4), 1);
+	}
+}
+
+static struct check checks[POLICY_MAX_CHECKS];
+
+/* The check of rule <name> among the first <n>, or NULL. */
+static const struct check *
+find(int n, const char *name)
+{
+	int i;
+
+	for (i = 0; i < n; i++)
+		if (strcmp(checks[i].rule->name, name) == 0)
+			return &checks[i];
+	return NULL;
+}
+
+static const struct rule *
+rule_named(const struct policy *p, const char *name)
+{
+	int i;
+
+	for (i = 0; i < p->nrules; i++)
+		if (strcmp(p->rules[i].name, name) == 0)
+			return &p->rules[i];
+	cr_assert_fail("no rule %s", name);
+	return NULL;
+}
+
+/* ---- loading: values ---------------------------------------------------- */
+
+Test(policy, parses_every_top_level_field)
+{
+	struct policy *p = load_ok(data("full.yaml"));
+
+	cr_assert_str_eq(p->listen, "unix:/run/rl.sock");
+	cr_assert_eq(p->workers, 4);
+	cr_assert_str_eq(p->redis_url, "redis+sentinel://s1:26379/mymaster");
+	cr_assert_eq(p->redis_timeout_us, 7000);
+	cr_assert_str_eq(p->redis_password, "s3cret");
+	cr_assert_str_eq(p->redis_username, "agent");
+	cr_assert_eq(p->pool_size, 3);
+	cr_assert_eq(p->max_conns, 500);
+	cr_assert_eq(p->idle_timeout_us, 45 * LIM_USEC_PER_SEC);
+	cr_assert_eq(p->headers, HEADERS_BOTH);
+	cr_assert_eq(p->shadow_all, true);
+	cr_assert_eq(p->local_max_keys, 5000);
+	cr_assert_eq(p->nrules, 9);
+	cr_assert_eq(p->refs, 1);
+	policy_unref(p);
+}
+
+Test(policy, parses_plans_tenants_and_lookup)
+{
+	struct policy *p = load_ok(data("full.yaml"));
+	int free_i = policy_plan_index(p, "free", 4);
+	int pro_i = policy_plan_index(p, "pro", 3);
+	int ent_i = policy_plan_index(p, "enterprise", 10);
+
+	cr_assert_eq(p->nplans, 3);
+	cr_assert(free_i >= 0 && pro_i >= 0 && ent_i >= 0);
+	cr_assert_eq(p->plans[pro_i].has_rate, true);
+	cr_assert_eq(p->plans[pro_i].rate, 600);
+	cr_assert_eq(p->plans[pro_i].period_us, 60 * LIM_USEC_PER_SEC);
+	cr_assert_eq(p->plans[pro_i].burst, 100);
+	cr_assert_eq(p->plans[pro_i].has_quota, true);
+	cr_assert_eq(p->plans[pro_i].quota, 1000000);
+	cr_assert_eq(p->plans[pro_i].quota_cal, LIM_CAL_MONTH);
+	cr_assert_eq(p->plans[ent_i].has_quota, false);	/* quota: none */
+	cr_assert_eq(p->plans[ent_i].burst, 1);		/* default */
+	cr_assert_eq(p->ntenants, 2);
+	cr_assert_str_eq(p->tenants[0].tenant, "acme");	/* sorted */
+	cr_assert_eq(p->tenants[0].plan, pro_i);
+	cr_assert_eq(p->tenants[1].plan, ent_i);
+	cr_assert_str_eq(p->plan_lookup.arg, "plan");
+	cr_assert_str_eq(p->plan_lookup.tenant_arg, "org");
+	cr_assert_str_eq(p->plan_lookup.redis_hash, "plans");
+	cr_assert_eq(p->plan_lookup.default_plan, free_i);
+	cr_assert_eq(p->plan_lookup.cache_us, 60 * LIM_USEC_PER_SEC);
+	cr_assert_eq(policy_plan_index(p, "gold", 4), -1);
+	policy_unref(p);
+}
+
+Test(policy, parses_token_rule_fields)
+{
+	struct policy *p = load_ok(data("full.yaml"));
+	const struct rule *r = rule_named(p, "ip");
+
+	cr_assert_str_eq(r->message, "rl-request");
+	cr_assert_str_eq(keys_source(r->key), "ip:{ip}");
+	cr_assert_str_eq(r->key_prefix, "rl:{ip:");
+	cr_assert_eq(r->lim.algo, LIM_GCRA);
+	cr_assert_eq(r->lim.rate, 100);
+	cr_assert_eq(r->lim.period_us, LIM_USEC_PER_SEC);
+	cr_assert_eq(r->lim.burst, 200);
+	cr_assert_eq(r->lim.ei_us, 10000);	/* lim_params_init ran */
+	cr_assert_eq(r->fail, FAIL_LOCAL);
+	cr_assert_eq(r->store, STORE_LOCAL);
+	cr_assert_eq(r->ipv6_prefix, 56);
+	cr_assert_eq(r->headers, false);
+	cr_assert_eq(r->missing, MISSING_SKIP);
+	cr_assert_eq(r->shadow, false);
+	cr_assert_eq(r->cost, 1);
+	cr_assert_null(r->cost_arg);
+	cr_assert_eq(r->index, 0);
+	cr_assert_eq(r->line, 23);
+	cr_assert_eq(r->col, 5);
+
+	r = rule_named(p, "smooth");
+	cr_assert_eq(r->lim.algo, LIM_LEAKY_BUCKET);
+	cr_assert_eq(r->lim.max_delay_us, 500000);
+	cr_assert_eq(r->lim.burst, 5);
+	cr_assert_eq(r->cost, 2);
+
+	r = rule_named(p, "bytes");
+	cr_assert_eq(r->lim.algo, LIM_TOKEN_BUCKET);
+	cr_assert_eq(r->lim.rate, 10000000);
+	cr_assert_eq(r->lim.period_us, 86400 * LIM_USEC_PER_SEC);
+	cr_assert_eq(r->lim.burst, 1000000);
+	cr_assert_str_eq(r->cost_arg, "size");
+	policy_unref(p);
+}
+
+Test(policy, parses_window_login_and_concurrency_fields)
+{
+	struct policy *p = load_ok(data("full.yaml"));
+	const struct rule *r = rule_named(p, "login-account");
+
+	cr_assert_eq(r->lim.algo, LIM_SLIDING_LOG);
+	cr_assert_eq(r->lim.rate, 5);
+	cr_assert_eq(r->lim.period_us, 15 * 60 * LIM_USEC_PER_SEC);
+	cr_assert_eq(r->count, COUNT_FAILURES);
+	cr_assert_eq(r->nfailure_status, 3);
+	cr_assert_eq(r->failure_status[2], 429);
+	cr_assert_str_eq(r->result_message, "rl-login-done");
+	cr_assert_eq(r->fail, FAIL_CLOSED);
+	cr_assert_eq(r->missing, MISSING_FALLBACK);
+	cr_assert_str_eq(keys_source(r->fallback), "login:ip:{ip/64}");
+
+	r = rule_named(p, "login-ip");
+	cr_assert_eq(r->lim.algo, LIM_SLIDING_WINDOW);
+	cr_assert_eq(r->lim.rate, 100);
+	cr_assert_eq(r->shadow, true);
+	cr_assert_eq(r->count, COUNT_ALL);
+
+	r = rule_named(p, "exports");
+	cr_assert_eq(r->lim.algo, LIM_CONCURRENCY);
+	cr_assert_eq(r->lim.rate, 2);
+	cr_assert_eq(r->lim.period_us, 5 * 60 * LIM_USEC_PER_SEC);
+	cr_assert_str_eq(keys_source(r->id), "{id}");
+	cr_assert_str_eq(r->release, "rl-done");
+
+	r = rule_named(p, "daily");
+	cr_assert_eq(r->lim.algo, LIM_FIXED_WINDOW);
+	cr_assert_eq(r->lim.calendar, LIM_CAL_DAY);
+	cr_assert_eq(r->lim.rate, 1000);
+	policy_unref(p);
+}
+
+Test(policy, parses_plan_rules)
+{
+	struct policy *p = load_ok(data("full.yaml"));
+	const struct rule *r = rule_named(p, "tenant");
+	int pro = policy_plan_index(p, "pro", 3);
+	int ent = policy_plan_index(p, "enterprise", 10);
+
+	cr_assert_eq(r->plan, RULE_PLAN_RATE);
+	cr_assert_eq(r->lim.algo, LIM_GCRA);
+	cr_assert_eq(r->lim.rate, 60);		/* the default plan's */
+	cr_assert_eq(r->plan_lim[pro].rate, 600);
+	cr_assert_eq(r->plan_lim[pro].burst, 100);
+
+	r = rule_named(p, "tenant-monthly");
+	cr_assert_eq(r->plan, RULE_PLAN_QUOTA);
+	cr_assert_eq(r->plan_lim[pro].algo, LIM_FIXED_WINDOW);
+	cr_assert_eq(r->plan_lim[pro].rate, 1000000);
+	cr_assert_eq(r->plan_lim[pro].calendar, LIM_CAL_MONTH);
+	cr_assert_eq(r->plan_lim[ent].rate, 0);	/* quota: none */
+	policy_unref(p);
+}
+
+Test(policy, applies_defaults)
+{
+	struct policy *p = load_ok(data("defaults.yaml"));
+	const struct rule *r = &p->rules[0];
+
+	cr_assert_str_eq(p->listen, "127.0.0.1:12345");
+	cr_assert_eq(p->workers, 2);
+	cr_assert_str_eq(p->redis_url, "redis://127.0.0.1:6379/0");
+	cr_assert_eq(p->redis_timeout_us, 10000);
+	cr_assert_null(p->redis_password);
+	cr_assert_eq(p->pool_size, 1);
+	cr_assert_eq(p->max_conns, 10000);
+	cr_assert_eq(p->idle_timeout_us, 30 * LIM_USEC_PER_SEC);
+	cr_assert_eq(p->headers, HEADERS_IETF);
+	cr_assert_eq(p->shadow_all, false);
+	cr_assert_eq(p->nplans, 0);
+	cr_assert_eq(p->plan_lookup.default_plan, -1);
+	cr_assert_eq(r->lim.algo, LIM_GCRA);
+	cr_assert_eq(r->lim.burst, 1);
+	cr_assert_eq(r->fail, FAIL_OPEN);
+	cr_assert_eq(r->missing, MISSING_DENY);
+	cr_assert_eq(r->store, STORE_REDIS);
+	cr_assert_eq(r->cost, 1);
+	cr_assert_eq(r->headers, true);
+	cr_assert_eq(r->count, COUNT_ALL);
+	cr_assert_eq(r->ipv6_prefix, 64);
+	policy_unref(p);
+}
+
+/* ---- loading: errors ---------------------------------------------------- */
+
+Test(policy, reports_every_error_in_file_order)
+{
+	char *err = load_fails("errors.yaml");
+	char *p;
+	int prev = 0;
+
+	/* 29 errors, one per line, sorted by line */
+	cr_assert_eq(count_lines(err), 29, "got:\n%s", err);
+	for (p = err; *p; p = strchr(p, '\n') + 1) {
+		int line = atoi(strchr(p, ':') + 1);
+
+		cr_assert_geq(line, prev);
+		prev = line;
+	}
+	free(err);
+}
+
+Test(policy, reports_top_level_value_errors)
+{
+	char *err = load_fails("errors.yaml");
+
+	has_error(err, "errors.yaml", "1:9", "listen", "expected host:port");
+	has_line(err, "errors.yaml", "2:10", "workers: must be between 1 and 256");
+	has_error(err, "errors.yaml", "4:8", "redis.url", "expected redis://");
+	has_error(err, "errors.yaml", "5:12", "redis.timeout", "expected a duration");
+	has_error(err, "errors.yaml", "7:10", "headers", "unknown headers \"fancy\"");
+	has_error(err, "errors.yaml", "8:9", "shadow", "expected true or false");
+	free(err);
+}
+
+Test(policy, reports_unknown_keys_at_the_key)
+{
+	char *err = load_fails("errors.yaml");
+
+	has_line(err, "errors.yaml", "6:3", "redis.colour: unknown key");
+	has_line(err, "errors.yaml", "38:5", "rules[4].rat: unknown key");
+	has_line(err, "errors.yaml", "41:5", "rules[4].workers: unknown key");
+	free(err);
+}
+
+Test(policy, reports_impossible_rates_and_bursts)
+{
+	char *err = load_fails("errors.yaml");
+
+	has_line(err, "errors.yaml", "16:11", "rules[0].rate: rate must be > 0");
+	has_line(err, "errors.yaml", "10:17", "plans.free.rate: rate must be > 0");
+	has_error(err, "errors.yaml", "10:31", "plans.free.burst", "must be between 1");
+	has_error(err, "errors.yaml", "24:12", "rules[2].burst", "must be between 1");
+	has_error(err, "errors.yaml", "30:12", "rules[3].limit", "must be between 1");
+	has_line(err, "errors.yaml", "37:11", "rules[4].cost: cost must be >= 0");
+	free(err);
+}
+
+Test(policy, reports_unknown_enum_values)
+{
+	char *err = load_fails("errors.yaml");
+
+	has_error(err, "errors.yaml", "20:16", "rules[1].algorithm",
+	          "unknown algorithm \"quantum\"");
+	has_error(err, "errors.yaml", "25:11", "rules[2].fail", "unknown fail \"sometimes\"");
+	has_error(err, "errors.yaml", "39:12", "rules[4].count", "unknown count \"some\"");
+	has_error(err, "errors.yaml", "31:13", "rules[3].window", "\"1fortnight\"");
+	has_error(err, "errors.yaml", "40:22", "rules[4].failure_status[0]", "\"abc\"");
+	has_error(err, "errors.yaml", "40:27", "rules[4].failure_status[1]", "\"99\"");
+	free(err);
+}
+
+Test(policy, reports_bad_templates)
+{
+	char *err = load_fails("errors.yaml");
+
+	has_error(err, "errors.yaml", "15:10", "rules[0].key", "empty placeholder {}");
+	has_error(err, "errors.yaml", "19:10", "rules[1].key", "unterminated '{'");
+	has_error(err, "errors.yaml", "26:14", "rules[2].missing", "unterminated '{'");
+	free(err);
+}
+
+Test(policy, reports_missing_required_and_duplicate_names)
+{
+	char *err = load_fails("errors.yaml");
+
+	has_line(err, "errors.yaml", "21:5", "rules[2].name: required");
+	has_line(err, "errors.yaml", "27:5", "rules[3].message: required");
+	has_line(err, "errors.yaml", "17:11",
+	         "rules[1].name: duplicate rule name \"a\" (first at line 13)");
+	free(err);
+}
+
+Test(policy, reports_unknown_plan_names)
+{
+	char *err = load_fails("errors.yaml");
+
+	has_line(err, "errors.yaml", "11:18", "tenants.acme: unknown plan \"gold\"");
+	free(err);
+	err = load_fails("plan-errors.yaml");
+	has_line(err, "plan-errors.yaml", "3:25",
+	         "plan_lookup.default: unknown plan \"platinum\"");
+	has_error(err, "plan-errors.yaml", "9:11", "rules[0].rate", "not used with plan:");
+	has_error(err, "plan-errors.yaml", "14:11", "rules[1].plan", "needs algorithm fixed-window");
+	cr_assert_eq(count_lines(err), 3, "got:\n%s", err);
+	free(err);
+	err = load_fails("noplans.yaml");
+	has_error(err, "noplans.yaml", "5:11", "rules[0].plan", "no plans: are defined");
+	free(err);
+}
+
+Test(policy, reports_fields_meaningless_for_the_algorithm)
+{
+	char *err = load_fails("errors.yaml");
+
+	has_line(err, "errors.yaml", "32:12",
+	         "rules[3].burst: not used by algorithm fixed-window");
+	free(err);
+}
+
+Test(policy, reports_wrong_types)
+{
+	char *err = load_fails("types.yaml");
+
+	has_line(err, "types.yaml", "1:10", "workers: expected an integer, got a list");
+	has_line(err, "types.yaml", "2:8", "redis: expected a mapping");
+	has_line(err, "types.yaml", "4:3", "rules: expected a list of rules");
+	cr_assert_eq(count_lines(err), 3, "got:\n%s", err);
+	free(err);
+}
+
+Test(policy, reports_yaml_syntax_errors_with_position)
+{
+	char *err = load_fails("syntax.yaml");
+
+	has_error(err, "syntax.yaml", "5:1", "yaml", "did not find expected");
+	cr_assert_eq(count_lines(err), 1);
+	free(err);
+}
+
+Test(policy, reports_unreadable_file)
+{
+	char *err = load_fails("does-not-exist.yaml");
+
+	cr_assert(strstr(err, "cannot open"), "%s", err);
+	free(err);
+}
+
+Test(policy, refuses_more_rules_per_message_than_checks)
+{
+	char *err = load_fails("too-many.yaml");
+
+	has_error(err, "too-many.yaml", "3:3", "rules", "rl-request has more than 16 rules");
+	free(err);
+}
+
+Test(policy, warns_without_failing)
+{
+	char *err = NULL, *warn = NULL;
+	struct policy *p = policy_load2(data("warnings.yaml"), &err, &warn);
+
+	cr_assert_not_null(p, "%s", err ? err : "");
+	cr_assert_not_null(warn);
+	has_error(warn, "warnings.yaml", "6:12", "rules[0].limit", "sliding-log");
+	has_error(warn, "warnings.yaml", "14:16", "rules[1].max_delay", "over 1s");
+	has_error(warn, "warnings.yaml", "15:5", "rules[2].release", "lease expires");
+	cr_assert_eq(count_lines(warn), 3, "got:\n%s", warn);
+	free(warn);
+	policy_unref(p);
+}
+
+Test(policy, example_policies_validate)
+{
+	static const char *const files[] = {
+		"policies/example.yaml", "policies/api-plans.yaml",
+		"policies/login.yaml", "policies/flood-guard.yaml",
+		"policies/monthly-quota.yaml",
+	};
+	const char *root = getenv("TEST_ROOT");
+	char path[512];
+	size_t i;
+
+	for (i = 0; i < sizeof(files) / sizeof(files[0]); i++) {
+		char *err = NULL, *warn = NULL;
+		struct policy *p;
+
+		snprintf(path, sizeof(path), "%s%s%s", root ? root : "",
+		         root ? "/" : "", files[i]);
+		p = policy_load2(path, &err, &warn);
+		cr_expect_not_null(p, "%s:\n%s", files[i], err ? err : "");
+		cr_expect_null(warn, "%s warns:\n%s", files[i], warn ? warn : "");
+		free(err);
+		free(warn);
+		policy_unref(p);
+	}
+}
+
+/* ---- references --------------------------------------------------------- */
+
+Test(policy, ref_and_unref_count)
+{
+	struct policy *p = load_ok(data("defaults.yaml"));
+
+	cr_assert_eq(policy_ref(p), p);
+	cr_assert_eq(p->refs, 2);
+	policy_unref(p);
+	cr_assert_eq(p->refs, 1);
+	policy_unref(p);		/* frees: ASan would catch a leak or reuse */
+	policy_unref(NULL);
+}
+
+/* ---- checks ------------------------------------------------------------- */
+
+Test(policy, builds_hash_tagged_keys)
+{
+	struct policy *p = load_ok(data("checks.yaml"));
+	const struct check *c;
+	int n;
+
+	msg_reset("rl-request");
+	add_str("tenant", "globex");
+	add_ip("ip", "192.0.2.7");
+	n = policy_build_checks(p, &msg, checks, POLICY_MAX_CHECKS);
+	cr_assert_eq(n, 3);		/* ip, tenant, tenant-monthly; no id */
+	c = find(n, "ip");
+	cr_assert_str_eq(c->key, "rl:{ip:ip:192.0.2.7}");
+	cr_assert_eq(c->keylen, strlen(c->key));
+	cr_assert_eq(c->kind, CHECK_EVAL);
+	cr_assert_eq(c->op, LIM_OP_CHECK);
+	cr_assert_eq(c->cost, 1);
+	cr_assert_eq(c->lim.rate, 100);
+	cr_assert_eq(c->flags, 0);
+	cr_assert_eq(c->plan, -1);
+	cr_assert_str_eq(find(n, "tenant")->key, "rl:{tenant:tenant:globex}");
+	policy_unref(p);
+}
+
+Test(policy, unknown_message_yields_no_checks)
+{
+	struct policy *p = load_ok(data("checks.yaml"));
+
+	msg_reset("rl-nothing");
+	add_str("tenant", "acme");
+	cr_assert_eq(policy_build_checks(p, &msg, checks, POLICY_MAX_CHECKS), 0);
+	msg_reset("rl-request");
+	add_str("tenant", "acme");
+	cr_assert_eq(policy_build_checks(p, &msg, checks, 1), 1);	/* <max> holds */
+	policy_unref(p);
+}
+
+Test(policy, missing_deny_gives_deny_check)
+{
+	struct policy *p = load_ok(data("checks.yaml"));
+	const struct check *c;
+	int n;
+
+	msg_reset("rl-request");
+	add_ip("ip", "192.0.2.7");
+	add_str("tenant", "");		/* empty = missing */
+	n = policy_build_checks(p, &msg, checks, POLICY_MAX_CHECKS);
+	c = find(n, "tenant");
+	cr_assert_not_null(c);
+	cr_assert_eq(c->kind, CHECK_DENY_MISSING);
+	cr_assert_eq(c->keylen, 0);
+	cr_assert_eq(find(n, "ip")->kind, CHECK_EVAL);
+	policy_unref(p);
+}
+
+Test(policy, missing_skip_gives_no_check)
+{
+	struct policy *p = load_ok(data("checks.yaml"));
+	int n;
+
+	msg_reset("rl-request");
+	add_str("tenant", "acme");
+	add("ip", SPOP_DATA_NULL);
+	n = policy_build_checks(p, &msg, checks, POLICY_MAX_CHECKS);
+	cr_assert_null(find(n, "ip"));
+	cr_assert_eq(n, 2);
+	policy_unref(p);
+}
+
+Test(policy, missing_fallback_uses_fallback_key)
+{
+	struct policy *p = load_ok(data("checks.yaml"));
+	const struct check *c;
+	int n;
+
+	msg_reset("rl-login");
+	add_ip("ip", "2001:db8:5:6::7");
+	n = policy_build_checks(p, &msg, checks, POLICY_MAX_CHECKS);
+	c = find(n, "login-account");
+	cr_assert_not_null(c);
+	cr_assert_eq(c->kind, CHECK_EVAL);
+	cr_assert_str_eq(c->key, "rl:{login-account:login:ip:2001:db8:5:6::/64}");
+	/* fallback missing too: denied, never silently unlimited */
+	msg_reset("rl-login");
+	n = policy_build_checks(p, &msg, checks, POLICY_MAX_CHECKS);
+	cr_assert_eq(find(n, "login-account")->kind, CHECK_DENY_MISSING);
+	policy_unref(p);
+}
+
+Test(policy, long_values_keep_keys_bounded_and_distinct)
+{
+	struct policy *p = load_ok(data("checks.yaml"));
+	char v1[500], v2[500], k1[POLICY_KEY_MAX + 1];
+	int n;
+
+	memset(v1, 't', sizeof(v1) - 1);
+	v1[sizeof(v1) - 1] = '\0';
+	memcpy(v2, v1, sizeof(v1));
+	v2[300] = 'u';
+	msg_reset("rl-request");
+	add_str("tenant", v1);
+	n = policy_build_checks(p, &msg, checks, POLICY_MAX_CHECKS);
+	cr_assert_eq(find(n, "tenant")->keylen, POLICY_KEY_MAX);
+	strcpy(k1, find(n, "tenant")->key);
+	msg_reset("rl-request");
+	add_str("tenant", v2);
+	n = policy_build_checks(p, &msg, checks, POLICY_MAX_CHECKS);
+	cr_assert_leq(strlen(find(n, "tenant")->key), POLICY_KEY_MAX);
+	cr_assert_str_neq(k1, find(n, "tenant")->key);
+	cr_assert_eq(strncmp(k1, "rl:{tenant:tenant:ttt", 21), 0);
+	cr_assert_eq(k1[POLICY_KEY_MAX - 1], '}');
+	policy_unref(p);
+}
+
+Test(policy, hash_tag_survives_braces_in_values)
+{
+	struct policy *p = load_ok(data("checks.yaml"));
+	const struct check *c;
+	int n;
+
+	msg_reset("rl-request");
+	add_str("tenant", "x}{y");
+	n = policy_build_checks(p, &msg, checks, POLICY_MAX_CHECKS);
+	c = find(n, "tenant");
+	cr_assert_str_eq(c->key, "rl:{tenant:tenant:x%7D%7By}");
+	policy_unref(p);
+}
+
+Test(policy, cost_from_arg)
+{
+	struct policy *p = load_ok(data("checks.yaml"));
+	int n;
+
+	msg_reset("rl-upload");
+	add_str("tenant", "acme");
+	add_int("size", 4096);
+	n = policy_build_checks(p, &msg, checks, POLICY_MAX_CHECKS);
+	cr_assert_eq(n, 2);
+	cr_assert_eq(find(n, "bytes")->cost, 4096);
+	cr_assert_eq(find(n, "bytes-skip")->cost, 4096);
+	msg_reset("rl-upload");
+	add_str("tenant", "acme");
+	add_str("size", "123");
+	n = policy_build_checks(p, &msg, checks, POLICY_MAX_CHECKS);
+	cr_assert_eq(find(n, "bytes")->cost, 123);
+	policy_unref(p);
+}
+
+Test(policy, bad_cost_arg_follows_missing_mode)
+{
+	struct policy *p = load_ok(data("checks.yaml"));
+	int n;
+
+	msg_reset("rl-upload");
+	add_str("tenant", "acme");
+	add_int("size", -5);
+	n = policy_build_checks(p, &msg, checks, POLICY_MAX_CHECKS);
+	cr_assert_eq(n, 1);		/* bytes-skip: missing: skip */
+	cr_assert_eq(find(n, "bytes")->kind, CHECK_DENY_MISSING);
+	msg_reset("rl-upload");
+	add_str("tenant", "acme");
+	add_str("size", "lots");
+	n = policy_build_checks(p, &msg, checks, POLICY_MAX_CHECKS);
+	cr_assert_eq(n, 1);
+	cr_assert_eq(find(n, "bytes")->kind, CHECK_DENY_MISSING);
+	policy_unref(p);
+}
+
+Test(policy, failures_rule_peeks_at_request_time)
+{
+	struct policy *p = load_ok(data("checks.yaml"));
+	const struct check *c;
+	int n;
+
+	msg_reset("rl-login");
+	add_str("user", "alice");
+	add_ip("ip", "192.0.2.9");
+	n = policy_build_checks(p, &msg, checks, POLICY_MAX_CHECKS);
+	cr_assert_eq(n, 2);
+	c = find(n, "login-account");
+	cr_assert_eq(c->op, LIM_OP_CHECK);
+	cr_assert_eq(c->cost, 0);
+	cr_assert_str_eq(c->key, "rl:{login-account:login:user:alice}");
+	c = find(n, "login-ip");
+	cr_assert_eq(c->op, LIM_OP_CHECK);
+	cr_assert_eq(c->cost, 1);
+	cr_assert_eq(c->flags, LIM_FL_SHADOW);
+	policy_unref(p);
+}
+
+Test(policy, failure_status_401_forces_a_charge)
+{
+	struct policy *p = load_ok(data("checks.yaml"));
+	const struct check *c;
+	int n;
+
+	msg_reset("rl-login-result");
+	add_str("user", "alice");
+	add_ip("ip", "192.0.2.9");
+	add_int("status", 401);
+	n = policy_build_checks(p, &msg, checks, POLICY_MAX_CHECKS);
+	cr_assert_eq(n, 1);
+	c = &checks[0];
+	cr_assert_str_eq(c->rule->name, "login-account");
+	cr_assert_eq(c->kind, CHECK_EVAL);
+	cr_assert_eq(c->op, LIM_OP_FORCE);
+	cr_assert_eq(c->cost, 1);
+	cr_assert_str_eq(c->key, "rl:{login-account:login:user:alice}");
+	policy_unref(p);
+}
+
+Test(policy, success_status_200_gives_no_check)
+{
+	struct policy *p = load_ok(data("checks.yaml"));
+
+	msg_reset("rl-login-result");
+	add_str("user", "alice");
+	add_int("status", 200);
+	cr_assert_eq(policy_build_checks(p, &msg, checks, POLICY_MAX_CHECKS), 0);
+	msg_reset("rl-login-result");
+	add_str("user", "alice");	/* no status at all */
+	cr_assert_eq(policy_build_checks(p, &msg, checks, POLICY_MAX_CHECKS), 0);
+	msg_reset("rl-login-result");
+	add_str("user", "alice");
+	add_str("status", "403");	/* decimal string counts */
+	cr_assert_eq(policy_build_checks(p, &msg, checks, POLICY_MAX_CHECKS), 1);
+	policy_unref(p);
+}
+
+Test(policy, custom_failure_statuses_and_result_message)
+{
+	struct policy *p = load_ok(data("full.yaml"));
+	int n;
+
+	msg_reset("rl-login-done");
+	add_str("user", "bob");
+	add_int("status", 429);
+	n = policy_build_checks(p, &msg, checks, POLICY_MAX_CHECKS);
+	cr_assert_eq(n, 1);
+	cr_assert_eq(checks[0].op, LIM_OP_FORCE);
+	cr_assert_eq(checks[0].flags, LIM_FL_SHADOW);	/* global shadow: true */
+	msg_reset("rl-login-result");	/* not the configured name */
+	add_str("user", "bob");
+	add_int("status", 401);
+	cr_assert_eq(policy_build_checks(p, &msg, checks, POLICY_MAX_CHECKS), 0);
+	policy_unref(p);
+}
+
+Test(policy, concurrency_acquire_and_release_share_key_and_member)
+{
+	struct policy *p = load_ok(data("checks.yaml"));
+	const struct check *c;
+	char key[POLICY_KEY_MAX + 1];
+	int n;
+
+	msg_reset("rl-request");
+	add_str("tenant", "acme");
+	add_str("id", "req-0001");
+	n = policy_build_checks(p, &msg, checks, POLICY_MAX_CHECKS);
+	c = find(n, "exports");
+	cr_assert_not_null(c);
+	cr_assert_eq(c->op, LIM_OP_CHECK);
+	cr_assert_eq(c->cost, 1);
+	cr_assert_str_eq(c->member, "req-0001");
+	cr_assert_eq(c->memberlen, 8);
+	cr_assert_eq(c->lim.rate, 2);
+	strcpy(key, c->key);
+
+	msg_reset("rl-done");
+	add_str("id", "req-0001");
+	add_str("tenant", "acme");
+	n = policy_build_checks(p, &msg, checks, POLICY_MAX_CHECKS);
+	cr_assert_eq(n, 1);
+	c = &checks[0];
+	cr_assert_eq(c->op, LIM_OP_RELEASE);
+	cr_assert_eq(c->cost, 0);
+	cr_assert_str_eq(c->key, key);
+	cr_assert_str_eq(c->member, "req-0001");
+
+	msg_reset("rl-done");		/* no id: nothing to release */
+	add_str("tenant", "acme");
+	cr_assert_eq(policy_build_checks(p, &msg, checks, POLICY_MAX_CHECKS), 0);
+	policy_unref(p);
+}
+
+/* ---- plans -------------------------------------------------------------- */
+
+static int
+resolver_pro(void *ctx, const struct policy *p, const char *tenant, size_t len)
+{
+	*(int *)ctx += 1;
+	if (len == 6 && memcmp(tenant, "hooli1", 6) == 0)
+		return policy_plan_index(p, "pro", 3);
+	return -1;
+}
+
+Test(policy, tenant_plan_resolution_order)
+{
+	struct policy *p = load_ok(data("checks.yaml"));
+	int pro = policy_plan_index(p, "pro", 3);
+	int ent = policy_plan_index(p, "enterprise", 10);
+	int fre = policy_plan_index(p, "free", 4);
+	int calls = 0;
+
+	msg_reset("rl-request");
+	add_str("tenant", "acme");
+	add_str("plan", "enterprise");	/* the static override wins */
+	cr_assert_eq(policy_tenant_plan(p, &msg, NULL, NULL), pro);
+	msg_reset("rl-request");
+	add_str("tenant", "globex");
+	add_str("plan", "enterprise");
+	cr_assert_eq(policy_tenant_plan(p, &msg, NULL, NULL), ent);
+	msg_reset("rl-request");
+	add_str("tenant", "globex");
+	add_str("plan", "bogus");	/* unknown plan name: default */
+	cr_assert_eq(policy_tenant_plan(p, &msg, NULL, NULL), fre);
+	msg_reset("rl-request");
+	add_str("tenant", "hooli1");
+	cr_assert_eq(policy_tenant_plan(p, &msg, resolver_pro, &calls), pro);
+	cr_assert_eq(calls, 1);
+	msg_reset("rl-request");
+	add_str("tenant", "acme");	/* static: the resolver is not asked */
+	cr_assert_eq(policy_tenant_plan(p, &msg, resolver_pro, &calls), pro);
+	cr_assert_eq(calls, 1);
+	msg_reset("rl-request");
+	add_str("tenant", "other");
+	cr_assert_eq(policy_tenant_plan(p, &msg, resolver_pro, &calls), fre);
+	policy_unref(p);
+}
+
+Test(policy, plan_rate_rules_take_the_plan_limits)
+{
+	struct policy *p = load_ok(data("checks.yaml"));
+	const struct check *c;
+	int n;
+
+	msg_reset("rl-request");
+	add_str("tenant", "acme");	/* pro */
+	n = policy_build_checks(p, &msg, checks, POLICY_MAX_CHECKS);
+	c = find(n, "tenant");
+	cr_assert_eq(c->lim.algo, LIM_GCRA);
+	cr_assert_eq(c->lim.rate, 600);
+	cr_assert_eq(c->lim.period_us, 60 * LIM_USEC_PER_SEC);
+	cr_assert_eq(c->lim.burst, 100);
+	cr_assert_eq(c->plan, policy_plan_index(p, "pro", 3));
+	c = find(n, "tenant-monthly");
+	cr_assert_eq(c->lim.algo, LIM_FIXED_WINDOW);
+	cr_assert_eq(c->lim.rate, 1000000);
+	cr_assert_eq(c->lim.calendar, LIM_CAL_MONTH);
+	cr_assert_str_eq(c->key, "rl:{tenant-monthly:tenant:acme}");
+
+	msg_reset("rl-request");
+	add_str("tenant", "nobody");	/* default: free */
+	n = policy_build_checks(p, &msg, checks, POLICY_MAX_CHECKS);
+	cr_assert_eq(find(n, "tenant")->lim.rate, 60);
+	cr_assert_eq(find(n, "tenant-monthly")->lim.rate, 10000);
+	policy_unref(p);
+}
+
+Test(policy, plan_quota_none_gives_no_check)
+{
+	struct policy *p = load_ok(data("checks.yaml"));
+	int n;
+
+	msg_reset("rl-request");
+	add_str("tenant", "initech");	/* enterprise: quota none */
+	n = policy_build_checks(p, &msg, checks, POLICY_MAX_CHECKS);
+	cr_assert_null(find(n, "tenant-monthly"));
+	cr_assert_eq(find(n, "tenant")->lim.rate, 6000);
+	/* an explicit plan index overrides the lookup */
+	n = policy_build_checks_plan(p, &msg, policy_plan_index(p, "free", 4),
+	                             checks, POLICY_MAX_CHECKS);
+	cr_assert_eq(find(n, "tenant-monthly")->lim.rate, 10000);
+	cr_assert(policy_needs_plan(p, &msg));
+	msg_reset("rl-login");
+	cr_assert(!policy_needs_plan(p, &msg));
+	policy_unref(p);
+}
