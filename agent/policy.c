@@ -118,7 +118,7 @@ msg_bind(struct policy *p, const char *msg, const struct rule *r,
 	pm->b[pm->n].rule = r;
 	pm->b[pm->n].role = role;
 	pm->n++;
-	if (role == ROLE_REQUEST && r->plan != RULE_PLAN_NONE)
+	if (r->plan != RULE_PLAN_NONE)
 		pm->needs_plan = true;
 	return 0;
 }

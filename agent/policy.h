@@ -113,7 +113,7 @@ struct policy_msg {
 	size_t                 len;
 	struct policy_binding *b;	/* in rule order */
 	int                    n;	/* <= POLICY_MAX_CHECKS (checked at load) */
-	bool                   needs_plan;	/* some binding has plan: */
+	bool                   needs_plan;	/* some bound rule has plan: */
 };
 
 struct tmpl;			/* a compiled key template (keys.c) */

@@ -71,7 +71,7 @@ count_lines(const char *s)
 static void
 has_line(const char *err, const char *file, const char *where, const char *what)
 {
-	char want[512];
+	char want[1200];
 	const char *p;
 	size_t n;
 
@@ -88,7 +88,7 @@ static void
 has_error(const char *err, const char *file, const char *where,
           const char *path, const char *part)
 {
-	char head[512];
+	char head[1200];
 	const char *p;
 
 	snprintf(head, sizeof(head), "%s:%s: %s: ", data(file), where, path);
@@ -368,8 +368,8 @@ Test(policy, reports_every_error_in_file_order)
 	char *p;
 	int prev = 0;
 
-	/* 29 errors, one per line, sorted by line */
-	cr_assert_eq(count_lines(err), 29, "got:\n%s", err);
+	/* 30 errors, one per line, sorted by line */
+	cr_assert_eq(count_lines(err), 30, "got:\n%s", err);
 	for (p = err; *p; p = strchr(p, '\n') + 1) {
 		int line = atoi(strchr(p, ':') + 1);
 
@@ -445,6 +445,7 @@ Test(policy, reports_missing_required_and_duplicate_names)
 
 	has_line(err, "errors.yaml", "21:5", "rules[2].name: required");
 	has_line(err, "errors.yaml", "27:5", "rules[3].message: required");
+	has_line(err, "errors.yaml", "42:5", "rules[5].key: required");
 	has_line(err, "errors.yaml", "17:11",
 	         "rules[1].name: duplicate rule name \"a\" (first at line 13)");
 	free(err);
@@ -848,6 +849,26 @@ Test(policy, concurrency_acquire_and_release_share_key_and_member)
 	cr_assert_eq(c->cost, 0);
 	cr_assert_str_eq(c->key, key);
 	cr_assert_str_eq(c->member, "req-0001");
+
+	{
+		char id1[400], id2[400], m1[POLICY_MEMBER_MAX + 1];
+
+		memset(id1, 'i', sizeof(id1) - 1);
+		id1[sizeof(id1) - 1] = '\0';
+		memcpy(id2, id1, sizeof(id1));
+		id2[350] = 'j';
+		msg_reset("rl-done");
+		add_str("id", id1);
+		add_str("tenant", "acme");
+		cr_assert_eq(policy_build_checks(p, &msg, checks, POLICY_MAX_CHECKS), 1);
+		cr_assert_eq(checks[0].memberlen, POLICY_MEMBER_MAX);
+		strcpy(m1, checks[0].member);
+		msg_reset("rl-done");
+		add_str("id", id2);
+		add_str("tenant", "acme");
+		cr_assert_eq(policy_build_checks(p, &msg, checks, POLICY_MAX_CHECKS), 1);
+		cr_assert_str_neq(checks[0].member, m1);	/* long ids hashed apart */
+	}
 
 	msg_reset("rl-done");		/* no id: nothing to release */
 	add_str("tenant", "acme");
