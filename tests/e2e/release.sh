@@ -1,7 +1,8 @@
 #!/bin/bash
 # Response-phase wiring of rl-done: a concurrency rule (limit 1 in flight,
 # lease 5m) only lets sequential requests through if every response sends
-# rl-done with the same unique-id that rl-request carried. Also: the
+# rl-done with the key args and the unique-id that rl-request carried, and
+# refuses a second request while one is in flight. Also: the
 # rl-request args that come from haproxy.cfg (API key, hashed) are usable
 # as keys.
 . "$(dirname "$0")/../lib.sh"
@@ -41,6 +42,19 @@ codes=""
 for i in $(seq 8); do codes="$codes $(req -H 'X-Tenant: c1' "$URL/")"; done
 expect_eq "$codes" " 200 200 200 200 200 200 200 200" \
 	"8 sequential requests under a 1-in-flight limit pass (rl-done releases each slot)"
+
+# Two at once: the second finds the slot taken (the app's /slow holds the
+# first for 1 s); once both are done the slot is free again.
+curl -s -o /dev/null -w '%{http_code}' --max-time 3 -H 'X-Tenant: c2' \
+	"$URL/slow" >"$TMP/slow1" 2>/dev/null &
+slow_pid=$!
+sleep 0.3
+c=$(req -H 'X-Tenant: c2' "$URL/")
+wait "$slow_pid"
+expect_eq "$(cat "$TMP/slow1") $c" "200 429" "a 2nd request while one is in flight: 429"
+ra=$(hdr Retry-After)
+is_posint "$ra"; ok $? "that 429 has a positive Retry-After ('$ra')"
+expect_eq "$(req -H 'X-Tenant: c2' "$URL/")" 200 "after the slow request is done the slot is free"
 
 codes=""
 for i in 1 2 3; do codes="$codes $(req -H 'X-Api-Key: secret-1' "$URL/")"; done
