@@ -110,15 +110,19 @@ lim__log_commit(const struct lim_params *p, struct lim_state *s, int op,
 	if (op == LIM_OP_RELEASE || cost <= 0)
 		return;
 	first = log_first_live(s, now, p->period_us);
-	memmove(s->ts, s->ts + first, (s->n - first) * sizeof(*s->ts));
-	s->n -= first;
+	if (first > 0) {
+		memmove(s->ts, s->ts + first, (s->n - first) * sizeof(*s->ts));
+		s->n -= first;
+	}
 	add = cost > lim ? lim : (uint32_t)cost;
 	if (s->n + add > lim) {		/* FORCE: keep the newest L */
 		uint32_t drop = s->n + add - lim;
 
 		if (drop > s->n)
 			drop = s->n;
-		memmove(s->ts, s->ts + drop, (s->n - drop) * sizeof(*s->ts));
+		if (drop > 0)
+			memmove(s->ts, s->ts + drop,
+			        (s->n - drop) * sizeof(*s->ts));
 		s->n -= drop;
 	}
 	reserve(s, s->n + add, 0);
