@@ -8,8 +8,12 @@
 . "$(dirname "$0")/lib-e2e.bash"
 need_agent
 
-haproxy -c -q -f "$HAP_CFG" >"$TMP/check.out" 2>&1
+haproxy -c -f "$HAP_CFG" >"$TMP/check.out" 2>&1
 ok $? "haproxy -c accepts the shipped config"
+! grep -E 'WARNING|ALERT' "$TMP/check.out"
+ok $? "haproxy -c prints no warnings"
+(cd / && env -u RL_SPOE_CONF haproxy -c -q -f "$HAP_CFG") >/dev/null 2>&1
+ok $? "haproxy -c from another directory, default SPOE path (default-path config)"
 
 write_policy 5 5/min
 start_stack

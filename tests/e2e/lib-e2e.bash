@@ -123,7 +123,7 @@ wait_srv_state() {
 	return 1
 }
 
-# agent_or_skip: the suites need the agent binary; say so plainly.
+# need_agent: the suites need the agent binary; say so plainly.
 need_agent() {
 	if [ ! -x "$AGENT" ]; then
 		echo "not ok - agent binary $AGENT missing (build it first)"
