@@ -85,79 +85,6 @@ struct store {
 
 static void store_connect(struct store *st);
 
-/* ---- URL -------------------------------------------------------------- */
-
-static int
-copy_part(char *dst, size_t size, const char *s, size_t n)
-{
-	if (n >= size)
-		return -1;
-	memcpy(dst, s, n);
-	dst[n] = '\0';
-	return 0;
-}
-
-static int
-parse_userinfo(const char *s, size_t n, struct store_addr *a)
-{
-	const char *colon = memchr(s, ':', n);
-
-	if (colon == NULL)
-		return copy_part(a->pass, sizeof(a->pass), s, n);
-	if (copy_part(a->user, sizeof(a->user), s, colon - s) == -1)
-		return -1;
-	return copy_part(a->pass, sizeof(a->pass), colon + 1,
-	                 n - (colon - s) - 1);
-}
-
-int
-store_parse_url(const char *url, struct store_addr *a)
-{
-	const char *p, *at, *slash, *colon, *end;
-	char *e;
-	long v;
-
-	memset(a, 0, sizeof(*a));
-	a->port = 6379;
-	if (strncmp(url, "unix:", 5) == 0) {
-		p = url + 5;
-		while (p[0] == '/' && p[1] == '/')
-			p++;
-		return *p == '\0' ? -1 : copy_part(a->path, sizeof(a->path), p, strlen(p));
-	}
-	if (strncmp(url, "redis://", 8) != 0)
-		return -1;
-	p = url + 8;
-	end = p + strlen(p);
-	slash = strchr(p, '/');
-	if (slash == NULL)
-		slash = end;
-	at = memchr(p, '@', slash - p);
-	if (at != NULL) {
-		if (parse_userinfo(p, at - p, a) == -1)
-			return -1;
-		p = at + 1;
-	}
-	colon = memchr(p, ':', slash - p);
-	if (copy_part(a->host, sizeof(a->host), p,
-	              (colon ? colon : slash) - p) == -1 || a->host[0] == '\0')
-		return -1;
-	if (colon != NULL) {
-		errno = 0;
-		v = strtol(colon + 1, &e, 10);
-		if (e != slash || errno || v <= 0 || v > 65535)
-			return -1;
-		a->port = (int)v;
-	}
-	if (*slash == '/' && slash[1] != '\0') {
-		v = strtol(slash + 1, &e, 10);
-		if (*e != '\0' || v < 0 || v > 1000000)
-			return -1;
-		a->db = (int)v;
-	}
-	return 0;
-}
-
 /* ---- breaker and backoff ------------------------------------------------ */
 
 static int
@@ -426,7 +353,7 @@ batch_take(struct store *st)
 			arg_int(b, &ap, p[0]);
 			arg_int(b, &ap, p[1]);
 			arg_int(b, &ap, p[2]);
-			arg_int(b, &ap, c->rule->shadow ? LIM_FL_SHADOW : 0);
+			arg_int(b, &ap, c->flags & LIM_FL_SHADOW);
 			arg_str(b, c->member, c->memberlen);
 		}
 	}

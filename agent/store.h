@@ -53,7 +53,8 @@ struct store_req {
 };
 
 struct store_cfg {
-	const char *url;	/* redis://[user[:pass]@]host[:port][/db], unix:/path */
+	const char *url;	/* redis://[user[:pass]@]host[:port][/db], unix:/path,
+				 * redis+sentinel://..., redis+cluster://... */
 	const char *username;	/* overrides the URL's; may be NULL */
 	const char *password;
 	int64_t     connect_timeout_us;
@@ -99,5 +100,39 @@ struct store_addr {
 	char pass[256];
 };
 int store_parse_url(const char *url, struct store_addr *a);
+
+/* ---- topologies (store_url.c) --------------------------------------------
+ *
+ *   redis+sentinel://[user[:pass]@]host[:port][,host[:port]...]/master[?db=N]
+ *   redis+cluster://[user[:pass]@]host[:port][,host[:port]...][/]
+ *
+ * Sentinel ports default to 26379, cluster ports to 6379; IPv6 hosts go in
+ * brackets. The userinfo (or the policy's redis.username/password, which
+ * win) authenticates to the data nodes, never to the sentinels. */
+#define STORE_MAX_SEEDS 16
+
+enum store_topo_kind {
+	STORE_TOPO_SINGLE = 0,
+	STORE_TOPO_SENTINEL,
+	STORE_TOPO_CLUSTER,
+};
+
+struct store_seed {
+	char host[256];
+	int  port;
+};
+
+struct store_topo {
+	enum store_topo_kind kind;
+	int                  nseeds;
+	struct store_seed    seeds[STORE_MAX_SEEDS];
+	char                 master[128];	/* sentinel: the master's name */
+	int                  db;		/* sentinel only; cluster is db 0 */
+	char                 user[128];
+	char                 pass[256];
+};
+
+/* Parses a redis+sentinel:// or redis+cluster:// URL. Returns 0 or -1. */
+int store_parse_topo_url(const char *url, struct store_topo *t);
 
 #endif
