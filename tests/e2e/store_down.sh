@@ -1,6 +1,7 @@
 #!/bin/bash
-# Redis dies while the agent lives: the agent still ACKs within HAProxy's
-# timeout processing and each rule applies its fail mode. The tenant rule
+# Redis frozen (SIGSTOP), then dead (kill -9), while the agent lives: the
+# agent still ACKs within HAProxy's timeout processing and each rule
+# applies its fail mode. The tenant rule
 # (fail: open) lets requests through with txn.rl.degraded=1; the login rule
 # (fail: closed) makes the agent answer status 503, which the shipped config
 # turns into a 503 with Retry-After. No 500s, no hangs, no SPOE timeouts.
@@ -15,6 +16,32 @@ ok $? "stack up, agent UP"
 expect_eq "$(req -H 'X-Tenant: a' "$URL/")" 200 "Redis up: 200"
 
 eval "rpid=\$REDIS_PID_$REDIS_PORT"
+
+# ---- Redis frozen (SIGSTOP): connected but silent, so only the agent's own
+# per-request deadline (redis.timeout 10ms) can answer.
+kill -STOP "$rpid"
+bad=""; slow=""
+for i in $(seq 5); do
+	c=$(req -H 'X-Tenant: a' "$URL/")
+	[ "$c" = 200 ] || bad="$bad /:$c"
+	[ "$(last_time_ms)" -lt 1000 ] || slow="$slow /:$(last_time_ms)ms"
+	c=$(req -X POST -H 'X-Tenant: b' -H 'X-Login-User: bob' "$URL/login")
+	[ "$c" = 503 ] || bad="$bad /login:$c"
+	[ "$(last_time_ms)" -lt 1000 ] || slow="$slow /login:$(last_time_ms)ms"
+done
+kill -CONT "$rpid"
+expect_eq "$bad" "" "Redis frozen: fail: open passes (200), fail: closed refuses (503)"
+expect_eq "$slow" "" "Redis frozen: every answer within 1 s"
+! grep -q 'SPOE: \[rl-agent\].*st=[1-9]' "$TMP/haproxy.log"
+ok $? "Redis frozen: no SPOE timeout (the agent answered within its deadline)"
+ok_back=1
+for i in $(seq 50); do
+	[ "$(req -X POST -H 'X-Tenant: b' -H 'X-Login-User: carol' -H 'X-Login-Password: letmein' "$URL/login")" = 200 ] && { ok_back=0; break; }
+	sleep 0.1
+done
+ok $ok_back "Redis thawed: decisions come from Redis again (within 5 s)"
+
+# ---- Redis dead (kill -9): connection refused on reconnect.
 kill -9 "$rpid"; wait "$rpid" 2>/dev/null
 sleep 0.2
 
