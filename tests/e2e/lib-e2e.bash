@@ -25,7 +25,8 @@ SF_PARAM=';[a-z*][a-z0-9_.*-]*(=(-?[0-9]{1,15}|"([^"\\]|\\.)*"|[A-Za-z*][A-Za-z0
 SF_MEMBER="$SF_STRING($SF_PARAM)*"
 SF_LIST="^$SF_MEMBER( *, *$SF_MEMBER)*\$"
 
-# write_policy [TENANT_BURST [TENANT_RATE]]: the test policy into $POLICY:
+# write_policy [TENANT_BURST [TENANT_RATE [REDIS_TIMEOUT]]]: the test
+# policy into $POLICY:
 # a gcra "tenant" rule (burst 5, 5/min, missing: deny, fail: open) and a
 # login rule counting failures per account (3 per 15m, fail: closed).
 write_policy() {
@@ -34,7 +35,7 @@ listen: 127.0.0.1:$AGENT_PORT
 workers: 2
 redis:
   url: redis://127.0.0.1:$REDIS_PORT/0
-  timeout: 10ms
+  timeout: ${3:-10ms}
 rules:
   - name: tenant
     message: rl-request

@@ -9,12 +9,15 @@
 need_agent
 command -v wrk >/dev/null || { echo "not ok - wrk not installed (make deps)"; FAIL=1; finish; }
 
-write_policy 20 100/s
+# A Redis budget of 50ms (still under timeout processing 100ms): this test
+# is about atomicity under concurrency, not latency on a loaded 2-CPU box;
+# a degraded (fail: open) decision would admit uncharged requests.
+write_policy 20 100/s 50ms
 start_stack
 ok $? "stack up, agent UP"
 
 start=$(date +%s.%N)
-wrk -t 2 -c 8 -d 3s -H 'X-Tenant: busy' "$URL/" >"$TMP/wrk.out" 2>&1
+wrk -t 1 -c 8 -d 3s -H 'X-Tenant: busy' "$URL/" >"$TMP/wrk.out" 2>&1
 end=$(date +%s.%N)
 ok $? "wrk ran"
 sleep 0.3
@@ -35,7 +38,7 @@ min=$(awk -v s="$start" -v e="$end" 'BEGIN { printf "%d", 100 * (e - s - 1) }')
 [ "$n200" -ge "$min" ]; ok $? "no under-admission: $n200 allowed >= $min"
 ! grep -q 'SPOE: \[rl-agent\].*st=[1-9]' "$TMP/haproxy.log"
 ok $? "no SPOE errors (every NOTIFY ACKed within timeout processing)"
-! grep -q 'rl_degraded=1' "$TMP/haproxy.log"
-ok $? "no degraded decisions (Redis within its budget)"
+ndeg=$(grep -c 'rl_degraded=1' "$TMP/haproxy.log")
+expect_eq "$ndeg" 0 "no degraded decisions (Redis within its 50ms budget)"
 
 finish
