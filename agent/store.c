@@ -30,6 +30,7 @@
 
 #include "log.h"
 #include "metrics.h"
+#include "sentinel.h"
 #include "store.h"
 #include "util.h"
 
@@ -81,9 +82,17 @@ struct store {
 	struct store_req      *head, *tail;	/* queued, not sent */
 	int                    queued;
 	unsigned int           seed;
+	/* Sentinel: the master is found, verified with ROLE, and followed */
+	struct sentinel       *sen;		/* NULL for a plain URL */
+	int                    discovering;
+	ev_timer               kick;		/* drop the link outside its
+						 * callbacks, then reconnect */
+	int                    kick_direct;	/* to addr, not rediscovering */
 };
 
 static void store_connect(struct store *st);
+static void connect_addr(struct store *st);
+static void kick_link(struct store *st, int direct);
 
 /* ---- breaker and backoff ------------------------------------------------ */
 
@@ -273,6 +282,10 @@ batch_cb(redisAsyncContext *ac, void *r, void *privdata)
 	if (reply->type == REDIS_REPLY_ERROR || batch_deliver(b, reply) == -1) {
 		if (reply->type == REDIS_REPLY_ERROR)
 			log_warn("redis_error", "error=\"%.200s\"", reply->str);
+		if (reply->type == REDIS_REPLY_ERROR && st->sen != NULL &&
+		    (strncmp(reply->str, "READONLY", 8) == 0 ||
+		     strncmp(reply->str, "MASTERDOWN", 10) == 0))
+			kick_link(st, 0);	/* on a replica now: rediscover */
 		metrics_redis_error(st->m, METRICS_REDIS_REPLY);
 		batch_failed(st);
 		batch_fail(b, STORE_EREPLY);
@@ -495,6 +508,38 @@ send_setup(struct store *st)
 }
 
 static void
+link_up(struct store *st)
+{
+	ev_timer_stop(st->loop, &st->retry);
+	st->state = ST_UP;
+	st->backoff_us = STORE_BACKOFF_MIN_US;
+	store_flush(st);
+}
+
+/* Sentinel: a master found through the sentinels may have been demoted by
+ * the time we connect; only a master takes writes. */
+static void
+role_cb(redisAsyncContext *ac, void *r, void *privdata)
+{
+	struct store *st = privdata;
+	redisReply *reply = r;
+
+	if (reply == NULL || st->ac != ac || st->state != ST_CONNECTING)
+		return;			/* the link is going: disconnect_cb */
+	if (reply->type == REDIS_REPLY_ARRAY && reply->elements > 0 &&
+	    reply->element[0]->type == REDIS_REPLY_STRING &&
+	    strcmp(reply->element[0]->str, "master") == 0) {
+		link_up(st);
+		return;
+	}
+	log_warn("redis_not_master", "host=%s port=%d role=%.40s", st->addr.host,
+	         st->addr.port, reply->type == REDIS_REPLY_ARRAY &&
+	         reply->elements > 0 && reply->element[0]->type == REDIS_REPLY_STRING ?
+	         reply->element[0]->str : "?");
+	kick_link(st, 0);
+}
+
+static void
 connect_cb(const redisAsyncContext *ac, int status)
 {
 	struct store *st = ac->data;
@@ -511,10 +556,14 @@ connect_cb(const redisAsyncContext *ac, int status)
 		return;
 	}
 	log_info("redis_connected", "host=%s port=%d", st->addr.host, st->addr.port);
-	st->state = ST_UP;
-	st->backoff_us = STORE_BACKOFF_MIN_US;
 	send_setup(st);
-	store_flush(st);
+	if (st->sen != NULL) {		/* UP once ROLE says master */
+		redisAsyncCommand(st->ac, role_cb, st, "ROLE");
+		ev_timer_set(&st->retry, (double)st->connect_timeout_us / 1e6, 0.);
+		ev_timer_start(st->loop, &st->retry);
+		return;
+	}
+	link_up(st);
 }
 
 static void
@@ -558,8 +607,98 @@ retry_cb(struct ev_loop *loop, ev_timer *w, int revents)
 		store_connect(st);
 }
 
+/* Sentinel: the master's address, or NULL when no sentinel answered. */
+static void
+found_cb(void *arg, const char *host, int port)
+{
+	struct store *st = arg;
+
+	st->discovering = 0;
+	if (st->ac != NULL)
+		return;			/* a +switch-master got there first */
+	if (host == NULL) {
+		schedule_reconnect(st);
+		return;
+	}
+	snprintf(st->addr.host, sizeof(st->addr.host), "%s", host);
+	st->addr.port = port;
+	connect_addr(st);
+}
+
+static void
+switched_cb(void *arg, const char *host, int port)
+{
+	struct store *st = arg;
+
+	if (st->ac != NULL && st->addr.port == port &&
+	    strcmp(st->addr.host, host) == 0)
+		return;
+	snprintf(st->addr.host, sizeof(st->addr.host), "%s", host);
+	st->addr.port = port;
+	kick_link(st, 1);
+}
+
+/* Drops the link now: pending batches get a NULL reply (and their fail
+ * mode), queued requests are refused. Never call it from one of the
+ * link's own callbacks: use kick_link(). */
+static void
+drop_link(struct store *st)
+{
+	redisAsyncContext *ac = st->ac;
+
+	st->state = ST_DOWN;
+	if (ac != NULL) {
+		st->ac = NULL;
+		ac->data = NULL;
+		redisAsyncFree(ac);
+	}
+	fail_queue(st, STORE_EDOWN);
+}
+
+static void
+kick_cb(struct ev_loop *loop, ev_timer *w, int revents)
+{
+	struct store *st = container_of(w, struct store, kick);
+
+	ev_timer_stop(st->loop, &st->retry);
+	drop_link(st);
+	if (st->kick_direct)
+		connect_addr(st);
+	else
+		store_connect(st);
+}
+
+/* Schedules drop_link() and a reconnect, to <st->addr> when <direct>, else
+ * through the sentinels. Safe from inside any callback. */
+static void
+kick_link(struct store *st, int direct)
+{
+	if (ev_is_active(&st->kick)) {
+		st->kick_direct |= direct;
+		return;
+	}
+	st->kick_direct = direct;
+	st->state = ST_DOWN;		/* refuse new work at once */
+	ev_timer_stop(st->loop, &st->retry);	/* kick_cb reconnects */
+	ev_timer_set(&st->kick, 0., 0.);
+	ev_timer_start(st->loop, &st->kick);
+}
+
 static void
 store_connect(struct store *st)
+{
+	if (st->sen == NULL) {
+		connect_addr(st);
+		return;
+	}
+	if (!st->discovering) {
+		st->discovering = 1;
+		sentinel_discover(st->sen);
+	}
+}
+
+static void
+connect_addr(struct store *st)
 {
 	redisAsyncContext *ac;
 
@@ -591,8 +730,23 @@ store_new(struct ev_loop *loop, const struct store_cfg *cfg,
           struct metrics_worker *m, const char **err)
 {
 	struct store *st = xcalloc(1, sizeof(*st));
+	struct store_topo t;
 
-	if (store_parse_url(cfg->url, &st->addr) == -1) {
+	if (strncmp(cfg->url, "redis+", 6) == 0) {
+		if (store_parse_topo_url(cfg->url, &t) == -1) {
+			*err = "bad redis url (want redis+sentinel://host:port[,host:port...]/master[?db=N] or redis+cluster://host:port[,host:port...])";
+			free(st);
+			return NULL;
+		}
+		if (t.kind == STORE_TOPO_CLUSTER) {
+			*err = "redis+cluster:// is not supported yet";
+			free(st);
+			return NULL;
+		}
+		snprintf(st->addr.user, sizeof(st->addr.user), "%s", t.user);
+		snprintf(st->addr.pass, sizeof(st->addr.pass), "%s", t.pass);
+		st->addr.db = t.db;
+	} else if (store_parse_url(cfg->url, &st->addr) == -1) {
 		*err = "bad redis url (want redis://[user:pass@]host[:port][/db] or unix:/path)";
 		free(st);
 		return NULL;
@@ -608,6 +762,10 @@ store_new(struct ev_loop *loop, const struct store_cfg *cfg,
 	                         cfg->connect_timeout_us : 1000000;
 	st->seed = (unsigned int)(uintptr_t)st ^ (unsigned int)util_wall_us();
 	ev_init(&st->retry, retry_cb);
+	ev_init(&st->kick, kick_cb);
+	if (strncmp(cfg->url, "redis+sentinel://", 17) == 0)
+		st->sen = sentinel_new(loop, &t, st->connect_timeout_us, found_cb,
+		                       switched_cb, st);
 	store_connect(st);
 	return st;
 }
@@ -618,6 +776,8 @@ store_free(struct store *st)
 	if (st == NULL)
 		return;
 	ev_timer_stop(st->loop, &st->retry);
+	ev_timer_stop(st->loop, &st->kick);
+	sentinel_free(st->sen);
 	fail_queue(st, STORE_EDOWN);
 	if (st->ac != NULL) {
 		st->ac->data = NULL;

@@ -1,0 +1,384 @@
+/*
+ * Sentinel discovery and +switch-master, on one worker loop.
+ *
+ * Two hiredis async contexts, both to sentinels:
+ *  - the query context asks SENTINEL get-master-addr-by-name. A try is
+ *    bounded by <qtimer>; a failed try (no connection, error reply, nil,
+ *    timeout) moves to the next sentinel, and after a full round with no
+ *    answer <found> gets NULL so the store backs off and asks again. The
+ *    context is kept open between discoveries.
+ *  - the subscription context, in SUBSCRIBE mode on +switch-master. When it
+ *    drops, it is reopened on the next sentinel after a short delay.
+ * Contexts are freed only from our own timers, never inside one of their
+ * callbacks; a callback that finds its context is no longer the current
+ * one ignores its reply. Sentinels are not authenticated (their password,
+ * if any, is not the data nodes').
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <ev.h>
+#include <hiredis/async.h>
+#include <hiredis/hiredis.h>
+#include <hiredis/adapters/libev.h>
+
+#include "log.h"
+#include "sentinel.h"
+#include "util.h"
+
+#define SUB_RETRY_S 0.5
+
+struct sentinel {
+	struct ev_loop    *loop;
+	struct store_topo  t;
+	double             timeout_s;
+	sentinel_addr_cb  *found, *switched;
+	void              *arg;
+	/* discovery */
+	redisAsyncContext *qac;
+	int                qidx;	/* sentinel of qac / of the next try */
+	int                querying;	/* a discovery is running */
+	int                pending;	/* a query is in flight on qac */
+	int                tried;	/* tries in this round */
+	ev_timer           qtimer;	/* try timeout, or "next try now" */
+	/* subscription */
+	redisAsyncContext *sac;
+	int                sidx;
+	int                sub_up;
+	ev_timer           stimer;	/* connect timeout / resubscribe */
+};
+
+static redisAsyncContext *
+open_ctx(struct sentinel *s, int idx, redisConnectCallback *ccb,
+         redisDisconnectCallback *dcb)
+{
+	const struct store_seed *sd = &s->t.seeds[idx];
+	redisAsyncContext *ac = redisAsyncConnect(sd->host, sd->port);
+
+	if (ac == NULL || ac->err) {
+		log_warn("sentinel_connect_failed", "host=%s port=%d error=\"%s\"",
+		         sd->host, sd->port, ac ? ac->errstr : "oom");
+		if (ac != NULL)
+			redisAsyncFree(ac);
+		return NULL;
+	}
+	ac->data = s;
+	redisLibevAttach(s->loop, ac);
+	redisAsyncSetConnectCallback(ac, ccb);
+	redisAsyncSetDisconnectCallback(ac, dcb);
+	return ac;
+}
+
+static void
+arm(struct sentinel *s, ev_timer *t, double after)
+{
+	ev_timer_stop(s->loop, t);
+	ev_timer_set(t, after, 0.);
+	ev_timer_start(s->loop, t);
+}
+
+/* ---- discovery ------------------------------------------------------------ */
+
+static void
+q_connect_cb(const redisAsyncContext *ac, int status)
+{
+	struct sentinel *s = ac->data;
+
+	if (s != NULL && status != REDIS_OK)
+		log_warn("sentinel_connect_failed", "host=%s port=%d error=\"%s\"",
+		         s->t.seeds[s->qidx].host, s->t.seeds[s->qidx].port,
+		         ac->errstr);
+}
+
+static void
+q_disconnect_cb(const redisAsyncContext *ac, int status)
+{
+	struct sentinel *s = ac->data;
+
+	if (s != NULL && s->qac == ac)
+		s->qac = NULL;
+}
+
+/* Drops qac; only from a timer or from outside any of its callbacks. */
+static void
+q_close(struct sentinel *s)
+{
+	redisAsyncContext *ac = s->qac;
+
+	if (ac == NULL)
+		return;
+	s->qac = NULL;
+	s->pending = 0;
+	ac->data = NULL;
+	redisAsyncFree(ac);
+}
+
+/* The try failed: go on with the next sentinel from the timer. */
+static void
+q_fail(struct sentinel *s)
+{
+	s->pending = 0;
+	s->qidx = (s->qidx + 1) % s->t.nseeds;
+	arm(s, &s->qtimer, 0.);
+}
+
+static int
+parse_addr(redisReply *r, char *host, size_t hsize, int *port)
+{
+	long v;
+	char *e;
+
+	if (r->type != REDIS_REPLY_ARRAY || r->elements != 2 ||
+	    r->element[0]->type != REDIS_REPLY_STRING ||
+	    r->element[1]->type != REDIS_REPLY_STRING ||
+	    r->element[0]->len == 0 || r->element[0]->len >= hsize)
+		return -1;
+	memcpy(host, r->element[0]->str, r->element[0]->len);
+	host[r->element[0]->len] = '\0';
+	v = strtol(r->element[1]->str, &e, 10);
+	if (*e != '\0' || v <= 0 || v > 65535)
+		return -1;
+	*port = (int)v;
+	return 0;
+}
+
+static void
+query_cb(redisAsyncContext *ac, void *r, void *privdata)
+{
+	struct sentinel *s = privdata;
+	redisReply *reply = r;
+	char host[256];
+	int port;
+
+	if (ac != s->qac || !s->pending)
+		return;			/* abandoned (timeout) or freed */
+	ev_timer_stop(s->loop, &s->qtimer);
+	if (reply == NULL) {
+		s->qac = NULL;		/* hiredis frees it after this */
+		q_fail(s);
+		return;
+	}
+	if (parse_addr(reply, host, sizeof(host), &port) == -1) {
+		log_warn("sentinel_no_master", "host=%s port=%d master=%s error=\"%.100s\"",
+		         s->t.seeds[s->qidx].host, s->t.seeds[s->qidx].port,
+		         s->t.master, reply->type == REDIS_REPLY_ERROR ? reply->str :
+		         "unknown master");
+		q_fail(s);
+		return;
+	}
+	s->pending = 0;
+	s->querying = 0;
+	log_info("sentinel_master", "master=%s host=%s port=%d", s->t.master,
+	         host, port);
+	s->found(s->arg, host, port);
+}
+
+static void
+query_try(struct sentinel *s)
+{
+	if (s->qac == NULL)
+		s->qac = open_ctx(s, s->qidx, q_connect_cb, q_disconnect_cb);
+	if (s->qac == NULL ||
+	    redisAsyncCommand(s->qac, query_cb, s,
+	                      "SENTINEL get-master-addr-by-name %s",
+	                      s->t.master) != REDIS_OK) {
+		q_close(s);
+		q_fail(s);
+		return;
+	}
+	s->pending = 1;
+	arm(s, &s->qtimer, s->timeout_s);
+}
+
+/* Fires for a try that timed out and to start the next try. */
+static void
+qtimer_cb(struct ev_loop *loop, ev_timer *w, int revents)
+{
+	struct sentinel *s = container_of(w, struct sentinel, qtimer);
+
+	if (s->pending) {		/* this try timed out */
+		log_warn("sentinel_timeout", "host=%s port=%d",
+		         s->t.seeds[s->qidx].host, s->t.seeds[s->qidx].port);
+		q_close(s);
+		q_fail(s);
+		return;
+	}
+	if (!s->querying)
+		return;
+	if (s->tried++ == s->t.nseeds) {
+		s->querying = 0;
+		s->found(s->arg, NULL, 0);
+		return;
+	}
+	q_close(s);			/* a previous try's sentinel */
+	query_try(s);
+}
+
+void
+sentinel_discover(struct sentinel *s)
+{
+	if (s->querying)
+		return;
+	s->querying = 1;
+	s->tried = 0;
+	if (s->qac != NULL) {		/* reuse the open context first */
+		s->tried = 1;
+		query_try(s);
+		return;
+	}
+	arm(s, &s->qtimer, 0.);
+}
+
+/* ---- +switch-master ---------------------------------------------------- */
+
+static void sub_open(struct sentinel *s);
+
+static void
+s_connect_cb(const redisAsyncContext *ac, int status)
+{
+	struct sentinel *s = ac->data;
+
+	if (s == NULL || ac != s->sac || status != REDIS_OK)
+		return;			/* failures come as a NULL reply */
+	ev_timer_stop(s->loop, &s->stimer);
+	s->sub_up = 1;
+	log_info("sentinel_subscribed", "host=%s port=%d",
+	         s->t.seeds[s->sidx].host, s->t.seeds[s->sidx].port);
+}
+
+static void
+s_disconnect_cb(const redisAsyncContext *ac, int status)
+{
+	struct sentinel *s = ac->data;
+
+	if (s == NULL || ac != s->sac)
+		return;
+	s->sac = NULL;
+	s->sub_up = 0;
+	s->sidx = (s->sidx + 1) % s->t.nseeds;
+	arm(s, &s->stimer, SUB_RETRY_S);
+}
+
+/* "<name> <old-ip> <old-port> <new-ip> <new-port>" */
+static void
+on_switch(struct sentinel *s, const char *msg, size_t len)
+{
+	char name[128], host[256], buf[512];
+	int port;
+
+	if (len >= sizeof(buf))
+		return;
+	memcpy(buf, msg, len);
+	buf[len] = '\0';
+	if (sscanf(buf, "%127s %*s %*s %255s %d", name, host, &port) != 3 ||
+	    strcmp(name, s->t.master) != 0 || port <= 0 || port > 65535)
+		return;
+	log_info("sentinel_switch_master", "master=%s host=%s port=%d", name,
+	         host, port);
+	s->switched(s->arg, host, port);
+}
+
+static void
+sub_cb(redisAsyncContext *ac, void *r, void *privdata)
+{
+	struct sentinel *s = privdata;
+	redisReply *reply = r;
+
+	if (ac != s->sac)
+		return;
+	if (reply == NULL) {		/* the disconnect callback follows */
+		if (s->sac != NULL && !s->sub_up) {
+			s->sac = NULL;	/* connect failed: hiredis frees it */
+			s->sidx = (s->sidx + 1) % s->t.nseeds;
+			arm(s, &s->stimer, SUB_RETRY_S);
+		}
+		return;
+	}
+	if (reply->type == REDIS_REPLY_ARRAY && reply->elements == 3 &&
+	    reply->element[0]->type == REDIS_REPLY_STRING &&
+	    strcmp(reply->element[0]->str, "message") == 0 &&
+	    reply->element[2]->type == REDIS_REPLY_STRING)
+		on_switch(s, reply->element[2]->str, reply->element[2]->len);
+}
+
+static void
+sub_open(struct sentinel *s)
+{
+	s->sac = open_ctx(s, s->sidx, s_connect_cb, s_disconnect_cb);
+	if (s->sac == NULL ||
+	    redisAsyncCommand(s->sac, sub_cb, s, "SUBSCRIBE +switch-master") != REDIS_OK) {
+		if (s->sac != NULL) {
+			redisAsyncContext *ac = s->sac;
+
+			s->sac = NULL;
+			ac->data = NULL;
+			redisAsyncFree(ac);
+		}
+		s->sidx = (s->sidx + 1) % s->t.nseeds;
+		arm(s, &s->stimer, SUB_RETRY_S);
+		return;
+	}
+	arm(s, &s->stimer, s->timeout_s);	/* connect timeout */
+}
+
+/* Reopens a dropped subscription, or gives up on a connect that hangs. */
+static void
+stimer_cb(struct ev_loop *loop, ev_timer *w, int revents)
+{
+	struct sentinel *s = container_of(w, struct sentinel, stimer);
+
+	if (s->sac != NULL && !s->sub_up) {
+		redisAsyncContext *ac = s->sac;
+
+		log_warn("sentinel_timeout", "host=%s port=%d subscribe=1",
+		         s->t.seeds[s->sidx].host, s->t.seeds[s->sidx].port);
+		s->sac = NULL;
+		ac->data = NULL;
+		redisAsyncFree(ac);
+		s->sidx = (s->sidx + 1) % s->t.nseeds;
+		arm(s, &s->stimer, SUB_RETRY_S);
+		return;
+	}
+	if (s->sac == NULL)
+		sub_open(s);
+}
+
+/* ---- life ------------------------------------------------------------- */
+
+struct sentinel *
+sentinel_new(struct ev_loop *loop, const struct store_topo *t,
+             int64_t timeout_us, sentinel_addr_cb *found,
+             sentinel_addr_cb *switched, void *arg)
+{
+	struct sentinel *s = xcalloc(1, sizeof(*s));
+
+	s->loop = loop;
+	s->t = *t;
+	s->timeout_s = (double)timeout_us / 1e6;
+	s->found = found;
+	s->switched = switched;
+	s->arg = arg;
+	ev_init(&s->qtimer, qtimer_cb);
+	ev_init(&s->stimer, stimer_cb);
+	sub_open(s);
+	return s;
+}
+
+void
+sentinel_free(struct sentinel *s)
+{
+	if (s == NULL)
+		return;
+	ev_timer_stop(s->loop, &s->qtimer);
+	ev_timer_stop(s->loop, &s->stimer);
+	q_close(s);
+	if (s->sac != NULL) {
+		redisAsyncContext *ac = s->sac;
+
+		s->sac = NULL;
+		ac->data = NULL;
+		redisAsyncFree(ac);
+	}
+	free(s);
+}
