@@ -1,0 +1,424 @@
+#!/bin/sh
+# make bench: the side-by-side benchmark of issue 6, in one bounded run
+# (about 2.5 minutes with the defaults; every wait is bounded, every
+# process started here is stopped by the EXIT trap of tests/lib.sh, every
+# socket is on 127.0.0.1).
+#
+#   BUILD=build sh tests/bench/run.sh
+#
+# Measures, in this order, on this machine:
+#   1. the agent alone: spop-bench (pipelined SPOP connections) against the
+#      agent + Redis, one gcra rule over 10,000 tenants: decisions/s, agent
+#      CPU per decision (/proc utime+stime), Redis CPU per decision (INFO
+#      cpu), next to redis-benchmark doing one EVALSHA of the same script
+#      per decision (the naive design); then the same at half saturation.
+#   2. memory: agent RSS per 100,000 local-tier keys and per 10,000 SPOP
+#      connections.
+#   3. HTTP through the real haproxy, driven by wrk at fixed connection
+#      counts: (a) no limiter, (b) stick-table limiter, (c) agent + Redis,
+#      (d) (c) with one tenant flooding a denied key, the shipped
+#      haproxy/haproxy.cfg, and (a)/(c) again at half of (c)'s rate.
+#      CPU per request of haproxy, agent, Redis and wrk for each.
+# Prints a table and writes it to $BUILD/bench/results.md (raw outputs next
+# to it). Knobs: BENCH_DURATION (s per measured run, 10), BENCH_CONNS (wrk
+# connections, 50), BENCH_SPOP_CONNS (16), BENCH_PIPELINE (20),
+# BENCH_PROFILE=1 (perf record -g the agent during the agent-alone run,
+# report in $BUILD/bench/profile.txt).
+[ -n "${BASH_VERSION:-}" ] || exec bash "$0" "$@"
+. "$(dirname "$0")/../lib.sh"
+set +u			# missing results print empty, not abort
+
+DUR=${BENCH_DURATION:-10}
+CONNS=${BENCH_CONNS:-50}
+WRK_T=${BENCH_WRK_THREADS:-2}
+SPOP_C=${BENCH_SPOP_CONNS:-16}
+PIPE=${BENCH_PIPELINE:-20}
+TENANTS=10000
+MEM_KEYS=100000
+MEM_CONNS=10000
+HZ=$(getconf CLK_TCK)
+BDIR="$ROOT/tests/bench"
+OUT="$ROOT/$BUILD/bench"
+BENCH="$TOOLS/spop-bench"
+mkdir -p "$OUT"
+rm -f "$OUT"/*.wrk "$OUT"/*.out
+
+for t in haproxy wrk redis-server redis-cli redis-benchmark curl; do
+	command -v "$t" >/dev/null || { echo "bench: $t is not installed (make deps)" >&2; exit 1; }
+done
+for f in "$AGENT" "$BENCH"; do
+	[ -x "$f" ] || { echo "bench: $f missing (make BUILD=$BUILD all)" >&2; exit 1; }
+done
+ulimit -n 20000 2>/dev/null || ulimit -n "$(ulimit -Hn)" 2>/dev/null
+NOFILE=$(ulimit -n)
+if [ "$NOFILE" != unlimited ] && [ "$NOFILE" -lt $((MEM_CONNS + 200)) ]; then
+	MEM_CONNS=$((NOFILE - 200))
+	echo "bench: ulimit -n is $NOFILE, the connection test opens $MEM_CONNS" >&2
+fi
+
+RP=$(port 1); AP=$(port 2); MP=$(port 3); HP=$(port 4)
+LAP=$(port 5); LMP=$(port 6); SAPP=$(port 7)
+
+say() { echo "bench: $*" >&2; }
+
+# ---- measuring helpers ---------------------------------------------------
+ticks() { awk '{print $14 + $15}' "/proc/$1/stat" 2>/dev/null || echo 0; }
+rss_kb() { awk '/^VmRSS/ {print $2}' "/proc/$1/status" 2>/dev/null || echo 0; }
+rcpu() {
+	redis-cli -p "$RP" info cpu | tr -d '\r' |
+		awk -F: '/^used_cpu_(sys|user):/ {s += $2} END {printf "%.6f\n", s}'
+}
+rcalls() {
+	redis-cli -p "$RP" info commandstats | tr -d '\r' |
+		awk -F'[=,:]' '/^cmdstat_(evalsha|eval):/ {s += $3} END {print s + 0}'
+}
+# metric PORT NAME: the sample NAME (a name, or a name with its labels),
+# summed over the label sets when NAME has none
+metric() {
+	curl -s -m 2 "http://127.0.0.1:$1/metrics" |
+		awk -v k="$2" '$1 == k || index($1, k "{") == 1 {s += $NF} END {printf "%.0f\n", s}'
+}
+# kv FILE NAME: the value of NAME= in a spop-bench output line
+kv() { tr ' ' '\n' <"$1" | sed -n "s/^$2=//p" | tail -n 1; }
+# num EXPR [DECIMALS]: awk arithmetic; "n/a" on a zero divisor
+num() {
+	awk -v f="${2:-2}" "BEGIN { x = 0; ok = 1; $1; if (!ok) print \"n/a\"; else printf (\"%.\" f \"f\n\", x) }"
+}
+div() { num "if (($2) + 0 == 0) ok = 0; else x = ($1) / ($2)" "${3:-2}"; }
+# wrk_lat FILE PCT: a latency percentile of wrk --latency, in µs
+wrk_lat() {
+	awk -v p="$2%" '$1 == p {
+		v = $2
+		if (v ~ /us$/) { sub(/us$/, "", v); print v + 0 }
+		else if (v ~ /ms$/) { sub(/ms$/, "", v); print v * 1000 }
+		else if (v ~ /m$/) { sub(/m$/, "", v); print v * 60000000 }
+		else if (v ~ /s$/) { sub(/s$/, "", v); print v * 1000000 }
+	}' "$1"
+}
+stop_pid() {
+	kill "$1" 2>/dev/null
+	for _ in $(seq 50); do kill -0 "$1" 2>/dev/null || return 0; sleep 0.05; done
+	kill -9 "$1" 2>/dev/null
+}
+
+declare -A R		# results: R[name.field]
+
+# ---- processes -----------------------------------------------------------
+cat >"$TMP/agent.yaml" <<YAML
+# the gcra rule of paths (c)/(d) and of the agent-alone run: 1000/s per
+# tenant, so 10,000 random tenants at any rate reachable here are allowed
+# and one flooding tenant is denied. timeout 100ms (= the SPOE timeout
+# processing) so that a saturated Redis shows up as latency, not as
+# fail-open ("degraded") answers that would flatter decisions/s.
+listen: 127.0.0.1:$AP
+workers: 2
+max_conns: 20000
+redis: { url: "redis://127.0.0.1:$RP/0", timeout: 100ms }
+rules:
+  - name: tenant
+    message: rl-request
+    key: "tenant:{tenant}"
+    algorithm: gcra
+    rate: 1000/s
+    burst: 1000
+    missing: deny
+    fail: open
+YAML
+cat >"$TMP/local.yaml" <<YAML
+# memory: the local tier only (no Redis call), room for every key.
+listen: 127.0.0.1:$LAP
+workers: 2
+max_conns: 20000
+redis: { url: "redis://127.0.0.1:$RP/0" }
+local: { max_keys: 200000 }
+rules:
+  - name: flood
+    message: rl-request
+    key: "tenant:{tenant}"
+    algorithm: gcra
+    rate: 1000/s
+    burst: 1000
+    store: local
+YAML
+
+start_redis "$RP"
+RPID=$(eval echo "\$REDIS_PID_$RP")
+start_agent "$TMP/agent.yaml" -q -m "127.0.0.1:$MP"
+APID=$AGENT_PID
+wait_port "$AP" || exit 1
+wait_port "$MP" || exit 1
+SHA=$(redis-cli -p "$RP" SCRIPT LOAD "$(cat "$ROOT/agent/lua/ratelimit.lua")")
+
+# ---- 1. the agent alone ----------------------------------------------------
+say "agent alone: spop-bench -c $SPOP_C -P $PIPE, ${DUR}s"
+redis-cli -p "$RP" flushall >/dev/null
+a0=$(ticks "$APID"); r0=$(rcpu); k0=$(rcalls)
+perfpid=
+if [ "${BENCH_PROFILE:-0}" = 1 ] && command -v perf >/dev/null; then
+	( sleep 2; timeout 5 perf record -F 1999 -g -p "$APID" -o "$OUT/agent.perf" \
+		>/dev/null 2>&1 ) &
+	perfpid=$!
+fi
+"$BENCH" -a "127.0.0.1:$AP" -c "$SPOP_C" -P "$PIPE" -d "$DUR" -w 1 \
+	-k "$TENANTS" >"$OUT/agent-sat.out" 2>&1
+a1=$(ticks "$APID"); r1=$(rcpu); k1=$(rcalls)
+[ -n "$perfpid" ] && wait "$perfpid"
+n=$(kv "$OUT/agent-sat.out" acks_total)
+R[as.dps]=$(kv "$OUT/agent-sat.out" decisions_per_s)
+R[as.p50]=$(kv "$OUT/agent-sat.out" p50_us)
+R[as.p99]=$(kv "$OUT/agent-sat.out" p99_us)
+R[as.err]=$(kv "$OUT/agent-sat.out" errors)
+R[as.degraded]=$(kv "$OUT/agent-sat.out" degraded)
+R[as.self]=$(kv "$OUT/agent-sat.out" self_cpu_us_per_dec)
+R[as.agent]=$(div "($a1 - $a0) * 1000000 / $HZ" "$n")
+R[as.redis]=$(div "($r1 - $r0) * 1000000" "$n")
+R[as.batch]=$(div "$n" "$k1 - $k0" 1)
+if [ -f "$OUT/agent.perf" ]; then
+	perf report -i "$OUT/agent.perf" --no-children --stdio --percent-limit 0.7 \
+		>"$OUT/profile.txt" 2>/dev/null
+	perf report -i "$OUT/agent.perf" --children --stdio --no-call-graph \
+		--percent-limit 2 >"$OUT/profile-children.txt" 2>/dev/null
+fi
+
+half=$(num "x = int(${R[as.dps]:-0} / 2)" 0)
+say "agent alone at half saturation: spop-bench -R $half, 5s"
+"$BENCH" -a "127.0.0.1:$AP" -c "$SPOP_C" -P "$PIPE" -d 5 -w 1 -R "$half" \
+	-k "$TENANTS" >"$OUT/agent-half.out" 2>&1
+R[ah.dps]=$(kv "$OUT/agent-half.out" decisions_per_s)
+R[ah.p50]=$(kv "$OUT/agent-half.out" p50_us)
+R[ah.p99]=$(kv "$OUT/agent-half.out" p99_us)
+
+NAIVE_N=$(num "x = int(${R[as.dps]:-0} * 3 / 4); if (x < 50000) x = 50000; if (x > 200000) x = 200000" 0)
+say "naive design: redis-benchmark, $NAIVE_N x one EVALSHA per decision"
+redis-cli -p "$RP" flushall >/dev/null
+r0=$(rcpu); k0=$(rcalls)
+timeout 60 redis-benchmark -p "$RP" -n "$NAIVE_N" -c "$SPOP_C" -P "$PIPE" -r "$TENANTS" -q \
+	EVALSHA "$SHA" 1 'rl:{tenant:tenant:t__rand_int__}' 1 1 0 0 1 1000 1000000 0 0 "" \
+	2>&1 | tr '\r' '\n' | grep 'requests per second' | tail -n 1 >"$OUT/naive.out"
+r1=$(rcpu); k1=$(rcalls)
+R[nv.rps]=$(grep -o '[0-9.]* requests per second' "$OUT/naive.out" | cut -d' ' -f1)
+R[nv.calls]=$((k1 - k0))
+R[nv.redis]=$(div "($r1 - $r0) * 1000000" "$k1 - $k0")
+R[redis.ratio]=$(div "${R[as.redis]}" "${R[nv.redis]}")
+
+# ---- 2. memory -------------------------------------------------------------
+say "memory: $MEM_KEYS local-tier keys"
+start_agent "$TMP/local.yaml" -q -m "127.0.0.1:$LMP"
+LPID=$AGENT_PID
+wait_port "$LAP" || exit 1
+"$BENCH" -a "127.0.0.1:$LAP" -c 1 -P 1 -d 0.2 -w 0 -k 1 >/dev/null 2>&1
+sleep 0.2
+m0=$(rss_kb "$LPID")
+"$BENCH" -a "127.0.0.1:$LAP" -c "$SPOP_C" -P "$PIPE" -o once -d 60 -w 0 \
+	-k "$MEM_KEYS" >"$OUT/mem-keys.out" 2>&1
+sleep 0.2
+m1=$(rss_kb "$LPID")
+keys=$(metric "$LMP" spoa_rl_local_keys)
+[ "${keys:-0}" -gt 0 ] || keys=$(kv "$OUT/mem-keys.out" acks_total)	# distinct keys sent
+R[mem.keys]=$keys
+R[mem.keys_rss0]=$m0
+R[mem.per100k]=$(div "($m1 - $m0) * $MEM_KEYS / 1024" "$keys" 1)
+R[mem.perkey]=$(div "($m1 - $m0) * 1024" "$keys" 0)
+
+say "memory: $MEM_CONNS SPOP connections"
+c0=$(rss_kb "$LPID")
+"$BENCH" -a "127.0.0.1:$LAP" -c "$MEM_CONNS" -H 3 -t 30 >"$OUT/mem-conns.out" 2>&1 &
+bpid=$!
+for _ in $(seq 400); do grep -q '^ready' "$OUT/mem-conns.out" && break; sleep 0.1; done
+sleep 0.5
+c1=$(rss_kb "$LPID")
+conns=$(metric "$LMP" spoa_rl_spop_connections)
+wait "$bpid"
+R[mem.conns]=$conns
+R[mem.conns_ready]=$(sed -n 's/^ready conns=\([0-9]*\).*/\1/p' "$OUT/mem-conns.out")
+R[mem.per10k]=$(div "($c1 - $c0) * $MEM_CONNS / 1024" "$conns" 1)
+R[mem.perconn]=$(div "($c1 - $c0) * 1024" "$conns" 0)
+stop_pid "$LPID"
+
+# ---- 3. HTTP through haproxy ---------------------------------------------
+# hap_start CFG [VAR=VALUE...]: haproxy -db on CFG with the bench env.
+hap_start() {
+	cfg=$1; shift
+	env BENCH_BIND="127.0.0.1:$HP" BENCH_AGENT="127.0.0.1:$AP" \
+		BENCH_SPOE_CONF="$BDIR/spoe-bench.conf" "$@" \
+		haproxy -db -f "$cfg" >>"$TMP/haproxy.log" 2>&1 &
+	HAPROXY_PID=$!
+	PIDS="$PIDS $HAPROXY_PID"
+	wait_port "$HP" || { tail -n 20 "$TMP/haproxy.log" >&2; exit 1; }
+	sleep 0.3
+}
+hap_stop() { stop_pid "$HAPROXY_PID"; }
+
+# run_wrk NAME CONNS [VAR=VALUE...]: a 1 s warm-up, then DUR seconds of wrk
+# under `time`, with the CPU of haproxy, the agent and Redis read around it.
+run_wrk() {
+	name=$1 c=$2; shift 2
+	env "$@" wrk -t"$WRK_T" -c "$c" -d 1s -s "$BDIR/tenants.lua" \
+		"http://127.0.0.1:$HP/" >/dev/null 2>&1
+	h0=$(ticks "$HAPROXY_PID"); a0=$(ticks "$APID"); r0=$(rcpu); k0=$(rcalls)
+	d0=$(metric "$MP" 'spoa_rl_decisions_total{rule="tenant",outcome="denied"}')
+	t0=$(metric "$MP" spoa_rl_decisions_total)
+	g0=$(metric "$MP" 'spoa_rl_decisions_total{rule="tenant",outcome="degraded"}')
+	f0=$(metric "$MP" 'spoa_rl_spop_frames_total{type="notify"}')
+	s0=$(date +%s.%N)
+	TIMEFORMAT='%3U %3S'
+	{ time env "$@" wrk -t"$WRK_T" -c "$c" -d "${DUR}s" --latency \
+		-s "$BDIR/tenants.lua" "http://127.0.0.1:$HP/" >"$OUT/$name.wrk" 2>&1; } \
+		2>"$TMP/$name.time"
+	s1=$(date +%s.%N)
+	h1=$(ticks "$HAPROXY_PID"); a1=$(ticks "$APID"); r1=$(rcpu); k1=$(rcalls)
+	d1=$(metric "$MP" 'spoa_rl_decisions_total{rule="tenant",outcome="denied"}')
+	t1=$(metric "$MP" spoa_rl_decisions_total)
+	g1=$(metric "$MP" 'spoa_rl_decisions_total{rule="tenant",outcome="degraded"}')
+	f1=$(metric "$MP" 'spoa_rl_spop_frames_total{type="notify"}')
+	n=$(awk '/requests in/ {print $1}' "$OUT/$name.wrk")
+	n=${n:-0}
+	wall=$(num "x = $s1 - $s0" 3)
+	wcpu=$(awk '{print $1 + $2}' "$TMP/$name.time")
+	R[$name.conns]=$c
+	R[$name.n]=$n
+	R[$name.rps]=$(awk '/^Requests\/sec:/ {printf "%.0f", $2}' "$OUT/$name.wrk")
+	R[$name.p50]=$(wrk_lat "$OUT/$name.wrk" 50)
+	R[$name.p99]=$(wrk_lat "$OUT/$name.wrk" 99)
+	R[$name.non2xx]=$(awk '/Non-2xx/ {print $NF}' "$OUT/$name.wrk")
+	R[$name.non2xx]=${R[$name.non2xx]:-0}
+	R[$name.sockerr]=$(awk '/Socket errors/ {gsub(/[^0-9 ]/, ""); s = 0; for (i = 1; i <= NF; i++) s += $i; print s}' "$OUT/$name.wrk")
+	R[$name.sockerr]=${R[$name.sockerr]:-0}
+	R[$name.hap]=$(div "($h1 - $h0) * 1000000 / $HZ" "$n")
+	R[$name.agent]=$(div "($a1 - $a0) * 1000000 / $HZ" "$n")
+	R[$name.redis]=$(div "($r1 - $r0) * 1000000" "$n")
+	R[$name.wrk]=$(div "$wcpu * 1000000" "$n")
+	R[$name.hap_pct]=$(div "($h1 - $h0) * 100 / $HZ" "$wall" 0)
+	R[$name.agent_pct]=$(div "($a1 - $a0) * 100 / $HZ" "$wall" 0)
+	R[$name.redis_pct]=$(div "($r1 - $r0) * 100" "$wall" 0)
+	R[$name.wrk_pct]=$(div "$wcpu * 100" "$wall" 0)
+	R[$name.total]=$(num "x = ${R[$name.hap]/n\/a/0} + ${R[$name.agent]/n\/a/0} + ${R[$name.redis]/n\/a/0} + ${R[$name.wrk]/n\/a/0}" 1)
+	R[$name.calls]=$((k1 - k0))
+	R[$name.denied]=$((d1 - d0))
+	R[$name.degraded]=$((g1 - g0))
+	R[$name.dec_per_req]=$(div "$t1 - $t0" "$n")
+	R[$name.notify_per_req]=$(div "$f1 - $f0" "$n")
+	R[$name.calls_per_req]=$(div "$k1 - $k0" "$n" 3)
+	say "  $name: ${R[$name.rps]} req/s, p99 ${R[$name.p99]} µs, non-2xx ${R[$name.non2xx]}"
+}
+
+say "HTTP (a): haproxy, no limiter, wrk -c $CONNS, ${DUR}s"
+hap_start "$BDIR/a-nolimit.cfg"
+run_wrk a "$CONNS"
+hap_stop
+
+say "HTTP (b): haproxy stick-table limiter"
+hap_start "$BDIR/b-sticktable.cfg"
+run_wrk b "$CONNS"
+hap_stop
+
+say "HTTP (c): haproxy + spoa-ratelimit + redis, 10,000 tenants"
+redis-cli -p "$RP" flushall >/dev/null
+hap_start "$BDIR/c-spoa.cfg"
+run_wrk c "$CONNS"
+say "HTTP (d): one tenant flooding a denied key"
+run_wrk d "$CONNS" BENCH_TENANT=flood
+
+# Half of (c)'s saturation rate. wrk has no -R (wrk2 is not in Debian), so
+# the load is paced: every connection waits DELAY ms after each response
+# (wrk's delay() hook), with CONNS_HALF = rate x (DELAY + ~0.5 ms) / 1000
+# connections, the same for (a) and (c). The achieved rates are reported.
+DELAY=10
+HALF_RATE=$(num "x = int(${R[c.rps]:-0} / 2)" 0)
+HALF_C=$(num "x = int($HALF_RATE * ($DELAY + 0.5) / 1000 + 0.5); if (x < $WRK_T) x = $WRK_T" 0)
+say "HTTP (c) at half of (c)'s rate: ~$HALF_RATE req/s = $HALF_C connections x 1/${DELAY}ms"
+redis-cli -p "$RP" flushall >/dev/null
+run_wrk c_half "$HALF_C" BENCH_DELAY_MS="$DELAY"
+hap_stop
+say "HTTP (a) at the same pacing"
+hap_start "$BDIR/a-nolimit.cfg"
+run_wrk a_half "$HALF_C" BENCH_DELAY_MS="$DELAY"
+hap_stop
+
+say "HTTP: the shipped haproxy/haproxy.cfg (grp-done on every response, backend hop, request log)"
+redis-cli -p "$RP" flushall >/dev/null
+hap_start "$ROOT/haproxy/haproxy.cfg" RL_BIND="127.0.0.1:$HP" \
+	RL_AGENT="127.0.0.1:$AP" RL_APP="127.0.0.1:$SAPP"
+run_wrk shipped "$CONNS"
+hap_stop
+
+# ---- the table -------------------------------------------------------------
+met() {	# met VALUE OP TARGET
+	case $1 in ''|n/a) echo "n/a"; return;; esac
+	if awk "BEGIN { exit !($1 $2 $3) }"; then echo "met"; else echo "**not met**"; fi
+}
+ms() { case $1 in ''|n/a) echo n/a;; *) num "x = $1 / 1000" 2;; esac; }
+
+R[ratio.ca]=$(div "${R[c.rps]}" "${R[a.rps]}")
+R[ratio.cb]=$(div "${R[c.rps]}" "${R[b.rps]}")
+R[add.p99]=$(num "x = (${R[c.p99]:-0} - ${R[a.p99]:-0}) / 1000" 2)
+R[add.p99half]=$(num "x = (${R[c_half.p99]:-0} - ${R[a_half.p99]:-0}) / 1000" 2)
+R[d.calls_per_denied]=$(div "${R[d.calls]}" "${R[d.denied]}" 4)
+R[d.redis_per_denied]=$(div "${R[d.redis]} * ${R[d.n]}" "${R[d.denied]}" 2)
+
+cpu_model=$(sed -n 's/^model name[[:space:]]*: //p' /proc/cpuinfo | head -n 1)
+{
+	echo "# spoa-ratelimit benchmark ($(date -u +%Y-%m-%dT%H:%MZ))"
+	echo
+	echo "Machine: $(nproc) CPUs, $cpu_model; $(uname -sr); haproxy $(haproxy -v | sed -n '1s/HAProxy version \([^ ]*\).*/\1/p'), redis $(redis-server --version | sed 's/.*v=\([^ ]*\).*/\1/'), agent $(cd "$ROOT" && git describe --always --dirty 2>/dev/null)."
+	echo "All processes share the machine's cores; figures are from one run."
+	echo
+	echo "## Targets"
+	echo
+	echo "| target | measured | |"
+	echo "|---|---|---|"
+	echo "| agent alone: agent CPU per decision <= 2 µs | ${R[as.agent]} µs | $(met "${R[as.agent]}" '<=' 2) |"
+	echo "| Redis CPU per decision <= 1/3 of one EVALSHA per request | ${R[as.redis]} / ${R[nv.redis]} µs = ${R[redis.ratio]} | $(met "${R[redis.ratio]}" '<=' 0.3334) |"
+	echo "| near-cache flood (d): Redis calls per denied request <= 0.01 | ${R[d.calls]} / ${R[d.denied]} = ${R[d.calls_per_denied]} | $(met "${R[d.calls_per_denied]}" '<=' 0.01) |"
+	echo "| HTTP (c) >= 0.5 x (b) req/s | ${R[c.rps]} / ${R[b.rps]} = ${R[ratio.cb]} | $(met "${R[ratio.cb]}" '>=' 0.5) |"
+	echo "| added p99 of (c) over (a) <= 1 ms at half of (c)'s rate | ${R[add.p99half]} ms (at ${R[c_half.rps]} / ${R[a_half.rps]} req/s) | $(met "${R[add.p99half]}" '<=' 1) |"
+	echo
+	echo "## HTTP through haproxy (wrk -t$WRK_T, ${DUR} s, X-Tenant random over $TENANTS tenants)"
+	echo
+	echo "| path | conns | req/s | p50 ms | p99 ms | non-2xx | sock err | SPOE NOTIFY/req | agent decisions/req | degraded | EVALSHA/req |"
+	echo "|---|---|---|---|---|---|---|---|---|---|---|"
+	for p in a b c d shipped a_half c_half; do
+		case $p in
+		a) l="(a) no limiter";; b) l="(b) stick table";; c) l="(c) agent + Redis";;
+		d) l="(d) flood, one denied tenant";; shipped) l="shipped haproxy.cfg";;
+		a_half) l="(a) paced";; c_half) l="(c) paced, ~half of (c)";;
+		esac
+		echo "| $l | ${R[$p.conns]} | ${R[$p.rps]} | $(ms "${R[$p.p50]}") | $(ms "${R[$p.p99]}") | ${R[$p.non2xx]} | ${R[$p.sockerr]} | ${R[$p.notify_per_req]} | ${R[$p.dec_per_req]} | ${R[$p.degraded]} | ${R[$p.calls_per_req]} |"
+	done
+	echo
+	echo "Ratios: (c)/(a) = ${R[ratio.ca]}, (c)/(b) = ${R[ratio.cb]} (req/s); added p99 of (c) over (a): ${R[add.p99]} ms at $CONNS connections, ${R[add.p99half]} ms paced at ~half of (c)'s rate."
+	echo "(d): ${R[d.denied]} requests denied, ${R[d.calls]} EVALSHA calls (${R[d.calls_per_denied]} per denied request), Redis CPU ${R[d.redis_per_denied]} µs per denied request."
+	echo
+	echo "### CPU per request (µs, from /proc utime+stime and Redis INFO cpu) and share of one core"
+	echo
+	echo "| path | haproxy | agent | redis | wrk | total µs/req | haproxy % | agent % | redis % | wrk % |"
+	echo "|---|---|---|---|---|---|---|---|---|---|"
+	for p in a b c d shipped a_half c_half; do
+		echo "| $p | ${R[$p.hap]} | ${R[$p.agent]} | ${R[$p.redis]} | ${R[$p.wrk]} | ${R[$p.total]} | ${R[$p.hap_pct]} | ${R[$p.agent_pct]} | ${R[$p.redis_pct]} | ${R[$p.wrk_pct]} |"
+	done
+	echo
+	echo "## The agent alone (spop-bench -c $SPOP_C -P $PIPE, ${DUR} s, rl-request over $TENANTS tenants)"
+	echo
+	echo "| figure | value |"
+	echo "|---|---|"
+	echo "| decisions/s (saturated) | ${R[as.dps]} |"
+	echo "| ACK latency p50 / p99 (saturated, $((SPOP_C * PIPE)) in flight) | $(ms "${R[as.p50]}") / $(ms "${R[as.p99]}") ms |"
+	echo "| ACK latency p50 / p99 at ${R[ah.dps]} decisions/s (half, paced) | $(ms "${R[ah.p50]}") / $(ms "${R[ah.p99]}") ms |"
+	echo "| agent CPU per decision | ${R[as.agent]} µs |"
+	echo "| Redis CPU per decision, agent (batched EVALSHA) | ${R[as.redis]} µs |"
+	echo "| decisions per EVALSHA | ${R[as.batch]} |"
+	echo "| Redis CPU per decision, naive (redis-benchmark, 1 EVALSHA per decision, -c $SPOP_C -P $PIPE) | ${R[nv.redis]} µs (${R[nv.rps]} EVALSHA/s) |"
+	echo "| ratio batched / naive | ${R[redis.ratio]} |"
+	echo "| load generator's own CPU per decision | ${R[as.self]} µs |"
+	echo "| errors / degraded (fail-mode) decisions | ${R[as.err]} / ${R[as.degraded]} |"
+	echo
+	echo "## Memory (agent VmRSS)"
+	echo
+	echo "| figure | value |"
+	echo "|---|---|"
+	echo "| per $MEM_KEYS local-tier keys (${R[mem.keys]} keys held) | ${R[mem.per100k]} MiB (${R[mem.perkey]} B/key) |"
+	echo "| per $MEM_CONNS SPOP connections (${R[mem.conns]} open after HELLO) | ${R[mem.per10k]} MiB (${R[mem.perconn]} B/conn) |"
+} >"$OUT/results.md"
+cat "$OUT/results.md"
+echo
+say "written to $OUT/results.md (raw outputs in $OUT)"
