@@ -95,7 +95,7 @@ decide(const struct check *checks, const struct outcome *out, int n,
 	for (int i = 0; i < n; i++) {
 		const struct check *c = &checks[i];
 		const struct outcome *o = &out[i];
-		int shadow = c->rule->shadow, denies;
+		int shadow = (c->flags & LIM_FL_SHADOW) != 0, denies;
 
 		if (o->src == SRC_NOT_RUN)
 			continue;

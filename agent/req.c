@@ -24,6 +24,7 @@
 #include "local.h"
 #include "log.h"
 #include "metrics.h"
+#include "nearcache.h"
 #include "plancache.h"
 #include "policy.h"
 #include "req.h"
@@ -38,6 +39,7 @@ struct req {
 	uint64_t          sid, fid;
 	int               n;			/* checks */
 	int               nredis;
+	int64_t           sent_us;		/* when the Redis call was queued */
 	ev_timer          timer;		/* Redis deadline, then ACK delay */
 	struct store_req  sr;
 	struct decision   d;
@@ -145,6 +147,9 @@ store_done_cb(struct store_req *sr, int err)
 
 			r->out[i].src = SRC_STORE;
 			r->out[i].res = r->results[i];
+			if (nearcache_eligible(&r->checks[i]))
+				nearcache_learn(r->w->near, &r->checks[i],
+				                &r->results[i], r->sent_us);
 		}
 	}
 	req_finish(r);
@@ -169,6 +174,7 @@ send_to_store(struct req *r)
 	r->sr.n = r->nredis;
 	r->sr.results = r->results;
 	r->sr.cb = store_done_cb;
+	r->sent_us = util_now_us();
 	if (store_submit(r->w->store, &r->sr) != STORE_OK) {
 		apply_fail_modes(r);
 		req_finish(r);
@@ -202,11 +208,26 @@ build_checks(struct req *r, const struct spop_frame *f, int *status)
 	return rc;
 }
 
+/* Answers a Redis check from the near-cache when its key is known to be
+ * denied. Returns 1 on a hit. */
+static int
+near_hit(struct req *r, int i, int64_t now)
+{
+	const struct check *c = &r->checks[i];
+
+	if (!nearcache_eligible(c) ||
+	    !nearcache_lookup(r->w->near, c, now, &r->out[i].res))
+		return 0;
+	metrics_near_cache_hit(r->w->m);
+	return 1;
+}
+
 /* Decides the checks that need no Redis. Returns 1 if one of them denies
  * (so nothing is charged anywhere), 0 otherwise. */
 static int
 decide_at_once(struct req *r)
 {
+	int64_t now = util_now_us();
 	int denied = 0;
 
 	r->nredis = 0;
@@ -216,10 +237,12 @@ decide_at_once(struct req *r)
 		r->out[i].src = SRC_STORE;
 		if (c->kind == CHECK_DENY_MISSING) {
 			r->out[i].src = SRC_MISSING;
-			denied |= !c->rule->shadow;
+			denied |= !(c->flags & LIM_FL_SHADOW);
 		} else if (c->rule->store == STORE_LOCAL) {
 			eval_local(r, i, 0);
-			denied |= r->out[i].res.allowed != 1 && !c->rule->shadow;
+			denied |= r->out[i].res.allowed != 1 && !(c->flags & LIM_FL_SHADOW);
+		} else if (near_hit(r, i, now)) {
+			denied = 1;
 		} else {
 			r->redis_idx[r->nredis++] = i;
 		}
@@ -270,7 +293,7 @@ count_decisions(struct req *r)
 		    o->src == SRC_FAIL_LOCAL)
 			o_kind = METRICS_DEGRADED;
 		else if (o->src == SRC_MISSING || o->res.allowed != 1)
-			o_kind = r->checks[i].rule->shadow ?
+			o_kind = (r->checks[i].flags & LIM_FL_SHADOW) ?
 			         METRICS_SHADOW_DENIED : METRICS_DENIED;
 		else
 			o_kind = METRICS_ALLOWED;

@@ -30,6 +30,7 @@
 #include "local.h"
 #include "log.h"
 #include "metrics.h"
+#include "nearcache.h"
 #include "plancache.h"
 #include "req.h"
 #include "server.h"
@@ -248,6 +249,7 @@ flush_cb(struct ev_loop *loop, ev_prepare *p, int revents)
 	store_flush(w->store);
 	atomic_store_explicit(&w->redis_up, store_up(w->store),
 	                      memory_order_relaxed);
+	metrics_local_keys(w->m, (int64_t)local_count(w->local));
 	while ((c = w->dirty) != NULL) {
 		w->dirty = c->next_dirty;
 		c->dirty = 0;
@@ -334,6 +336,7 @@ worker_init(struct worker *w, struct server *s, int id, char **err)
 		return -1;
 	}
 	w->plans = plancache_new(w->store);
+	w->near = nearcache_new();
 	for (int i = 0; i < s->nfds; i++) {
 		ev_io_init(&w->accept_io[i], accept_cb, s->fds[i], EV_READ);
 		ev_io_start(w->loop, &w->accept_io[i]);
@@ -358,6 +361,7 @@ worker_deinit(struct worker *w)
 	flush_cb(w->loop, &w->flush, 0);
 	req_pool_free(w);
 	plancache_free(w->plans);
+	nearcache_free(w->near);
 	local_free(w->local);
 	policy_unref(w->policy);
 	ev_loop_destroy(w->loop);

@@ -26,6 +26,7 @@ struct req;
 struct store;
 struct local;
 struct plancache;
+struct nearcache;
 struct metrics_worker;
 struct server;
 
@@ -41,6 +42,7 @@ struct worker {
 	struct store          *store;
 	struct local          *local;
 	struct plancache      *plans;	/* tenant -> plan from Redis */
+	struct nearcache      *near;	/* keys Redis denied, until when */
 	struct metrics_worker *m;
 	struct policy         *policy;	/* current; this worker holds a ref */
 	struct conn           *conns;	/* all connections of this worker */

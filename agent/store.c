@@ -28,6 +28,7 @@
 #include <hiredis/hiredis.h>
 #include <hiredis/adapters/libev.h>
 
+#include "cluster.h"
 #include "log.h"
 #include "metrics.h"
 #include "sentinel.h"
@@ -88,6 +89,7 @@ struct store {
 	ev_timer               kick;		/* drop the link outside its
 						 * callbacks, then reconnect */
 	int                    kick_direct;	/* to addr, not rediscovering */
+	struct cluster        *cl;		/* redis+cluster: all goes there */
 };
 
 static void store_connect(struct store *st);
@@ -106,6 +108,8 @@ breaker_open(const struct store *st)
 int
 store_up(const struct store *st)
 {
+	if (st->cl != NULL)
+		return cluster_up(st->cl);
 	return st->state == ST_UP && !breaker_open(st);
 }
 
@@ -376,6 +380,10 @@ batch_take(struct store *st)
 void
 store_flush(struct store *st)
 {
+	if (st->cl != NULL) {
+		cluster_flush(st->cl);
+		return;
+	}
 	while (st->head != NULL && st->state == ST_UP) {
 		struct batch *b = batch_take(st);
 
@@ -390,6 +398,8 @@ store_flush(struct store *st)
 int
 store_submit(struct store *st, struct store_req *sr)
 {
+	if (st->cl != NULL)
+		return cluster_submit(st->cl, sr);
 	if (st->state == ST_DOWN || st->queued >= STORE_MAX_QUEUE ||
 	    st->inflight >= STORE_MAX_INFLIGHT || breaker_open(st))
 		return STORE_EDOWN;
@@ -430,6 +440,8 @@ store_hget(struct store *st, const char *hash, const char *field,
 {
 	struct hget *h;
 
+	if (st->cl != NULL)
+		return cluster_hget(st->cl, hash, field, fieldlen, cb, arg);
 	if (!store_up(st))
 		return -1;
 	h = xmalloc(sizeof(*h));
@@ -450,6 +462,10 @@ store_hget(struct store *st, const char *hash, const char *field,
 void
 store_note_timeout(struct store *st)
 {
+	if (st->cl != NULL) {
+		cluster_note_timeout(st->cl);
+		return;
+	}
 	metrics_redis_error(st->m, METRICS_REDIS_TIMEOUT);
 	batch_failed(st);
 	if (st->state == ST_UP && st->fails >= 2 * STORE_BREAKER_FAILS &&
@@ -738,11 +754,6 @@ store_new(struct ev_loop *loop, const struct store_cfg *cfg,
 			free(st);
 			return NULL;
 		}
-		if (t.kind == STORE_TOPO_CLUSTER) {
-			*err = "redis+cluster:// is not supported yet";
-			free(st);
-			return NULL;
-		}
 		snprintf(st->addr.user, sizeof(st->addr.user), "%s", t.user);
 		snprintf(st->addr.pass, sizeof(st->addr.pass), "%s", t.pass);
 		st->addr.db = t.db;
@@ -763,6 +774,11 @@ store_new(struct ev_loop *loop, const struct store_cfg *cfg,
 	st->seed = (unsigned int)(uintptr_t)st ^ (unsigned int)util_wall_us();
 	ev_init(&st->retry, retry_cb);
 	ev_init(&st->kick, kick_cb);
+	if (strncmp(cfg->url, "redis+cluster://", 16) == 0) {
+		st->cl = cluster_new(loop, &t, st->addr.user, st->addr.pass,
+		                     st->connect_timeout_us, m);
+		return st;
+	}
 	if (strncmp(cfg->url, "redis+sentinel://", 17) == 0)
 		st->sen = sentinel_new(loop, &t, st->connect_timeout_us, found_cb,
 		                       switched_cb, st);
@@ -778,6 +794,7 @@ store_free(struct store *st)
 	ev_timer_stop(st->loop, &st->retry);
 	ev_timer_stop(st->loop, &st->kick);
 	sentinel_free(st->sen);
+	cluster_free(st->cl);
 	fail_queue(st, STORE_EDOWN);
 	if (st->ac != NULL) {
 		st->ac->data = NULL;

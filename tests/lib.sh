@@ -20,7 +20,8 @@ cleanup() {
 	for p in $PIDS; do kill -9 "$p" 2>/dev/null; done
 	rm -rf "$TMP"
 }
-trap cleanup EXIT INT TERM
+trap cleanup EXIT
+trap 'exit 1' INT TERM
 
 # port N: the Nth port of this run.
 port() { echo $((PORT_BASE + $1)); }

@@ -81,7 +81,7 @@ Test(decide, shadow_denial_reports_but_allows)
 {
 	struct decision d;
 
-	rules[0].shadow = true;
+	checks[0].flags = LIM_FL_SHADOW;
 	out[0].res = res(0, 0, 5000000, 5000000);
 	decide(checks, out, 2, HEADERS_IETF, &d);
 	cr_assert_eq(d.status, 0);

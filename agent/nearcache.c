@@ -1,0 +1,123 @@
+/*
+ * Near-cache table: NEARCACHE_SETS x NEARCACHE_WAYS entries of (two key
+ * hashes, deny-until). The set comes from the first hash; both must match
+ * for a hit, so a false hit needs a 128-bit collision.
+ */
+#include <stdlib.h>
+#include <string.h>
+
+#include "nearcache.h"
+#include "util.h"
+
+struct nc_entry {
+	uint64_t h1, h2;
+	int64_t  until_us;		/* 0 = empty */
+};
+
+struct nearcache {
+	struct nc_entry e[NEARCACHE_SETS][NEARCACHE_WAYS];
+};
+
+static void
+hash2(const char *s, size_t n, uint64_t *h1, uint64_t *h2)
+{
+	uint64_t a = 1469598103934665603ULL, b = 0x9e3779b97f4a7c15ULL;
+
+	for (size_t i = 0; i < n; i++) {
+		a = (a ^ (unsigned char)s[i]) * 1099511628211ULL;
+		b = (b + (unsigned char)s[i]) * 0xff51afd7ed558ccdULL;
+		b ^= b >> 29;
+	}
+	*h1 = a;
+	*h2 = b ^ n;
+}
+
+struct nearcache *
+nearcache_new(void)
+{
+	return xcalloc(1, sizeof(struct nearcache));
+}
+
+void
+nearcache_free(struct nearcache *nc)
+{
+	free(nc);
+}
+
+int
+nearcache_eligible(const struct check *c)
+{
+	if (c->kind != CHECK_EVAL || c->op != LIM_OP_CHECK || c->cost < 1 ||
+	    (c->flags & LIM_FL_SHADOW))
+		return 0;
+	switch (c->lim.algo) {
+	case LIM_GCRA:
+	case LIM_TOKEN_BUCKET:
+	case LIM_FIXED_WINDOW:
+		return 1;
+	case LIM_LEAKY_BUCKET:
+		return c->lim.max_delay_us == 0;
+	default:
+		return 0;
+	}
+}
+
+int
+nearcache_lookup(struct nearcache *nc, const struct check *c,
+                 int64_t now_us, struct lim_result *out)
+{
+	uint64_t h1, h2;
+	struct nc_entry *set;
+
+	hash2(c->key, c->keylen, &h1, &h2);
+	set = nc->e[h1 % NEARCACHE_SETS];
+	for (int i = 0; i < NEARCACHE_WAYS; i++) {
+		if (set[i].h1 == h1 && set[i].h2 == h2 && set[i].until_us > now_us) {
+			int64_t left = set[i].until_us - now_us;
+
+			out->allowed = 0;
+			out->remaining = 0;
+			out->retry_after_us = left;
+			out->next_us = left;
+			out->full_us = left;
+			return 1;
+		}
+	}
+	return 0;
+}
+
+void
+nearcache_learn(struct nearcache *nc, const struct check *c,
+                const struct lim_result *r, int64_t sent_us)
+{
+	uint64_t h1, h2;
+	struct nc_entry *set, *victim;
+
+	if (r->allowed != 0 || c->cost != 1 || r->retry_after_us <= 0)
+		return;
+	hash2(c->key, c->keylen, &h1, &h2);
+	set = nc->e[h1 % NEARCACHE_SETS];
+	victim = &set[0];
+	for (int i = 0; i < NEARCACHE_WAYS; i++) {
+		if (set[i].h1 == h1 && set[i].h2 == h2) {
+			victim = &set[i];
+			break;
+		}
+		if (set[i].until_us < victim->until_us)
+			victim = &set[i];
+	}
+	victim->h1 = h1;
+	victim->h2 = h2;
+	victim->until_us = sent_us + r->retry_after_us;
+}
+
+size_t
+nearcache_count(const struct nearcache *nc, int64_t now_us)
+{
+	size_t n = 0;
+
+	for (int s = 0; s < NEARCACHE_SETS; s++)
+		for (int i = 0; i < NEARCACHE_WAYS; i++)
+			n += nc->e[s][i].until_us > now_us;
+	return n;
+}

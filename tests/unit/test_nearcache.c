@@ -1,0 +1,105 @@
+/* nearcache: exact local denials, eligibility, bounded eviction. */
+#include <stdio.h>
+#include <string.h>
+
+#include <criterion/criterion.h>
+
+#include "nearcache.h"
+
+static struct rule rule = { .name = (char[]){ "r" } };
+
+static struct check
+mk(const char *key, enum lim_algo algo, int op, int64_t cost)
+{
+	struct check c;
+
+	memset(&c, 0, sizeof(c));
+	c.rule = &rule;
+	c.kind = CHECK_EVAL;
+	c.lim.algo = algo;
+	c.op = op;
+	c.cost = cost;
+	c.keylen = (size_t)snprintf(c.key, sizeof(c.key), "%s", key);
+	return c;
+}
+
+static const struct lim_result denied = { 0, 0, 5000, 5000, 9000 };
+
+Test(nearcache, a_cost1_denial_is_answered_locally_until_it_ends)
+{
+	struct nearcache *nc = nearcache_new();
+	struct check c = mk("rl:{t:a}", LIM_GCRA, LIM_OP_CHECK, 1);
+	struct lim_result r;
+
+	nearcache_learn(nc, &c, &denied, 1000);
+	cr_assert_eq(nearcache_lookup(nc, &c, 1000, &r), 1);
+	cr_assert_eq(r.allowed, 0);
+	cr_assert_eq(r.retry_after_us, 5000);
+	cr_assert_eq(nearcache_lookup(nc, &c, 5999, &r), 1);
+	cr_assert_eq(r.retry_after_us, 1);
+	cr_assert_eq(nearcache_lookup(nc, &c, 6000, &r), 0);
+	nearcache_free(nc);
+}
+
+Test(nearcache, other_keys_are_not_affected)
+{
+	struct nearcache *nc = nearcache_new();
+	struct check a = mk("rl:{t:a}", LIM_GCRA, LIM_OP_CHECK, 1);
+	struct check b = mk("rl:{t:b}", LIM_GCRA, LIM_OP_CHECK, 1);
+	struct lim_result r;
+
+	nearcache_learn(nc, &a, &denied, 0);
+	cr_assert_eq(nearcache_lookup(nc, &b, 0, &r), 0);
+	nearcache_free(nc);
+}
+
+Test(nearcache, allowed_and_costly_answers_are_not_learned)
+{
+	struct nearcache *nc = nearcache_new();
+	struct check c = mk("rl:{t:a}", LIM_GCRA, LIM_OP_CHECK, 1);
+	struct check c3 = mk("rl:{t:a}", LIM_GCRA, LIM_OP_CHECK, 3);
+	struct lim_result ok = { 1, 3, 0, 100, 100 }, r;
+
+	nearcache_learn(nc, &c, &ok, 0);
+	nearcache_learn(nc, &c3, &denied, 0);
+	cr_assert_eq(nearcache_lookup(nc, &c, 0, &r), 0);
+	nearcache_free(nc);
+}
+
+Test(nearcache, eligibility_by_algorithm_op_cost_and_shadow)
+{
+	struct check c = mk("k", LIM_GCRA, LIM_OP_CHECK, 1);
+
+	cr_assert(nearcache_eligible(&c));
+	c.lim.algo = LIM_FIXED_WINDOW;
+	cr_assert(nearcache_eligible(&c));
+	c.lim.algo = LIM_SLIDING_LOG;
+	cr_assert_not(nearcache_eligible(&c));
+	c.lim.algo = LIM_LEAKY_BUCKET;
+	c.lim.max_delay_us = 1000;
+	cr_assert_not(nearcache_eligible(&c));
+	c = mk("k", LIM_GCRA, LIM_OP_CHECK, 0);
+	cr_assert_not(nearcache_eligible(&c), "peeks go to Redis");
+	c = mk("k", LIM_GCRA, LIM_OP_FORCE, 1);
+	cr_assert_not(nearcache_eligible(&c));
+	c = mk("k", LIM_GCRA, LIM_OP_CHECK, 1);
+	c.flags = LIM_FL_SHADOW;
+	cr_assert_not(nearcache_eligible(&c), "shadow checks never deny");
+}
+
+Test(nearcache, stays_bounded_under_a_flood_of_keys)
+{
+	struct nearcache *nc = nearcache_new();
+	char key[32];
+
+	for (int i = 0; i < 200000; i++) {
+		struct check c;
+
+		snprintf(key, sizeof(key), "rl:{t:%d}", i);
+		c = mk(key, LIM_GCRA, LIM_OP_CHECK, 1);
+		nearcache_learn(nc, &c, &denied, i);
+	}
+	cr_assert_leq(nearcache_count(nc, 0), (size_t)NEARCACHE_SETS * NEARCACHE_WAYS);
+	cr_assert_gt(nearcache_count(nc, 0), (size_t)NEARCACHE_SETS);
+	nearcache_free(nc);
+}
