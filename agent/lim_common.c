@@ -360,7 +360,8 @@ lim_state_deinit(struct lim_state *s)
 int
 lim_vetoes(int op, int shadow, const struct lim_result *r)
 {
-	return op == LIM_OP_CHECK && !shadow && r->allowed != 1;
+	return (op == LIM_OP_CHECK || op == LIM_OP_PEEK) && !shadow &&
+	       r->allowed != 1;
 }
 
 static void
@@ -377,6 +378,10 @@ lim_eval(const struct lim_params *p, const struct lim_state *s, int op,
 {
 	if (cost < 0)
 		cost = 0;
+	if (op == LIM_OP_PEEK) {	/* a CHECK whose charge is dropped */
+		lim_eval(p, s, LIM_OP_CHECK, cost, member, now_us, out);
+		return 0;
+	}
 	if (cost > LIM_COST_MAX) {	/* report as a peek, charge nothing */
 		lim_eval(p, s, LIM_OP_CHECK, 0, member, now_us, out);
 		never_fits(out);

@@ -58,6 +58,8 @@ enum lim_op {
 	LIM_OP_CHECK = 0,	/* charge <cost> if allowed (cost 0 peeks) */
 	LIM_OP_FORCE,		/* charge <cost> even if over (failure counting) */
 	LIM_OP_RELEASE,		/* concurrency: free the lease of <member> */
+	LIM_OP_PEEK,		/* decide as CHECK with <cost>, charge nothing:
+				 * "would one more pass?" (failure counting) */
 };
 
 #define LIM_FL_SHADOW 0x1

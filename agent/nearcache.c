@@ -19,17 +19,28 @@ struct nearcache {
 };
 
 static void
-hash2(const char *s, size_t n, uint64_t *h1, uint64_t *h2)
+mix(uint64_t *a, uint64_t *b, uint64_t v)
+{
+	*a = (*a ^ v) * 1099511628211ULL;
+	*b = (*b + v) * 0xff51afd7ed558ccdULL;
+	*b ^= *b >> 29;
+}
+
+/* Hashes the key and the limits it was decided under: a tenant whose plan
+ * changes gets a fresh entry, not the old plan's denial. */
+static void
+hash2(const struct check *c, uint64_t *h1, uint64_t *h2)
 {
 	uint64_t a = 1469598103934665603ULL, b = 0x9e3779b97f4a7c15ULL;
 
-	for (size_t i = 0; i < n; i++) {
-		a = (a ^ (unsigned char)s[i]) * 1099511628211ULL;
-		b = (b + (unsigned char)s[i]) * 0xff51afd7ed558ccdULL;
-		b ^= b >> 29;
-	}
+	for (size_t i = 0; i < c->keylen; i++)
+		mix(&a, &b, (unsigned char)c->key[i]);
+	mix(&a, &b, (uint64_t)c->lim.rate);
+	mix(&a, &b, (uint64_t)c->lim.period_us);
+	mix(&a, &b, (uint64_t)c->lim.burst);
+	mix(&a, &b, (uint64_t)c->lim.calendar);
 	*h1 = a;
-	*h2 = b ^ n;
+	*h2 = b ^ c->keylen;
 }
 
 struct nearcache *
@@ -69,7 +80,7 @@ nearcache_lookup(struct nearcache *nc, const struct check *c,
 	uint64_t h1, h2;
 	struct nc_entry *set;
 
-	hash2(c->key, c->keylen, &h1, &h2);
+	hash2(c, &h1, &h2);
 	set = nc->e[h1 % NEARCACHE_SETS];
 	for (int i = 0; i < NEARCACHE_WAYS; i++) {
 		if (set[i].h1 == h1 && set[i].h2 == h2 && set[i].until_us > now_us) {
@@ -95,7 +106,7 @@ nearcache_learn(struct nearcache *nc, const struct check *c,
 
 	if (r->allowed != 0 || c->cost != 1 || r->retry_after_us <= 0)
 		return;
-	hash2(c->key, c->keylen, &h1, &h2);
+	hash2(c, &h1, &h2);
 	set = nc->e[h1 % NEARCACHE_SETS];
 	victim = &set[0];
 	for (int i = 0; i < NEARCACHE_WAYS; i++) {

@@ -417,7 +417,10 @@ build_one(const struct policy *p, const struct policy_binding *b,
 	switch (b->role) {
 	case ROLE_REQUEST:
 		if (r->count == COUNT_FAILURES) {
-			c->cost = 0;
+			/* "would one more failure pass?": refused once the
+			 * budget is spent, never charged here */
+			c->op = LIM_OP_PEEK;
+			c->cost = 1;
 			break;
 		}
 		if (!build_cost(r, m, c))

@@ -245,8 +245,9 @@ void policy_unref(struct policy *p);
  *
  * What each binding of <m> produces (policy_msg):
  *   request, count: all      op CHECK, cost = cost: (constant or arg)
- *   request, count: failures op CHECK, cost 0: a peek, so a client already
- *                            over its failure budget is refused
+ *   request, count: failures op PEEK, cost 1: decided as one more
+ *                            failure would be, charged nothing, so a client
+ *                            whose failure budget is spent is refused
  *   result (rule->result_message, "<message>-result" by default) of a
  *            count: failures rule: op FORCE, cost 1, only when the
  *            message's "status" arg (int or decimal string) is one of

@@ -8,7 +8,7 @@
 -- TIME in µs. Each request is two-phase: evaluate all its checks (reads
 -- only), then write all of them only if no non-shadow CHECK denied.
 
-local CHECK, FORCE, RELEASE = 0, 1, 2
+local CHECK, FORCE, RELEASE, PEEK = 0, 1, 2, 3
 local GCRA, TB, LEAKY, FW, SW, LOG, CONC = 0, 1, 2, 3, 4, 5, 6
 local COST_MAX = 4294967296
 local TWO53 = 9007199254740992
@@ -399,6 +399,12 @@ local COMMIT = { [GCRA] = gcra_commit, [LEAKY] = gcra_commit,
 local function eval_check(c)
 	local f = EVAL[c.algo]
 	if not f then return res(-1, 0, 0, 0, 0), false end
+	if c.op == PEEK then	-- decided as CHECK, never charged
+		c.op = CHECK
+		local r = eval_check(c)
+		c.op = PEEK
+		return r, false
+	end
 	if c.cost < 0 then c.cost = 0 end
 	if c.op == RELEASE and c.algo ~= CONC then c.cost = 0 end
 	if c.cost > COST_MAX then	-- reported as a peek, never charged
@@ -427,7 +433,8 @@ for _ = 1, tonumber(ARGV[1]) do
 		}
 		ki, a = ki + 1, a + 8
 		c.res, c.charge = eval_check(c)
-		if c.op == CHECK and c.flags % 2 ~= 1 and c.res[1] ~= 1 then
+		if (c.op == CHECK or c.op == PEEK) and c.flags % 2 ~= 1 and
+		   c.res[1] ~= 1 then
 			veto = true
 		end
 		cks[i] = c

@@ -887,3 +887,29 @@ Test(limiter, muldiv_is_exact)
 	cr_expect_eq(lim_muldiv_ceil(7, 3, 2), 11);
 	cr_expect_eq(lim_member_hash("", 0), 0xcbf29ce484222325ULL);
 }
+
+/* PEEK answers "would <cost> more pass?" and never charges: a failure
+ * budget of L is refused once L failures are recorded, not after L+1. */
+Test(peek, decides_like_check_and_charges_nothing)
+{
+	struct lim_params p = { .algo = LIM_SLIDING_LOG, .rate = 3,
+	                        .period_us = 60 * LIM_USEC_PER_SEC };
+	struct lim_state s;
+	struct lim_result r;
+	const char *err;
+
+	cr_assert_eq(lim_params_init(&p, &err), 0);
+	lim_state_init(&s);
+	for (int i = 0; i < 3; i++) {
+		cr_assert_eq(lim_eval(&p, &s, LIM_OP_PEEK, 1, 0, 1000 + i, &r), 0);
+		cr_assert_eq(r.allowed, 1, "failure %d may still be tried", i);
+		if (lim_eval(&p, &s, LIM_OP_FORCE, 1, 0, 1000 + i, &r))
+			lim_commit(&p, &s, LIM_OP_FORCE, 1, 0, 1000 + i);
+	}
+	cr_assert_eq(lim_eval(&p, &s, LIM_OP_PEEK, 1, 0, 2000, &r), 0);
+	cr_assert_eq(r.allowed, 0, "the 4th attempt after 3 failures is refused");
+	cr_assert(lim_vetoes(LIM_OP_PEEK, 0, &r));
+	cr_assert_not(lim_vetoes(LIM_OP_PEEK, 1, &r), "shadow never vetoes");
+	cr_assert_eq(s.n, 3, "peeks never add to the log");
+	lim_state_deinit(&s);
+}

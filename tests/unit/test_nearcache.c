@@ -103,3 +103,18 @@ Test(nearcache, stays_bounded_under_a_flood_of_keys)
 	cr_assert_gt(nearcache_count(nc, 0), (size_t)NEARCACHE_SETS);
 	nearcache_free(nc);
 }
+
+Test(nearcache, a_denial_under_other_limits_does_not_apply)
+{
+	struct nearcache *nc = nearcache_new();
+	struct check free_plan = mk("rl:{t:a}", LIM_GCRA, LIM_OP_CHECK, 1);
+	struct check pro_plan = free_plan;
+	struct lim_result r;
+
+	free_plan.lim.burst = 2;
+	pro_plan.lim.burst = 5;
+	nearcache_learn(nc, &free_plan, &denied, 0);
+	cr_assert_eq(nearcache_lookup(nc, &free_plan, 0, &r), 1);
+	cr_assert_eq(nearcache_lookup(nc, &pro_plan, 0, &r), 0);
+	nearcache_free(nc);
+}

@@ -751,8 +751,10 @@ Test(policy, failures_rule_peeks_at_request_time)
 	n = policy_build_checks(p, &msg, checks, POLICY_MAX_CHECKS);
 	cr_assert_eq(n, 2);
 	c = find(n, "login-account");
-	cr_assert_eq(c->op, LIM_OP_CHECK);
-	cr_assert_eq(c->cost, 0);
+	/* a cost-0 peek passes at exactly the limit (L+1 failures): ask
+	 * "would one more pass?" instead */
+	cr_assert_eq(c->op, LIM_OP_PEEK);
+	cr_assert_eq(c->cost, 1);
 	cr_assert_str_eq(c->key, "rl:{login-account:login:user:alice}");
 	c = find(n, "login-ip");
 	cr_assert_eq(c->op, LIM_OP_CHECK);
