@@ -85,6 +85,18 @@ deny(struct decision *d, int status, int64_t retry_s)
 		d->retry_after = retry_s;
 }
 
+/* A request that passed holds a lease for each concurrency CHECK it made. */
+static int
+took_lease(const struct check *checks, const struct outcome *out, int n)
+{
+	for (int i = 0; i < n; i++)
+		if (checks[i].lim.algo == LIM_CONCURRENCY &&
+		    checks[i].op == LIM_OP_CHECK && out[i].src == SRC_STORE &&
+		    out[i].res.allowed == 1)
+			return 1;
+	return 0;
+}
+
 void
 decide(const struct check *checks, const struct outcome *out, int n,
        enum headers_mode headers, struct decision *d)
@@ -143,6 +155,8 @@ decide(const struct check *checks, const struct outcome *out, int n,
 	}
 	if (d->status != 0 && d->retry_after < d->reset && best_denies)
 		d->retry_after = d->reset;
+	if (d->status == 0)
+		d->release = took_lease(checks, out, n);
 }
 
 void
@@ -165,6 +179,8 @@ decide_encode(const struct decision *d, struct spop_writer *w)
 		spop_w_set_var_str(w, SPOP_SCOPE_TXN, "ratelimit_policy",
 		                   d->ratelimit_policy, strlen(d->ratelimit_policy));
 	}
+	if (d->release)
+		spop_w_set_var_int(w, SPOP_SCOPE_TXN, "release", 1);
 	spop_w_set_var_int(w, SPOP_SCOPE_TXN, "degraded", d->degraded);
 	spop_w_set_var_int(w, SPOP_SCOPE_TXN, "shadow", d->shadow);
 }

@@ -45,6 +45,8 @@ struct decision {
 	char        ratelimit[DECIDE_HDR_MAX];
 	char        ratelimit_policy[DECIDE_HDR_MAX];
 	int64_t     delay_us;		/* leaky-bucket delay mode: hold the ACK */
+	int         release;		/* a concurrency lease was taken: the
+					 * response phase must send its release */
 };
 
 /* Fills <d> from the <n> checks and their outcomes. <headers> is the

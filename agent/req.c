@@ -14,7 +14,9 @@
  * reference on its conn and on the policy it was built under, so a reload
  * or a closed connection in the middle changes nothing for it.
  */
+#include <stdio.h>
 #include <stdlib.h>
+#include <unistd.h>
 #include <string.h>
 
 #include <ev.h>
@@ -222,6 +224,18 @@ near_hit(struct req *r, int i, int64_t now)
 	return 1;
 }
 
+/* A sliding log needs a member unique across the agent pool for each
+ * request; the policy gives one only when the rule names an id. */
+static void
+unique_member(struct req *r, struct check *c)
+{
+	static _Atomic uint64_t seq;
+
+	c->memberlen = (size_t)snprintf(c->member, sizeof(c->member),
+	                                "%d.%d.%llu", (int)getpid(), r->w->id,
+	                                (unsigned long long)++seq);
+}
+
 /* Decides the checks that need no Redis. Returns 1 if one of them denies
  * (so nothing is charged anywhere), 0 otherwise. */
 static int
@@ -235,6 +249,8 @@ decide_at_once(struct req *r)
 		const struct check *c = &r->checks[i];
 
 		r->out[i].src = SRC_STORE;
+		if (c->lim.algo == LIM_SLIDING_LOG && c->memberlen == 0)
+			unique_member(r, &r->checks[i]);
 		if (c->kind == CHECK_DENY_MISSING) {
 			r->out[i].src = SRC_MISSING;
 			denied |= !(c->flags & LIM_FL_SHADOW);

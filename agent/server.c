@@ -22,6 +22,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <sys/un.h>
 #include <unistd.h>
 #include <arpa/inet.h>
@@ -59,8 +60,11 @@ listen_unix(const char *path, char **err)
 	if (fd == -1)
 		goto fail;
 	unlink(path);			/* a stale socket from a previous run */
+	/* HAProxy runs as its own user (Debian drops supplementary groups),
+	 * so the socket must be reachable by others; it grants nothing but
+	 * rate-limit answers. Restrict access with the directory's mode. */
 	if (bind(fd, (struct sockaddr *)&sun, sizeof(sun)) == -1 ||
-	    listen(fd, SERVER_BACKLOG) == -1)
+	    chmod(path, 0666) == -1 || listen(fd, SERVER_BACKLOG) == -1)
 		goto fail;
 	return fd;
 fail:
