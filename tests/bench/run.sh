@@ -335,7 +335,7 @@ hap_start "$BDIR/a-nolimit.cfg"
 run_wrk a_half "$HALF_C" BENCH_DELAY_MS="$DELAY"
 hap_stop
 
-say "HTTP: the shipped haproxy/haproxy.cfg (grp-done on every response, backend hop, request log)"
+say "HTTP: the shipped haproxy/haproxy.cfg as is (backend hop, request log, its response-phase groups)"
 redis-cli -p "$RP" flushall >/dev/null
 hap_start "$ROOT/haproxy/haproxy.cfg" RL_BIND="127.0.0.1:$HP" \
 	RL_AGENT="127.0.0.1:$AP" RL_APP="127.0.0.1:$SAPP"
@@ -360,7 +360,7 @@ cpu_model=$(sed -n 's/^model name[[:space:]]*: //p' /proc/cpuinfo | head -n 1)
 {
 	echo "# spoa-ratelimit benchmark ($(date -u +%Y-%m-%dT%H:%MZ))"
 	echo
-	echo "Machine: $(nproc) CPUs, $cpu_model; $(uname -sr); haproxy $(haproxy -v | sed -n '1s/HAProxy version \([^ ]*\).*/\1/p'), redis $(redis-server --version | sed 's/.*v=\([^ ]*\).*/\1/'), agent $(cd "$ROOT" && git describe --always --dirty 2>/dev/null)."
+	echo "Machine: $(nproc) CPUs, $cpu_model; $(uname -sr); haproxy $(haproxy -v | sed -n '1s/HAProxy version \([^ ]*\).*/\1/p'), redis $(redis-server --version | sed 's/.*v=\([^ ]*\).*/\1/'), agent ${BENCH_REV:-$(cd "$ROOT" && git describe --always --dirty 2>/dev/null)}."
 	echo "All processes share the machine's cores; figures are from one run."
 	echo
 	echo "## Targets"
