@@ -1,0 +1,1312 @@
+/*
+ * Redis Cluster store of one worker loop.
+ *
+ * Slot map: CLUSTER SLOTS, asked of one node at a time (our own timer
+ * bounds each try, as hiredis 0.14 has no timeouts), at start, every few
+ * seconds, and soon (rate-limited) after a MOVED or a node error. Slots map
+ * to master nodes; every node has one hiredis async context, opened lazily
+ * and with AUTH and SCRIPT LOAD pipelined ahead of anything else, so
+ * commands may be queued on a node still connecting.
+ *
+ * Routing: Redis Cluster refuses a script whose keys are in different slots
+ * (CROSSSLOT), even on one node, so the unit of a call is the slot. Each
+ * flush groups the queued requests' checks by slot: the checks of one
+ * request that share a slot form one "part", evaluated atomically by the
+ * script like a whole request on a single Redis, and the parts of all
+ * requests on one slot go in one EVALSHA (up to STORE_BATCH_MAX parts).
+ *
+ * A request spanning slots is tracked by an xreq holding a copy of its
+ * checks. When every part has answered, if one part vetoed (or failed),
+ * the checks the other parts charged are undone with refund.lua, so the
+ * request is charged nowhere, as on a single Redis. Sliding-log checks of
+ * such requests get a member made here, so the refund knows what was
+ * added; a TIME pipelined before each such call names the window the
+ * window algorithms charged.
+ *
+ * MOVED updates the slot's node, asks for a map refresh and resends; ASK
+ * resends once with ASKING to the named node. A node that fails is marked
+ * down (its requests get their fail mode) and is retried with backoff.
+ * Contexts are freed only from timers or cluster_free(), never inside one
+ * of their callbacks.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <ev.h>
+#include <hiredis/async.h>
+#include <hiredis/hiredis.h>
+#include <hiredis/adapters/libev.h>
+
+#include "cluster.h"
+#include "crc16.h"
+#include "log.h"
+#include "metrics.h"
+#include "util.h"
+
+extern const char lua_ratelimit[];
+extern const char lua_refund[];
+
+#define CL_MAX_NODES        64
+#define CL_MAX_QUEUE        4096
+#define CL_MAX_INFLIGHT     1024	/* script calls sent, not answered */
+#define CL_MAX_REDIRECTS    5
+#define CL_REFRESH_MIN_S    0.1
+#define CL_REFRESH_EVERY_S  5.0
+#define CL_REFRESH_RETRY_S  0.5
+#define CL_BACKOFF_MIN_S    0.05
+#define CL_BACKOFF_MAX_S    2.0
+#define CL_BREAKER_FAILS    5
+#define CL_BREAKER_COOLDOWN 0.5
+#define CL_STUCK_S          0.5		/* a node silent this long is dropped */
+
+enum node_state {
+	NODE_DOWN = 0,
+	NODE_CONNECTING,
+	NODE_UP,
+};
+
+struct node {
+	struct cluster    *cl;
+	char               host[256];
+	int                port;
+	redisAsyncContext *ac;
+	enum node_state    state;
+	ev_timer           timer;	/* connect timeout */
+	ev_tstamp          retry_at;	/* no reconnect before */
+	double             backoff_s;
+	int                inflight;
+	ev_tstamp          last_reply;
+};
+
+/* A check of a request that spans slots, copied: the request may be
+ * recycled by its caller before the parts answer, and refunds need it. */
+struct xcheck {
+	char              key[POLICY_KEY_MAX + 1];
+	size_t            keylen;
+	char              member[POLICY_MEMBER_MAX + 40];
+	size_t            memberlen;
+	int               algo, op;
+	int64_t           cost, p[3];
+	unsigned          flags;
+	unsigned          slot;
+	int               charged;
+	int64_t           at;		/* TIME before its call, µs */
+	struct lim_result res;
+};
+
+struct xreq {
+	struct store_req *sr;
+	uint32_t          gen;
+	int               n;
+	int               pending;	/* parts not answered */
+	int               err;		/* first part error, or 0 */
+	int               vetoed;
+	struct xcheck     c[POLICY_MAX_CHECKS];
+};
+
+struct part {
+	struct store_req *sr;		/* a whole request; NULL for an xreq part */
+	uint32_t          gen;
+	struct xreq      *x;
+	int               n;
+	unsigned char     idx[POLICY_MAX_CHECKS];	/* positions in sr->index */
+};
+
+enum batch_kind {
+	BATCH_SCRIPT = 0,
+	BATCH_REFUND,
+};
+
+struct batch {
+	struct cluster  *cl;
+	struct node     *node;
+	enum batch_kind  kind;
+	unsigned         slot;
+	int              nparts;
+	int              nchecks;
+	int              argc;
+	const char     **argv;
+	size_t          *argvlen;
+	char            *arena;
+	int64_t          sent_us;
+	int64_t          at;		/* TIME just before the call */
+	int              want_time;
+	int              redirects;
+	int              retried;	/* resent with EVAL after NOSCRIPT */
+	int              asking;
+	struct part      parts[];	/* BATCH_SCRIPT: STORE_BATCH_MAX */
+};
+
+struct cluster {
+	struct ev_loop        *loop;
+	struct metrics_worker *m;
+	char                   user[128], pass[256];
+	double                 timeout_s;
+	int                    nnodes;
+	struct node           *nodes[CL_MAX_NODES];
+	unsigned char          slots[CRC16_SLOTS];	/* node index + 1; 0: none */
+	int                    have_map;
+	/* map refresh */
+	ev_timer               rtimer;	/* try timeout, or the next refresh */
+	int                    refreshing;
+	int                    rtries;
+	int                    rnext;
+	uintptr_t              rseq;
+	ev_tstamp              last_refresh;
+	/* requests */
+	struct store_req      *head, *tail;
+	int                    queued;
+	int                    inflight;
+	struct batch         **open;	/* per slot, during a flush */
+	unsigned              *touched;
+	char                   sha[41], refund_sha[41];
+	int                    fails;
+	ev_tstamp              breaker_until;
+	uint64_t               id;	/* member prefix, random per store */
+	uint64_t               seq;
+	int                    closing;
+};
+
+static void node_connect(struct node *n);
+static void refresh_soon(struct cluster *cl);
+static int batch_send(struct batch *b);
+
+/* ---- breaker ------------------------------------------------------------ */
+
+static int
+breaker_open(const struct cluster *cl)
+{
+	return cl->fails >= CL_BREAKER_FAILS && ev_now(cl->loop) < cl->breaker_until;
+}
+
+static void
+call_failed(struct cluster *cl)
+{
+	if (++cl->fails == CL_BREAKER_FAILS)
+		log_warn("redis_breaker_open", "cluster=1 cooldown_s=%.1f",
+		         CL_BREAKER_COOLDOWN);
+	if (cl->fails >= CL_BREAKER_FAILS)
+		cl->breaker_until = ev_now(cl->loop) + CL_BREAKER_COOLDOWN;
+	metrics_circuit(cl->m, cl->fails >= CL_BREAKER_FAILS);
+}
+
+static void
+call_succeeded(struct cluster *cl)
+{
+	if (cl->fails >= CL_BREAKER_FAILS)
+		log_info("redis_breaker_closed", "cluster=1");
+	cl->fails = 0;
+	metrics_circuit(cl->m, 0);
+}
+
+int
+cluster_up(const struct cluster *cl)
+{
+	return cl->have_map && !breaker_open(cl);
+}
+
+/* ---- nodes -------------------------------------------------------------- */
+
+static void
+setup_cb(redisAsyncContext *ac, void *r, void *privdata)
+{
+	redisReply *reply = r;
+
+	if (reply != NULL && reply->type == REDIS_REPLY_ERROR)
+		log_error("redis_setup", "command=%s error=\"%.200s\"",
+		          (const char *)privdata, reply->str);
+}
+
+static void
+script_cb(redisAsyncContext *ac, void *r, void *privdata)
+{
+	char *sha = privdata;
+	redisReply *reply = r;
+
+	if (reply == NULL)
+		return;
+	if (reply->type == REDIS_REPLY_STRING && reply->len == 40) {
+		memcpy(sha, reply->str, 40);
+		sha[40] = '\0';
+	} else {
+		log_error("redis_script_load", "error=\"%.200s\"",
+		          reply->type == REDIS_REPLY_ERROR ? reply->str : "bad reply");
+	}
+}
+
+static void
+node_down(struct node *n)
+{
+	n->ac = NULL;
+	n->state = NODE_DOWN;
+	n->retry_at = ev_now(n->cl->loop) + n->backoff_s;
+	n->backoff_s *= 2;
+	if (n->backoff_s > CL_BACKOFF_MAX_S)
+		n->backoff_s = CL_BACKOFF_MAX_S;
+	refresh_soon(n->cl);
+}
+
+static void
+node_connect_cb(const redisAsyncContext *ac, int status)
+{
+	struct node *n = ac->data;
+
+	if (n == NULL)
+		return;
+	ev_timer_stop(n->cl->loop, &n->timer);
+	if (status != REDIS_OK) {
+		log_warn("redis_connect_failed", "host=%s port=%d error=\"%s\"",
+		         n->host, n->port, ac->errstr);
+		metrics_redis_error(n->cl->m, METRICS_REDIS_REFUSED);
+		node_down(n);		/* hiredis frees the context */
+		return;
+	}
+	log_info("redis_connected", "host=%s port=%d cluster=1", n->host, n->port);
+	n->state = NODE_UP;
+	n->backoff_s = CL_BACKOFF_MIN_S;
+}
+
+static void
+node_disconnect_cb(const redisAsyncContext *ac, int status)
+{
+	struct node *n = ac->data;
+
+	if (n == NULL)
+		return;
+	log_warn("redis_disconnected", "host=%s port=%d cluster=1 error=\"%s\"",
+	         n->host, n->port, status == REDIS_OK ? "closed" : ac->errstr);
+	node_down(n);
+}
+
+/* Drops the node's link; never from one of its own callbacks. */
+static void
+node_drop(struct node *n)
+{
+	redisAsyncContext *ac = n->ac;
+
+	ev_timer_stop(n->cl->loop, &n->timer);
+	if (ac == NULL)
+		return;
+	ac->data = NULL;
+	node_down(n);
+	redisAsyncFree(ac);		/* its calls get a NULL reply */
+}
+
+static void
+node_timer_cb(struct ev_loop *loop, ev_timer *w, int revents)
+{
+	struct node *n = container_of(w, struct node, timer);
+
+	if (n->state != NODE_CONNECTING)
+		return;
+	log_warn("redis_connect_timeout", "host=%s port=%d cluster=1", n->host,
+	         n->port);
+	metrics_redis_error(n->cl->m, METRICS_REDIS_TIMEOUT);
+	node_drop(n);
+}
+
+static void
+node_connect(struct node *n)
+{
+	struct cluster *cl = n->cl;
+	redisAsyncContext *ac = redisAsyncConnect(n->host, n->port);
+
+	if (ac == NULL || ac->err) {
+		log_warn("redis_connect_failed", "host=%s port=%d error=\"%s\"",
+		         n->host, n->port, ac ? ac->errstr : "oom");
+		if (ac != NULL)
+			redisAsyncFree(ac);
+		node_down(n);
+		return;
+	}
+	ac->data = n;
+	redisLibevAttach(cl->loop, ac);
+	redisAsyncSetConnectCallback(ac, node_connect_cb);
+	redisAsyncSetDisconnectCallback(ac, node_disconnect_cb);
+	n->ac = ac;
+	n->state = NODE_CONNECTING;
+	if (cl->pass[0] != '\0' && cl->user[0] != '\0')
+		redisAsyncCommand(ac, setup_cb, (void *)"AUTH", "AUTH %s %s",
+		                  cl->user, cl->pass);
+	else if (cl->pass[0] != '\0')
+		redisAsyncCommand(ac, setup_cb, (void *)"AUTH", "AUTH %s", cl->pass);
+	redisAsyncCommand(ac, script_cb, cl->sha, "SCRIPT LOAD %s", lua_ratelimit);
+	redisAsyncCommand(ac, script_cb, cl->refund_sha, "SCRIPT LOAD %s",
+	                  lua_refund);
+	ev_timer_set(&n->timer, cl->timeout_s, 0.);
+	ev_timer_start(cl->loop, &n->timer);
+}
+
+/* The node at host:port, added (down) if new; NULL when the table is full. */
+static struct node *
+node_get(struct cluster *cl, const char *host, size_t hlen, int port)
+{
+	struct node *n;
+
+	if (hlen >= sizeof(n->host))
+		return NULL;
+	for (int i = 0; i < cl->nnodes; i++) {
+		n = cl->nodes[i];
+		if (n->port == port && strlen(n->host) == hlen &&
+		    memcmp(n->host, host, hlen) == 0)
+			return n;
+	}
+	if (cl->nnodes == CL_MAX_NODES) {
+		log_warn("cluster_too_many_nodes", "max=%d", CL_MAX_NODES);
+		return NULL;
+	}
+	n = xcalloc(1, sizeof(*n));
+	n->cl = cl;
+	memcpy(n->host, host, hlen);
+	n->port = port;
+	n->backoff_s = CL_BACKOFF_MIN_S;
+	ev_init(&n->timer, node_timer_cb);
+	cl->nodes[cl->nnodes++] = n;
+	return n;
+}
+
+/* 1 if commands can be queued on <n> now, connecting it when it is down
+ * and its backoff has passed. */
+static int
+node_usable(struct node *n)
+{
+	if (n->state == NODE_DOWN && ev_now(n->cl->loop) >= n->retry_at)
+		node_connect(n);
+	return n->state != NODE_DOWN;
+}
+
+static struct node *
+slot_node(const struct cluster *cl, unsigned slot)
+{
+	int i = cl->slots[slot];
+
+	return i == 0 ? NULL : cl->nodes[i - 1];
+}
+
+static int
+node_index(const struct cluster *cl, const struct node *n)
+{
+	for (int i = 0; i < cl->nnodes; i++)
+		if (cl->nodes[i] == n)
+			return i;
+	return -1;
+}
+
+/* ---- slot map ----------------------------------------------------------- */
+
+static void
+arm_rtimer(struct cluster *cl, double after)
+{
+	ev_timer_stop(cl->loop, &cl->rtimer);
+	ev_timer_set(&cl->rtimer, after, 0.);
+	ev_timer_start(cl->loop, &cl->rtimer);
+}
+
+/* Fills <map> from a CLUSTER SLOTS reply asked of <from>. Returns -1 on a
+ * bad shape. */
+static int
+parse_slots(struct cluster *cl, const struct node *from, redisReply *r,
+            unsigned char *map)
+{
+	if (r->type != REDIS_REPLY_ARRAY)
+		return -1;
+	memset(map, 0, CRC16_SLOTS);
+	for (size_t i = 0; i < r->elements; i++) {
+		redisReply *e = r->element[i], *m;
+		const char *host;
+		size_t hlen;
+		struct node *n;
+		long long lo, hi;
+
+		if (e->type != REDIS_REPLY_ARRAY || e->elements < 3 ||
+		    e->element[0]->type != REDIS_REPLY_INTEGER ||
+		    e->element[1]->type != REDIS_REPLY_INTEGER ||
+		    e->element[2]->type != REDIS_REPLY_ARRAY ||
+		    e->element[2]->elements < 2)
+			return -1;
+		m = e->element[2];
+		if (m->element[0]->type != REDIS_REPLY_STRING ||
+		    m->element[1]->type != REDIS_REPLY_INTEGER)
+			return -1;
+		lo = e->element[0]->integer;
+		hi = e->element[1]->integer;
+		if (lo < 0 || hi >= CRC16_SLOTS || lo > hi)
+			return -1;
+		host = m->element[0]->str;
+		hlen = m->element[0]->len;
+		if (hlen == 0 || (hlen == 1 && host[0] == '?')) {
+			host = from->host;	/* "same endpoint as asked" */
+			hlen = strlen(host);
+		}
+		n = node_get(cl, host, hlen, (int)m->element[1]->integer);
+		if (n == NULL)
+			continue;
+		memset(map + lo, node_index(cl, n) + 1, (size_t)(hi - lo + 1));
+	}
+	return 0;
+}
+
+static void
+apply_map(struct cluster *cl, const unsigned char *map)
+{
+	unsigned char used[CL_MAX_NODES] = { 0 };
+	int covered = 0;
+
+	memcpy(cl->slots, map, CRC16_SLOTS);
+	for (int s = 0; s < CRC16_SLOTS; s++)
+		if (map[s] != 0) {
+			used[map[s] - 1] = 1;
+			covered++;
+		}
+	for (int i = 0; i < cl->nnodes; i++)
+		if (used[i])
+			node_usable(cl->nodes[i]);	/* connect eagerly */
+	if (!cl->have_map)
+		log_info("cluster_map", "nodes=%d slots_covered=%d", cl->nnodes,
+		         covered);
+	cl->have_map = 1;
+}
+
+static void refresh_try(struct cluster *cl);
+
+static void
+slots_cb(redisAsyncContext *ac, void *r, void *privdata)
+{
+	struct node *n = ac->data;
+	struct cluster *cl;
+	redisReply *reply = r;
+	unsigned char map[CRC16_SLOTS];
+
+	if (n == NULL)
+		return;			/* context dropped */
+	cl = n->cl;
+	if ((uintptr_t)privdata != cl->rseq || !cl->refreshing || cl->closing)
+		return;			/* an abandoned try */
+	if (reply == NULL || reply->type == REDIS_REPLY_ERROR ||
+	    parse_slots(cl, n, reply, map) == -1) {
+		log_warn("cluster_slots_failed", "host=%s port=%d error=\"%.100s\"",
+		         n->host, n->port, reply == NULL ? "no reply" :
+		         reply->type == REDIS_REPLY_ERROR ? reply->str : "bad reply");
+		cl->rnext++;
+		arm_rtimer(cl, 0.);	/* the next node, from the timer */
+		return;
+	}
+	apply_map(cl, map);
+	cl->refreshing = 0;
+	cl->last_refresh = ev_now(cl->loop);
+	arm_rtimer(cl, CL_REFRESH_EVERY_S);
+}
+
+/* Asks the next node for the map: up nodes first, then any. */
+static void
+refresh_try(struct cluster *cl)
+{
+	struct node *pick = NULL;
+
+	if (cl->rtries++ >= cl->nnodes) {
+		cl->refreshing = 0;
+		arm_rtimer(cl, CL_REFRESH_RETRY_S);
+		return;
+	}
+	for (int k = 0; k < cl->nnodes && pick == NULL; k++) {
+		struct node *n = cl->nodes[(cl->rnext + k) % cl->nnodes];
+
+		if (n->state == NODE_UP)
+			pick = n;
+	}
+	for (int k = 0; k < cl->nnodes && pick == NULL; k++) {
+		struct node *n = cl->nodes[(cl->rnext + k) % cl->nnodes];
+
+		if (node_usable(n))
+			pick = n;
+	}
+	if (pick == NULL) {
+		cl->refreshing = 0;
+		arm_rtimer(cl, CL_REFRESH_RETRY_S);
+		return;
+	}
+	cl->rnext = node_index(cl, pick);
+	if (redisAsyncCommand(pick->ac, slots_cb, (void *)++cl->rseq,
+	                      "CLUSTER SLOTS") != REDIS_OK) {
+		cl->rnext++;
+		arm_rtimer(cl, 0.);
+		return;
+	}
+	arm_rtimer(cl, cl->timeout_s);
+}
+
+static void
+rtimer_cb(struct ev_loop *loop, ev_timer *w, int revents)
+{
+	struct cluster *cl = container_of(w, struct cluster, rtimer);
+
+	if (!cl->refreshing) {
+		cl->refreshing = 1;
+		cl->rtries = 0;
+	} else {
+		cl->rseq++;		/* a try timed out or failed: drop it */
+	}
+	refresh_try(cl);
+}
+
+static void
+refresh_soon(struct cluster *cl)
+{
+	double d;
+
+	if (cl->refreshing || cl->closing)
+		return;
+	d = cl->last_refresh + CL_REFRESH_MIN_S - ev_now(cl->loop);
+	if (ev_is_active(&cl->rtimer) &&
+	    ev_timer_remaining(cl->loop, &cl->rtimer) <= (d > 0 ? d : 0))
+		return;
+	arm_rtimer(cl, d > 0 ? d : 0.);
+}
+
+/* ---- script calls ------------------------------------------------------- */
+
+/* One check as it is sent, from a caller's check or an xreq copy. */
+struct cv {
+	const char *key, *member;
+	size_t      keylen, memberlen;
+	int         algo, op;
+	int64_t     cost, p[3];
+	unsigned    flags;
+};
+
+static void
+part_check(const struct part *p, int k, struct cv *v)
+{
+	if (p->x != NULL) {
+		const struct xcheck *c = &p->x->c[p->idx[k]];
+
+		*v = (struct cv){ c->key, c->member, c->keylen, c->memberlen,
+		                  c->algo, c->op, c->cost, { c->p[0], c->p[1], c->p[2] },
+		                  c->flags };
+	} else {
+		const struct check *c = &p->sr->checks[p->sr->index[p->idx[k]]];
+
+		v->key = c->key;
+		v->keylen = c->keylen;
+		v->member = c->member;
+		v->memberlen = c->memberlen;
+		v->algo = c->lim.algo;
+		v->op = c->op;
+		v->cost = c->cost;
+		lim_script_params(&c->lim, v->p);
+		v->flags = c->flags & LIM_FL_SHADOW;
+	}
+}
+
+static void
+arg_int(struct batch *b, char **ap, int64_t v)
+{
+	int n = sprintf(*ap, "%lld", (long long)v);
+
+	b->argv[b->argc] = *ap;
+	b->argvlen[b->argc++] = (size_t)n;
+	*ap += n + 1;
+}
+
+static void
+arg_copy(struct batch *b, char **ap, const char *s, size_t n)
+{
+	memcpy(*ap, s, n);
+	b->argv[b->argc] = *ap;
+	b->argvlen[b->argc++] = n;
+	*ap += n + 1;
+}
+
+static void
+batch_alloc_args(struct batch *b, int nargs, size_t arena)
+{
+	b->argv = xmalloc((size_t)nargs * sizeof(*b->argv));
+	b->argvlen = xmalloc((size_t)nargs * sizeof(*b->argvlen));
+	b->arena = xmalloc(arena);
+	b->argc = 0;
+}
+
+/* The EVALSHA of a script batch, every string copied: a resend (NOSCRIPT,
+ * MOVED, ASK) must not depend on the callers' memory. */
+static void
+batch_build(struct batch *b)
+{
+	int nargs = 4 + b->nchecks + b->nparts + b->nchecks * LIM_SCRIPT_FIELDS;
+	size_t arena = (size_t)(2 + b->nparts + b->nchecks * 7) * 21;
+	char *ap;
+	struct cv v;
+
+	for (int i = 0; i < b->nparts; i++)
+		for (int k = 0; k < b->parts[i].n; k++) {
+			part_check(&b->parts[i], k, &v);
+			arena += v.keylen + v.memberlen + 2;
+		}
+	batch_alloc_args(b, nargs, arena);
+	ap = b->arena;
+	b->argv[b->argc] = "EVALSHA";
+	b->argvlen[b->argc++] = 7;
+	b->argc++;			/* the sha, set at send time */
+	arg_int(b, &ap, b->nchecks);
+	for (int i = 0; i < b->nparts; i++)
+		for (int k = 0; k < b->parts[i].n; k++) {
+			part_check(&b->parts[i], k, &v);
+			arg_copy(b, &ap, v.key, v.keylen);
+		}
+	arg_int(b, &ap, b->nparts);
+	for (int i = 0; i < b->nparts; i++) {
+		arg_int(b, &ap, b->parts[i].n);
+		for (int k = 0; k < b->parts[i].n; k++) {
+			part_check(&b->parts[i], k, &v);
+			arg_int(b, &ap, v.algo);
+			arg_int(b, &ap, v.op);
+			arg_int(b, &ap, v.cost);
+			arg_int(b, &ap, v.p[0]);
+			arg_int(b, &ap, v.p[1]);
+			arg_int(b, &ap, v.p[2]);
+			arg_int(b, &ap, v.flags);
+			arg_copy(b, &ap, v.member, v.memberlen);
+		}
+	}
+}
+
+static void
+batch_free(struct batch *b)
+{
+	free(b->argv);
+	free(b->argvlen);
+	free(b->arena);
+	free(b);
+}
+
+static struct batch *
+batch_new(struct cluster *cl, enum batch_kind kind, unsigned slot,
+          struct node *n)
+{
+	struct batch *b = xcalloc(1, sizeof(*b) + (kind == BATCH_SCRIPT ?
+	                          STORE_BATCH_MAX * sizeof(struct part) : 0));
+
+	b->cl = cl;
+	b->kind = kind;
+	b->slot = slot;
+	b->node = n;
+	return b;
+}
+
+static void x_finish(struct cluster *cl, struct xreq *x);
+
+static void
+answer(struct store_req *sr, uint32_t gen, int err)
+{
+	if (sr->gen == gen)
+		sr->cb(sr, err);
+}
+
+static void
+part_fail(struct cluster *cl, struct part *p, int err)
+{
+	if (p->x == NULL) {
+		answer(p->sr, p->gen, err);
+		return;
+	}
+	if (p->x->err == 0)
+		p->x->err = err;
+	if (--p->x->pending == 0)
+		x_finish(cl, p->x);
+}
+
+static void
+batch_fail(struct batch *b, int err)
+{
+	for (int i = 0; i < b->nparts; i++)
+		part_fail(b->cl, &b->parts[i], err);
+}
+
+static int
+read_result(redisReply **r, struct lim_result *res)
+{
+	res->allowed = (int)r[0]->integer;
+	res->remaining = r[1]->integer;
+	res->retry_after_us = r[2]->integer;
+	res->next_us = r[3]->integer;
+	res->full_us = r[4]->integer;
+	return 0;
+}
+
+/* What the script charged for a check of a part that was not vetoed
+ * (ratelimit.lua: eval_check and the *_eval functions). Releases are not
+ * refunded: a lease cannot be given back with its old expiry. */
+static int
+was_charged(const struct xcheck *c)
+{
+	if (c->op == LIM_OP_RELEASE || c->cost <= 0 || c->cost > LIM_COST_MAX ||
+	    c->algo < 0 || c->algo >= LIM_ALGO_COUNT)
+		return 0;
+	return c->res.allowed == 1 || c->op == LIM_OP_FORCE;
+}
+
+static void
+part_deliver(struct batch *b, struct part *p, redisReply **r)
+{
+	struct xreq *x = p->x;
+	int veto = 0;
+
+	if (x == NULL) {
+		struct store_req *sr = p->sr;
+
+		if (sr->gen != p->gen)
+			return;
+		for (int k = 0; k < p->n; k++)
+			read_result(r + k * LIM_SCRIPT_RESULT,
+			            &sr->results[sr->index[p->idx[k]]]);
+		sr->cb(sr, STORE_OK);
+		return;
+	}
+	for (int k = 0; k < p->n; k++) {
+		struct xcheck *c = &x->c[p->idx[k]];
+
+		read_result(r + k * LIM_SCRIPT_RESULT, &c->res);
+		c->at = b->at;
+		if (c->op == LIM_OP_CHECK && !(c->flags & LIM_FL_SHADOW) &&
+		    c->res.allowed != 1)
+			veto = 1;
+	}
+	for (int k = 0; k < p->n && !veto; k++)
+		x->c[p->idx[k]].charged = was_charged(&x->c[p->idx[k]]);
+	x->vetoed |= veto;
+	if (--x->pending == 0)
+		x_finish(b->cl, x);
+}
+
+static int
+batch_deliver(struct batch *b, redisReply *reply)
+{
+	size_t k = 0;
+
+	if (reply->type != REDIS_REPLY_ARRAY ||
+	    reply->elements != (size_t)b->nchecks * LIM_SCRIPT_RESULT)
+		return -1;
+	for (size_t i = 0; i < reply->elements; i++)
+		if (reply->element[i]->type != REDIS_REPLY_INTEGER)
+			return -1;
+	for (int i = 0; i < b->nparts; i++) {
+		part_deliver(b, &b->parts[i], reply->element + k);
+		k += (size_t)b->parts[i].n * LIM_SCRIPT_RESULT;
+	}
+	return 0;
+}
+
+/* "MOVED 3999 127.0.0.1:6381" / "ASK ...": the node named, or NULL. */
+static struct node *
+redirect_node(struct cluster *cl, const char *err)
+{
+	const char *sp = strchr(err, ' '), *addr, *colon;
+	char *e;
+	long port;
+
+	if (sp == NULL || (addr = strchr(sp + 1, ' ')) == NULL)
+		return NULL;
+	addr++;
+	colon = strrchr(addr, ':');
+	if (colon == NULL || colon == addr)
+		return NULL;
+	port = strtol(colon + 1, &e, 10);
+	if (*e != '\0' || port <= 0 || port > 65535)
+		return NULL;
+	return node_get(cl, addr, (size_t)(colon - addr), (int)port);
+}
+
+/* Handles MOVED and ASK: 1 when <b> was resent. */
+static int
+follow_redirect(struct batch *b, const char *err)
+{
+	struct cluster *cl = b->cl;
+	int moved = strncmp(err, "MOVED ", 6) == 0;
+	struct node *n;
+
+	if (!moved && strncmp(err, "ASK ", 4) != 0)
+		return 0;
+	if (moved)
+		refresh_soon(cl);
+	if (cl->closing || b->redirects >= CL_MAX_REDIRECTS ||
+	    (n = redirect_node(cl, err)) == NULL || !node_usable(n))
+		return 0;
+	if (moved)
+		cl->slots[b->slot] = (unsigned char)(node_index(cl, n) + 1);
+	b->redirects++;
+	b->asking = !moved;
+	b->node = n;
+	return batch_send(b) == 0;
+}
+
+static void batch_cb(redisAsyncContext *ac, void *r, void *privdata);
+
+static void
+time_cb(redisAsyncContext *ac, void *r, void *privdata)
+{
+	struct batch *b = privdata;
+	redisReply *reply = r;
+
+	if (reply != NULL && reply->type == REDIS_REPLY_ARRAY &&
+	    reply->elements == 2 &&
+	    reply->element[0]->type == REDIS_REPLY_STRING &&
+	    reply->element[1]->type == REDIS_REPLY_STRING)
+		b->at = strtoll(reply->element[0]->str, NULL, 10) * 1000000 +
+		        strtoll(reply->element[1]->str, NULL, 10);
+}
+
+/* Queues <b> on its node: [TIME] [ASKING] EVALSHA (EVAL before the sha is
+ * known or after NOSCRIPT). Returns -1, with nothing queued, if the node
+ * cannot take it; the caller then fails and frees <b>. */
+static int
+batch_send(struct batch *b)
+{
+	struct cluster *cl = b->cl;
+	struct node *n = b->node;
+	const char *sha = b->kind == BATCH_SCRIPT ? cl->sha : cl->refund_sha;
+	const char *text = b->kind == BATCH_SCRIPT ? lua_ratelimit : lua_refund;
+	redisAsyncContext *ac = n->ac;
+
+	if (ac == NULL || (ac->c.flags & (REDIS_DISCONNECTING | REDIS_FREEING)))
+		return -1;
+	if (b->argv == NULL)
+		batch_build(b);
+	if (b->retried || sha[0] == '\0') {
+		b->argv[0] = "EVAL";
+		b->argvlen[0] = 4;
+		b->argv[1] = text;
+		b->argvlen[1] = strlen(text);
+	} else {
+		b->argv[0] = "EVALSHA";
+		b->argvlen[0] = 7;
+		b->argv[1] = sha;
+		b->argvlen[1] = 40;
+	}
+	if (b->want_time)
+		redisAsyncCommand(ac, time_cb, b, "TIME");
+	if (b->asking)
+		redisAsyncCommand(ac, NULL, NULL, "ASKING");
+	if (redisAsyncCommandArgv(ac, batch_cb, b, b->argc, b->argv,
+	                          b->argvlen) != REDIS_OK)
+		return -1;
+	b->sent_us = util_monotonic_us();
+	n->inflight++;
+	cl->inflight++;
+	return 0;
+}
+
+/* ---- refunds ------------------------------------------------------------ */
+
+static void
+refund_send(struct cluster *cl, struct xreq *x, unsigned slot,
+            unsigned char *done)
+{
+	struct node *n = slot_node(cl, slot);
+	struct batch *b;
+	size_t arena = 0;
+	int m = 0;
+	char *ap;
+
+	for (int j = 0; j < x->n; j++)
+		if (x->c[j].charged && x->c[j].slot == slot) {
+			m++;
+			arena += x->c[j].keylen + x->c[j].memberlen + 2 + 7 * 21;
+		}
+	b = batch_new(cl, BATCH_REFUND, slot, n);
+	batch_alloc_args(b, 3 + m * 9, arena + 21);
+	ap = b->arena;
+	b->argc = 2;			/* EVALSHA sha, at send time */
+	arg_int(b, &ap, m);
+	for (int j = 0; j < x->n; j++)
+		if (x->c[j].charged && x->c[j].slot == slot)
+			arg_copy(b, &ap, x->c[j].key, x->c[j].keylen);
+	for (int j = 0; j < x->n; j++) {
+		const struct xcheck *c = &x->c[j];
+
+		if (!c->charged || c->slot != slot)
+			continue;
+		done[j] = 1;
+		arg_int(b, &ap, c->algo);
+		arg_int(b, &ap, c->op);
+		arg_int(b, &ap, c->cost);
+		arg_int(b, &ap, c->p[0]);
+		arg_int(b, &ap, c->p[1]);
+		arg_int(b, &ap, c->p[2]);
+		arg_copy(b, &ap, c->member, c->memberlen);
+		arg_int(b, &ap, c->at);
+	}
+	if (n == NULL || !node_usable(n) || batch_send(b) == -1) {
+		log_warn("redis_refund_lost", "slot=%u checks=%d error=\"node down\"",
+		         slot, m);
+		batch_free(b);
+	}
+}
+
+/* One part vetoed or failed: undo what the others charged, per slot. */
+static void
+refund(struct cluster *cl, struct xreq *x)
+{
+	unsigned char done[POLICY_MAX_CHECKS] = { 0 };
+
+	for (int j = 0; j < x->n; j++)
+		if (x->c[j].charged && !done[j])
+			refund_send(cl, x, x->c[j].slot, done);
+}
+
+static void
+refund_done(struct batch *b, redisReply *reply)
+{
+	if (reply == NULL) {
+		log_warn("redis_refund_lost", "slot=%u error=\"no reply\"", b->slot);
+	} else if (reply->type == REDIS_REPLY_ERROR) {
+		if (strncmp(reply->str, "NOSCRIPT", 8) == 0 && !b->retried &&
+		    !b->cl->closing) {
+			b->retried = 1;
+			if (batch_send(b) == 0)
+				return;
+		}
+		if (follow_redirect(b, reply->str))
+			return;
+		log_warn("redis_refund_lost", "slot=%u error=\"%.200s\"", b->slot,
+		         reply->str);
+	}
+	batch_free(b);
+}
+
+static void
+x_finish(struct cluster *cl, struct xreq *x)
+{
+	struct store_req *sr = x->sr;
+
+	if ((x->err != 0 || x->vetoed) && !cl->closing)
+		refund(cl, x);
+	if (sr->gen == x->gen) {
+		if (x->err == 0)
+			for (int j = 0; j < x->n; j++)
+				sr->results[sr->index[j]] = x->c[j].res;
+		sr->cb(sr, x->err != 0 ? x->err : STORE_OK);
+	}
+	free(x);
+}
+
+/* ---- replies ------------------------------------------------------------ */
+
+static void
+batch_cb(redisAsyncContext *ac, void *r, void *privdata)
+{
+	struct batch *b = privdata;
+	struct cluster *cl = b->cl;
+	redisReply *reply = r;
+
+	b->node->inflight--;
+	b->node->last_reply = ev_now(cl->loop);
+	cl->inflight--;
+	metrics_redis_latency(cl->m, util_monotonic_us() - b->sent_us);
+	if (b->kind == BATCH_REFUND) {
+		refund_done(b, reply);
+		return;
+	}
+	if (reply == NULL) {
+		metrics_redis_error(cl->m, METRICS_REDIS_IO);
+		call_failed(cl);
+		batch_fail(b, STORE_EIO);
+		batch_free(b);
+		return;
+	}
+	if (reply->type == REDIS_REPLY_ERROR) {
+		if (strncmp(reply->str, "NOSCRIPT", 8) == 0 && !b->retried &&
+		    !cl->closing) {
+			metrics_redis_error(cl->m, METRICS_REDIS_NOSCRIPT);
+			b->retried = 1;
+			if (batch_send(b) == 0)
+				return;
+		}
+		if (follow_redirect(b, reply->str))
+			return;
+		log_warn("redis_error", "host=%s port=%d error=\"%.200s\"",
+		         b->node->host, b->node->port, reply->str);
+		if (strncmp(reply->str, "CLUSTERDOWN", 11) == 0)
+			refresh_soon(cl);
+	}
+	if (reply->type == REDIS_REPLY_ERROR || batch_deliver(b, reply) == -1) {
+		metrics_redis_error(cl->m, METRICS_REDIS_REPLY);
+		call_failed(cl);
+		batch_fail(b, STORE_EREPLY);
+	} else {
+		call_succeeded(cl);
+	}
+	batch_free(b);
+}
+
+/* ---- routing ------------------------------------------------------------ */
+
+static void
+flush_one(struct cluster *cl, struct batch *b)
+{
+	if (batch_send(b) == -1) {
+		batch_fail(b, STORE_EDOWN);
+		batch_free(b);
+	}
+}
+
+/* Adds part <p> to this flush's call for <slot>. */
+static void
+add_part(struct cluster *cl, unsigned slot, const struct part *p, int *ntouched)
+{
+	struct node *n = slot_node(cl, slot);
+	struct batch *b;
+
+	if (n == NULL || !node_usable(n)) {
+		struct part tmp = *p;
+
+		part_fail(cl, &tmp, STORE_EDOWN);
+		return;
+	}
+	b = cl->open[slot];
+	if (b != NULL && b->nparts == STORE_BATCH_MAX) {
+		flush_one(cl, b);
+		b = cl->open[slot] = batch_new(cl, BATCH_SCRIPT, slot, n);
+	} else if (b == NULL) {
+		b = cl->open[slot] = batch_new(cl, BATCH_SCRIPT, slot, n);
+		cl->touched[(*ntouched)++] = slot;
+	}
+	b->parts[b->nparts++] = *p;
+	b->nchecks += p->n;
+	if (p->x != NULL)
+		b->want_time = 1;
+}
+
+/* Copies check <j> of <sr> into <c>; a sliding-log check without a member
+ * gets one made here, so that its refund knows the entries it added. */
+static void
+x_copy(struct cluster *cl, const struct store_req *sr, int j, unsigned slot,
+       struct xcheck *c)
+{
+	const struct check *k = &sr->checks[sr->index[j]];
+
+	memcpy(c->key, k->key, k->keylen);
+	c->keylen = k->keylen;
+	memcpy(c->member, k->member, k->memberlen);
+	c->memberlen = k->memberlen;
+	if (k->lim.algo == LIM_SLIDING_LOG && k->memberlen == 0)
+		c->memberlen = (size_t)snprintf(c->member, sizeof(c->member),
+		        "x%016llx.%llu", (unsigned long long)cl->id,
+		        (unsigned long long)++cl->seq);
+	c->algo = k->lim.algo;
+	c->op = k->op;
+	c->cost = k->cost;
+	lim_script_params(&k->lim, c->p);
+	c->flags = k->flags & LIM_FL_SHADOW;
+	c->slot = slot;
+}
+
+static void
+route(struct cluster *cl, struct store_req *sr, int *ntouched)
+{
+	unsigned slot[POLICY_MAX_CHECKS];
+	int nslots = 1, n = sr->n;
+	struct part p = { .sr = sr, .gen = sr->sent_gen };
+	struct xreq *x;
+
+	if (n <= 0 || n > POLICY_MAX_CHECKS) {
+		answer(sr, sr->sent_gen, n <= 0 ? STORE_OK : STORE_EREPLY);
+		return;
+	}
+	for (int j = 0; j < n; j++) {
+		const struct check *c = &sr->checks[sr->index[j]];
+
+		slot[j] = crc16_key_slot(c->key, c->keylen);
+		if (slot[j] != slot[0])
+			nslots = 2;
+	}
+	if (nslots <= 1) {		/* one slot: the single-Redis path */
+		p.n = n;
+		for (int j = 0; j < n; j++)
+			p.idx[j] = (unsigned char)j;
+		add_part(cl, slot[0], &p, ntouched);
+		return;
+	}
+	x = xcalloc(1, sizeof(*x));
+	x->sr = sr;
+	x->gen = sr->sent_gen;
+	x->n = n;
+	for (int j = 0; j < n; j++)
+		x_copy(cl, sr, j, slot[j], &x->c[j]);
+	/* one part per distinct slot; count them first so that a part that
+	 * fails at once cannot finish the xreq before the others are added */
+	unsigned char seen[POLICY_MAX_CHECKS] = { 0 };
+	struct part parts[POLICY_MAX_CHECKS];
+	int np = 0;
+
+	for (int j = 0; j < n; j++) {
+		if (seen[j])
+			continue;
+		parts[np] = (struct part){ .sr = NULL, .gen = x->gen, .x = x };
+		for (int k = j; k < n; k++)
+			if (!seen[k] && slot[k] == slot[j]) {
+				seen[k] = 1;
+				parts[np].idx[parts[np].n++] = (unsigned char)k;
+			}
+		np++;
+	}
+	x->pending = np;
+	for (int i = 0; i < np; i++)
+		add_part(cl, slot[parts[i].idx[0]], &parts[i], ntouched);
+}
+
+void
+cluster_flush(struct cluster *cl)
+{
+	struct store_req *sr;
+	int ntouched = 0;
+
+	while ((sr = cl->head) != NULL &&
+	       ntouched < CRC16_SLOTS - POLICY_MAX_CHECKS) {
+		cl->head = sr->next;
+		if (cl->head == NULL)
+			cl->tail = NULL;
+		cl->queued--;
+		route(cl, sr, &ntouched);
+	}
+	for (int i = 0; i < ntouched; i++) {
+		struct batch *b = cl->open[cl->touched[i]];
+
+		cl->open[cl->touched[i]] = NULL;
+		flush_one(cl, b);
+	}
+}
+
+int
+cluster_submit(struct cluster *cl, struct store_req *sr)
+{
+	if (!cl->have_map || cl->queued >= CL_MAX_QUEUE ||
+	    cl->inflight >= CL_MAX_INFLIGHT || breaker_open(cl))
+		return STORE_EDOWN;
+	sr->sent_gen = sr->gen;
+	sr->next = NULL;
+	if (cl->tail != NULL)
+		cl->tail->next = sr;
+	else
+		cl->head = sr;
+	cl->tail = sr;
+	cl->queued++;
+	return STORE_OK;
+}
+
+/* ---- HGET, timeouts ----------------------------------------------------- */
+
+struct hget {
+	struct cluster *cl;
+	store_value_cb *cb;
+	void           *arg;
+};
+
+static void
+hget_cb(redisAsyncContext *ac, void *r, void *privdata)
+{
+	struct hget *h = privdata;
+	redisReply *reply = r;
+
+	if (reply == NULL || reply->type == REDIS_REPLY_ERROR) {
+		if (reply != NULL && strncmp(reply->str, "MOVED ", 6) == 0)
+			refresh_soon(h->cl);
+		h->cb(h->arg, NULL, 0, -1);
+	} else if (reply->type == REDIS_REPLY_STRING) {
+		h->cb(h->arg, reply->str, reply->len, 0);
+	} else {
+		h->cb(h->arg, NULL, 0, 0);
+	}
+	free(h);
+}
+
+int
+cluster_hget(struct cluster *cl, const char *hash, const char *field,
+             size_t fieldlen, store_value_cb *cb, void *arg)
+{
+	struct node *n = slot_node(cl, crc16_key_slot(hash, strlen(hash)));
+	struct hget *h;
+
+	if (!cluster_up(cl) || n == NULL || !node_usable(n) ||
+	    (n->ac->c.flags & (REDIS_DISCONNECTING | REDIS_FREEING)))
+		return -1;
+	h = xmalloc(sizeof(*h));
+	*h = (struct hget){ cl, cb, arg };
+	if (redisAsyncCommand(n->ac, hget_cb, h, "HGET %s %b", hash, field,
+	                      fieldlen) != REDIS_OK) {
+		free(h);
+		return -1;
+	}
+	return 0;
+}
+
+/* Feeds the breaker; past twice its threshold, drops the nodes that have
+ * calls in flight and have been silent for CL_STUCK_S (called from a
+ * timer, never from a Redis callback). */
+void
+cluster_note_timeout(struct cluster *cl)
+{
+	ev_tstamp now = ev_now(cl->loop);
+
+	metrics_redis_error(cl->m, METRICS_REDIS_TIMEOUT);
+	call_failed(cl);
+	if (cl->fails < 2 * CL_BREAKER_FAILS)
+		return;
+	for (int i = 0; i < cl->nnodes; i++) {
+		struct node *n = cl->nodes[i];
+
+		if (n->state == NODE_UP && n->inflight > 0 &&
+		    now - n->last_reply > CL_STUCK_S) {
+			log_warn("redis_link_dropped", "host=%s port=%d inflight=%d",
+			         n->host, n->port, n->inflight);
+			node_drop(n);
+		}
+	}
+}
+
+/* ---- life --------------------------------------------------------------- */
+
+struct cluster *
+cluster_new(struct ev_loop *loop, const struct store_topo *t,
+            const char *user, const char *pass, int64_t connect_timeout_us,
+            struct metrics_worker *m)
+{
+	struct cluster *cl = xcalloc(1, sizeof(*cl));
+
+	cl->loop = loop;
+	cl->m = m;
+	snprintf(cl->user, sizeof(cl->user), "%s", user);
+	snprintf(cl->pass, sizeof(cl->pass), "%s", pass);
+	cl->timeout_s = (double)connect_timeout_us / 1e6;
+	cl->open = xcalloc(CRC16_SLOTS, sizeof(*cl->open));
+	cl->touched = xcalloc(CRC16_SLOTS, sizeof(*cl->touched));
+	cl->id = ((uint64_t)util_wall_us() << 16) ^ (uint64_t)(uintptr_t)cl ^
+	         (uint64_t)util_monotonic_us();
+	for (int i = 0; i < t->nseeds; i++)
+		node_get(cl, t->seeds[i].host, strlen(t->seeds[i].host),
+		         t->seeds[i].port);
+	ev_init(&cl->rtimer, rtimer_cb);
+	arm_rtimer(cl, 0.);
+	return cl;
+}
+
+void
+cluster_free(struct cluster *cl)
+{
+	struct store_req *sr;
+
+	if (cl == NULL)
+		return;
+	cl->closing = 1;
+	ev_timer_stop(cl->loop, &cl->rtimer);
+	while ((sr = cl->head) != NULL) {
+		cl->head = sr->next;
+		answer(sr, sr->sent_gen, STORE_EDOWN);
+	}
+	for (int i = 0; i < cl->nnodes; i++)
+		node_drop(cl->nodes[i]);	/* calls in flight: NULL replies */
+	for (int i = 0; i < cl->nnodes; i++)
+		free(cl->nodes[i]);
+	free(cl->open);
+	free(cl->touched);
+	free(cl);
+}

@@ -1,0 +1,118 @@
+-- spoa-ratelimit: refunds for Redis Cluster. A request whose checks live
+-- in several slots runs one ratelimit.lua call per slot; when one slot
+-- denies (or fails), the agent undoes here what the other slots charged,
+-- so a denied request is charged nowhere (ALGORITHMS.md, "Several rules").
+--
+-- KEYS  the base keys of the charged checks (one slot per call).
+-- ARGV  8 fields per check: algo op cost p1 p2 p3 member at
+--       the first six as ratelimit.lua got them; member the one it used
+--       (sliding-log: the agent always sends one, so the entries added are
+--       member, member#2, ... member#cost); at = Redis TIME in us taken on
+--       this node just before the charging call, which names the window
+--       the fixed- and sliding-window charges went to.
+-- Reply the number of checks refunded.
+--
+-- Each undo is bounded below by the fresh state: a GCRA TAT never goes
+-- below now, tokens never above the burst, counters never below 0.
+
+local GCRA, TB, LEAKY, FW, SW, LOG, CONC = 0, 1, 2, 3, 4, 5, 6
+local FORCE, RELEASE = 1, 2
+local MICRO = 1000000
+local DAY = 86400000000
+
+local t = redis.call('TIME')
+local now = tonumber(t[1]) * 1000000 + tonumber(t[2])
+
+local function s(n) return string.format('%.0f', n) end
+
+local function idiv(a, b)
+	local q = math.floor(a / b)
+	if q * b > a then q = q - 1 elseif (q + 1) * b <= a then q = q + 1 end
+	return q
+end
+
+local function ceil_ms(us) return idiv(us + 999, 1000) end
+
+local function civil(z)
+	z = z + 719468
+	local era = idiv(z, 146097)
+	local doe = z - era * 146097
+	local yoe = idiv(doe - idiv(doe, 1460) + idiv(doe, 36524)
+		- idiv(doe, 146096), 365)
+	local doy = doe - (365 * yoe + idiv(yoe, 4) - idiv(yoe, 100))
+	local mp = idiv(5 * doy + 2, 153)
+	local m = mp < 10 and mp + 3 or mp - 9
+	local y = yoe + era * 400
+	if m <= 2 then y = y + 1 end
+	return y, m
+end
+
+local function window_key(c)
+	if c.algo == FW and c.p3 == 2 then
+		local y, m = civil(idiv(c.at, DAY))
+		return c.key .. ':' .. s(y * 12 + m - 1)
+	end
+	return c.key .. ':' .. s(idiv(c.at, c.p2))
+end
+
+local function gcra(c)
+	local tat = tonumber(redis.call('GET', c.key) or '')
+	if not tat then return end
+	local cost = math.min(c.cost, idiv(2 * (c.p2 + c.p3), c.p1) + 1)
+	local new = tat - c.p1 * cost
+	if new <= now then
+		redis.call('DEL', c.key)
+	else
+		redis.call('SET', c.key, s(new), 'PX', s(ceil_ms(new - now)))
+	end
+end
+
+local function tb(c)
+	local tok = tonumber(redis.call('HGET', c.key, 't') or '')
+	if not tok then return end
+	local full = c.p3 * MICRO
+	local new = tok + math.min(c.cost, 2 * c.p3) * MICRO
+	if new > full then new = full end
+	redis.call('HSET', c.key, 't', s(new))
+end
+
+local function counter(c)
+	local k = window_key(c)
+	local n = tonumber(redis.call('GET', k) or '')
+	if not n or n <= 0 then return end
+	redis.call('DECRBY', k, s(math.min(c.cost, n)))
+end
+
+local function log(c)
+	local add = math.min(c.cost, c.p1)
+	for i = 1, add do
+		if i == 1 then redis.call('ZREM', c.key, c.member)
+		else redis.call('ZREM', c.key, c.member .. '#' .. i) end
+	end
+end
+
+local function conc(c)
+	redis.call('ZREM', c.key, c.member)
+end
+
+local UNDO = { [GCRA] = gcra, [LEAKY] = gcra, [TB] = tb, [FW] = counter,
+	[SW] = counter, [LOG] = log, [CONC] = conc }
+
+local done = 0
+for i = 1, #KEYS do
+	local a = (i - 1) * 8
+	local c = {
+		key = KEYS[i], algo = tonumber(ARGV[a + 1]),
+		op = tonumber(ARGV[a + 2]), cost = tonumber(ARGV[a + 3]),
+		p1 = tonumber(ARGV[a + 4]), p2 = tonumber(ARGV[a + 5]),
+		p3 = tonumber(ARGV[a + 6]), member = ARGV[a + 7] or '',
+		at = tonumber(ARGV[a + 8]) or now,
+	}
+	local f = UNDO[c.algo]
+	if f and c.op ~= RELEASE and c.cost > 0 and
+	   (c.algo ~= LOG or c.member ~= '') then
+		f(c)
+		done = done + 1
+	end
+end
+return done

@@ -1,0 +1,181 @@
+# The agent on redis+cluster://: three masters with --cluster-enabled on
+# loopback (no replicas). Limits are exact over many tenants spread across
+# slots and under concurrent clients on one key; a request whose rules hash
+# to different slots and is denied in one is charged in none (refunds);
+# a slot migration gives ASK and then MOVED, which the agent follows with
+# decisions unchanged.
+. "$(dirname "$0")/../lib.sh"
+P1=$(port 1); P2=$(port 2); P3=$(port 3); AP=$(port 4)
+CLIENT="$TOOLS/spop-client"
+rc() { p=$1; shift; redis-cli -h 127.0.0.1 -p "$p" "$@" 2>/dev/null; }
+rcc() { redis-cli -c -h 127.0.0.1 -p "$P1" "$@" 2>/dev/null; }
+until_ok() {
+	i=0
+	while [ $i -lt 100 ]; do "$@" && return 0; sleep 0.1; i=$((i + 1)); done
+	return 1
+}
+
+for p in "$P1" "$P2" "$P3"; do
+	mkdir -p "$TMP/c$p"
+	redis-server --port "$p" --bind 127.0.0.1 --save '' --appendonly no \
+		--dir "$TMP/c$p" --cluster-enabled yes \
+		--cluster-config-file "$TMP/c$p/nodes.conf" \
+		--cluster-node-timeout 2000 --daemonize no >"$TMP/c$p.log" 2>&1 &
+	PIDS="$PIDS $!"
+done
+for p in "$P1" "$P2" "$P3"; do wait_port "$p"; done
+redis-cli --cluster create "127.0.0.1:$P1" "127.0.0.1:$P2" "127.0.0.1:$P3" \
+	--cluster-replicas 0 --cluster-yes >"$TMP/create.log" 2>&1
+ok $? "redis-cli --cluster create: 3 masters"
+cluster_ok() {
+	for p in "$P1" "$P2" "$P3"; do
+		rc "$p" cluster info | grep -q 'cluster_state:ok' || return 1
+	done
+}
+until_ok cluster_ok; ok $? "cluster_state is ok on every node"
+
+cat >"$TMP/policy.yaml" <<YAML
+listen: 127.0.0.1:$AP
+workers: 2
+redis: { url: "redis+cluster://127.0.0.1:$P1,127.0.0.1:$P2", timeout: 200ms }
+rules:
+  - name: tenant
+    message: rl-request
+    key: "tenant:{tenant}"
+    algorithm: gcra
+    rate: 1/min
+    burst: 5
+    fail: open
+  - name: hot
+    message: rl-hot
+    key: "hot:{tenant}"
+    algorithm: gcra
+    rate: 1/min
+    burst: 50
+    fail: open
+  - name: mt
+    message: rl-multi
+    key: "t:{tenant}"
+    algorithm: gcra
+    rate: 1/min
+    burst: 10
+    fail: open
+  - name: mfw
+    message: rl-multi
+    key: "fw:{tenant}"
+    algorithm: fixed-window
+    limit: 100
+    window: 1h
+    fail: open
+  - name: mlog
+    message: rl-multi
+    key: "log:{tenant}"
+    algorithm: sliding-log
+    limit: 100
+    window: 1h
+    fail: open
+  - name: mip
+    message: rl-multi
+    key: "ip:{ip}"
+    algorithm: gcra
+    rate: 1/min
+    burst: 2
+    fail: open
+YAML
+start_agent "$TMP/policy.yaml"
+wait_port "$AP"
+c() { "$CLIENT" -a "127.0.0.1:$AP" "$@"; }
+field() { sed -n "s/.* $1=\([^ ]*\).*/\1/p"; }
+healthy() { [ "$(c rl-request tenant=s:probe | field degraded)" = 0 ]; }
+until_ok healthy; ok $? "decisions come from the cluster"
+
+# 1. many tenants, spread over the slots (and the three nodes), in parallel
+cpids=""
+for t in $(seq 1 40); do
+	c -n 7 rl-request tenant=s:"tn$t" >"$TMP/tn$t.out" 2>&1 &
+	cpids="$cpids $!"
+done
+wait $cpids
+bad=0; slots=""
+for t in $(seq 1 40); do
+	s=$(field status <"$TMP/tn$t.out" | tr '\n' ' ')
+	[ "$s" = "0 0 0 0 0 429 429 " ] || { bad=$((bad + 1)); echo "# tn$t: $s"; }
+	slots="$slots $(rcc cluster keyslot "rl:{tenant:tenant:tn$t}")"
+done
+expect_eq "$bad" 0 "40 tenants at once: each gets exactly its burst of 5"
+nodes=$(for s in $slots; do
+	if [ "$s" -le 5460 ]; then echo a; elif [ "$s" -le 10922 ]; then echo b; else echo c; fi
+done | sort -u | wc -l)
+expect_eq "$nodes" 3 "the tenants' keys live on all three masters"
+expect_eq "$(rcc exists 'rl:{tenant:tenant:tn7}')" 1 "a tenant key is in the cluster"
+
+# 2. exact count: 5 clients x 20 requests on one key, burst 50
+cpids=""
+for i in 1 2 3 4 5; do
+	c -n 20 -P 4 rl-hot tenant=s:hot >"$TMP/hot$i.out" 2>&1 &
+	cpids="$cpids $!"
+done
+wait $cpids
+allowed=$(cat "$TMP"/hot?.out | grep -c ' status=0 ')
+acks=$(cat "$TMP"/hot?.out | grep -c '^ack')
+expect_eq "$acks" 100 "every one of 100 concurrent requests is answered"
+expect_eq "$allowed" 50 "exactly the burst (50) is allowed across 5 concurrent clients"
+expect_eq "$(cat "$TMP"/hot?.out | grep -c 'degraded=1')" 0 "none of them was degraded"
+
+# 3. rules in different slots: a denial in one slot charges none of the others
+ks() { rcc cluster keyslot "$1"; }
+s_mt=$(ks 'rl:{mt:t:acme}'); s_fw=$(ks 'rl:{mfw:fw:acme}')
+s_log=$(ks 'rl:{mlog:log:acme}'); s_ip=$(ks 'rl:{mip:ip:10.0.0.1}')
+[ "$(printf '%s\n' "$s_mt" "$s_fw" "$s_log" "$s_ip" | sort -u | wc -l)" = 4 ]
+ok $? "the four rules of rl-multi hash to four slots ($s_mt $s_fw $s_log $s_ip)"
+out=$(c -n 2 rl-multi tenant=s:acme ip=4:10.0.0.1)
+expect_eq "$(echo "$out" | field status | tr '\n' ' ')" "0 0 " "two multi-slot requests pass"
+win=$(( $(date +%s) / 3600 ))
+fw() { echo $(( $(rcc get "rl:{mfw:fw:acme}:$win" || echo 0) + 0 + $(rcc get "rl:{mfw:fw:acme}:$((win - 1))" || echo 0) + 0 )); }
+tat0=$(rcc get 'rl:{mt:t:acme}')
+expect_eq "$(fw)/$(rcc zcard 'rl:{mlog:log:acme}')" "2/2" "both were charged in every slot"
+out=$(c -n 3 rl-multi tenant=s:acme ip=4:10.0.0.1)
+expect_eq "$(echo "$out" | field status | tr '\n' ' ')" "429 429 429 " "the ip rule (burst 2) denies the next ones"
+expect_eq "$(echo "$out" | field policy | sort -u)" "mip" "the denying rule is mip"
+expect_eq "$(fw)" 2 "fixed-window: the denied requests were refunded"
+expect_eq "$(rcc zcard 'rl:{mlog:log:acme}')" 2 "sliding-log: the denied requests were refunded"
+expect_eq "$(rcc get 'rl:{mt:t:acme}')" "$tat0" "gcra: the TAT is back where it was"
+out=$(c rl-multi tenant=s:acme ip=4:10.0.0.2)
+expect_eq "$(echo "$out" | field status)" 0 "another ip for the same tenant passes"
+expect_eq "$(fw)/$(rcc zcard 'rl:{mlog:log:acme}')" "3/3" "and is charged once"
+! grep -q 'redis_refund_lost' "$TMP/agent.log"; ok $? "no refund was lost"
+
+# 4. slot migration: ASK while MIGRATING/IMPORTING, then MOVED
+K='rl:{tenant:tenant:mig}'
+S=$(ks "$K")
+owner() {
+	for p in "$P1" "$P2" "$P3"; do
+		[ "$(rc "$p" cluster myid)" = "$1" ] && echo "$p"
+	done
+}
+src_id=$(rc "$P1" cluster nodes | awk -v s="$S" '$3 ~ /master/ {
+	for (i = 9; i <= NF; i++) { split($i, r, "-"); if (r[2] == "") r[2] = r[1];
+		if (s >= r[1] && s <= r[2]) print $1 } }')
+SRC=$(owner "$src_id")
+for p in "$P1" "$P2" "$P3"; do [ "$p" != "$SRC" ] && DST=$p && break; done
+dst_id=$(rc "$DST" cluster myid)
+out=$(c -n 2 rl-request tenant=s:mig)
+expect_eq "$(echo "$out" | field status | tr '\n' ' ')" "0 0 " "two requests on the key before the migration"
+asks0=$(rc "$DST" info commandstats | sed -n 's/^cmdstat_asking:calls=\([0-9]*\).*/\1/p')
+rc "$DST" cluster setslot "$S" importing "$src_id" >/dev/null
+rc "$SRC" cluster setslot "$S" migrating "$dst_id" >/dev/null
+expect_eq "$(rc "$SRC" migrate 127.0.0.1 "$DST" "$K" 0 5000)" "OK" "MIGRATE moves the key to the importing node"
+out=$(c -n 2 rl-request tenant=s:mig)
+expect_eq "$(echo "$out" | field status | tr '\n' ' ')/$(echo "$out" | field degraded | tr '\n' ' ')" \
+	"0 0 /0 0 " "during the migration (ASK) the count goes on, not degraded"
+asks1=$(rc "$DST" info commandstats | sed -n 's/^cmdstat_asking:calls=\([0-9]*\).*/\1/p')
+[ "${asks1:-0}" -gt "${asks0:-0}" ]; ok $? "the agent sent ASKING to the importing node"
+for p in "$P1" "$P2" "$P3"; do rc "$p" cluster setslot "$S" node "$dst_id" >/dev/null; done
+out=$(c -n 3 rl-request tenant=s:mig)
+expect_eq "$(echo "$out" | field status | tr '\n' ' ')/$(echo "$out" | field degraded | tr '\n' ' ')" \
+	"0 429 429 /0 0 0 " "after the slot moved (MOVED) the limit holds: 5 in all"
+expect_eq "$(rc "$DST" exists "$K")" 1 "the key is on its new node"
+! grep -q "redis_error" "$TMP/agent.log"; ok $? "no Redis error reached a decision (redirects were followed)"
+other=$(c rl-request tenant=s:tn1 | field status)
+expect_eq "$other" 429 "keys on other slots are unaffected"
+finish
