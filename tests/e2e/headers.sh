@@ -1,0 +1,134 @@
+#!/bin/bash
+# Several rules on rl-request: a per-IP flood guard ("ip", 3/min burst 3),
+# the tenant rule ("tenant", 10/min burst 10) and an API-key rule with
+# headers: false ("hidden", 1/min burst 1). Through the shipped haproxy.cfg:
+#  - RateLimit and RateLimit-Policy list exactly "ip" and "tenant", in rule
+#    order, in RFC 9651 syntax, on allowed and on 429 responses (whichever
+#    rule denied, the hidden one included);
+#  - Retry-After is not earlier than the deciding rule's t;
+#  - a request denied by one rule is charged to none of the others (the
+#    tenant's TAT in Redis does not move, and the next decision's remaining
+#    shows it; the same for the ip rule when the tenant rule denies).
+# Client addresses vary with curl --interface 127.0.0.N (the ip arg is src).
+. "$(dirname "$0")/../lib.sh"
+. "$(dirname "$0")/lib-e2e.bash"
+need_agent
+
+cat >"$POLICY" <<EOF
+listen: 127.0.0.1:$AGENT_PORT
+workers: 2
+redis:
+  url: redis://127.0.0.1:$REDIS_PORT/0
+  timeout: 50ms
+rules:
+  - name: ip
+    message: rl-request
+    key: "ip:{ip}"
+    algorithm: gcra
+    rate: 3/min
+    burst: 3
+    missing: skip
+  - name: tenant
+    message: rl-request
+    key: "tenant:{tenant}"
+    algorithm: gcra
+    rate: 10/min
+    burst: 10
+    missing: deny
+  - name: hidden
+    message: rl-request
+    key: "k:{key}"
+    algorithm: gcra
+    rate: 1/min
+    burst: 1
+    missing: skip
+    headers: false
+EOF
+start_stack
+ok $? "stack up, agent UP"
+
+RL_RE='^"ip";r=[0-9]+;t=[0-9]+, "tenant";r=[0-9]+;t=[0-9]+$'
+RP_RE='^"ip";q=3;w=60, "tenant";q=10;w=60$'
+
+# from N ARGS...: a request from 127.0.0.N.
+from() { n=$1; shift; req --interface "127.0.0.$n" "$@"; }
+# member NAME: the RateLimit member of rule NAME in the last response.
+member() { hdr RateLimit | tr ',' '\n' | sed 's/^ *//' | grep "^\"$1\";"; }
+tat() { redis-cli -p "$REDIS_PORT" GET "rl:{tenant:tenant:$1}"; }
+policy_of_body() { sed -n 's/.*"policy":"\([^"]*\)".*/\1/p' "$TMP/b"; }
+
+# ---- allowed ---------------------------------------------------------------
+c=$(from 2 -H 'X-Tenant: t1' "$URL/")
+expect_eq "$c" 200 "a first request passes"
+rl=$(hdr RateLimit); rp=$(hdr RateLimit-Policy)
+[[ $rl =~ $SF_LIST ]] && [[ $rp =~ $SF_LIST ]]
+ok $? "RateLimit and RateLimit-Policy are RFC 9651 lists"
+[[ $rl =~ $RL_RE ]]; ok $? "allowed: RateLimit lists exactly ip, tenant ('$rl')"
+[[ $rp =~ $RP_RE ]]; ok $? "allowed: RateLimit-Policy lists exactly ip, tenant ('$rp')"
+expect_eq "$(member ip)" '"ip";r=2;t=20' "ip member: r=2, t=20 (3/min)"
+expect_eq "$(member tenant)" '"tenant";r=9;t=6' "tenant member: r=9, t=6 (10/min)"
+! grep -qi hidden "$TMP/h"; ok $? "the headers: false rule is in no header"
+
+# ---- denied by the hidden rule ---------------------------------------------
+c1=$(from 3 -H 'X-Tenant: t1' -H 'X-Api-Key: k1' "$URL/")
+[[ $(hdr RateLimit) =~ $RL_RE ]]; h1=$?
+c2=$(from 3 -H 'X-Tenant: t1' -H 'X-Api-Key: k1' "$URL/")
+rl=$(hdr RateLimit); rp=$(hdr RateLimit-Policy); ra=$(hdr Retry-After)
+expect_eq "$c1 $c2" "200 429" "the hidden rule (burst 1) denies the 2nd request of API key k1"
+expect_eq "$h1" 0 "allowed with the hidden rule matched: still only ip, tenant"
+expect_eq "$(policy_of_body)" hidden "that 429 was decided by the hidden rule"
+[[ $rl =~ $RL_RE ]]; ok $? "429 by the hidden rule: RateLimit lists exactly ip, tenant ('$rl')"
+[[ $rp =~ $RP_RE ]]; ok $? "429 by the hidden rule: RateLimit-Policy lists exactly ip, tenant ('$rp')"
+is_posint "$ra" && [ "$ra" -ge 55 ] && [ "$ra" -le 60 ]
+ok $? "its Retry-After is the hidden rule's (1/min: 55..60, got '$ra')"
+c=$(from 3 -H 'X-Tenant: t1' "$URL/")
+expect_eq "$c $(member ip) $(member tenant | sed 's/;t=.*//')" '200 "ip";r=1;t=20 "tenant";r=7' \
+	"the hidden rule's 429 charged neither ip (r=1 after 2 passes) nor tenant (r=7 after 3)"
+
+# ---- denied by the ip rule ---------------------------------------------------
+codes=""
+for i in 1 2 3; do codes="$codes $(from 1 -H 'X-Tenant: t2' "$URL/")"; done
+expect_eq "$codes" " 200 200 200" "3 requests from 127.0.0.1 pass (ip burst 3)"
+expect_eq "$(member tenant | sed 's/;t=.*//')" '"tenant";r=7' "tenant t2 at r=7"
+before=$(tat t2)
+c=$(from 1 -H 'X-Tenant: t2' "$URL/")
+expect_eq "$c" 429 "the 4th from 127.0.0.1: 429"
+expect_eq "$(policy_of_body)" ip "decided by the ip rule"
+rl=$(hdr RateLimit); rp=$(hdr RateLimit-Policy); ra=$(hdr Retry-After)
+[[ $rl =~ $RL_RE ]]; ok $? "429 by ip: RateLimit lists exactly ip, tenant ('$rl')"
+[[ $rp =~ $RP_RE ]]; ok $? "429 by ip: RateLimit-Policy lists exactly ip, tenant ('$rp')"
+t=$(sf_param "$(member ip)" t)
+expect_eq "$(sf_param "$(member ip)" r)" 0 "429 by ip: ip r=0"
+is_posint "$ra" && is_posint "$t" && [ "$ra" -ge "$t" ]
+ok $? "Retry-After ($ra) >= t of the deciding ip rule ($t)"
+[ "${ra:-0}" -ge 19 ] && [ "${ra:-0}" -le 20 ]; ok $? "Retry-After is about 60/3 s (got '$ra')"
+from 1 -H 'X-Tenant: t2' "$URL/" >/dev/null
+after=$(tat t2)
+[ -n "$before" ] && [ "$before" = "$after" ]
+ok $? "two requests denied by ip left the tenant's TAT in Redis unchanged ($before -> $after)"
+c=$(from 4 -H 'X-Tenant: t2' "$URL/")
+expect_eq "$c $(member tenant | sed 's/;t=.*//')" '200 "tenant";r=6' \
+	"the next allowed request of t2 (from .4) sees r=6: the denied ones cost nothing"
+
+# ---- denied by the tenant rule -----------------------------------------------
+codes=""
+for n in $(seq 10 19); do codes="$codes $(from "$n" -H 'X-Tenant: t3' "$URL/")"; done
+expect_eq "$codes" "$(printf ' 200%.0s' $(seq 10))" "tenant t3: 10 requests from 10 addresses pass"
+c=$(from 20 -H 'X-Tenant: t3' "$URL/")
+expect_eq "$c" 429 "the 11th of t3: 429"
+expect_eq "$(policy_of_body)" tenant "decided by the tenant rule"
+rl=$(hdr RateLimit); ra=$(hdr Retry-After)
+[[ $rl =~ $RL_RE ]]; ok $? "429 by tenant: RateLimit lists exactly ip, tenant ('$rl')"
+t=$(sf_param "$(member tenant)" t)
+expect_eq "$(sf_param "$(member tenant)" r)" 0 "429 by tenant: tenant r=0"
+is_posint "$ra" && is_posint "$t" && [ "$ra" -ge "$t" ]
+ok $? "Retry-After ($ra) >= t of the deciding tenant rule ($t)"
+c=$(from 20 -H 'X-Tenant: t4' "$URL/")
+expect_eq "$c $(member ip)" '200 "ip";r=2;t=20' "the tenant's 429 did not charge ip 127.0.0.20 (r=2 on its next request)"
+
+! grep -q 'SPOE: \[rl-agent\].*st=[1-9]' "$TMP/haproxy.log"
+ok $? "no SPOE processing errors in the haproxy log"
+! grep -q 'rl_degraded=1' "$TMP/haproxy.log"
+ok $? "no degraded decision"
+
+finish
