@@ -61,6 +61,7 @@ enum rule_plan {
 
 #define POLICY_NAME_MAX   64	/* rule and plan names */
 #define POLICY_MAX_STATUS 16	/* failure_status entries */
+#define POLICY_ADDR_MAX   128	/* metrics.listen, with its NUL */
 
 /* A plan (plans: { name: { rate, burst, quota } }). A field given as
  * "none" means "no limit of that kind for this plan": rules taking it
@@ -174,6 +175,17 @@ struct policy {
 	struct plan_lookup plan_lookup;
 	struct policy_msg *msgs;	/* one per distinct message name */
 	int               nmsgs;
+	/* added for operations (issue 7); fixed arrays, nothing to free */
+	char              metrics_listen[POLICY_ADDR_MAX];	/* metrics.listen:
+					 * host:port for /metrics and /healthz;
+					 * "" = no metrics server */
+	int               log_level;	/* log.level (enum log_level), or -1
+					 * when the file does not say */
+	double            log_sample;	/* log.sample: fraction of decisions
+					 * logged, 0 (none) .. 1 (all) */
+	uint64_t          log_sample_thresh;	/* log_sample * 2^32: a decision
+					 * is logged when a 32-bit random
+					 * number is below it; 0 = off */
 };
 
 /* One limit check for one request, built by policy_build_checks(). */

@@ -1,7 +1,8 @@
 /*
  * Policy file -> struct policy: libyaml's document API gives a node tree
  * with line and column marks; keyword tables (one per section: top level,
- * redis, local, plan_lookup, plans.<name>, rules[i]) say what each key is,
+ * redis, local, metrics, log, plan_lookup, plans.<name>, rules[i]) say
+ * what each key is,
  * its type, bounds and default, and drive one generic mapping walker. The
  * walker stores typed values into the target struct and remembers which
  * node set which keyword, so the cross-field checks that follow (a rule's
@@ -14,6 +15,7 @@
  * with other threads until policy_load2() returns.
  */
 #include <errno.h>
+#include <math.h>
 #include <stdarg.h>
 #include <stdatomic.h>
 #include <stdio.h>
@@ -461,6 +463,11 @@ static const struct kw redis_kw[] = {
 	  "AUTH password" },
 	{ "username", KW_STR, FIELD(struct policy, redis_username), 0, 0, NULL, NULL, 0,
 	  "ACL user (Redis 6+)" },
+	/* Handled by redis_env(): the value is the name of a variable. */
+	{ "password_env", KW_NODE, 0, 0, 0, 0, NULL, NULL, 0,
+	  "environment variable holding the AUTH password" },
+	{ "username_env", KW_NODE, 0, 0, 0, 0, NULL, NULL, 0,
+	  "environment variable holding the ACL user" },
 };
 
 static const struct kw local_kw[] = {
@@ -471,7 +478,7 @@ static const struct kw local_kw[] = {
 enum top_kw {
 	TK_LISTEN = 0, TK_WORKERS, TK_REDIS, TK_POOL, TK_MAXCONNS, TK_IDLE,
 	TK_HEADERS, TK_SHADOW, TK_LOCAL, TK_PLANS, TK_TENANTS, TK_LOOKUP,
-	TK_RULES, TK_COUNT
+	TK_RULES, TK_METRICS, TK_LOG, TK_COUNT
 };
 
 static const struct kw top_kw[TK_COUNT] = {
@@ -500,6 +507,35 @@ static const struct kw top_kw[TK_COUNT] = {
 	[TK_LOOKUP] = { "plan_lookup", KW_NODE, 0, 0, 0, 0, NULL, NULL, 0,
 	  "{ arg, tenant_arg, redis_hash, default, cache }" },
 	[TK_RULES] = { "rules", KW_NODE, 0, 0, 0, 0, NULL, NULL, 0, "the limits" },
+	[TK_METRICS] = { "metrics", KW_NODE, 0, 0, 0, 0, NULL, NULL, 0,
+	  "{ listen }: /metrics and /healthz (none)" },
+	[TK_LOG] = { "log", KW_NODE, 0, 0, 0, 0, NULL, NULL, 0,
+	  "{ level, sample }" },
+};
+
+struct metrics_src {
+	char    *listen;
+};
+
+static const struct kw metrics_kw[] = {
+	{ "listen", KW_STR, FIELD(struct metrics_src, listen), 0, 0, NULL, NULL, 0,
+	  "host:port, [v6]:port or :port for GET /metrics and /healthz" },
+};
+
+struct log_src {
+	int      level;
+	char    *sample;
+};
+
+static const char *const level_names[] = { "error", "warn", "info", "debug", NULL };
+
+enum log_kw { LGK_LEVEL = 0, LGK_SAMPLE, LGK_COUNT };
+
+static const struct kw log_kw[LGK_COUNT] = {
+	[LGK_LEVEL] = { "level", KW_ENUM, FIELD(struct log_src, level), 0, 0, level_names,
+	  NULL, 0, "error | warn | info (default) | debug; -v and -q win" },
+	[LGK_SAMPLE] = { "sample", KW_STR, FIELD(struct log_src, sample), 0, 0, NULL, NULL, 0,
+	  "fraction of decisions logged, 0 (default) to 1" },
 };
 
 struct plan_src {
@@ -687,7 +723,153 @@ set_defaults(struct policy *p)
 	p->headers = HEADERS_IETF;
 	p->plan_lookup.default_plan = -1;
 	p->plan_lookup.cache_us = POLICY_DEF_PLAN_CACHE;
+	p->log_level = -1;
 	atomic_init(&p->refs, 1);
+}
+
+/* ---- operations: metrics, log, secrets from the environment ------------ */
+
+/* The value node of <key> in mapping <map>, or NULL. */
+static yaml_node_t *
+map_get(struct ctx *c, yaml_node_t *map, const char *key)
+{
+	yaml_node_t *v;
+
+	if (!map || map->type != YAML_MAPPING_NODE)
+		return NULL;
+	v = map_find(c, map, key);
+	return v == map ? NULL : v;
+}
+
+/* metrics.listen: what httpd_new() takes, "host:port", "[v6]:port" or
+ * ":port" (all IPv4 interfaces); no unix sockets (Prometheus scrapes TCP). */
+static void
+check_metrics_listen(struct ctx *c, yaml_node_t *n, const char *s)
+{
+	const char *colon, *path = "metrics.listen";
+	int64_t port;
+
+	if (strncmp(s, "unix:", 5) == 0) {
+		error_at(c, n, path, "unix sockets are not supported: host:port");
+		return;
+	}
+	if (strlen(s) >= POLICY_ADDR_MAX) {
+		error_at(c, n, path, "longer than %d characters", POLICY_ADDR_MAX - 1);
+		return;
+	}
+	colon = strrchr(s, ':');
+	if (!colon) {
+		error_at(c, n, path, "expected host:port, [v6]:port or :port, got \"%s\"", s);
+		return;
+	}
+	if (s[0] == '[' ? colon[-1] != ']' : memchr(s, ':', (size_t)(colon - s)) != NULL) {
+		error_at(c, n, path, "IPv6 address must be in brackets: [::1]:port");
+		return;
+	}
+	if (parse_int(colon + 1, &port) == -1 || port < 1 || port > 65535 ||
+	    colon[1] == '-')
+		error_at(c, n, path, "port must be between 1 and 65535");
+}
+
+static void
+parse_metrics(struct ctx *c, yaml_node_t *n)
+{
+	struct metrics_src src = { 0 };
+	yaml_node_t *seen[ARRAY_SIZE(metrics_kw)] = { 0 };
+
+	if (n->type != YAML_MAPPING_NODE) {
+		error_at(c, n, "metrics", "expected a mapping { listen }");
+		return;
+	}
+	parse_map(c, n, "metrics", metrics_kw, ARRAY_SIZE(metrics_kw), &src, seen);
+	if (src.listen) {
+		check_metrics_listen(c, seen[0], src.listen);
+		snprintf(c->p->metrics_listen, sizeof(c->p->metrics_listen), "%s",
+		         src.listen);
+	}
+	free(src.listen);
+}
+
+/* Strict fraction in [0, 1]: a decimal number, the whole text. */
+static int
+parse_fraction(const char *s, double *v)
+{
+	char *end;
+	double x;
+
+	if (!*s || !((*s >= '0' && *s <= '9') || *s == '.'))
+		return -1;
+	errno = 0;
+	x = strtod(s, &end);
+	if (errno || *end || !isfinite(x) || x < 0 || x > 1)
+		return -1;
+	*v = x;
+	return 0;
+}
+
+static void
+parse_log(struct ctx *c, yaml_node_t *n)
+{
+	struct log_src src = { .level = -1 };
+	yaml_node_t *seen[LGK_COUNT] = { 0 };
+	struct policy *p = c->p;
+	double x;
+
+	if (n->type != YAML_MAPPING_NODE) {
+		error_at(c, n, "log", "expected a mapping { level, sample }");
+		return;
+	}
+	parse_map(c, n, "log", log_kw, LGK_COUNT, &src, seen);
+	p->log_level = src.level;
+	if (src.sample && parse_fraction(src.sample, &x) == -1) {
+		error_at(c, seen[LGK_SAMPLE], "log.sample", "expected a fraction "
+		         "between 0 and 1 such as 0.01, got \"%s\"", src.sample);
+	} else if (src.sample) {
+		p->log_sample = x;
+		/* x * 2^32 is exact for the sample rates anyone writes and
+		 * reaches 2^32 at 1: every draw of a 32-bit number is below. */
+		p->log_sample_thresh = (uint64_t)ldexp(x, 32);
+		if (x > 0 && p->log_sample_thresh == 0)
+			p->log_sample_thresh = 1;	/* tiny but not off */
+	}
+	free(src.sample);
+}
+
+/* redis.<field>_env: NAME -> the value of $NAME into <*dst>. <inline_kw>
+ * is the plain keyword it excludes. The value is a secret: no message
+ * ever quotes it, only the variable's name. */
+static void
+redis_env(struct ctx *c, yaml_node_t *redis, const char *key,
+          const char *inline_kw, char **dst)
+{
+	yaml_node_t *n = map_get(c, redis, key), *other;
+	char path[PATH_MAX_LEN];
+	const char *name, *val;
+
+	if (!n)
+		return;
+	path_key(path, "redis", key);
+	if (!(name = scalar(c, n, path, "an environment variable name")))
+		return;
+	if (!*name || strchr(name, '=')) {
+		error_at(c, n, path, "not a variable name: \"%s\"", name);
+		return;
+	}
+	if ((other = map_get(c, redis, inline_kw)) != NULL) {
+		error_at(c, n, path, "redis.%s is given too (line %d): use one", inline_kw,
+		         (int)other->start_mark.line + 1);
+		return;
+	}
+	if (!(val = getenv(name))) {
+		error_at(c, n, path, "environment variable %s is not set", name);
+		return;
+	}
+	if (!*val) {
+		error_at(c, n, path, "environment variable %s is empty", name);
+		return;
+	}
+	free(*dst);
+	*dst = xstrdup(val);
 }
 
 /* ---- plans -------------------------------------------------------------- */
@@ -1406,6 +1588,12 @@ parse_root(struct ctx *c, yaml_node_t *root)
 	}
 	check_listen(c, seen[TK_LISTEN]);
 	check_redis_url(c, map_find(c, seen[TK_REDIS], "url"));
+	redis_env(c, seen[TK_REDIS], "password_env", "password", &c->p->redis_password);
+	redis_env(c, seen[TK_REDIS], "username_env", "username", &c->p->redis_username);
+	if (seen[TK_METRICS])
+		parse_metrics(c, seen[TK_METRICS]);
+	if (seen[TK_LOG])
+		parse_log(c, seen[TK_LOG]);
 	if (seen[TK_PLANS])
 		parse_plans(c, seen[TK_PLANS]);
 	if (seen[TK_TENANTS])

@@ -23,12 +23,14 @@
 
 #include "conn.h"
 #include "decide.h"
+#include "declog.h"
 #include "local.h"
 #include "log.h"
 #include "metrics.h"
 #include "nearcache.h"
 #include "plancache.h"
 #include "policy.h"
+#include "ratelog.h"
 #include "req.h"
 #include "server.h"
 #include "store.h"
@@ -117,6 +119,7 @@ apply_fail_modes(struct req *r)
 	for (int j = 0; j < r->nredis; j++) {
 		int i = r->redis_idx[j];
 
+		ratelog_fail_mode(r->checks[i].rule, r->w->id, store_up(r->w->store));
 		switch (r->checks[i].rule->fail) {
 		case FAIL_OPEN:
 			r->out[i].src = SRC_FAIL_OPEN;
@@ -315,6 +318,7 @@ count_decisions(struct req *r)
 			o_kind = METRICS_ALLOWED;
 		metrics_decision(r->w->m, idx, o_kind);
 	}
+	declog_sample(r->policy, r->checks, r->out, r->n, &r->d);
 }
 
 static void

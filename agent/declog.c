@@ -1,0 +1,155 @@
+/*
+ * The sampled decision log (see declog.h for the line).
+ *
+ * Sampling is per request, independent between requests: a thread-local
+ * xorshift64* generator, seeded on first use from the monotonic clock and
+ * the address of its own state (distinct per thread), gives one 32-bit
+ * number per request, compared with the policy's precomputed threshold.
+ * Not cryptographic and not meant to be: it only has to be uniform enough
+ * that 1% of the requests means about 1%.
+ *
+ * The line is formatted into a stack buffer and written by log_msg(), one
+ * write(2), so lines of several workers never interleave. Nothing here
+ * allocates.
+ */
+#include <stdarg.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "declog.h"
+#include "log.h"
+#include "util.h"
+
+static _Thread_local uint64_t rng;
+
+void
+declog_seed(uint64_t seed)
+{
+	rng = seed ? seed : 0x9e3779b97f4a7c15ULL;
+}
+
+static uint32_t
+next32(void)
+{
+	if (rng == 0)
+		declog_seed((uint64_t)util_monotonic_us() ^
+		            ((uint64_t)(uintptr_t)&rng << 16));
+	rng ^= rng >> 12;
+	rng ^= rng << 25;
+	rng ^= rng >> 27;
+	return (uint32_t)((rng * 0x2545f4914f6cdd1dULL) >> 32);
+}
+
+int
+declog_draw(uint64_t thresh)
+{
+	return (uint64_t)next32() < thresh;
+}
+
+static const char *
+outcome_name(const struct check *c, const struct outcome *o)
+{
+	switch (o->src) {
+	case SRC_NOT_RUN:
+		return "not_run";
+	case SRC_FAIL_OPEN:
+	case SRC_FAIL_CLOSED:
+	case SRC_FAIL_LOCAL:
+		return "degraded";
+	case SRC_MISSING:
+		break;
+	default:
+		if (o->res.allowed == 1)
+			return "allowed";
+		break;
+	}
+	return (c->flags & LIM_FL_SHADOW) ? "shadow_denied" : "denied";
+}
+
+/* Appends <s,len> to <buf> at <*off>, escaping as declog.h says. Stops,
+ * leaving room for the NUL, when <size> is reached. */
+static void
+put_escaped(char *buf, size_t size, size_t *off, const char *s, size_t len)
+{
+	static const char hex[] = "0123456789abcdef";
+
+	for (size_t i = 0; i < len; i++) {
+		unsigned char ch = (unsigned char)s[i];
+
+		if (ch > ' ' && ch < 0x7f && ch != '"' && ch != '\\') {
+			if (*off + 1 >= size)
+				return;
+			buf[(*off)++] = (char)ch;
+			continue;
+		}
+		if (*off + 4 >= size)
+			return;
+		buf[(*off)++] = '\\';
+		buf[(*off)++] = 'x';
+		buf[(*off)++] = hex[ch >> 4];
+		buf[(*off)++] = hex[ch & 15];
+	}
+}
+
+/* snprintf at <*off> that never moves <*off> past <size> - 1. */
+static void __attribute__((format(printf, 4, 5)))
+put(char *buf, size_t size, size_t *off, const char *fmt, ...)
+{
+	va_list ap;
+	int k;
+
+	if (*off + 1 >= size)
+		return;
+	va_start(ap, fmt);
+	k = vsnprintf(buf + *off, size - *off, fmt, ap);
+	va_end(ap);
+	if (k < 0)
+		return;
+	*off += (size_t)k < size - *off ? (size_t)k : size - *off - 1;
+}
+
+size_t
+declog_format(char *buf, size_t size, const struct check *checks,
+              const struct outcome *out, int n, const struct decision *d)
+{
+	size_t off = 0;
+
+	if (size < 2) {
+		if (size)
+			buf[0] = '\0';
+		return 0;
+	}
+	buf[0] = '\0';
+	put(buf, size, &off, "status=%d policy=%s", d->status,
+	    d->policy ? d->policy : "-");
+	if (d->status != 0)
+		put(buf, size, &off, " retry_after=%lld", (long long)d->retry_after);
+	if (d->has_limits)
+		put(buf, size, &off, " limit=%lld remaining=%lld",
+		    (long long)d->limit, (long long)d->remaining);
+	put(buf, size, &off, " degraded=%d shadow=%d checks=\"", d->degraded,
+	    d->shadow);
+	for (int i = 0; i < n; i++) {
+		put(buf, size, &off, "%s%s:%s:", i ? " " : "", checks[i].rule->name,
+		    outcome_name(&checks[i], &out[i]));
+		put_escaped(buf, size, &off, checks[i].key, checks[i].keylen);
+	}
+	/* The closing quote even when cut, so the line stays parseable. */
+	if (off + 1 >= size)
+		off = size - 2;
+	buf[off++] = '"';
+	buf[off] = '\0';
+	return off;
+}
+
+void
+declog__log(const struct policy *p, const struct check *checks,
+            const struct outcome *out, int n, const struct decision *d)
+{
+	char line[900];		/* log_msg() holds 1024 with its prefix */
+
+	if (log_level < LOG_INFO || !declog_draw(p->log_sample_thresh))
+		return;
+	declog_format(line, sizeof(line), checks, out, n, d);
+	log_msg(LOG_INFO, "decision", "%s", line);
+}

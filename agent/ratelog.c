@@ -1,0 +1,58 @@
+/*
+ * Fail-mode log lines, at most one per rule per interval per worker (see
+ * ratelog.h). The state is one thread-local struct ratelog (4 KiB per
+ * thread that ever applies a fail mode), so workers never contend; the
+ * main thread never calls this.
+ */
+#include "log.h"
+#include "ratelog.h"
+#include "util.h"
+
+static _Thread_local struct ratelog tl_state;
+
+int
+ratelog_allow(struct ratelog *rl, int index, int64_t now_us,
+              uint64_t *suppressed)
+{
+	int i = index < 0 || index >= RATELOG_MAX_RULES ? RATELOG_MAX_RULES - 1
+	                                               : index;
+
+	if (rl->last_us[i] != 0 && now_us - rl->last_us[i] < RATELOG_INTERVAL_US) {
+		rl->suppressed[i]++;
+		return 0;
+	}
+	*suppressed = rl->suppressed[i];
+	rl->suppressed[i] = 0;
+	/* A clock at exactly 0 would read as "never": nudge it. */
+	rl->last_us[i] = now_us != 0 ? now_us : 1;
+	return 1;
+}
+
+static const char *
+mode_name(enum fail_mode m)
+{
+	switch (m) {
+	case FAIL_OPEN:
+		return "open";
+	case FAIL_CLOSED:
+		return "closed";
+	case FAIL_LOCAL:
+		return "local";
+	}
+	return "unknown";
+}
+
+int
+ratelog_fail_mode(const struct rule *rule, int worker, int store_up)
+{
+	uint64_t suppressed;
+
+	if (log_level < LOG_WARN ||
+	    !ratelog_allow(&tl_state, rule->index, util_now_us(), &suppressed))
+		return 0;
+	log_warn("fail_mode", "rule=%s mode=%s reason=%s worker=%d suppressed=%llu",
+	         rule->name, mode_name(rule->fail),
+	         store_up ? "redis_timeout_or_error" : "redis_down", worker,
+	         (unsigned long long)suppressed);
+	return 1;
+}

@@ -1,0 +1,47 @@
+/*
+ * Rate-limited logging of fail-mode activations (DESIGN.md "Failure
+ * behaviour", issue 7 "Logs"): when Redis cannot decide, every request
+ * applies its rules' fail modes, and logging each of them would turn an
+ * outage into a log flood. So each worker logs
+ *
+ *   ts=... level=warn msg=fail_mode rule=tenant mode=open reason=redis_down
+ *     worker=0 suppressed=1234
+ *
+ * at most once per RATELOG_INTERVAL_US per rule, where <suppressed> counts
+ * the activations of that rule on that worker not logged since its last
+ * line. State is per thread (the worker's), indexed by rule index, so no
+ * lock and no sharing; a reload that renumbers rules at worst shifts one
+ * interval's line to another rule name. Rule indexes past
+ * RATELOG_MAX_RULES share the last slot.
+ */
+#ifndef RATELOG_H
+#define RATELOG_H
+
+#include <stdint.h>
+
+#include "policy.h"
+
+#define RATELOG_INTERVAL_US (10LL * 1000 * 1000)
+#define RATELOG_MAX_RULES   256
+
+/* Per-rule state for ratelog_allow(); zeroed = nothing logged yet. */
+struct ratelog {
+	int64_t  last_us[RATELOG_MAX_RULES];	/* 0: never logged */
+	uint64_t suppressed[RATELOG_MAX_RULES];
+};
+
+/* Returns 1 when rule <index> may log at <now_us> (the first time, or
+ * RATELOG_INTERVAL_US after its last line), with <*suppressed> set to the
+ * calls refused since then and the count reset; 0 (and one more refused
+ * call counted) otherwise. Pure apart from <rl>. */
+int ratelog_allow(struct ratelog *rl, int index, int64_t now_us,
+                  uint64_t *suppressed);
+
+/* A fail mode was applied to <rule> on worker <worker> because Redis could
+ * not decide; <store_up> says whether the link was up (then the cause was
+ * a timeout or an error reply) or not (down, or the breaker open). Logs
+ * the line above at warn when this thread's ratelog_allow() says so, with
+ * util_now_us() as the clock. Returns 1 when it logged. */
+int ratelog_fail_mode(const struct rule *rule, int worker, int store_up);
+
+#endif
