@@ -56,6 +56,7 @@ if [ "$NOFILE" != unlimited ] && [ "$NOFILE" -lt $((MEM_CONNS + 200)) ]; then
 	echo "bench: ulimit -n is $NOFILE, the connection test opens $MEM_CONNS" >&2
 fi
 
+LOAD0=$(cut -d' ' -f1-3 /proc/loadavg)
 RP=$(port 1); AP=$(port 2); MP=$(port 3); HP=$(port 4)
 LAP=$(port 5); LMP=$(port 6); SAPP=$(port 7)
 
@@ -105,22 +106,29 @@ declare -A R		# results: R[name.field]
 
 # ---- processes -----------------------------------------------------------
 cat >"$TMP/agent.yaml" <<YAML
-# the gcra rule of paths (c)/(d) and of the agent-alone run: 1000/s per
-# tenant, so 10,000 random tenants at any rate reachable here are allowed
-# and one flooding tenant is denied. timeout 100ms (= the SPOE timeout
-# processing) so that a saturated Redis shows up as latency, not as
-# fail-open ("degraded") answers that would flatter decisions/s.
+# One gcra rule over the tenants. Plan std, 1000/s per tenant: 10,000
+# random tenants at any rate reachable here are allowed. Tenant "flood" is
+# on plan small (10/s), so a flood from it hits a denied key (path d, the
+# near-cache case); tenant "hot" floods a std key (path d_hot: at 1000/s a
+# denial lasts 1 ms, so the near-cache can hold it only that long).
+# timeout 100ms (= the SPOE timeout processing) so that a saturated Redis
+# shows up as latency, not as fail-open ("degraded") answers that would
+# flatter decisions/s.
 listen: 127.0.0.1:$AP
 workers: 2
 max_conns: 20000
 redis: { url: "redis://127.0.0.1:$RP/0", timeout: 100ms }
+plans:
+  std:   { rate: 1000/s, burst: 1000 }
+  small: { rate: 10/s, burst: 10 }
+tenants: { flood: small }
+plan_lookup: { default: std }
 rules:
   - name: tenant
     message: rl-request
     key: "tenant:{tenant}"
     algorithm: gcra
-    rate: 1000/s
-    burst: 1000
+    plan: rate
     missing: deny
     fail: open
 YAML
@@ -259,6 +267,7 @@ run_wrk() {
 	d0=$(metric "$MP" 'spoa_rl_decisions_total{rule="tenant",outcome="denied"}')
 	t0=$(metric "$MP" spoa_rl_decisions_total)
 	g0=$(metric "$MP" 'spoa_rl_decisions_total{rule="tenant",outcome="degraded"}')
+	q0=$(metric "$MP" spoa_rl_near_cache_hits_total)
 	f0=$(metric "$MP" 'spoa_rl_spop_frames_total{type="notify"}')
 	s0=$(date +%s.%N)
 	TIMEFORMAT='%3U %3S'
@@ -270,6 +279,7 @@ run_wrk() {
 	d1=$(metric "$MP" 'spoa_rl_decisions_total{rule="tenant",outcome="denied"}')
 	t1=$(metric "$MP" spoa_rl_decisions_total)
 	g1=$(metric "$MP" 'spoa_rl_decisions_total{rule="tenant",outcome="degraded"}')
+	q1=$(metric "$MP" spoa_rl_near_cache_hits_total)
 	f1=$(metric "$MP" 'spoa_rl_spop_frames_total{type="notify"}')
 	n=$(awk '/requests in/ {print $1}' "$OUT/$name.wrk")
 	n=${n:-0}
@@ -296,6 +306,7 @@ run_wrk() {
 	R[$name.calls]=$((k1 - k0))
 	R[$name.denied]=$((d1 - d0))
 	R[$name.degraded]=$((g1 - g0))
+	R[$name.nc]=$((q1 - q0))
 	R[$name.dec_per_req]=$(div "$t1 - $t0" "$n")
 	R[$name.notify_per_req]=$(div "$f1 - $f0" "$n")
 	R[$name.calls_per_req]=$(div "$k1 - $k0" "$n" 3)
@@ -318,6 +329,8 @@ hap_start "$BDIR/c-spoa.cfg"
 run_wrk c "$CONNS"
 say "HTTP (d): one tenant flooding a denied key"
 run_wrk d "$CONNS" BENCH_TENANT=flood
+say "HTTP (d_hot): one tenant flooding a 1000/s key"
+run_wrk d_hot "$CONNS" BENCH_TENANT=hot
 
 # Half of (c)'s saturation rate. wrk has no -R (wrk2 is not in Debian), so
 # the load is paced: every connection waits DELAY ms after each response
@@ -355,13 +368,14 @@ R[add.p99]=$(num "x = (${R[c.p99]:-0} - ${R[a.p99]:-0}) / 1000" 2)
 R[add.p99half]=$(num "x = (${R[c_half.p99]:-0} - ${R[a_half.p99]:-0}) / 1000" 2)
 R[d.calls_per_denied]=$(div "${R[d.calls]}" "${R[d.denied]}" 4)
 R[d.redis_per_denied]=$(div "${R[d.redis]} * ${R[d.n]}" "${R[d.denied]}" 2)
+R[d_hot.calls_per_denied]=$(div "${R[d_hot.calls]}" "${R[d_hot.denied]}" 4)
 
 cpu_model=$(sed -n 's/^model name[[:space:]]*: //p' /proc/cpuinfo | head -n 1)
 {
 	echo "# spoa-ratelimit benchmark ($(date -u +%Y-%m-%dT%H:%MZ))"
 	echo
 	echo "Machine: $(nproc) CPUs, $cpu_model; $(uname -sr); haproxy $(haproxy -v | sed -n '1s/HAProxy version \([^ ]*\).*/\1/p'), redis $(redis-server --version | sed 's/.*v=\([^ ]*\).*/\1/'), agent ${BENCH_REV:-$(cd "$ROOT" && git describe --always --dirty 2>/dev/null)}."
-	echo "All processes share the machine's cores; figures are from one run."
+	echo "All processes share the machine's cores; figures are from one run. Load average at the start: $LOAD0, at the end: $(cut -d' ' -f1-3 /proc/loadavg)."
 	echo
 	echo "## Targets"
 	echo
@@ -375,25 +389,25 @@ cpu_model=$(sed -n 's/^model name[[:space:]]*: //p' /proc/cpuinfo | head -n 1)
 	echo
 	echo "## HTTP through haproxy (wrk -t$WRK_T, ${DUR} s, X-Tenant random over $TENANTS tenants)"
 	echo
-	echo "| path | conns | req/s | p50 ms | p99 ms | non-2xx | sock err | SPOE NOTIFY/req | agent decisions/req | degraded | EVALSHA/req |"
-	echo "|---|---|---|---|---|---|---|---|---|---|---|"
-	for p in a b c d shipped a_half c_half; do
+	echo "| path | conns | req/s | p50 ms | p99 ms | non-2xx | sock err | SPOE NOTIFY/req | agent decisions/req | degraded | near-cache hits | EVALSHA/req |"
+	echo "|---|---|---|---|---|---|---|---|---|---|---|---|"
+	for p in a b c d d_hot shipped a_half c_half; do
 		case $p in
 		a) l="(a) no limiter";; b) l="(b) stick table";; c) l="(c) agent + Redis";;
-		d) l="(d) flood, one denied tenant";; shipped) l="shipped haproxy.cfg";;
+		d) l="(d) flood, one denied tenant (10/s)";; d_hot) l="(d_hot) flood on a 1000/s tenant";; shipped) l="shipped haproxy.cfg";;
 		a_half) l="(a) paced";; c_half) l="(c) paced, ~half of (c)";;
 		esac
-		echo "| $l | ${R[$p.conns]} | ${R[$p.rps]} | $(ms "${R[$p.p50]}") | $(ms "${R[$p.p99]}") | ${R[$p.non2xx]} | ${R[$p.sockerr]} | ${R[$p.notify_per_req]} | ${R[$p.dec_per_req]} | ${R[$p.degraded]} | ${R[$p.calls_per_req]} |"
+		echo "| $l | ${R[$p.conns]} | ${R[$p.rps]} | $(ms "${R[$p.p50]}") | $(ms "${R[$p.p99]}") | ${R[$p.non2xx]} | ${R[$p.sockerr]} | ${R[$p.notify_per_req]} | ${R[$p.dec_per_req]} | ${R[$p.degraded]} | ${R[$p.nc]} | ${R[$p.calls_per_req]} |"
 	done
 	echo
 	echo "Ratios: (c)/(a) = ${R[ratio.ca]}, (c)/(b) = ${R[ratio.cb]} (req/s); added p99 of (c) over (a): ${R[add.p99]} ms at $CONNS connections, ${R[add.p99half]} ms paced at ~half of (c)'s rate."
-	echo "(d): ${R[d.denied]} requests denied, ${R[d.calls]} EVALSHA calls (${R[d.calls_per_denied]} per denied request), Redis CPU ${R[d.redis_per_denied]} µs per denied request."
+	echo "(d): ${R[d.denied]} requests denied, ${R[d.calls]} EVALSHA calls (${R[d.calls_per_denied]} per denied request), Redis CPU ${R[d.redis_per_denied]} µs per denied request. (d_hot): ${R[d_hot.denied]} denied, ${R[d_hot.calls_per_denied]} EVALSHA calls per denied request."
 	echo
 	echo "### CPU per request (µs, from /proc utime+stime and Redis INFO cpu) and share of one core"
 	echo
 	echo "| path | haproxy | agent | redis | wrk | total µs/req | haproxy % | agent % | redis % | wrk % |"
 	echo "|---|---|---|---|---|---|---|---|---|---|"
-	for p in a b c d shipped a_half c_half; do
+	for p in a b c d d_hot shipped a_half c_half; do
 		echo "| $p | ${R[$p.hap]} | ${R[$p.agent]} | ${R[$p.redis]} | ${R[$p.wrk]} | ${R[$p.total]} | ${R[$p.hap_pct]} | ${R[$p.agent_pct]} | ${R[$p.redis_pct]} | ${R[$p.wrk_pct]} |"
 	done
 	echo
