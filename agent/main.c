@@ -4,8 +4,12 @@
  *
  * The main thread owns the default libev loop, which watches the signals
  * (SIGHUP reloads the policy, SIGTERM and SIGINT drain and exit) and serves
- * /metrics and /healthz. Workers are reached only through server_reload()
- * and server_stop().
+ * /metrics and /healthz (on -m ADDR, else on the policy's metrics.listen,
+ * re-bound when a reload changes it). Workers are reached only through
+ * server_reload() and server_stop().
+ *
+ * The log level is the policy's log.level, applied at startup and on each
+ * reload, unless -v or -q was given: the command line wins.
  */
 #include <getopt.h>
 #include <signal.h>
@@ -25,6 +29,13 @@
 #ifndef VERSION
 #define VERSION "0.1.0"
 #endif
+#define COPYRIGHT_YEARS "2026"
+/* The project has not chosen a license yet; a packager or the release
+ * that adds LICENSE sets this (-DLICENSE_LINE=...). */
+#ifndef LICENSE_LINE
+#define LICENSE_LINE "License: not chosen yet (the source tree has no LICENSE file)."
+#endif
+#define PROG "spoa-ratelimit"
 #define DEFAULT_POLICY "/etc/spoa-ratelimit/policy.yaml"
 
 struct opts {
@@ -34,15 +45,20 @@ struct opts {
 	const char *metrics;
 	int         workers;
 	int         check;
+	int         log_cli;	/* -v or -q given: log.level is ignored */
 };
 
-static struct server *server;
-static struct opts    opts;
+static struct server  *server;
+static struct opts     opts;
+static struct ev_loop *main_loop;
+static struct httpd   *httpd;	/* NULL: no metrics server */
+static char            httpd_addr[POLICY_ADDR_MAX];	/* where it listens */
 
+/* --help: GNU style, on stdout, exit 0. */
 static void
-usage(FILE *f)
+help(void)
 {
-	fprintf(f,
+	printf(
 "Usage: spoa-ratelimit [OPTION]...\n"
 "HAProxy SPOE agent that enforces rate limits held in Redis.\n"
 "\n"
@@ -52,14 +68,50 @@ usage(FILE *f)
 "                       (host:port, [v6]:port or unix:/path; comma-separated)\n"
 "  -r, --redis URL      use URL instead of the policy's redis.url\n"
 "  -m, --metrics ADDR   serve /metrics and /healthz on ADDR (host:port)\n"
+"                       instead of the policy's metrics.listen\n"
 "  -w, --workers N      worker threads (default: the policy's workers:)\n"
-"  -v, --verbose        log more (repeat for debug)\n"
-"  -q, --quiet          log errors only\n"
+"  -v, --verbose        log more (repeat for debug); overrides log.level\n"
+"  -q, --quiet          log errors only; overrides log.level\n"
 "  -h, --help           show this help and exit\n"
 "  -V, --version        show the version and exit\n"
 "\n"
 "Signals: SIGHUP reloads the policy (a bad file is refused and the old one\n"
-"kept); SIGTERM and SIGINT answer what is in flight, then exit.\n");
+"kept); SIGTERM and SIGINT answer what is in flight, then exit.\n"
+"\n"
+"Exit status: 0 on a normal stop or a valid -c check, 1 when the policy\n"
+"is invalid or startup fails, 2 on a usage error.\n"
+"\n"
+"Full documentation: man 8 spoa-ratelimit\n");
+}
+
+/* --version: GNU style, on stdout, exit 0. */
+static void
+version(void)
+{
+	printf(PROG " " VERSION "\n"
+	       "Copyright (C) " COPYRIGHT_YEARS " the spoa-ratelimit authors.\n"
+	       LICENSE_LINE "\n"
+	       "There is NO WARRANTY, to the extent permitted by law.\n");
+}
+
+/* The exit status after --help or --version: 1 when stdout could not
+ * be written (a full disk, a closed pipe), as GNU programs do. */
+static int
+close_stdout(void)
+{
+	if (fflush(stdout) == EOF || ferror(stdout)) {
+		fprintf(stderr, PROG ": write error on standard output\n");
+		return 1;
+	}
+	return 0;
+}
+
+/* A usage error: one line saying what, one saying where help is, exit 2. */
+static void __attribute__((noreturn))
+usage_error(void)
+{
+	fprintf(stderr, "Try '" PROG " --help' for more information.\n");
+	exit(2);
 }
 
 static void
@@ -92,21 +144,23 @@ parse_args(int argc, char **argv)
 		case 'w':
 			opts.workers = (int)strtol(optarg, &end, 10);
 			if (*end != '\0' || opts.workers < 1 || opts.workers > 64) {
-				fprintf(stderr, "spoa-ratelimit: -w wants 1..64\n");
-				exit(2);
+				fprintf(stderr, PROG ": -w wants 1..64\n");
+				usage_error();
 			}
 			break;
-		case 'v': log_level = log_level < LOG_DEBUG ? log_level + 1 : LOG_DEBUG; break;
-		case 'q': log_level = LOG_ERROR; break;
-		case 'h': usage(stdout); exit(0);
-		case 'V': printf("spoa-ratelimit %s\n", VERSION); exit(0);
-		default: usage(stderr); exit(2);
+		case 'v':
+			log_level = log_level < LOG_DEBUG ? log_level + 1 : LOG_DEBUG;
+			opts.log_cli = 1;
+			break;
+		case 'q': log_level = LOG_ERROR; opts.log_cli = 1; break;
+		case 'h': help(); exit(close_stdout());
+		case 'V': version(); exit(close_stdout());
+		default: usage_error();	/* getopt said what */
 		}
 	}
 	if (optind < argc) {
-		fprintf(stderr, "spoa-ratelimit: unexpected argument '%s'\n", argv[optind]);
-		usage(stderr);
-		exit(2);
+		fprintf(stderr, PROG ": unexpected argument '%s'\n", argv[optind]);
+		usage_error();
 	}
 }
 
@@ -119,6 +173,84 @@ publish_rule_names(const struct policy *p)
 	for (int i = 0; i < n; i++)
 		names[i] = p->rules[i].name;
 	metrics_set_rules(names, n);
+}
+
+/* The policy's log.level, unless -v or -q said otherwise; a policy
+ * without one means info again. */
+static void
+apply_log_level(const struct policy *p)
+{
+	if (!opts.log_cli)
+		log_level = p->log_level >= 0 ? p->log_level : LOG_INFO;
+}
+
+/* Where /metrics is served: -m wins over metrics.listen; NULL: nowhere. */
+static const char *
+metrics_addr(const struct policy *p)
+{
+	if (opts.metrics != NULL)
+		return opts.metrics;
+	return p->metrics_listen[0] != '\0' ? p->metrics_listen : NULL;
+}
+
+static int
+healthy(void *arg)
+{
+	return server_healthy(server);
+}
+
+static struct httpd *
+open_httpd(const char *addr, char **err)
+{
+	return httpd_new(main_loop, addr, healthy, NULL, err);
+}
+
+/* Serves /metrics and /healthz on <addr> (NULL: stops serving), keeping
+ * what runs when it already listens there. A new address is bound before
+ * the old one is closed; when that fails (the same port on another host
+ * part, say) the old one is closed first and the new one tried again, and
+ * if it still fails the old address is restored. Returns 0, or -1 with
+ * the error logged. */
+static int
+metrics_bind(const char *addr)
+{
+	struct httpd *h;
+	char *err = NULL;
+
+	if (addr != NULL && httpd != NULL && strcmp(addr, httpd_addr) == 0)
+		return 0;
+	if (addr == NULL) {
+		if (httpd != NULL)
+			log_info("metrics_stopped", "addr=%s", httpd_addr);
+		httpd_free(httpd);
+		httpd = NULL;
+		httpd_addr[0] = '\0';
+		return 0;
+	}
+	if ((h = open_httpd(addr, &err)) == NULL && httpd != NULL) {
+		free(err);
+		err = NULL;
+		httpd_free(httpd);
+		httpd = NULL;
+		if ((h = open_httpd(addr, &err)) == NULL) {
+			char *e2 = NULL;
+
+			httpd = open_httpd(httpd_addr, &e2);
+			free(e2);
+		}
+	}
+	if (h == NULL) {
+		log_error("metrics_failed", "addr=%s error=\"%s\" kept=%s", addr,
+		          err ? err : "?", httpd ? httpd_addr : "none");
+		free(err);
+		if (httpd == NULL)
+			httpd_addr[0] = '\0';
+		return -1;
+	}
+	httpd_free(httpd);
+	httpd = h;
+	snprintf(httpd_addr, sizeof(httpd_addr), "%s", addr);
+	return 0;			/* httpd logged httpd_listening */
 }
 
 static struct policy *
@@ -134,6 +266,7 @@ load(int quiet_ok)
 		if (err != NULL && err[strlen(err) - 1] != '\n')
 			fputc('\n', stderr);
 	} else if (!quiet_ok) {
+		apply_log_level(p);
 		log_info("policy_loaded", "path=%s rules=%d", opts.path, p->nrules);
 	}
 	free(err);
@@ -151,8 +284,10 @@ sighup_cb(struct ev_loop *loop, ev_signal *w, int revents)
 		metrics_policy_reload(false);
 		return;
 	}
+	apply_log_level(p);
 	publish_rule_names(p);
 	server_reload(server, p);
+	metrics_bind(metrics_addr(p));
 	log_info("reloaded", "path=%s rules=%d", opts.path, p->nrules);
 	policy_unref(p);
 	metrics_policy_reload(true);
@@ -165,18 +300,11 @@ sigterm_cb(struct ev_loop *loop, ev_signal *w, int revents)
 	ev_break(loop, EVBREAK_ALL);
 }
 
-static int
-healthy(void *arg)
-{
-	return server_healthy(server);
-}
-
 int
 main(int argc, char **argv)
 {
 	struct ev_loop *loop;
 	struct policy *p;
-	struct httpd *h = NULL;
 	ev_signal shup, sterm, sint;
 	char *err = NULL;
 
@@ -192,7 +320,7 @@ main(int argc, char **argv)
 	metrics_init(VERSION);
 	publish_rule_names(p);
 	metrics_policy_loaded();
-	loop = ev_default_loop(EVFLAG_AUTO);
+	loop = main_loop = ev_default_loop(EVFLAG_AUTO);
 	server = server_new(p, opts.listen ? opts.listen : p->listen,
 	                    opts.workers ? opts.workers : p->workers,
 	                    opts.redis_url, &err);
@@ -200,10 +328,11 @@ main(int argc, char **argv)
 		log_error("startup_failed", "error=\"%s\"", err);
 		return 1;
 	}
-	if (opts.metrics != NULL &&
-	    (h = httpd_new(loop, opts.metrics, healthy, NULL, &err)) == NULL) {
-		log_error("startup_failed", "error=\"metrics: %s\"", err);
+	if (metrics_bind(metrics_addr(p)) == -1) {
+		log_error("startup_failed", "error=\"metrics: cannot listen on %s\"",
+		          metrics_addr(p));
 		server_stop(server);
+		policy_unref(p);
 		return 1;
 	}
 	policy_unref(p);
@@ -217,7 +346,7 @@ main(int argc, char **argv)
 	log_info("started", "version=%s workers=%d", VERSION, server->nworkers);
 	ev_run(loop, 0);
 	server_stop(server);
-	httpd_free(h);
+	metrics_bind(NULL);
 	ev_loop_destroy(loop);
 	log_info("stopped", NULL);
 	return 0;
