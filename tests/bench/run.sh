@@ -163,8 +163,8 @@ redis-cli -p "$RP" flushall >/dev/null
 a0=$(ticks "$APID"); r0=$(rcpu); k0=$(rcalls)
 perfpid=
 if [ "${BENCH_PROFILE:-0}" = 1 ] && command -v perf >/dev/null; then
-	( sleep 2; timeout 5 perf record -F 1999 -g -p "$APID" -o "$OUT/agent.perf" \
-		>/dev/null 2>&1 ) &
+	( sleep 2; timeout 10 perf record -F 499 --call-graph dwarf,16384 -p "$APID" \
+		-o "$OUT/agent.perf" -- sleep 4 >/dev/null 2>&1 ) &
 	perfpid=$!
 fi
 "$BENCH" -a "127.0.0.1:$AP" -c "$SPOP_C" -P "$PIPE" -d "$DUR" -w 1 \
@@ -182,8 +182,8 @@ R[as.agent]=$(div "($a1 - $a0) * 1000000 / $HZ" "$n")
 R[as.redis]=$(div "($r1 - $r0) * 1000000" "$n")
 R[as.batch]=$(div "$n" "$k1 - $k0" 1)
 if [ -f "$OUT/agent.perf" ]; then
-	perf report -i "$OUT/agent.perf" --no-children --stdio --percent-limit 0.7 \
-		>"$OUT/profile.txt" 2>/dev/null
+	perf report -i "$OUT/agent.perf" --no-children --stdio --no-call-graph \
+		--percent-limit 0.7 >"$OUT/profile.txt" 2>/dev/null
 	perf report -i "$OUT/agent.perf" --children --stdio --no-call-graph \
 		--percent-limit 2 >"$OUT/profile-children.txt" 2>/dev/null
 fi
