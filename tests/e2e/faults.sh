@@ -242,4 +242,5 @@ done
 ns=$(rcli info errorstats | tr -d '\r' | sed -n 's/^errorstat_NOSCRIPT:count=//p')
 is_posint "$ns"
 ok $? "the flush was seen as NOSCRIPT by the agent (Redis errorstat_NOSCRIPT=${ns:-0}) and decisions resumed (above)"
+[ -n "${KEEP_TMP:-}" ] && cp -r "$TMP" "$KEEP_TMP"
 finish
