@@ -4,7 +4,7 @@
 set -e
 PKGS="build-essential pkg-config clang libev-dev libhiredis-dev libyaml-dev
 libcriterion-dev libmsgpack-dev redis-server redis-tools haproxy curl wrk
-procps iproute2"
+procps iproute2 prometheus docker-compose valgrind"
 missing=""
 for p in $PKGS; do
 	dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "ok installed" ||
