@@ -250,10 +250,13 @@ flush_cb(struct ev_loop *loop, ev_prepare *p, int revents)
 	struct worker *w = container_of(p, struct worker, flush);
 	struct conn *c;
 
+	if (w->store == NULL)		/* worker_deinit: only output is left */
+		goto conns;
 	store_flush(w->store);
 	atomic_store_explicit(&w->redis_up, store_up(w->store),
 	                      memory_order_relaxed);
 	metrics_local_keys(w->m, (int64_t)local_count(w->local));
+conns:
 	while ((c = w->dirty) != NULL) {
 		w->dirty = c->next_dirty;
 		c->dirty = 0;
@@ -362,6 +365,7 @@ worker_deinit(struct worker *w)
 	while ((c = w->conns) != NULL)	/* past the drain deadline */
 		conn_abort(c);
 	store_free(w->store);		/* pending requests get their fail mode */
+	w->store = NULL;
 	flush_cb(w->loop, &w->flush, 0);
 	req_pool_free(w);
 	plancache_free(w->plans);
