@@ -102,13 +102,17 @@ integration: $(BIN) $(TOOL_BINS) $(ITEST_BINS)
 e2e: $(BIN) $(TOOL_BINS)
 	@BUILD=$(BUILD) sh scripts/run-suite.sh tests/e2e
 
-# libFuzzer needs clang; the target links the codec objects only.
+# libFuzzer needs clang. The targets link the pure modules only (no libev,
+# no hiredis): what turns untrusted bytes into decisions.
 FUZZ_SRCS = $(wildcard tests/fuzz/fuzz_*.c)
 FUZZ_BINS = $(patsubst tests/fuzz/%.c,$(BUILD)/fuzz/%,$(FUZZ_SRCS))
-$(BUILD)/fuzz/%: tests/fuzz/%.c agent/spop.c agent/spop.h
+FUZZ_LIB_SRCS = agent/spop.c agent/policy.c agent/policy_parse.c agent/keys.c \
+	agent/decide.c agent/util.c agent/log.c $(wildcard agent/lim_*.c)
+$(BUILD)/fuzz/%: tests/fuzz/%.c $(FUZZ_LIB_SRCS) $(wildcard agent/*.h)
 	@mkdir -p $(dir $@)
 	clang -std=c11 -D_GNU_SOURCE -g -O1 -fsanitize=fuzzer,address,undefined \
-	      -Iagent -o $@ $< agent/spop.c
+	      -Iagent -o $@ $< $(FUZZ_LIB_SRCS) \
+	      $(shell $(PKG_CONFIG) --libs yaml-0.1) -lm
 fuzz: $(FUZZ_BINS)
 	@echo "run: $(FUZZ_BINS) -max_total_time=600"
 fuzz-short: $(FUZZ_BINS)
