@@ -27,37 +27,72 @@ decide_ceil_s(int64_t us)
 	return (us + LIM_USEC_PER_SEC - 1) / LIM_USEC_PER_SEC;
 }
 
-static void
-hdr_append(char *buf, const char *member)
+/* Writes the decimal <v> at <p>; returns the end. */
+static char *
+put_int(char *p, int64_t v)
 {
-	size_t len = strlen(buf), mlen = strlen(member);
+	char tmp[24];
+	uint64_t u = v < 0 ? 0 - (uint64_t)v : (uint64_t)v;
+	int n = 0;
 
-	if (len + (len ? 2 : 0) + mlen >= DECIDE_HDR_MAX)
+	if (v < 0)
+		*p++ = '-';
+	do
+		tmp[n++] = (char)('0' + u % 10);
+	while ((u /= 10) != 0);
+	while (n > 0)
+		*p++ = tmp[--n];
+	return p;
+}
+
+/* Appends the member `"<name>";<k1>=<v1>;<k2>=<v2>` to the list in <buf>
+ * (<*len> bytes so far), or nothing if it would not fit whole. */
+static void
+hdr_member(char *buf, size_t *len, const char *name, size_t nlen,
+           char k1, int64_t v1, char k2, int64_t v2)
+{
+	char m[POLICY_NAME_MAX + 64], *p = m;
+
+	if (nlen > POLICY_NAME_MAX)
 		return;
-	if (len != 0) {
-		memcpy(buf + len, ", ", 2);
-		len += 2;
+	if (*len != 0) {
+		*p++ = ',';
+		*p++ = ' ';
 	}
-	memcpy(buf + len, member, mlen + 1);
+	*p++ = '"';
+	memcpy(p, name, nlen);
+	p += nlen;
+	*p++ = '"';
+	*p++ = ';';
+	*p++ = k1;
+	*p++ = '=';
+	p = put_int(p, v1);
+	*p++ = ';';
+	*p++ = k2;
+	*p++ = '=';
+	p = put_int(p, v2);
+	if (*len + (size_t)(p - m) >= DECIDE_HDR_MAX)
+		return;
+	memcpy(buf + *len, m, (size_t)(p - m));
+	*len += (size_t)(p - m);
+	buf[*len] = '\0';
 }
 
 static void
 add_headers(const struct check *c, const struct lim_result *r,
             struct decision *d)
 {
-	char m[POLICY_KEY_MAX + 64];
+	const char *name = c->rule->name;
+	size_t nlen = strlen(name);
+	int64_t t = r->allowed == 1 ? r->next_us :
+	            (r->retry_after_us > r->next_us ? r->retry_after_us : r->next_us);
 
 	if (!c->rule->headers)
 		return;
-	snprintf(m, sizeof(m), "\"%s\";r=%lld;t=%lld", c->rule->name,
-	         (long long)(r->remaining > 0 ? r->remaining : 0),
-	         (long long)decide_ceil_s(r->allowed == 1 ? r->next_us :
-	                     (r->retry_after_us > r->next_us ?
-	                      r->retry_after_us : r->next_us)));
-	hdr_append(d->ratelimit, m);
-	snprintf(m, sizeof(m), "\"%s\";q=%lld;w=%lld", c->rule->name,
-	         (long long)lim_quota(&c->lim), (long long)lim_window_s(&c->lim));
-	hdr_append(d->ratelimit_policy, m);
+	hdr_member(d->ratelimit, &d->ratelimit_len, name, nlen, 'r',
+	           r->remaining > 0 ? r->remaining : 0, 't', decide_ceil_s(t));
+	hdr_member(d->ratelimit_policy, &d->ratelimit_policy_len, name, nlen,
+	           'q', lim_quota(&c->lim), 'w', lim_window_s(&c->lim));
 }
 
 /* Is check <i> a better "deciding" candidate than the current one? */
@@ -103,7 +138,14 @@ decide(const struct check *checks, const struct outcome *out, int n,
 {
 	int best = -1, best_denies = 0;
 
-	memset(d, 0, sizeof(*d));
+	/* not memset: the two header buffers are 2 KB, and empty is enough */
+	d->status = 0;
+	d->retry_after = d->limit = d->remaining = d->reset = 0;
+	d->policy = NULL;
+	d->degraded = d->shadow = d->has_limits = d->release = 0;
+	d->delay_us = 0;
+	d->ratelimit[0] = d->ratelimit_policy[0] = '\0';
+	d->ratelimit_len = d->ratelimit_policy_len = 0;
 	for (int i = 0; i < n; i++) {
 		const struct check *c = &checks[i];
 		const struct outcome *o = &out[i];
@@ -173,11 +215,11 @@ decide_encode(const struct decision *d, struct spop_writer *w)
 	if (d->policy != NULL)
 		spop_w_set_var_str(w, SPOP_SCOPE_TXN, "policy", d->policy,
 		                   strlen(d->policy));
-	if (d->ratelimit[0] != '\0') {
+	if (d->ratelimit_len != 0) {
 		spop_w_set_var_str(w, SPOP_SCOPE_TXN, "ratelimit", d->ratelimit,
-		                   strlen(d->ratelimit));
+		                   d->ratelimit_len);
 		spop_w_set_var_str(w, SPOP_SCOPE_TXN, "ratelimit_policy",
-		                   d->ratelimit_policy, strlen(d->ratelimit_policy));
+		                   d->ratelimit_policy, d->ratelimit_policy_len);
 	}
 	if (d->release)
 		spop_w_set_var_int(w, SPOP_SCOPE_TXN, "release", 1);

@@ -44,6 +44,8 @@ struct decision {
 	int         has_limits;		/* a rule gave limit/remaining/reset */
 	char        ratelimit[DECIDE_HDR_MAX];
 	char        ratelimit_policy[DECIDE_HDR_MAX];
+	size_t      ratelimit_len;
+	size_t      ratelimit_policy_len;
 	int64_t     delay_us;		/* leaky-bucket delay mode: hold the ACK */
 	int         release;		/* a concurrency lease was taken: the
 					 * response phase must send its release */

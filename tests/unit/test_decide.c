@@ -201,3 +201,28 @@ Test(decide, encode_sets_the_contract_vars)
 	}
 	cr_assert_eq(seen, 15);
 }
+
+Test(decide, header_lists_that_would_overflow_drop_whole_members)
+{
+	static char names[POLICY_MAX_CHECKS][64];
+	static struct rule many[POLICY_MAX_CHECKS];
+	static struct check mc[POLICY_MAX_CHECKS];
+	static struct outcome mo[POLICY_MAX_CHECKS];
+	struct decision d;
+
+	for (int i = 0; i < POLICY_MAX_CHECKS; i++) {
+		memset(names[i], 'a' + i, 60);
+		many[i] = rules[0];
+		many[i].name = names[i];
+		mc[i] = checks[0];
+		mc[i].rule = &many[i];
+		mo[i] = out[0];
+		mo[i].res = res(1, 1234567, 0, 999999999);
+	}
+	decide(mc, mo, POLICY_MAX_CHECKS, HEADERS_IETF, &d);
+	cr_assert_lt(d.ratelimit_len, (size_t)DECIDE_HDR_MAX);
+	cr_assert_eq(d.ratelimit_len, strlen(d.ratelimit));
+	cr_assert_eq(d.ratelimit[d.ratelimit_len - 1], '9', "ends with a whole member");
+	cr_assert_eq(strncmp(d.ratelimit, "\"aaaa", 5), 0);
+	cr_assert_null(strstr(d.ratelimit, ", ,"));
+}
