@@ -326,6 +326,9 @@ main(int argc, char **argv)
 	                    opts.redis_url, &err);
 	if (server == NULL) {
 		log_error("startup_failed", "error=\"%s\"", err);
+		free(err);
+		policy_unref(p);
+		ev_loop_destroy(loop);
 		return 1;
 	}
 	if (metrics_bind(metrics_addr(p)) == -1) {
@@ -333,6 +336,7 @@ main(int argc, char **argv)
 		          metrics_addr(p));
 		server_stop(server);
 		policy_unref(p);
+		ev_loop_destroy(loop);
 		return 1;
 	}
 	policy_unref(p);
