@@ -22,6 +22,7 @@ for p in "$P1" "$P2" "$P3"; do
 		--cluster-config-file "$TMP/c$p/nodes.conf" \
 		--cluster-node-timeout 2000 --daemonize no >"$TMP/c$p.log" 2>&1 &
 	PIDS="$PIDS $!"
+	eval "CPID_$p=$!"
 done
 for p in "$P1" "$P2" "$P3"; do wait_port "$p"; done
 redis-cli --cluster create "127.0.0.1:$P1" "127.0.0.1:$P2" "127.0.0.1:$P3" \
@@ -178,4 +179,31 @@ expect_eq "$(rc "$DST" exists "$K")" 1 "the key is on its new node"
 ! grep -q "redis_error" "$TMP/agent.log"; ok $? "no Redis error reached a decision (redirects were followed)"
 other=$(c rl-request tenant=s:tn1 | field status)
 expect_eq "$other" 429 "keys on other slots are unaffected"
+# 5. a master dies: its slots get their fail mode at once, the others go on
+# port_of KEY: the port of the master serving KEY's slot
+port_of() {
+	id=$(rc "$P1" cluster nodes | awk -v s="$(ks "$1")" '$3 ~ /master/ {
+		for (i = 9; i <= NF; i++) { split($i, r, "-"); if (r[2] == "") r[2] = r[1];
+			if (s >= r[1] && s <= r[2]) print $1 } }')
+	owner "$id"
+}
+dead=""; live=""
+for t in $(seq 1 60); do
+	p=$(port_of "rl:{tenant:tenant:dz$t}")
+	if [ -z "$dead" ] && [ "$p" != "$DST" ]; then dead=$p; dkey=dz$t; fi
+	if [ -z "$live" ] && [ "$p" = "$DST" ]; then live=dz$t; fi
+done
+[ -n "$dead" ] && [ -n "$live" ]; ok $? "a victim node ($dead, key $dkey) and a key on another node ($live)"
+dpid=$(eval echo "\$CPID_$dead")
+kill -9 "$dpid"; wait "$dpid" 2>/dev/null
+t0=$(date +%s%3N)
+out=$(c -n 5 rl-request tenant=s:$dkey)
+t1=$(date +%s%3N)
+expect_eq "$(echo "$out" | field status | sort -u)/$(echo "$out" | field degraded | sort -u)" "0/1" \
+	"a key on the dead node: fail open, degraded"
+[ $((t1 - t0)) -lt 2000 ]; ok $? "five ACKs for the dead node's key within 2 s ($((t1 - t0)) ms)"
+out=$(c rl-request tenant=s:$live)
+expect_eq "$(echo "$out" | field status)/$(echo "$out" | field degraded)" "0/0" \
+	"a key on a live node is still decided by Redis"
+kill -0 "$AGENT_PID"; ok $? "the agent is still running"
 finish
