@@ -43,6 +43,7 @@ extern const char lua_ratelimit[];
 #define STORE_BREAKER_COOLDOWN 0.5
 #define STORE_MAX_QUEUE        4096	/* requests waiting for a connection */
 #define STORE_MAX_INFLIGHT     256	/* batches sent and not answered */
+#define STORE_STALL_S          1.0	/* no reply for this long: stuck */
 
 enum store_state {
 	ST_DOWN = 0,
@@ -79,6 +80,7 @@ struct store {
 	char                   sha[41];
 	int                    inflight;	/* batches sent, not answered */
 	int                    fails;	/* consecutive failed batches */
+	ev_tstamp              last_reply;	/* when Redis last answered */
 	ev_tstamp              breaker_until;
 	struct store_req      *head, *tail;	/* queued, not sent */
 	int                    queued;
@@ -268,6 +270,8 @@ batch_cb(redisAsyncContext *ac, void *r, void *privdata)
 
 	st->inflight--;
 	metrics_redis_latency(st->m, util_monotonic_us() - b->sent_us);
+	if (reply != NULL)
+		st->last_reply = ev_now(st->loop);
 	if (reply == NULL) {		/* link lost or context freed */
 		metrics_redis_error(st->m, METRICS_REDIS_IO);
 		batch_failed(st);
@@ -467,6 +471,10 @@ store_note_timeout(struct store *st)
 		return;
 	}
 	metrics_redis_error(st->m, METRICS_REDIS_TIMEOUT);
+	/* Late but answering (overload) is not stuck: shedding the link or
+	 * opening the breaker then only turns slow answers into none. */
+	if (ev_now(st->loop) - st->last_reply < STORE_STALL_S)
+		return;
 	batch_failed(st);
 	if (st->state == ST_UP && st->fails >= 2 * STORE_BREAKER_FAILS &&
 	    st->inflight > 0) {
