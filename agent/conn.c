@@ -31,7 +31,9 @@
 #include "server.h"
 #include "util.h"
 
-#define CONN_RBUF_SIZE (SPOP_MAX_FRAME_SIZE + 4)
+#define CONN_RBUF_SIZE (SPOP_MAX_FRAME_SIZE + 4)	/* most a frame can need */
+#define CONN_RBUF_MIN  2048			/* what most connections need */
+#define CONN_ACK_MAX   (2 * DECIDE_HDR_MAX + 512)	/* ACK of any decision */
 
 static void conn_close(struct conn *c);
 
@@ -101,22 +103,25 @@ conn_send_ack(struct conn *c, uint64_t sid, uint64_t fid,
               const struct decision *d)
 {
 	struct spop_writer w;
+	size_t room = c->max_frame + 4 < CONN_ACK_MAX ? c->max_frame + 4 :
+	              CONN_ACK_MAX;
 	char *p;
 	int n;
 
 	if (c->state != CONN_ST_READY)
 		return;
-	if ((p = wbuf_reserve(c, c->max_frame + 4)) == NULL) {
+	if ((p = wbuf_reserve(c, room)) == NULL) {
 		log_warn("conn_overflow", "peer=%s unread=%zu", c->peer,
 		         c->wlen - c->woff);
 		conn_close(c);
 		return;
 	}
-	spop_w_begin(&w, p, c->max_frame + 4, SPOP_FRM_ACK, sid, fid);
+	spop_w_begin(&w, p, room, SPOP_FRM_ACK, sid, fid);
 	decide_encode(d, &w);
 	if ((n = spop_w_end(&w)) == -1) {
-		/* cannot happen with bounded header strings; send it empty */
-		spop_w_begin(&w, p, c->max_frame + 4, SPOP_FRM_ACK, sid, fid);
+		/* a tiny negotiated frame size: the verdict without headers */
+		spop_w_begin(&w, p, room, SPOP_FRM_ACK, sid, fid);
+		decide_encode_min(d, &w);
 		n = spop_w_end(&w);
 	}
 	wbuf_commit(c, n);
@@ -266,9 +271,15 @@ read_cb(struct ev_loop *loop, ev_io *w, int revents)
 	ssize_t n;
 
 	conn_ref(c);
-	while (c->state <= CONN_ST_READY && c->rlen < CONN_RBUF_SIZE &&
-	       ev_is_active(&c->rio)) {
-		n = read(c->fd, c->rbuf + c->rlen, CONN_RBUF_SIZE - c->rlen);
+	while (c->state <= CONN_ST_READY && ev_is_active(&c->rio)) {
+		if (c->rlen == c->rcap) {	/* grow to at most one whole frame */
+			if (c->rcap == CONN_RBUF_SIZE)
+				break;
+			c->rcap = c->rcap * 2 < CONN_RBUF_SIZE ? c->rcap * 2 :
+			          CONN_RBUF_SIZE;
+			c->rbuf = xrealloc(c->rbuf, c->rcap);
+		}
+		n = read(c->fd, c->rbuf + c->rlen, c->rcap - c->rlen);
 		if (n == -1 && errno == EINTR)
 			continue;
 		if (n == -1 && (errno == EAGAIN || errno == EWOULDBLOCK))
@@ -311,7 +322,8 @@ conn_new(struct worker *w, int fd, const char *peer)
 	c->refs = 1;
 	c->state = CONN_ST_HELLO;
 	c->max_frame = SPOP_MAX_FRAME_SIZE;
-	c->rbuf = xmalloc(CONN_RBUF_SIZE);
+	c->rcap = CONN_RBUF_MIN;
+	c->rbuf = xmalloc(c->rcap);
 	snprintf(c->peer, sizeof(c->peer), "%s", peer);
 	ev_io_init(&c->rio, read_cb, fd, EV_READ);
 	ev_io_init(&c->wio, write_cb, fd, EV_WRITE);

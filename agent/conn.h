@@ -43,7 +43,7 @@ struct conn {
 	ev_io           rio, wio;
 	ev_timer        idle;
 	char           *rbuf;
-	size_t          rlen;
+	size_t          rlen, rcap;
 	char           *wbuf;
 	size_t          wlen, woff, wcap;
 	struct conn    *next, *prev;	/* worker's list */

@@ -226,3 +226,13 @@ decide_encode(const struct decision *d, struct spop_writer *w)
 	spop_w_set_var_int(w, SPOP_SCOPE_TXN, "degraded", d->degraded);
 	spop_w_set_var_int(w, SPOP_SCOPE_TXN, "shadow", d->shadow);
 }
+
+void
+decide_encode_min(const struct decision *d, struct spop_writer *w)
+{
+	spop_w_set_var_int(w, SPOP_SCOPE_TXN, "status", d->status);
+	if (d->status != 0)
+		spop_w_set_var_int(w, SPOP_SCOPE_TXN, "retry_after", d->retry_after);
+	spop_w_set_var_int(w, SPOP_SCOPE_TXN, "degraded", d->degraded);
+	spop_w_set_var_int(w, SPOP_SCOPE_TXN, "shadow", d->shadow);
+}

@@ -60,6 +60,10 @@ void decide(const struct check *checks, const struct outcome *out, int n,
 /* Writes the ACK actions for <d> (set-var, scope txn) into <w>. */
 void decide_encode(const struct decision *d, struct spop_writer *w);
 
+/* The verdict alone (status, retry_after, degraded, shadow): for a peer
+ * whose frame size cannot hold the header values. */
+void decide_encode_min(const struct decision *d, struct spop_writer *w);
+
 /* Seconds from microseconds, rounded up, never negative. */
 int64_t decide_ceil_s(int64_t us);
 

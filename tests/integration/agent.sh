@@ -59,6 +59,14 @@ expect_eq "$(echo "$out" | field status)" "0" "the unix socket serves too"
 out=$(c -s 0 rl-request tenant=s:sid0)
 echo "$out" | grep -q '^ack sid=0 fid=1 '; ok $? "stream-id 0 is echoed"
 
+out=$(c -F 256 -n 6 rl-request tenant=s:tiny)
+echo "$out" | grep -q 'max-frame-size=256'; ok $? "max-frame-size is negotiated down to HAProxy's"
+expect_eq "$(echo "$out" | grep '^ack' | sed -n 6p | field status)" "429" \
+	"a 256-byte frame size still carries the verdict"
+big=$(head -c 12000 /dev/zero | tr '\0' 'x')
+out=$(c rl-request tenant=s:"$big")
+expect_eq "$(echo "$out" | field status)" "0" "a 12 KB arg in one frame is read whole (key hashed)"
+
 # malformed input: AGENT-DISCONNECT with the right status, connection closed
 out=$(c -x "00000000")
 echo "$out" | grep -q 'disconnect status=4'; ok $? "a zero-length frame gets status 4"

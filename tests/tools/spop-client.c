@@ -13,6 +13,7 @@
  * (for malformed-input tests) and prints what comes back; -R sends them
  * instead of the HELLO. A DISCONNECT from
  * the agent prints "disconnect status=N". Every wait is bounded (-t ms).
+ * -F announces another max-frame-size than HAProxy's default 16380.
  * Exit status 0 when every NOTIFY got its ACK.
  */
 #include <arpa/inet.h>
@@ -31,6 +32,7 @@
 #define BUF 65536
 
 static int   timeout_ms = 2000;
+static uint32_t max_frame = 16380;
 static char  rbuf[BUF];
 static size_t rlen;
 
@@ -193,7 +195,7 @@ send_hello(int fd, int healthcheck)
 
 	spop_w_begin(&w, buf, sizeof(buf), SPOP_FRM_HAPROXY_HELLO, 0, 0);
 	spop_w_kv_str(&w, "supported-versions", "2.0", 3);
-	spop_w_kv_uint32(&w, "max-frame-size", 16380);
+	spop_w_kv_uint32(&w, "max-frame-size", max_frame);
 	spop_w_kv_str(&w, "capabilities", healthcheck ? "" : "pipelining,async",
 	              healthcheck ? 0 : 16);
 	if (healthcheck)
@@ -247,7 +249,7 @@ main(int argc, char **argv)
 	int ch, health = 0, raw_first = 0, fd, n, r;
 	struct spop_frame f;
 
-	while ((ch = getopt(argc, argv, "a:n:P:Hx:Rs:t:")) != -1) {
+	while ((ch = getopt(argc, argv, "a:n:P:Hx:Rs:t:F:")) != -1) {
 		switch (ch) {
 		case 'a': addr = optarg; break;
 		case 'n': count = atol(optarg); break;
@@ -257,6 +259,7 @@ main(int argc, char **argv)
 		case 'R': raw_first = 1; break;
 		case 's': sid = strtoull(optarg, NULL, 10); break;
 		case 't': timeout_ms = atoi(optarg); break;
+		case 'F': max_frame = (uint32_t)strtoul(optarg, NULL, 10); break;
 		default: return 2;
 		}
 	}
