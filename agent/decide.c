@@ -18,6 +18,7 @@
 #include <string.h>
 
 #include "decide.h"
+#include "util.h"
 
 int64_t
 decide_ceil_s(int64_t us)
@@ -25,24 +26,6 @@ decide_ceil_s(int64_t us)
 	if (us <= 0)
 		return 0;
 	return (us + LIM_USEC_PER_SEC - 1) / LIM_USEC_PER_SEC;
-}
-
-/* Writes the decimal <v> at <p>; returns the end. */
-static char *
-put_int(char *p, int64_t v)
-{
-	char tmp[24];
-	uint64_t u = v < 0 ? 0 - (uint64_t)v : (uint64_t)v;
-	int n = 0;
-
-	if (v < 0)
-		*p++ = '-';
-	do
-		tmp[n++] = (char)('0' + u % 10);
-	while ((u /= 10) != 0);
-	while (n > 0)
-		*p++ = tmp[--n];
-	return p;
 }
 
 /* Appends the member `"<name>";<k1>=<v1>;<k2>=<v2>` to the list in <buf>
@@ -66,11 +49,11 @@ hdr_member(char *buf, size_t *len, const char *name, size_t nlen,
 	*p++ = ';';
 	*p++ = k1;
 	*p++ = '=';
-	p = put_int(p, v1);
+	p = util_fmt_int(p, v1);
 	*p++ = ';';
 	*p++ = k2;
 	*p++ = '=';
-	p = put_int(p, v2);
+	p = util_fmt_int(p, v2);
 	if (*len + (size_t)(p - m) >= DECIDE_HDR_MAX)
 		return;
 	memcpy(buf + *len, m, (size_t)(p - m));

@@ -309,11 +309,11 @@ batch_cb(redisAsyncContext *ac, void *r, void *privdata)
 static void
 arg_int(struct batch *b, char **ap, int64_t v)
 {
-	int n = sprintf(*ap, "%lld", (long long)v);
+	char *end = util_fmt_int(*ap, v);
 
 	b->argv[b->argc] = *ap;
-	b->argvlen[b->argc++] = (size_t)n;
-	*ap += n + 1;
+	b->argvlen[b->argc++] = (size_t)(end - *ap);
+	*ap = end + 1;
 }
 
 static void

@@ -87,3 +87,20 @@ util_wall_us(void)
 	clock_gettime(CLOCK_REALTIME, &ts);
 	return (int64_t)ts.tv_sec * 1000000 + ts.tv_nsec / 1000;
 }
+
+char *
+util_fmt_int(char *p, int64_t v)
+{
+	char tmp[24];
+	uint64_t u = v < 0 ? 0 - (uint64_t)v : (uint64_t)v;
+	int n = 0;
+
+	if (v < 0)
+		*p++ = '-';
+	do
+		tmp[n++] = (char)('0' + u % 10);
+	while ((u /= 10) != 0);
+	while (n > 0)
+		*p++ = tmp[--n];
+	return p;
+}

@@ -21,6 +21,10 @@ char *xstrndup(const char *s, size_t n);
 /* Prints "fatal: ..." to stderr and exits 1. */
 void fatal(const char *fmt, ...) __attribute__((format(printf, 1, 2), noreturn));
 
+/* Writes the decimal <v> at <p> (at most 20 bytes, no NUL); returns the
+ * end. A hot-path replacement for snprintf("%lld"). */
+char *util_fmt_int(char *p, int64_t v);
+
 /* Monotonic time in µs. The local tier's clock; tests may replace it. */
 extern int64_t (*util_now_us)(void);
 int64_t util_monotonic_us(void);
