@@ -1,7 +1,9 @@
 # Shared helpers for the shell suites (integration, e2e, bench).
 # Source it; every server it starts is stopped by the EXIT trap, and every
 # wait is bounded. Ports come from a per-run base so suites can run side by
-# side: PORT_BASE (default 20000 + $$ % 20000).
+# side: PORT_BASE (default 20000 + 32 * ($$ % 380)). The range stays below
+# Linux's ephemeral ports (32768+), which outgoing connections take: a test
+# port there can be in use by some client socket of another test.
 set -u
 : "${BUILD:=build}"
 ROOT=$(cd "$(dirname "$0")/../.." 2>/dev/null && pwd)
@@ -10,7 +12,7 @@ AGENT="$ROOT/$BUILD/spoa-ratelimit"
 TOOLS="$ROOT/$BUILD/tools"
 TMP=$(mktemp -d /tmp/spoa-rl-test.XXXXXX)
 PIDS=""
-PORT_BASE=${PORT_BASE:-$((20000 + $$ % 20000))}
+PORT_BASE=${PORT_BASE:-$((20000 + 32 * ($$ % 380)))}
 PASS=0
 FAIL=0
 
