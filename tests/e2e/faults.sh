@@ -23,7 +23,8 @@
 # For each fault and each fail mode: every request got an ACK (its log
 # line has rl_error=0 and the agent's decision), every answer is the fail
 # mode's (open 200, closed 200 or the agent's 503, local 200), no request
-# takes longer than redis.timeout + 300 ms (curl's time_total), degraded=1
+# decision takes longer than redis.timeout + 300 ms (HAProxy's rl_ms) nor
+# any request longer than 1 s end to end (curl's time_total), degraded=1
 # while Redis is out, and from 2 s after Redis is back every decision is a
 # normal one (degraded=0). The worst latency per fault is printed.
 . "$(dirname "$0")/../lib.sh"
@@ -87,7 +88,7 @@ loop() {
 		n=$((n + 1)); t0=$EPOCHREALTIME
 		w=$(curl -s -o /dev/null -w '%{http_code} %{time_total}' \
 			--max-time 2 "$@" "$URL/$name/$n" 2>/dev/null)
-		echo "$t0 $name $n ${w:-000 2.0}" >>"$TMP/load.$name"
+		echo "$t0 $name $n ${w:-000 2.0} $EPOCHREALTIME" >>"$TMP/load.$name"
 	done
 }
 loop open   -H 'X-Tenant: t-open' &
@@ -174,34 +175,54 @@ awk '/"GET \/(open|closed|local)\// {
 	print p, st, er, dg, ms
 }' "$TMP/haproxy.log" >"$TMP/hlog"
 
-# One line per request: t0 route n code time_s status error degraded ms
+# One line per request: t0 route n code time_s t1 status error degraded ms
+# (t0 is taken before curl is spawned, t1 after it exits: the request
+# happened within [t0, t1])
 awk 'NR == FNR { h[$1] = $2 " " $3 " " $4 " " $5; next }
 { k = "/" $2 "/" $3; print $0, (k in h) ? h[k] : "- - - -" }' \
 	"$TMP/hlog" "$TMP/load" >"$TMP/joined"
 
 total=$(wc -l <"$TMP/joined")
-acked=$(awk '$7 == "0"' "$TMP/joined" | wc -l)
+acked=$(awk '$8 == "0"' "$TMP/joined" | wc -l)
+nolog=$(awk '$8 == "-"' "$TMP/joined" | wc -l)
+# HAProxy drops a log line now and then when its threads contend for the
+# stderr fd (show info: DroppedLogs); such a request is checked by curl's
+# result alone: the expected code, and well under timeout processing
+# (100 ms), which a missing ACK would have cost.
+dropped=$(cli "show info" | tr -d '\r' | sed -n 's/^DroppedLogs: //p')
 echo "# $total requests in all ($(awk '{ n[$2]++ } END { for (r in n) printf "%s %d  ", r, n[r] }' "$TMP/joined"))"
 [ "$total" -gt 300 ]; ok $? "a steady load: $total requests over the run"
-expect_eq "$acked" "$total" "every request got the agent's ACK (log line with rl_error=0)"
-awk '$7 != "0"' "$TMP/joined" | head -5 | sed 's/^/#   no ACK: /'
+expect_eq "$((acked + nolog))" "$total" "every logged request got the agent's ACK (rl_error=0)"
+awk '$8 != "0" && $8 != "-"' "$TMP/joined" | head -5 | sed 's/^/#   no ACK: /'
+[ "$nolog" -le "${dropped:-0}" ]
+ok $? "requests without a log line ($nolog) are HAProxy's dropped log lines (DroppedLogs ${dropped:-?})"
+nolog_bad=$(awk '$8 == "-" && ($5 >= 0.1 || !($4 == 200 || ($2 == "closed" && $4 == 503)))' "$TMP/joined" | wc -l)
+expect_eq "$nolog_bad" 0 "and each of them was answered (200/503) in under 100 ms"
+awk '$8 == "-"' "$TMP/joined" | head -3 | sed 's/^/#   log dropped: /'
 ! grep -q 'SPOE: \[rl-agent\].*st=[1-9]' "$TMP/haproxy.log"
 ok $? "no SPOE errors in the haproxy log"
 grep 'SPOE: \[rl-agent\].*st=[1-9]' "$TMP/haproxy.log" | head -3 | sed 's/^/#   /'
 
 # A wrong answer: open/local anything but 200; closed anything but 200 or
 # the agent's own 503.
-wrong=$(awk '!(($4 == 200 && $6 == 0) || ($2 == "closed" && $4 == 503 && $6 == 503))' "$TMP/joined" | wc -l)
+wrong=$(awk '$8 != "-" && !(($4 == 200 && $7 == 0) || ($2 == "closed" && $4 == 503 && $7 == 503))' "$TMP/joined" | wc -l)
 expect_eq "$wrong" 0 "every answer is the fail mode's (open/local 200, closed 200 or the agent's 503)"
-awk '!(($4 == 200 && $6 == 0) || ($2 == "closed" && $4 == 503 && $6 == 503))' "$TMP/joined" |
+awk '$8 != "-" && !(($4 == 200 && $7 == 0) || ($2 == "closed" && $4 == 503 && $7 == 503))' "$TMP/joined" |
 	head -5 | sed 's/^/#   wrong: /'
-slow=$(awk -v b="$BUDGET_MS" '$5 * 1000 > b' "$TMP/joined" | wc -l)
-expect_eq "$slow" 0 "no request over the budget (redis.timeout ${REDIS_TIMEOUT_MS}ms + ${TOLERANCE_MS}ms)"
-awk -v b="$BUDGET_MS" '$5 * 1000 > b' "$TMP/joined" | head -5 | sed 's/^/#   slow: /'
-base_deg=$(awk -v e="$(awk '$2 == "base_end" { print $1 }' "$TMP/events")" '$1 + $5 < e && $8 != 0' "$TMP/joined" | wc -l)
+# The decision latency is HAProxy's own measure of the SPOE exchange
+# (rl_ms, set-process-time); curl's time_total adds the client and the
+# shared machine's scheduling (load averages of 10 on 2 cores were seen),
+# so it gets the looser end-to-end bound store_down.sh uses.
+slow=$(awk -v b="$BUDGET_MS" '$10 + 0 > b' "$TMP/joined" | wc -l)
+expect_eq "$slow" 0 "no decision over the budget (rl_ms <= redis.timeout ${REDIS_TIMEOUT_MS}ms + ${TOLERANCE_MS}ms)"
+awk -v b="$BUDGET_MS" '$10 + 0 > b' "$TMP/joined" | head -5 | sed 's/^/#   slow: /'
+slow=$(awk '$5 * 1000 > 1000' "$TMP/joined" | wc -l)
+expect_eq "$slow" 0 "no request over 1 s end to end (curl time_total)"
+awk -v b="$BUDGET_MS" '$5 * 1000 > b' "$TMP/joined" | head -5 | sed 's/^/#   curl over the decision budget (not a failure): /'
+base_deg=$(awk -v e="$(awk '$2 == "base_end" { print $1 }' "$TMP/events")" '$6 < e && $9 != 0' "$TMP/joined" | wc -l)
 expect_eq "$base_deg" 0 "before any fault (requests done before the first one) no decision is degraded"
 
-echo "# fault      mode    reqs  503s  worst-curl-ms  worst-spoe-ms  degraded-while-out  first-normal-after-back-ms"
+echo "# fault      mode    reqs  503s  worst-curl-ms  worst-spoe-ms  degraded-while-out  first-normal-after-back-ms (upper bound)"
 for f in killed sigstop restart flush refusing; do
 	ts=$(awk -v f=$f '$2 == "start" && $3 == f { print $1 }' "$TMP/events")
 	tb=$(awk -v f=$f '$2 == "back" && $3 == f { print $1 }' "$TMP/events")
@@ -210,17 +231,17 @@ for f in killed sigstop restart flush refusing; do
 		# in the fault's window (start .. back + RESUME_S)
 		read -r n n503 wc ws <<<"$(awk -v a="$ts" -v z="$tb" -v r=$RESUME_S -v m=$m '
 			$2 == m && $1 >= a && $1 <= z + r { n++; if ($4 == 503) k++
-				if ($5 > wc) wc = $5; if ($9 + 0 > ws) ws = $9 + 0 }
+				if ($5 > wc) wc = $5; if ($10 + 0 > ws) ws = $10 + 0 }
 			END { printf "%d %d %d %d", n, k, wc * 1000, ws }' "$TMP/joined")"
 		# out: from 0.3 s after the fault began until it ended
 		read -r nout dout <<<"$(awk -v a="$ts" -v z="$tb" -v m=$m '
-			$2 == m && $1 >= a + 0.3 && $1 < z - 0.05 { n++; if ($8 == 1) d++ }
+			$2 == m && $1 >= a + 0.3 && $6 <= z { n++; if ($9 == 1) d++ }
 			END { printf "%d %d", n, d }' "$TMP/joined")"
 		# back: the first normal decision after Redis returned, and none
 		# degraded from RESUME_S on
-		first=$(awk -v z="$tb" -v m=$m '$2 == m && $1 >= z && $8 == 0 { printf "%d", ($1 - z) * 1000; exit }' "$TMP/joined")
+		first=$(awk -v z="$tb" -v m=$m '$2 == m && $1 >= z && $9 == 0 { printf "%d", ($6 - z) * 1000; exit }' "$TMP/joined")
 		read -r nlate dlate <<<"$(awk -v z="$tb" -v r=$RESUME_S -v m=$m '
-			$2 == m && $1 >= z + r && $1 < z + r + 1.5 { n++; if ($8 != 0 || $4 != 200) d++ }
+			$2 == m && $1 >= z + r && $1 < z + r + 1.5 { n++; if ($9 != 0 || $4 != 200) d++ }
 			END { printf "%d %d", n, d }' "$TMP/joined")"
 		printf '# %-10s %-7s %4d  %4d  %13d  %13d  %8s  %10s\n' $f $m "$n" "$n503" "$wc" "$ws" \
 			"$dout/$nout" "${first:-never}"
@@ -234,10 +255,13 @@ for f in killed sigstop restart flush refusing; do
 				ok $? "$f/closed: the agent answers 503 while Redis is out ($n503 503s, $nout requests out)"
 			fi;;
 		esac
+		awk -v z="$tb" -v r=$RESUME_S -v m=$m '$2 == m && $1 >= z + r && $1 < z + r + 1.5 && ($9 != 0 || $4 != 200)' \
+			"$TMP/joined" | head -3 | sed "s/^/#   late degraded (t0 route n code time t1 status error degraded rl_ms): /"
 		[ "$nlate" -gt 0 ] && [ "$dlate" = 0 ]
 		ok $? "$f/$m: normal decisions within ${RESUME_S}s of Redis returning (first after ${first:-never} ms; degraded/non-200 later: $dlate of $nlate)"
 	done
-	echo "# $f: worst-case decision latency ${worst} ms (curl time_total, budget ${BUDGET_MS} ms)"
+	wspoe=$(awk -v a="$ts" -v z="$tb" -v r=$RESUME_S '$1 >= a && $1 <= z + r && $10 + 0 > m { m = $10 + 0 } END { printf "%d", m }' "$TMP/joined")
+	echo "# $f: worst-case decision latency ${wspoe} ms (rl_ms, budget ${BUDGET_MS} ms); worst end to end ${worst} ms (curl)"
 done
 ns=$(rcli info errorstats | tr -d '\r' | sed -n 's/^errorstat_NOSCRIPT:count=//p')
 is_posint "$ns"
