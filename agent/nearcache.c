@@ -97,15 +97,14 @@ nearcache_lookup(struct nearcache *nc, const struct check *c,
 	return 0;
 }
 
-void
-nearcache_learn(struct nearcache *nc, const struct check *c,
-                const struct lim_result *r, int64_t sent_us)
+/* Remembers <c>'s key until <until_us> in its set: in the key's own way,
+ * else an empty or expired one, else the one expiring soonest. */
+static void
+remember(struct nearcache *nc, const struct check *c, int64_t until_us)
 {
 	uint64_t h1, h2;
 	struct nc_entry *set, *victim;
 
-	if (r->allowed != 0 || c->cost != 1 || r->retry_after_us <= 0)
-		return;
 	hash2(c, &h1, &h2);
 	set = nc->e[h1 % NEARCACHE_SETS];
 	victim = &set[0];
@@ -119,7 +118,28 @@ nearcache_learn(struct nearcache *nc, const struct check *c,
 	}
 	victim->h1 = h1;
 	victim->h2 = h2;
-	victim->until_us = sent_us + r->retry_after_us;
+	victim->until_us = until_us;
+}
+
+void
+nearcache_learn(struct nearcache *nc, const struct check *c,
+                const struct lim_result *r, int64_t sent_us)
+{
+	if (r->allowed != 0 || c->cost != 1 || r->retry_after_us <= 0)
+		return;
+	remember(nc, c, sent_us + r->retry_after_us);
+}
+
+int
+nearcache_once(struct nearcache *nc, const struct check *c, int64_t now_us,
+               int64_t until_us)
+{
+	struct lim_result ignored;
+
+	if (nearcache_lookup(nc, c, now_us, &ignored))
+		return 0;
+	remember(nc, c, until_us);
+	return 1;
 }
 
 size_t

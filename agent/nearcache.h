@@ -44,6 +44,12 @@ int nearcache_lookup(struct nearcache *nc, const struct check *c,
 void nearcache_learn(struct nearcache *nc, const struct check *c,
                      const struct lim_result *r, int64_t sent_us);
 
+/* The same table as a "seen" set: returns 1 (and remembers <c>'s key
+ * until <until_us>) unless the key is already remembered at <now_us>.
+ * Used to log a shadow rule's denial once per key per window. */
+int nearcache_once(struct nearcache *nc, const struct check *c,
+                   int64_t now_us, int64_t until_us);
+
 size_t nearcache_count(const struct nearcache *nc, int64_t now_us);
 
 #endif

@@ -299,6 +299,22 @@ req_start(struct conn *c, const struct spop_frame *f, int *status)
 	return 0;
 }
 
+/* A shadow rule that would have denied: one log line per key per window,
+ * so an operator sees who it would hit without a line per request. */
+static void
+shadow_log(struct req *r, int i)
+{
+	const struct check *c = &r->checks[i];
+	int64_t now = util_now_us();
+
+	if (!nearcache_once(r->w->shadow_seen, c, now,
+	                    now + lim_window_s(&c->lim) * LIM_USEC_PER_SEC))
+		return;
+	log_info("shadow_deny", "rule=%s key=\"%.*s\" remaining=%lld",
+	         c->rule->name, (int)(c->keylen > 120 ? 120 : c->keylen), c->key,
+	         (long long)r->out[i].res.remaining);
+}
+
 static void
 count_decisions(struct req *r)
 {
@@ -316,6 +332,8 @@ count_decisions(struct req *r)
 			         METRICS_SHADOW_DENIED : METRICS_DENIED;
 		else
 			o_kind = METRICS_ALLOWED;
+		if (o_kind == METRICS_SHADOW_DENIED)
+			shadow_log(r, i);
 		metrics_decision(r->w->m, idx, o_kind);
 	}
 	declog_sample(r->policy, r->checks, r->out, r->n, &r->d);

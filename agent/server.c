@@ -344,6 +344,7 @@ worker_init(struct worker *w, struct server *s, int id, char **err)
 	}
 	w->plans = plancache_new(w->store);
 	w->near = nearcache_new();
+	w->shadow_seen = nearcache_new();
 	for (int i = 0; i < s->nfds; i++) {
 		ev_io_init(&w->accept_io[i], accept_cb, s->fds[i], EV_READ);
 		ev_io_start(w->loop, &w->accept_io[i]);
@@ -370,6 +371,7 @@ worker_deinit(struct worker *w)
 	req_pool_free(w);
 	plancache_free(w->plans);
 	nearcache_free(w->near);
+	nearcache_free(w->shadow_seen);
 	local_free(w->local);
 	policy_unref(w->policy);
 	ev_loop_destroy(w->loop);

@@ -43,6 +43,7 @@ struct worker {
 	struct local          *local;
 	struct plancache      *plans;	/* tenant -> plan from Redis */
 	struct nearcache      *near;	/* keys Redis denied, until when */
+	struct nearcache      *shadow_seen;	/* shadow denials logged */
 	struct metrics_worker *m;
 	struct policy         *policy;	/* current; this worker holds a ref */
 	struct conn           *conns;	/* all connections of this worker */

@@ -18,6 +18,12 @@ rules:
     rate: 5/min
     burst: 5
     fail: open
+  - name: watch
+    message: rl-shadow
+    key: "s:{tenant}"
+    rate: 1/min
+    burst: 1
+    shadow: true
   - name: login
     message: rl-login
     key: "login:{user}"
@@ -66,6 +72,12 @@ expect_eq "$(echo "$out" | grep '^ack' | sed -n 6p | field status)" "429" \
 big=$(head -c 12000 /dev/zero | tr '\0' 'x')
 out=$(c rl-request tenant=s:"$big")
 expect_eq "$(echo "$out" | field status)" "0" "a 12 KB arg in one frame is read whole (key hashed)"
+
+out=$(c -n 5 rl-shadow tenant=s:shady)
+expect_eq "$(echo "$out" | field status | tr '\n' ' ')" "0 0 0 0 0 " "a shadow rule never denies"
+expect_eq "$(echo "$out" | field shadow | tr '\n' ' ')" "0 1 1 1 1 " "but reports shadow=1 when it would"
+expect_eq "$(grep -c 'msg=shadow_deny rule=watch key="rl:{watch:s:shady}"' "$TMP/agent.log")" 1 \
+	"and logs it once per key per window"
 
 # malformed input: AGENT-DISCONNECT with the right status, connection closed
 out=$(c -x "00000000")

@@ -118,3 +118,16 @@ Test(nearcache, a_denial_under_other_limits_does_not_apply)
 	cr_assert_eq(nearcache_lookup(nc, &pro_plan, 0, &r), 0);
 	nearcache_free(nc);
 }
+
+Test(nearcache, once_per_key_until_the_window_ends)
+{
+	struct nearcache *nc = nearcache_new();
+	struct check a = mk("rl:{s:a}", LIM_GCRA, LIM_OP_CHECK, 1);
+	struct check b = mk("rl:{s:b}", LIM_GCRA, LIM_OP_CHECK, 1);
+
+	cr_assert_eq(nearcache_once(nc, &a, 0, 1000), 1);
+	cr_assert_eq(nearcache_once(nc, &a, 500, 1500), 0, "still in its window");
+	cr_assert_eq(nearcache_once(nc, &b, 500, 1500), 1, "another key");
+	cr_assert_eq(nearcache_once(nc, &a, 1000, 2000), 1, "a new window");
+	nearcache_free(nc);
+}
