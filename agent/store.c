@@ -110,6 +110,8 @@ breaker_open(const struct store *st)
 int
 store_up(const struct store *st)
 {
+	if (st == NULL)
+		return 0;
 	if (st->cl != NULL)
 		return cluster_up(st->cl);
 	return st->state == ST_UP && !breaker_open(st);
@@ -384,6 +386,8 @@ batch_take(struct store *st)
 void
 store_flush(struct store *st)
 {
+	if (st == NULL)
+		return;
 	if (st->cl != NULL) {
 		cluster_flush(st->cl);
 		return;

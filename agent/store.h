@@ -71,7 +71,9 @@ void store_free(struct store *st);
  * at once. Returns STORE_OK when queued. */
 int store_submit(struct store *st, struct store_req *sr);
 
-/* Sends what is queued. Called once per loop iteration. */
+/* Sends what is queued. Called once per loop iteration. NULL is a no-op
+ * (so a worker may flush its connections after store_free() once it has
+ * cleared its pointer). */
 void store_flush(struct store *st);
 
 /* HGET <hash> <field>, in the background. <cb> gets the value (NULL when
@@ -86,7 +88,8 @@ int store_hget(struct store *st, const char *hash, const char *field,
  * timer, never from inside a store callback. */
 void store_note_timeout(struct store *st);
 
-/* 1 when connected and the breaker is closed. */
+/* 1 when connected and the breaker is closed (cluster: the slot map is
+ * known and the breaker is closed). 0 for NULL. */
 int store_up(const struct store *st);
 
 /* Parses a redis URL into host/port/db or a unix path. Exposed for tests.

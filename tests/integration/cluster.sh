@@ -15,11 +15,15 @@ until_ok() {
 	return 1
 }
 
+# the cluster bus ports are this run's too (not the default port + 10000)
+bus=10
 for p in "$P1" "$P2" "$P3"; do
+	bus=$((bus + 1))
 	mkdir -p "$TMP/c$p"
 	redis-server --port "$p" --bind 127.0.0.1 --save '' --appendonly no \
 		--dir "$TMP/c$p" --cluster-enabled yes \
 		--cluster-config-file "$TMP/c$p/nodes.conf" \
+		--cluster-port "$(port $bus)" \
 		--cluster-node-timeout 2000 --daemonize no >"$TMP/c$p.log" 2>&1 &
 	PIDS="$PIDS $!"
 	eval "CPID_$p=$!"
