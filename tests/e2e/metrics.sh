@@ -23,7 +23,9 @@ log:
   level: info
 EOF
 start_stack
-ok $? "redis, agent and haproxy up; agent UP per the health check"
+rc=$?
+ok $rc "redis, agent and haproxy up; agent UP per the health check"
+[ $rc -eq 0 ] || finish
 wait_port "$MET_PORT" 5
 ok $? "the agent serves metrics on the policy's metrics.listen ($MET_PORT)"
 
