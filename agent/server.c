@@ -333,7 +333,9 @@ worker_init(struct worker *w, struct server *s, int id, char **err)
 	}
 	ev_set_userdata(w->loop, w);
 	w->m = metrics_worker_new();
-	w->local = local_new(w->policy->local_max_keys);
+	/* local.max_keys is the agent's; each worker holds its share */
+	w->local = local_new(w->policy->local_max_keys / (size_t)s->nworkers > 0 ?
+	                     w->policy->local_max_keys / (size_t)s->nworkers : 1);
 	sc.url = s->redis_url ? s->redis_url : w->policy->redis_url;
 	sc.username = w->policy->redis_username;
 	sc.password = w->policy->redis_password;

@@ -38,7 +38,7 @@
 extern const char lua_ratelimit[];
 
 #define STORE_BACKOFF_MIN_US   50000
-#define STORE_BACKOFF_MAX_US   2000000
+#define STORE_BACKOFF_MAX_US   1000000	/* back within 2 s of Redis */
 #define STORE_BREAKER_FAILS    5
 #define STORE_BREAKER_COOLDOWN 0.5
 #define STORE_MAX_QUEUE        4096	/* requests waiting for a connection */
@@ -54,6 +54,8 @@ enum store_state {
 struct batch_entry {
 	struct store_req *sr;
 	uint32_t          gen;
+	int               n;		/* its checks when sent: a request reused
+					 * meanwhile may have another count */
 };
 
 struct batch {
@@ -206,7 +208,7 @@ batch_nchecks(const struct batch *b)
 	int n = 0;
 
 	for (int i = 0; i < b->n; i++)
-		n += b->ent[i].sr->n;
+		n += b->ent[i].n;
 	return n;
 }
 
@@ -225,7 +227,7 @@ batch_deliver(struct batch *b, redisReply *reply)
 		struct store_req *sr = b->ent[i].sr;
 		int live = sr->gen == b->ent[i].gen;
 
-		for (int j = 0; j < sr->n; j++, k += LIM_SCRIPT_RESULT) {
+		for (int j = 0; j < b->ent[i].n; j++, k += LIM_SCRIPT_RESULT) {
 			struct lim_result tmp;
 
 			if (read_result(reply->element + k, live ?
@@ -319,6 +321,15 @@ arg_int(struct batch *b, char **ap, int64_t v)
 }
 
 static void
+arg_copy(struct batch *b, char **ap, const char *s, size_t n)
+{
+	memcpy(*ap, s, n);
+	b->argv[b->argc] = *ap;
+	b->argvlen[b->argc++] = n;
+	*ap += n;
+}
+
+static void
 arg_str(struct batch *b, const char *s, size_t n)
 {
 	b->argv[b->argc] = s;
@@ -331,6 +342,7 @@ batch_take(struct store *st)
 {
 	struct batch *b = xcalloc(1, sizeof(*b));
 	int nchecks = 0, nargs;
+	size_t strings = 0;
 	char *ap;
 
 	b->st = st;
@@ -340,15 +352,21 @@ batch_take(struct store *st)
 		st->head = sr->next;
 		st->queued--;
 		b->ent[b->n].sr = sr;
+		b->ent[b->n].n = sr->n;
 		b->ent[b->n++].gen = sr->sent_gen;
 		nchecks += sr->n;
+		for (int j = 0; j < sr->n; j++)
+			strings += sr->checks[sr->index[j]].keylen +
+			           sr->checks[sr->index[j]].memberlen;
 	}
 	if (st->head == NULL)
 		st->tail = NULL;
 	nargs = 4 + nchecks + b->n + nchecks * LIM_SCRIPT_FIELDS;
 	b->argv = xmalloc(nargs * sizeof(*b->argv));
 	b->argvlen = xmalloc(nargs * sizeof(*b->argvlen));
-	b->arena = ap = xmalloc((size_t)(2 + b->n + nchecks * 7) * 21);
+	/* numbers, then copies of the keys and members: a NOSCRIPT resend
+	 * must not read requests that were answered and reused meanwhile */
+	b->arena = ap = xmalloc((size_t)(2 + b->n + nchecks * 7) * 21 + strings);
 	arg_str(b, "EVALSHA", 7);
 	arg_str(b, st->sha, 40);
 	arg_int(b, &ap, nchecks);
@@ -357,7 +375,7 @@ batch_take(struct store *st)
 
 		for (int j = 0; j < sr->n; j++) {
 			const struct check *c = &sr->checks[sr->index[j]];
-			arg_str(b, c->key, c->keylen);
+			arg_copy(b, &ap, c->key, c->keylen);
 		}
 	}
 	arg_int(b, &ap, b->n);
@@ -377,7 +395,7 @@ batch_take(struct store *st)
 			arg_int(b, &ap, p[1]);
 			arg_int(b, &ap, p[2]);
 			arg_int(b, &ap, c->flags & LIM_FL_SHADOW);
-			arg_str(b, c->member, c->memberlen);
+			arg_copy(b, &ap, c->member, c->memberlen);
 		}
 	}
 	return b;
