@@ -11,7 +11,7 @@
  * A request denied by a check decided at once never reaches Redis, so it
  * is charged nowhere. Requests are recycled through a per-worker free list:
  * no allocation per request once the pool is warm. A request holds a
- * reference on its conn and on the policy it was built under, so a reload
+ * reference on its conn and a pin on the policy it was built under, so a reload
  * or a closed connection in the middle changes nothing for it.
  */
 #include <stdio.h>
@@ -39,7 +39,8 @@
 struct req {
 	struct worker    *w;
 	struct conn      *c;
-	struct policy    *policy;
+	struct policy    *policy;		/* pin->p */
+	struct policy_pin *pin;
 	uint64_t          sid, fid;
 	int               n;			/* checks */
 	int               nredis;
@@ -77,7 +78,8 @@ req_release(struct req *r)
 
 	ev_timer_stop(w->loop, &r->timer);
 	r->sr.gen++;			/* any late store answer is now stale */
-	policy_unref(r->policy);
+	worker_unpin(r->pin);
+	r->pin = NULL;
 	r->policy = NULL;
 	conn_req_done(r->c);
 	r->c = NULL;
@@ -275,9 +277,11 @@ req_start(struct conn *c, const struct spop_frame *f, int *status)
 	struct worker *w = c->w;
 	struct req *r = req_alloc(w);
 
-	r->policy = policy_ref(worker_policy(w));
+	r->pin = worker_pin(w);
+	r->policy = r->pin->p;
 	if (build_checks(r, f, status) == -1) {
-		policy_unref(r->policy);
+		worker_unpin(r->pin);
+		r->pin = NULL;
 		r->policy = NULL;
 		r->next_free = w->free_reqs;
 		w->free_reqs = r;

@@ -231,6 +231,40 @@ worker_policy(struct worker *w)
 	return w->policy;
 }
 
+static struct policy_pin *
+pin_new(struct policy *p)
+{
+	struct policy_pin *pin = xcalloc(1, sizeof(*pin));
+
+	pin->p = policy_ref(p);
+	return pin;
+}
+
+struct policy_pin *
+worker_pin(struct worker *w)
+{
+	w->pin->inflight++;
+	return w->pin;
+}
+
+void
+worker_unpin(struct policy_pin *pin)
+{
+	if (--pin->inflight > 0 || !pin->retired)
+		return;
+	policy_unref(pin->p);
+	free(pin);
+}
+
+/* Retires the current pin: freed now, or by its last request. */
+static void
+pin_retire(struct policy_pin *pin)
+{
+	pin->retired = 1;
+	pin->inflight++;
+	worker_unpin(pin);
+}
+
 void
 worker_mark_dirty(struct worker *w, struct conn *c)
 {
@@ -300,8 +334,8 @@ wake_cb(struct ev_loop *loop, ev_async *a, int revents)
 	struct policy *p = atomic_load(&w->srv->policy);
 
 	if (p != w->policy) {
-		policy_ref(p);
-		policy_unref(w->policy);
+		pin_retire(w->pin);
+		w->pin = pin_new(p);
 		w->policy = p;
 	}
 	if (atomic_load(&server_draining) && !w->draining)
@@ -325,7 +359,8 @@ worker_init(struct worker *w, struct server *s, int id, char **err)
 
 	w->id = id;
 	w->srv = s;
-	w->policy = policy_ref(atomic_load(&s->policy));
+	w->pin = pin_new(atomic_load(&s->policy));
+	w->policy = w->pin->p;
 	w->loop = ev_loop_new(EVFLAG_AUTO);
 	if (w->loop == NULL) {
 		asprintf(err, "cannot create an event loop");
@@ -375,7 +410,9 @@ worker_deinit(struct worker *w)
 	nearcache_free(w->near);
 	nearcache_free(w->shadow_seen);
 	local_free(w->local);
-	policy_unref(w->policy);
+	pin_retire(w->pin);
+	w->pin = NULL;
+	w->policy = NULL;
 	ev_loop_destroy(w->loop);
 	w->loop = NULL;
 }

@@ -30,6 +30,15 @@ struct nearcache;
 struct metrics_worker;
 struct server;
 
+/* A policy as one worker uses it: requests pin it with a plain counter
+ * (the worker's own), so the request path pays no atomic; the policy's
+ * shared refcount moves only at reload. */
+struct policy_pin {
+	struct policy *p;
+	int            inflight;	/* requests built under it */
+	int            retired;	/* a newer policy took over */
+};
+
 struct worker {
 	int                    id;
 	struct server         *srv;
@@ -46,6 +55,7 @@ struct worker {
 	struct nearcache      *shadow_seen;	/* shadow denials logged */
 	struct metrics_worker *m;
 	struct policy         *policy;	/* current; this worker holds a ref */
+	struct policy_pin     *pin;	/* the current policy's pin */
 	struct conn           *conns;	/* all connections of this worker */
 	int                    nconns;
 	struct conn           *dirty;	/* connections with output to flush */
@@ -87,5 +97,8 @@ int server_healthy(struct server *s);
 /* Worker-side helpers for conn.c and req.c. */
 void worker_mark_dirty(struct worker *w, struct conn *c);
 struct policy *worker_policy(struct worker *w);
+/* Pins the current policy for one request; unpin when it ends. */
+struct policy_pin *worker_pin(struct worker *w);
+void worker_unpin(struct policy_pin *pin);
 
 #endif
