@@ -418,31 +418,100 @@ local function eval_check(c)
 	return f(c)
 end
 
-local out, a, ki = {}, 2, 1
+-- ---- the batch ------------------------------------------------------------
+-- The hot path builds no table per check: results go straight into <out>,
+-- and a request's pending charges sit in parallel arrays reused across
+-- requests. GCRA and leaky bucket (the defaults) are evaluated inline with
+-- plain locals; every other case goes through a check table and EVAL.
+
+local out, o = {}, 0
+local key_, tat_, cost_, ei_, tol_, gen_ = {}, {}, {}, {}, {}, {}
+local charge_ = {}
+
+-- GCRA / leaky bucket for op CHECK, FORCE or PEEK and 0 <= cost <= COST_MAX
+-- (what eval_check() would do, without the table). Writes the five results
+-- at out[o+1..o+5]; returns allowed, charge and the TAT read.
+local function gcra_fast(key, op, cost, ei, dvt, tol)
+	local tat = tonumber(redis.call('GET', key)) or 0
+	if tat < now then tat = now end
+	local allowed, retry, T, charge = 1, 0, tat, op == FORCE
+	if cost > idiv(tol, ei) then
+		allowed = -1
+	else
+		local new = tat + ei * cost
+		if new - tol > now then
+			allowed, retry = 0, new - tol - now
+		else
+			T, charge = new, cost > 0 and op ~= PEEK
+		end
+	end
+	local full = T - now
+	local d, rem, nxt = dvt - full, 0, 0
+	if d > 0 then rem = idiv(d, ei) end
+	if full > 0 then nxt = full - idiv(full - 1, ei) * ei else full = 0 end
+	out[o + 1], out[o + 2], out[o + 3], out[o + 4], out[o + 5] =
+		allowed, rem, retry, nxt, full
+	return allowed, charge, tat
+end
+
+local function gcra_fast_commit(key, tat, cost, ei, tol)
+	local cmax = idiv(2 * tol, ei) + 1
+	if cost > cmax then cost = cmax end
+	local new = tat + ei * cost
+	local cap = now + 2 * tol
+	if tat > cap then cap = tat end
+	if new > cap then new = cap end
+	-- numbers go to Redis as %.17g: exact for integers below 2^53
+	redis.call('SET', key, new, 'PX', idiv(new - now + 999, 1000))
+end
+
+local a, ki = 2, 1
 for _ = 1, tonumber(ARGV[1]) do
 	local n = tonumber(ARGV[a])
 	a = a + 1
-	local cks, veto = {}, false
+	local veto, o0 = false, o
 	for i = 1, n do
-		local c = {
-			key = KEYS[ki], idx = ki, algo = tonumber(ARGV[a]),
-			op = tonumber(ARGV[a + 1]), cost = tonumber(ARGV[a + 2]),
-			p1 = tonumber(ARGV[a + 3]), p2 = tonumber(ARGV[a + 4]),
-			p3 = tonumber(ARGV[a + 5]), flags = tonumber(ARGV[a + 6]),
-			member = ARGV[a + 7] or '',
-		}
-		ki, a = ki + 1, a + 8
-		c.res, c.charge = eval_check(c)
-		if (c.op == CHECK or c.op == PEEK) and c.flags % 2 ~= 1 and
-		   c.res[1] ~= 1 then
+		local algo, op = tonumber(ARGV[a]), tonumber(ARGV[a + 1])
+		local cost = tonumber(ARGV[a + 2])
+		local allowed, charge
+		if (algo == GCRA or algo == LEAKY) and op ~= RELEASE and
+		   cost >= 0 and cost <= COST_MAX then
+			local ei, dvt = tonumber(ARGV[a + 3]), tonumber(ARGV[a + 4])
+			local tol = dvt + tonumber(ARGV[a + 5])
+			allowed, charge, tat_[i] = gcra_fast(KEYS[ki], op, cost, ei,
+				dvt, tol)
+			key_[i], cost_[i], ei_[i], tol_[i], gen_[i] =
+				KEYS[ki], cost, ei, tol, false
+		else
+			local c = {
+				key = KEYS[ki], idx = ki, algo = algo, op = op,
+				cost = cost, p1 = tonumber(ARGV[a + 3]),
+				p2 = tonumber(ARGV[a + 4]), p3 = tonumber(ARGV[a + 5]),
+				member = ARGV[a + 7] or '',
+			}
+			local r
+			r, charge = eval_check(c)
+			allowed = r[1]
+			out[o + 1], out[o + 2], out[o + 3], out[o + 4], out[o + 5] =
+				r[1], r[2], r[3], r[4], r[5]
+			gen_[i] = c
+		end
+		if (op == CHECK or op == PEEK) and allowed ~= 1 and
+		   tonumber(ARGV[a + 6]) % 2 ~= 1 then
 			veto = true
 		end
-		cks[i] = c
+		charge_[i] = charge
+		ki, a, o = ki + 1, a + 8, o + 5
 	end
-	for i = 1, n do
-		local c = cks[i]
-		if c.charge and not veto then COMMIT[c.algo](c) end
-		for j = 1, 5 do out[#out + 1] = c.res[j] end
+	if not veto then
+		for i = 1, n do
+			if charge_[i] then
+				local c = gen_[i]
+				if c then COMMIT[c.algo](c)
+				else gcra_fast_commit(key_[i], tat_[i], cost_[i], ei_[i],
+					tol_[i]) end
+			end
+		end
 	end
 end
 return out
