@@ -194,6 +194,7 @@ wait "$slow1" "$slow2"
 expect_eq "$(cat "$TMP/slow1") $(cat "$TMP/slow2") $c" "200 200 429" "concurrency: 2 in flight pass, a third is refused"
 is_posint "$ra"; ok $? "concurrency: the 429 has a positive Retry-After ('$ra')"
 expect_eq "$(req -H 'X-Tenant: h2' "$URL/")" 200 "concurrency: once they are done a slot is free"
+sleep 0.3	# the last rl-done is sent after the response went out
 expect_eq "$(redis-cli -p "$REDIS_PORT" ZCARD 'rl:{cc:cc:h2}')" 0 "concurrency: no lease left in Redis"
 
 ! grep -q 'SPOE: \[rl-agent\].*st=[1-9]' "$TMP/haproxy.log"
