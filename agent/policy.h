@@ -159,6 +159,7 @@ struct policy {
 	int               pool_size;
 	int               max_conns;
 	int64_t           idle_timeout_us;
+	int64_t           processing_timeout_us;	/* HAProxy's, to validate against */
 	size_t            local_max_keys;
 	enum headers_mode headers;
 	bool              shadow_all;	/* global shadow switch */
@@ -221,6 +222,7 @@ struct check {
 #define POLICY_DEF_POOL_SIZE     1
 #define POLICY_DEF_MAX_CONNS     10000
 #define POLICY_DEF_IDLE_TIMEOUT  (30 * LIM_USEC_PER_SEC)
+#define POLICY_DEF_PROCESSING    (100 * 1000)	/* the shipped timeout processing */
 #define POLICY_DEF_LOCAL_KEYS    100000
 #define POLICY_DEF_PLAN_CACHE    (30 * LIM_USEC_PER_SEC)
 #define POLICY_DEF_LEASE         (60 * LIM_USEC_PER_SEC)

@@ -478,7 +478,7 @@ static const struct kw local_kw[] = {
 enum top_kw {
 	TK_LISTEN = 0, TK_WORKERS, TK_REDIS, TK_POOL, TK_MAXCONNS, TK_IDLE,
 	TK_HEADERS, TK_SHADOW, TK_LOCAL, TK_PLANS, TK_TENANTS, TK_LOOKUP,
-	TK_RULES, TK_METRICS, TK_LOG, TK_COUNT
+	TK_RULES, TK_METRICS, TK_LOG, TK_PROCESSING, TK_COUNT
 };
 
 static const struct kw top_kw[TK_COUNT] = {
@@ -492,6 +492,9 @@ static const struct kw top_kw[TK_COUNT] = {
 	  "agents sharing this Redis; fail: local divides limits by it (1)" },
 	[TK_MAXCONNS] = { "max_conns", KW_INT, FIELD(struct policy, max_conns), 1, 10000000,
 	  NULL, NULL, 0, "HAProxy connections accepted (10000)" },
+	[TK_PROCESSING] = { "processing_timeout", KW_DURATION,
+	  FIELD(struct policy, processing_timeout_us), SEC / 1000, 60 * SEC, NULL, NULL, 0,
+	  "HAProxy's spoe timeout processing: every answer must fit (100ms)" },
 	[TK_IDLE] = { "idle_timeout", KW_DURATION, FIELD(struct policy, idle_timeout_us),
 	  SEC / 10, 24 * 3600 * SEC, NULL, NULL, 0, "idle SPOP connections are closed (30s)" },
 	[TK_HEADERS] = { "headers", KW_ENUM, FIELD(struct policy, headers), 0, 0, headers_names,
@@ -719,6 +722,7 @@ set_defaults(struct policy *p)
 	p->pool_size = POLICY_DEF_POOL_SIZE;
 	p->max_conns = POLICY_DEF_MAX_CONNS;
 	p->idle_timeout_us = POLICY_DEF_IDLE_TIMEOUT;
+	p->processing_timeout_us = POLICY_DEF_PROCESSING;
 	p->local_max_keys = POLICY_DEF_LOCAL_KEYS;
 	p->headers = HEADERS_IETF;
 	p->plan_lookup.default_plan = -1;
@@ -1274,7 +1278,13 @@ rule_params(struct rule_ctx *rc)
 		else if (rc->seen[RK_MAXDELAY])
 			error_at(rc->c, rc->seen[RK_MAXDELAY], rpath(rc, RK_MAXDELAY),
 			         "only with mode: delay");
-		if (l->max_delay_us > POLICY_WARN_MAX_DELAY)
+		if (l->max_delay_us > 0 && l->max_delay_us + rc->c->p->redis_timeout_us >=
+		    rc->c->p->processing_timeout_us)
+			error_at(rc->c, rnode(rc, RK_MAXDELAY), rpath(rc, RK_MAXDELAY),
+			         "max_delay plus redis.timeout must stay below "
+			         "processing_timeout (HAProxy's timeout processing, %lldms)",
+			         (long long)(rc->c->p->processing_timeout_us / 1000));
+		else if (l->max_delay_us > POLICY_WARN_MAX_DELAY)
 			warn_at(rc->c, rnode(rc, RK_MAXDELAY), rpath(rc, RK_MAXDELAY),
 			        "over 1s: HAProxy's timeout processing must exceed it");
 		break;

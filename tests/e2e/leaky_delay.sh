@@ -25,6 +25,7 @@ workers: 2
 redis:
   url: redis://127.0.0.1:$REDIS_PORT/0
   timeout: 50ms
+processing_timeout: 2s     # the test SPOE conf's timeout processing
 rules:
   - name: pace
     message: rl-request

@@ -149,13 +149,12 @@ if command -v wrk >/dev/null; then
 	expect_eq "$(awk '$2 != 200 && $2 != 429' "$TMP/codes")" "" "flood-guard: every answer is 200 or 429"
 	grep -o 'rl_policy=[a-z-]*' "$TMP/flood.log" | sort | uniq -c | sed 's/^/# /'
 fi
-# ip-smooth (leaky-bucket, mode: delay, max_delay 200ms) holds an ACK up to
-# max_delay, but the shipped spoe-ratelimit.conf gives the whole exchange
-# "timeout processing 100ms". Deterministically: a bucket with a backlog of
-# 190ms (its TAT seeded in Redis, as a flood of more than its burst leaves
-# it) makes the next request wait up to ~190ms, within max_delay. HAProxy must
-# get its answer (held, or a 429) before timeout processing, not time out
-# and fail open (rl_error=1, the request let through unlimited).
+# ip-smooth (leaky-bucket, mode: delay) holds an ACK up to max_delay, and the
+# shipped spoe-ratelimit.conf gives the whole exchange "timeout processing
+# 100ms" (-c refuses a max_delay that does not fit). Deterministically: a
+# bucket with a backlog of 190ms (its TAT seeded in Redis, as a flood of
+# more than its burst leaves it) must get its answer (a 429) before timeout
+# processing, not time out and fail open (rl_error=1, let through unlimited).
 sleep 1	# the flood's backlog drains (1000/s)
 k='rl:{ip-smooth:ip48:127.0.0.1}'
 # TAT = now + DVT (100 x 1ms) + 190ms, from Redis' own clock: the next

@@ -258,6 +258,7 @@ Test(policy, parses_token_rule_fields)
 	cr_assert_eq(r->line, 23);
 	cr_assert_eq(r->col, 5);
 
+	cr_assert_eq(p->processing_timeout_us, 3000000);
 	r = rule_named(p, "smooth");
 	cr_assert_eq(r->lim.algo, LIM_LEAKY_BUCKET);
 	cr_assert_eq(r->lim.max_delay_us, 500000);
@@ -511,6 +512,17 @@ Test(policy, refuses_more_rules_per_message_than_checks)
 	char *err = load_fails("too-many.yaml");
 
 	has_error(err, "too-many.yaml", "3:3", "rules", "rl-request has more than 16 rules");
+	free(err);
+}
+
+/* A held ACK that HAProxy stops waiting for fails open after a stall:
+ * max_delay plus the Redis budget must fit in timeout processing. */
+Test(policy, max_delay_over_the_processing_budget_is_an_error)
+{
+	char *err = load_fails("max_delay.yaml");
+
+	has_error(err, "max_delay.yaml", "9:16", "rules[0].max_delay",
+	          "processing_timeout");
 	free(err);
 }
 
