@@ -422,36 +422,54 @@ end
 -- The hot path builds no table per check: results go straight into <out>,
 -- and a request's pending charges sit in parallel arrays reused across
 -- requests. GCRA and leaky bucket (the defaults) are evaluated inline with
--- plain locals; every other case goes through a check table and EVAL.
+-- plain locals, on values read by one MGET of every base key (nil for a key
+-- of another type); every other algorithm goes through a check table.
 
 local out, o = {}, 0
-local key_, tat_, cost_, ei_, tol_, gen_ = {}, {}, {}, {}, {}, {}
-local charge_ = {}
+local key_, tat_, cost_, ei_, tol_, gen_, charge_ = {}, {}, {}, {}, {}, {}, {}
+local seen_ = {}	-- TATs written by this call: a key may come back
 
--- GCRA / leaky bucket for op CHECK, FORCE or PEEK and 0 <= cost <= COST_MAX
--- (what eval_check() would do, without the table). Writes the five results
--- at out[o+1..o+5]; returns allowed, charge and the TAT read.
-local function gcra_fast(key, op, cost, ei, dvt, tol)
-	local tat = tonumber(redis.call('GET', key)) or 0
+local val_
+if #KEYS == 0 then
+	val_ = {}
+elseif #KEYS <= 512 then
+	val_ = redis.call('MGET', unpack(KEYS))
+else			-- unpack() has a stack limit
+	val_ = {}
+	for b = 1, #KEYS, 512 do
+		local r = redis.call('MGET', unpack(KEYS, b, math.min(b + 511, #KEYS)))
+		for j = 1, #r do val_[b + j - 1] = r[j] end
+	end
+end
+
+-- GCRA / leaky bucket, what eval_check() and gcra_eval() do for check <ki>
+-- without the table. Writes the five results at out[o+1..o+5]; returns
+-- allowed, charge, the TAT read and the cost to commit.
+local function gcra_fast(ki, op, cost, ei, dvt, tol)
+	local tat = seen_[KEYS[ki]] or tonumber(val_[ki]) or 0
 	if tat < now then tat = now end
 	local allowed, retry, T, charge = 1, 0, tat, op == FORCE
-	if cost > idiv(tol, ei) then
+	if cost < 0 or op == RELEASE then cost = 0 end
+	if cost > COST_MAX then	-- reported as a peek, never charged
+		allowed, charge, cost = -1, false, 0
+	elseif cost > idiv(tol, ei) then
 		allowed = -1
 	else
 		local new = tat + ei * cost
 		if new - tol > now then
 			allowed, retry = 0, new - tol - now
 		else
-			T, charge = new, cost > 0 and op ~= PEEK
+			T, charge = new, cost > 0
 		end
 	end
+	if op == PEEK then charge = false end
 	local full = T - now
 	local d, rem, nxt = dvt - full, 0, 0
 	if d > 0 then rem = idiv(d, ei) end
 	if full > 0 then nxt = full - idiv(full - 1, ei) * ei else full = 0 end
 	out[o + 1], out[o + 2], out[o + 3], out[o + 4], out[o + 5] =
 		allowed, rem, retry, nxt, full
-	return allowed, charge, tat
+	return allowed, charge, tat, cost
 end
 
 local function gcra_fast_commit(key, tat, cost, ei, tol)
@@ -461,46 +479,45 @@ local function gcra_fast_commit(key, tat, cost, ei, tol)
 	local cap = now + 2 * tol
 	if tat > cap then cap = tat end
 	if new > cap then new = cap end
+	seen_[key] = new
 	-- numbers go to Redis as %.17g: exact for integers below 2^53
 	redis.call('SET', key, new, 'PX', idiv(new - now + 999, 1000))
+end
+
+local function generic(ki, algo, op, cost, a)
+	local c = {
+		key = KEYS[ki], idx = ki, algo = algo, op = op, cost = cost,
+		p1 = tonumber(ARGV[a + 3]), p2 = tonumber(ARGV[a + 4]),
+		p3 = tonumber(ARGV[a + 5]), member = ARGV[a + 7] or '',
+	}
+	local r, charge = eval_check(c)
+	out[o + 1], out[o + 2], out[o + 3], out[o + 4], out[o + 5] =
+		r[1], r[2], r[3], r[4], r[5]
+	return r[1], charge, c
 end
 
 local a, ki = 2, 1
 for _ = 1, tonumber(ARGV[1]) do
 	local n = tonumber(ARGV[a])
 	a = a + 1
-	local veto, o0 = false, o
+	local veto = false
 	for i = 1, n do
 		local algo, op = tonumber(ARGV[a]), tonumber(ARGV[a + 1])
 		local cost = tonumber(ARGV[a + 2])
-		local allowed, charge
-		if (algo == GCRA or algo == LEAKY) and op ~= RELEASE and
-		   cost >= 0 and cost <= COST_MAX then
+		local allowed
+		if algo == GCRA or algo == LEAKY then
 			local ei, dvt = tonumber(ARGV[a + 3]), tonumber(ARGV[a + 4])
 			local tol = dvt + tonumber(ARGV[a + 5])
-			allowed, charge, tat_[i] = gcra_fast(KEYS[ki], op, cost, ei,
-				dvt, tol)
-			key_[i], cost_[i], ei_[i], tol_[i], gen_[i] =
-				KEYS[ki], cost, ei, tol, false
+			allowed, charge_[i], tat_[i], cost_[i] =
+				gcra_fast(ki, op, cost, ei, dvt, tol)
+			key_[i], ei_[i], tol_[i], gen_[i] = KEYS[ki], ei, tol, false
 		else
-			local c = {
-				key = KEYS[ki], idx = ki, algo = algo, op = op,
-				cost = cost, p1 = tonumber(ARGV[a + 3]),
-				p2 = tonumber(ARGV[a + 4]), p3 = tonumber(ARGV[a + 5]),
-				member = ARGV[a + 7] or '',
-			}
-			local r
-			r, charge = eval_check(c)
-			allowed = r[1]
-			out[o + 1], out[o + 2], out[o + 3], out[o + 4], out[o + 5] =
-				r[1], r[2], r[3], r[4], r[5]
-			gen_[i] = c
+			allowed, charge_[i], gen_[i] = generic(ki, algo, op, cost, a)
 		end
 		if (op == CHECK or op == PEEK) and allowed ~= 1 and
 		   tonumber(ARGV[a + 6]) % 2 ~= 1 then
 			veto = true
 		end
-		charge_[i] = charge
 		ki, a, o = ki + 1, a + 8, o + 5
 	end
 	if not veto then
