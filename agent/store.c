@@ -8,8 +8,10 @@
  * schedules a reconnect with capped exponential backoff and jitter.
  *
  * A batch is one EVALSHA carrying every queued request (up to
- * STORE_BATCH_MAX); the batch keeps its argv until the reply, so NOSCRIPT is
- * answered by resending the same arguments with EVAL. Each batch entry
+ * STORE_BATCH_MAX), written as RESP straight into the batch's own buffer
+ * and sent with redisAsyncFormattedCommand; the batch keeps it until the
+ * reply, so NOSCRIPT is answered by resending the same arguments with EVAL.
+ * Batches and their buffers are pooled per store. Each batch entry
  * remembers the request's <gen>: a request its caller has already answered
  * (deadline passed) has another gen and its late result is dropped.
  *
@@ -60,15 +62,21 @@ struct batch_entry {
 
 struct batch {
 	struct store       *st;
+	struct batch       *next;	/* the store's pool of free batches */
 	int                 n;
 	struct batch_entry  ent[STORE_BATCH_MAX];
-	int                 argc;
-	const char        **argv;
-	size_t             *argvlen;
-	char               *arena;	/* the formatted numbers */
+	int                 argc;	/* of the whole command */
+	char               *buf;	/* BATCH_HEAD spare bytes, then the RESP
+					 * of every argument after the sha: the
+					 * batch's own copy of all it sends */
+	size_t              len;	/* bytes used, from BATCH_HEAD */
+	size_t              cap;
 	int64_t             sent_us;
 	int                 retried;	/* resent with EVAL after NOSCRIPT */
 };
+
+#define BATCH_HEAD     96	/* room for "*argc $7 EVALSHA $40 <sha>" */
+#define BATCH_POOL_MAX 32	/* free batches kept per store */
 
 struct store {
 	struct ev_loop        *loop;
@@ -94,6 +102,8 @@ struct store {
 						 * callbacks, then reconnect */
 	int                    kick_direct;	/* to addr, not rediscovering */
 	struct cluster        *cl;		/* redis+cluster: all goes there */
+	struct batch          *pool;		/* free batches, buffers kept */
+	int                    npool;
 };
 
 static void store_connect(struct store *st);
@@ -178,13 +188,52 @@ fail_queue(struct store *st, int err)
 	st->tail = NULL;
 }
 
+/* Returns <b> to its store's pool (buffer kept), or frees it. */
 static void
 batch_free(struct batch *b)
 {
-	free(b->argv);
-	free(b->argvlen);
-	free(b->arena);
+	struct store *st = b->st;
+
+	if (st != NULL && st->npool < BATCH_POOL_MAX) {
+		b->next = st->pool;
+		st->pool = b;
+		st->npool++;
+		return;
+	}
+	free(b->buf);
 	free(b);
+}
+
+/* A batch from the pool, emptied, owned by <st>. */
+static struct batch *
+batch_get(struct store *st)
+{
+	struct batch *b = st->pool;
+
+	if (b == NULL) {
+		b = xcalloc(1, sizeof(*b));
+	} else {
+		st->pool = b->next;
+		st->npool--;
+	}
+	b->st = st;
+	b->n = 0;
+	b->len = 0;
+	b->retried = 0;
+	return b;
+}
+
+static void
+pool_free(struct store *st)
+{
+	while (st->pool != NULL) {
+		struct batch *b = st->pool;
+
+		st->pool = b->next;
+		free(b->buf);
+		free(b);
+	}
+	st->npool = 0;
 }
 
 /* Copies one check's five integers out of <r>; returns -1 on a bad shape. */
@@ -249,17 +298,64 @@ batch_fail(struct batch *b, int err)
 
 static void batch_cb(redisAsyncContext *ac, void *r, void *privdata);
 
+/* Writes "$<len>\r\n" at <p>; returns the end. */
+static char *
+resp_len(char *p, char mark, int64_t n)
+{
+	*p++ = mark;
+	p = util_fmt_int(p, n);
+	*p++ = '\r';
+	*p++ = '\n';
+	return p;
+}
+
+/* EVAL <script> then the batch's arguments, in a buffer of its own (the
+ * rare NOSCRIPT path: hiredis copies it, so it is freed at once). */
+static int
+send_eval(struct store *st, struct batch *b)
+{
+	size_t slen = strlen(lua_ratelimit);
+	char *cmd = xmalloc(64 + slen + b->len), *p = cmd;
+	int rc;
+
+	p = resp_len(p, '*', b->argc);
+	memcpy(p, "$4\r\nEVAL\r\n", 10);
+	p = resp_len(p + 10, '$', (int64_t)slen);
+	memcpy(p, lua_ratelimit, slen);
+	p += slen;
+	*p++ = '\r';
+	*p++ = '\n';
+	memcpy(p, b->buf + BATCH_HEAD, b->len);
+	p += b->len;
+	rc = redisAsyncFormattedCommand(st->ac, batch_cb, b, cmd,
+	                                (size_t)(p - cmd));
+	free(cmd);
+	return rc;
+}
+
+/* EVALSHA <sha>: the header goes into the BATCH_HEAD bytes just before the
+ * arguments, so the command is sent from the batch's buffer as it is. */
+static int
+send_evalsha(struct store *st, struct batch *b)
+{
+	char head[BATCH_HEAD], *p = head;
+	size_t hlen;
+
+	p = resp_len(p, '*', b->argc);
+	memcpy(p, "$7\r\nEVALSHA\r\n$40\r\n", 18);
+	memcpy(p + 18, st->sha, 40);
+	memcpy(p + 58, "\r\n", 2);
+	hlen = (size_t)(p + 60 - head);
+	memcpy(b->buf + BATCH_HEAD - hlen, head, hlen);
+	return redisAsyncFormattedCommand(st->ac, batch_cb, b,
+	                                  b->buf + BATCH_HEAD - hlen,
+	                                  hlen + b->len);
+}
+
 static int
 batch_send(struct store *st, struct batch *b, int with_eval)
 {
-	if (with_eval) {
-		b->argv[0] = "EVAL";
-		b->argvlen[0] = 4;
-		b->argv[1] = lua_ratelimit;
-		b->argvlen[1] = strlen(lua_ratelimit);
-	}
-	if (redisAsyncCommandArgv(st->ac, batch_cb, b, b->argc, b->argv,
-	                          b->argvlen) != REDIS_OK)
+	if ((with_eval ? send_eval(st, b) : send_evalsha(st, b)) != REDIS_OK)
 		return -1;
 	st->inflight++;
 	return 0;
@@ -309,43 +405,47 @@ batch_cb(redisAsyncContext *ac, void *r, void *privdata)
 
 /* ---- building a batch --------------------------------------------------- */
 
-/* Appends the decimal <v> to the arena and records it as an argument. */
-static void
-arg_int(struct batch *b, char **ap, int64_t v)
-{
-	char *end = util_fmt_int(*ap, v);
-
-	b->argv[b->argc] = *ap;
-	b->argvlen[b->argc++] = (size_t)(end - *ap);
-	*ap = end + 1;
-}
-
-static void
-arg_copy(struct batch *b, char **ap, const char *s, size_t n)
-{
-	memcpy(*ap, s, n);
-	b->argv[b->argc] = *ap;
-	b->argvlen[b->argc++] = n;
-	*ap += n;
-}
-
+/* Appends the bulk string <s> to the batch's RESP (room reserved). */
 static void
 arg_str(struct batch *b, const char *s, size_t n)
 {
-	b->argv[b->argc] = s;
-	b->argvlen[b->argc++] = n;
+	char *p = resp_len(b->buf + BATCH_HEAD + b->len, '$', (int64_t)n);
+
+	memcpy(p, s, n);
+	p += n;
+	*p++ = '\r';
+	*p++ = '\n';
+	b->len = (size_t)(p - (b->buf + BATCH_HEAD));
 }
 
-/* Takes up to STORE_BATCH_MAX queued requests into a new batch. */
-static struct batch *
-batch_take(struct store *st)
+/* Appends the decimal <v> as a bulk string. */
+static void
+arg_int(struct batch *b, int64_t v)
 {
-	struct batch *b = xcalloc(1, sizeof(*b));
-	int nchecks = 0, nargs;
-	size_t strings = 0;
-	char *ap;
+	char tmp[24];
 
-	b->st = st;
+	arg_str(b, tmp, (size_t)(util_fmt_int(tmp, v) - tmp));
+}
+
+/* Grows the buffer to hold <need> bytes of arguments (it is kept across
+ * the pool, so this reallocates only when a batch is bigger than any of
+ * its predecessors). */
+static void
+batch_reserve(struct batch *b, size_t need)
+{
+	if (BATCH_HEAD + need <= b->cap)
+		return;
+	b->cap = BATCH_HEAD + need + need / 2;
+	b->buf = xrealloc(b->buf, b->cap);
+}
+
+/* Moves up to STORE_BATCH_MAX queued requests into <b>; returns their
+ * checks, and adds the bytes of their keys and members to <*strings>. */
+static int
+take_requests(struct store *st, struct batch *b, size_t *strings)
+{
+	int nchecks = 0;
+
 	while (st->head != NULL && b->n < STORE_BATCH_MAX) {
 		struct store_req *sr = st->head;
 
@@ -356,47 +456,62 @@ batch_take(struct store *st)
 		b->ent[b->n++].gen = sr->sent_gen;
 		nchecks += sr->n;
 		for (int j = 0; j < sr->n; j++)
-			strings += sr->checks[sr->index[j]].keylen +
-			           sr->checks[sr->index[j]].memberlen;
+			*strings += sr->checks[sr->index[j]].keylen +
+			            sr->checks[sr->index[j]].memberlen;
 	}
 	if (st->head == NULL)
 		st->tail = NULL;
-	nargs = 4 + nchecks + b->n + nchecks * LIM_SCRIPT_FIELDS;
-	b->argv = xmalloc(nargs * sizeof(*b->argv));
-	b->argvlen = xmalloc(nargs * sizeof(*b->argvlen));
-	/* numbers, then copies of the keys and members: a NOSCRIPT resend
-	 * must not read requests that were answered and reused meanwhile */
-	b->arena = ap = xmalloc((size_t)(2 + b->n + nchecks * 7) * 21 + strings);
-	arg_str(b, "EVALSHA", 7);
-	arg_str(b, st->sha, 40);
-	arg_int(b, &ap, nchecks);
+	return nchecks;
+}
+
+static void
+put_check(struct batch *b, const struct check *c)
+{
+	int64_t p[3];
+
+	lim_script_params(&c->lim, p);
+	arg_int(b, c->lim.algo);
+	arg_int(b, c->op);
+	arg_int(b, c->cost);
+	arg_int(b, p[0]);
+	arg_int(b, p[1]);
+	arg_int(b, p[2]);
+	arg_int(b, c->flags & LIM_FL_SHADOW);
+	arg_str(b, c->member, c->memberlen);
+}
+
+/* Takes up to STORE_BATCH_MAX queued requests into a batch and writes its
+ * arguments as RESP into the batch's own buffer: the keys and members are
+ * copied, since a NOSCRIPT resend must not read requests that were
+ * answered and reused meanwhile. */
+static struct batch *
+batch_take(struct store *st)
+{
+	struct batch *b = batch_get(st);
+	size_t strings = 0;
+	int nchecks = take_requests(st, b, &strings);
+	int nints = 2 + b->n + nchecks * (LIM_SCRIPT_FIELDS - 1);
+
+	b->argc = 4 + nchecks + b->n + nchecks * LIM_SCRIPT_FIELDS;
+	/* an argument is at most "$20\r\n" + 20 digits + "\r\n" */
+	batch_reserve(b, (size_t)nints * 28 + (size_t)nchecks * 2 * 28 +
+	                 strings);
+	arg_int(b, nchecks);
 	for (int i = 0; i < b->n; i++) {
 		const struct store_req *sr = b->ent[i].sr;
 
 		for (int j = 0; j < sr->n; j++) {
 			const struct check *c = &sr->checks[sr->index[j]];
-			arg_copy(b, &ap, c->key, c->keylen);
+			arg_str(b, c->key, c->keylen);
 		}
 	}
-	arg_int(b, &ap, b->n);
+	arg_int(b, b->n);
 	for (int i = 0; i < b->n; i++) {
 		const struct store_req *sr = b->ent[i].sr;
 
-		arg_int(b, &ap, sr->n);
-		for (int j = 0; j < sr->n; j++) {
-			const struct check *c = &sr->checks[sr->index[j]];
-			int64_t p[3];
-
-			lim_script_params(&c->lim, p);
-			arg_int(b, &ap, c->lim.algo);
-			arg_int(b, &ap, c->op);
-			arg_int(b, &ap, c->cost);
-			arg_int(b, &ap, p[0]);
-			arg_int(b, &ap, p[1]);
-			arg_int(b, &ap, p[2]);
-			arg_int(b, &ap, c->flags & LIM_FL_SHADOW);
-			arg_copy(b, &ap, c->member, c->memberlen);
-		}
+		arg_int(b, sr->n);
+		for (int j = 0; j < sr->n; j++)
+			put_check(b, &sr->checks[sr->index[j]]);
 	}
 	return b;
 }
@@ -830,5 +945,6 @@ store_free(struct store *st)
 		st->ac->data = NULL;
 		redisAsyncFree(st->ac);	/* pending batches get a NULL reply */
 	}
+	pool_free(st);
 	free(st);
 }
