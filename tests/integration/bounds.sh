@@ -67,8 +67,13 @@ serves() { # LABEL: a normal request gets its ACK, decided by Redis
 	ok $? "$1: the agent still serves a normal request ($(echo "$out" | head -c 120))"
 	kill -0 "$AGENT_PID"; ok $? "$1: the agent is alive"
 }
+# Under ASan (make asan) memory is shadowed and freed blocks quarantined:
+# RSS says nothing about the agent's own bounds, so only the behaviour is
+# checked there.
+case $BUILD in *asan*) RSS_CHECKS=0 ;; *) RSS_CHECKS=1 ;; esac
 check_rss() { # LABEL KB BOUND_KB
 	echo "# RSS $1: $2 kB ($(( ($2 - BASE) / 1024 )) MiB above base), bound base + $(($3 / 1024)) MiB"
+	[ "$RSS_CHECKS" = 1 ] || { echo "# (RSS bound not checked under ASan)"; return; }
 	[ "$2" -le $((BASE + $3)) ]
 	ok $? "$1: RSS $2 kB within base $BASE kB + $3 kB"
 }
@@ -165,8 +170,10 @@ conn_round 3
 # read buffer and RSS grew ~20-40 MiB per round (freed buffers kept by
 # glibc's per-thread arenas; valgrind found no leak).
 echo "# RSS held per round: $HELD_1 $HELD_2 $HELD_3 kB (growth round 1 -> 3: $(( (HELD_3 - HELD_1) / 1024 )) MiB)"
-[ "$HELD_3" -le $((HELD_1 + 16384)) ]
-ok $? "round 3 held within round 1 + 16 MiB: no creep per round of connections"
+if [ "$RSS_CHECKS" = 1 ]; then
+	[ "$HELD_3" -le $((HELD_1 + 16384)) ]
+	ok $? "round 3 held within round 1 + 16 MiB: no creep per round of connections"
+fi
 
 echo "# RSS final: $(rss) kB"
 finish
