@@ -627,13 +627,36 @@ batch_alloc_args(struct batch *b, int nargs, size_t arena)
 	b->argc = 0;
 }
 
+/* The rule tuple of every check of <b> (limiter.h), in <t>; the checks'
+ * codes in <codes>. Returns the number of tuples. */
+static int
+batch_rules(const struct batch *b, int64_t (*t)[LIM_SCRIPT_RULE],
+            long long *codes)
+{
+	int nrules = 0, j = 0;
+	struct cv v;
+
+	for (int i = 0; i < b->nparts; i++)
+		for (int k = 0; k < b->parts[i].n; k++, j++) {
+			part_check(&b->parts[i], k, &v);
+			codes[j] = lim_script_code(store_script_rule(t, &nrules,
+			                           v.algo, v.p), v.op, (int)v.flags);
+		}
+	return nrules;
+}
+
 /* The EVALSHA of a script batch, every string copied: a resend (NOSCRIPT,
  * MOVED, ASK) must not depend on the callers' memory. */
 static void
 batch_build(struct batch *b)
 {
-	int nargs = 4 + b->nchecks + b->nparts + b->nchecks * LIM_SCRIPT_FIELDS;
-	size_t arena = (size_t)(2 + b->nparts + b->nchecks * 7) * 21;
+	int64_t (*t)[LIM_SCRIPT_RULE] = xmalloc((size_t)b->nchecks * sizeof(*t));
+	long long *codes = xmalloc((size_t)b->nchecks * sizeof(*codes));
+	int nrules = batch_rules(b, t, codes), j = 0;
+	int nargs = 5 + 2 * b->nchecks + b->nparts + nrules * LIM_SCRIPT_RULE +
+	            b->nchecks * LIM_SCRIPT_FIELDS;
+	size_t arena = (size_t)(3 + b->nparts + nrules * LIM_SCRIPT_RULE +
+	                        b->nchecks * LIM_SCRIPT_FIELDS) * 21;
 	char *ap;
 	struct cv v;
 
@@ -654,20 +677,22 @@ batch_build(struct batch *b)
 			arg_copy(b, &ap, v.key, v.keylen);
 		}
 	arg_int(b, &ap, b->nparts);
+	arg_int(b, &ap, nrules);
+	for (int r = 0; r < nrules; r++)
+		for (int f = 0; f < LIM_SCRIPT_RULE; f++)
+			arg_int(b, &ap, t[r][f]);
 	for (int i = 0; i < b->nparts; i++) {
 		arg_int(b, &ap, b->parts[i].n);
-		for (int k = 0; k < b->parts[i].n; k++) {
+		for (int k = 0; k < b->parts[i].n; k++, j++) {
 			part_check(&b->parts[i], k, &v);
-			arg_int(b, &ap, v.algo);
-			arg_int(b, &ap, v.op);
+			arg_int(b, &ap, codes[j]);
 			arg_int(b, &ap, v.cost);
-			arg_int(b, &ap, v.p[0]);
-			arg_int(b, &ap, v.p[1]);
-			arg_int(b, &ap, v.p[2]);
-			arg_int(b, &ap, v.flags);
-			arg_copy(b, &ap, v.member, v.memberlen);
+			if (lim_script_has_member(v.algo))
+				arg_copy(b, &ap, v.member, v.memberlen);
 		}
 	}
+	free(t);
+	free(codes);
 }
 
 static void

@@ -12,12 +12,17 @@
  *         tag, "rl:{<rule>:<key>}", and every key an algorithm derives from
  *         it (window index, ...) appends to it, so one check's keys share
  *         a Redis Cluster slot.
- *   ARGV  R, then for each of the R requests: C, then C checks of
- *         LIM_SCRIPT_FIELDS fields each:
- *           algo op cost p1 p2 p3 flags member
- *         with p1..p3 as lim_script_params() gives them, flags LIM_FL_*,
- *         and member a unique id (sliding-log) or the request id
- *         (concurrency), "" otherwise.
+ *   ARGV  R, U, then U rule tuples of LIM_SCRIPT_RULE fields each:
+ *           algo p1 p2 p3
+ *         with p1..p3 as lim_script_params() gives them (each distinct
+ *         tuple once per call); then for each of the R requests: C, then
+ *         C checks of LIM_SCRIPT_FIELDS fields each, plus a member for
+ *         sliding-log and concurrency (lim_script_has_member()):
+ *           code cost [member]
+ *         with code = rule * 8 + op * 2 + shadow (lim_script_code(): rule
+ *         the 1-based index of the check's tuple, shadow 1 for
+ *         LIM_FL_SHADOW), and member a unique id (sliding-log) or the
+ *         request id (concurrency).
  *   Reply a flat array, LIM_SCRIPT_RESULT ints per check, in order:
  *           allowed remaining retry_after_us next_us full_us
  *         allowed is 1, 0, or -1 for a cost that can never fit.
@@ -33,7 +38,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#define LIM_SCRIPT_FIELDS 8
+#define LIM_SCRIPT_RULE   4	/* algo p1 p2 p3 */
+#define LIM_SCRIPT_FIELDS 2	/* code cost, + member (log, concurrency) */
 #define LIM_SCRIPT_RESULT 5
 #define LIM_USEC_PER_SEC  1000000LL
 
@@ -63,6 +69,20 @@ enum lim_op {
 };
 
 #define LIM_FL_SHADOW 0x1
+
+/* The script's per-check code (contract above): <rule> is 1-based. */
+static inline long long
+lim_script_code(int rule, int op, int flags)
+{
+	return (long long)rule * 8 + (op & 3) * 2 + (flags & LIM_FL_SHADOW);
+}
+
+/* 1 if checks of <algo> carry a member in the script's ARGV. */
+static inline int
+lim_script_has_member(int algo)
+{
+	return algo == LIM_SLIDING_LOG || algo == LIM_CONCURRENCY;
+}
 
 struct lim_params {
 	enum lim_algo     algo;

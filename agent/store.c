@@ -104,6 +104,10 @@ struct store {
 	struct cluster        *cl;		/* redis+cluster: all goes there */
 	struct batch          *pool;		/* free batches, buffers kept */
 	int                    npool;
+	/* batch_take's scratch: the call's rule tuples, each check's code */
+	int64_t              (*rules)[LIM_SCRIPT_RULE];
+	long long             *codes;
+	int                    scratch;	/* entries of both */
 };
 
 static void store_connect(struct store *st);
@@ -464,20 +468,69 @@ take_requests(struct store *st, struct batch *b, size_t *strings)
 	return nchecks;
 }
 
-static void
-put_check(struct batch *b, const struct check *c)
+int
+store_script_rule(int64_t (*t)[LIM_SCRIPT_RULE], int *n, int algo,
+                  const int64_t p[3])
 {
-	int64_t p[3];
+	for (int i = *n - 1; i >= 0 && i >= *n - STORE_RULE_SCAN; i--)
+		if (t[i][0] == algo && t[i][1] == p[0] && t[i][2] == p[1] &&
+		    t[i][3] == p[2])
+			return i + 1;
+	t[*n][0] = algo;
+	memcpy(&t[*n][1], p, 3 * sizeof(*p));
+	return ++*n;
+}
 
-	lim_script_params(&c->lim, p);
-	arg_int(b, c->lim.algo);
-	arg_int(b, c->op);
-	arg_int(b, c->cost);
-	arg_int(b, p[0]);
-	arg_int(b, p[1]);
-	arg_int(b, p[2]);
-	arg_int(b, c->flags & LIM_FL_SHADOW);
-	arg_str(b, c->member, c->memberlen);
+/* Fills st->rules and st->codes for the <nchecks> checks of <b>; returns
+ * the number of rule tuples, and counts the members in <*nmembers>. */
+static int
+batch_rules(struct store *st, const struct batch *b, int nchecks,
+            int *nmembers)
+{
+	int nrules = 0, k = 0;
+
+	if (nchecks > st->scratch) {
+		st->scratch = nchecks;
+		st->rules = xrealloc(st->rules, (size_t)nchecks *
+		                     sizeof(*st->rules));
+		st->codes = xrealloc(st->codes, (size_t)nchecks *
+		                     sizeof(*st->codes));
+	}
+	*nmembers = 0;
+	for (int i = 0; i < b->n; i++) {
+		const struct store_req *sr = b->ent[i].sr;
+
+		for (int j = 0; j < sr->n; j++, k++) {
+			const struct check *c = &sr->checks[sr->index[j]];
+			int64_t p[3];
+
+			lim_script_params(&c->lim, p);
+			st->codes[k] = lim_script_code(store_script_rule(st->rules,
+			                &nrules, c->lim.algo, p), c->op, c->flags);
+			*nmembers += lim_script_has_member(c->lim.algo);
+		}
+	}
+	return nrules;
+}
+
+static void
+put_requests(struct store *st, struct batch *b)
+{
+	int k = 0;
+
+	for (int i = 0; i < b->n; i++) {
+		const struct store_req *sr = b->ent[i].sr;
+
+		arg_int(b, sr->n);
+		for (int j = 0; j < sr->n; j++, k++) {
+			const struct check *c = &sr->checks[sr->index[j]];
+
+			arg_int(b, st->codes[k]);
+			arg_int(b, c->cost);
+			if (lim_script_has_member(c->lim.algo))
+				arg_str(b, c->member, c->memberlen);
+		}
+	}
 }
 
 /* Takes up to STORE_BATCH_MAX queued requests into a batch and writes its
@@ -489,13 +542,14 @@ batch_take(struct store *st)
 {
 	struct batch *b = batch_get(st);
 	size_t strings = 0;
-	int nchecks = take_requests(st, b, &strings);
-	int nints = 2 + b->n + nchecks * (LIM_SCRIPT_FIELDS - 1);
+	int nchecks = take_requests(st, b, &strings), nmembers;
+	int nrules = batch_rules(st, b, nchecks, &nmembers);
+	int nints = 3 + nrules * LIM_SCRIPT_RULE + b->n +
+	            nchecks * LIM_SCRIPT_FIELDS;
 
-	b->argc = 4 + nchecks + b->n + nchecks * LIM_SCRIPT_FIELDS;
+	b->argc = 2 + nchecks + nints + nmembers;
 	/* an argument is at most "$20\r\n" + 20 digits + "\r\n" */
-	batch_reserve(b, (size_t)nints * 28 + (size_t)nchecks * 2 * 28 +
-	                 strings);
+	batch_reserve(b, (size_t)(nints + nchecks + nmembers) * 28 + strings);
 	arg_int(b, nchecks);
 	for (int i = 0; i < b->n; i++) {
 		const struct store_req *sr = b->ent[i].sr;
@@ -506,13 +560,11 @@ batch_take(struct store *st)
 		}
 	}
 	arg_int(b, b->n);
-	for (int i = 0; i < b->n; i++) {
-		const struct store_req *sr = b->ent[i].sr;
-
-		arg_int(b, sr->n);
-		for (int j = 0; j < sr->n; j++)
-			put_check(b, &sr->checks[sr->index[j]]);
-	}
+	arg_int(b, nrules);
+	for (int r = 0; r < nrules; r++)
+		for (int f = 0; f < LIM_SCRIPT_RULE; f++)
+			arg_int(b, st->rules[r][f]);
+	put_requests(st, b);
 	return b;
 }
 
@@ -946,5 +998,7 @@ store_free(struct store *st)
 		redisAsyncFree(st->ac);	/* pending batches get a NULL reply */
 	}
 	pool_free(st);
+	free(st->rules);
+	free(st->codes);
 	free(st);
 }

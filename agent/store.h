@@ -28,6 +28,7 @@ struct store;
 struct metrics_worker;
 
 #define STORE_BATCH_MAX 64	/* requests per script call */
+#define STORE_RULE_SCAN 16	/* rule tuples searched for a repeat */
 
 enum store_err {
 	STORE_OK = 0,
@@ -82,6 +83,13 @@ void store_flush(struct store *st);
 typedef void store_value_cb(void *arg, const char *val, size_t len, int err);
 int store_hget(struct store *st, const char *hash, const char *field,
                size_t fieldlen, store_value_cb *cb, void *arg);
+
+/* The script's rule tuples (limiter.h): returns the 1-based index of
+ * <algo, p> in <t> (<*n> in use), appending it if it is not among the last
+ * STORE_RULE_SCAN (so a call with many rules may repeat one). <t> must
+ * have room for one more. Shared by store.c and cluster.c. */
+int store_script_rule(int64_t (*t)[LIM_SCRIPT_RULE], int *n, int algo,
+                      const int64_t p[3]);
 
 /* Tells the store a request's deadline passed before its reply: feeds the
  * breaker, and drops a link that has stopped answering. Call it from a

@@ -484,41 +484,56 @@ local function gcra_fast_commit(key, tat, cost, ei, tol)
 	redis.call('SET', key, new, 'PX', idiv(new - now + 999, 1000))
 end
 
-local function generic(ki, algo, op, cost, a)
-	local c = {
-		key = KEYS[ki], idx = ki, algo = algo, op = op, cost = cost,
-		p1 = tonumber(ARGV[a + 3]), p2 = tonumber(ARGV[a + 4]),
-		p3 = tonumber(ARGV[a + 5]), member = ARGV[a + 7] or '',
-	}
-	local r, charge = eval_check(c)
-	out[o + 1], out[o + 2], out[o + 3], out[o + 4], out[o + 5] =
-		r[1], r[2], r[3], r[4], r[5]
-	return r[1], charge, c
+-- the rule tuples: algo p1 p2 p3 (tol = p2 + p3 for GCRA / leaky bucket)
+local nrule = tonumber(ARGV[2])
+local ralgo, rp1, rp2, rp3, rtol = {}, {}, {}, {}, {}
+local a, ki = 3, 1
+for r = 1, nrule do
+	ralgo[r], rp1[r] = tonumber(ARGV[a]), tonumber(ARGV[a + 1])
+	rp2[r], rp3[r] = tonumber(ARGV[a + 2]), tonumber(ARGV[a + 3])
+	rtol[r] = rp2[r] + rp3[r]
+	a = a + 4
 end
 
-local a, ki = 2, 1
+local function generic(ki, r, op, cost, member)
+	local c = {
+		key = KEYS[ki], idx = ki, algo = ralgo[r], op = op, cost = cost,
+		p1 = rp1[r], p2 = rp2[r], p3 = rp3[r], member = member,
+	}
+	local res1, charge = eval_check(c)
+	out[o + 1], out[o + 2], out[o + 3], out[o + 4], out[o + 5] =
+		res1[1], res1[2], res1[3], res1[4], res1[5]
+	return res1[1], charge, c
+end
+
 for _ = 1, tonumber(ARGV[1]) do
 	local n = tonumber(ARGV[a])
 	a = a + 1
 	local veto = false
 	for i = 1, n do
-		local algo, op = tonumber(ARGV[a]), tonumber(ARGV[a + 1])
-		local cost = tonumber(ARGV[a + 2])
-		local allowed
+		-- code = rule * 8 + op * 2 + shadow
+		local code, cost = tonumber(ARGV[a]), tonumber(ARGV[a + 1])
+		local shadow = code % 2
+		local op = (code - shadow) / 2 % 4
+		local r = (code - shadow - 2 * op) / 8
+		local algo, allowed = ralgo[r], nil
+		a = a + 2
 		if algo == GCRA or algo == LEAKY then
-			local ei, dvt = tonumber(ARGV[a + 3]), tonumber(ARGV[a + 4])
-			local tol = dvt + tonumber(ARGV[a + 5])
+			local ei = rp1[r]
 			allowed, charge_[i], tat_[i], cost_[i] =
-				gcra_fast(ki, op, cost, ei, dvt, tol)
-			key_[i], ei_[i], tol_[i], gen_[i] = KEYS[ki], ei, tol, false
+				gcra_fast(ki, op, cost, ei, rp2[r], rtol[r])
+			key_[i], ei_[i], tol_[i], gen_[i] = KEYS[ki], ei, rtol[r], false
 		else
-			allowed, charge_[i], gen_[i] = generic(ki, algo, op, cost, a)
+			local member = ''
+			if algo == LOG or algo == CONC then
+				member, a = ARGV[a], a + 1
+			end
+			allowed, charge_[i], gen_[i] = generic(ki, r, op, cost, member)
 		end
-		if (op == CHECK or op == PEEK) and allowed ~= 1 and
-		   tonumber(ARGV[a + 6]) % 2 ~= 1 then
+		if (op == CHECK or op == PEEK) and allowed ~= 1 and shadow == 0 then
 			veto = true
 		end
-		ki, a, o = ki + 1, a + 8, o + 5
+		ki, o = ki + 1, o + 5
 	end
 	if not veto then
 		for i = 1, n do

@@ -24,6 +24,7 @@
 #include <unistd.h>
 
 #include "limiter.h"
+#include "store.h"
 
 #define S    LIM_USEC_PER_SEC
 #define HOUR (3600 * S)
@@ -88,6 +89,9 @@ struct call {
 	int   nkeys;
 	char *args[MAXARG];
 	int   nargs;
+	int   nreq;
+	int64_t rules[64][LIM_SCRIPT_RULE];	/* the call's rule tuples */
+	int   nrules;
 };
 
 static void
@@ -108,27 +112,27 @@ static void
 call_begin(struct call *k, int nreq)
 {
 	memset(k, 0, sizeof(*k));
-	add_arg(k, "%lld", nreq, NULL);
+	k->nreq = nreq;
 }
 
+/* Queues a request's checks: their keys, rule tuples and codes. */
 static void
 call_request(struct call *k, const struct chk *c, int n)
 {
 	int64_t pp[3];
-	int i;
+	int i, rule;
 
 	add_arg(k, "%lld", n, NULL);
 	for (i = 0; i < n; i++) {
 		k->keys[k->nkeys++] = strdup(c[i].key);
 		lim_script_params(c[i].p, pp);
-		add_arg(k, "%lld", c[i].p->algo, NULL);
-		add_arg(k, "%lld", c[i].op, NULL);
+		cr_assert(k->nrules < 64);
+		rule = store_script_rule(k->rules, &k->nrules, c[i].p->algo, pp);
+		add_arg(k, "%lld", lim_script_code(rule, c[i].op, c[i].flags),
+		        NULL);
 		add_arg(k, "%lld", c[i].cost, NULL);
-		add_arg(k, "%lld", pp[0], NULL);
-		add_arg(k, "%lld", pp[1], NULL);
-		add_arg(k, "%lld", pp[2], NULL);
-		add_arg(k, "%lld", c[i].flags, NULL);
-		add_arg(k, NULL, 0, c[i].member ? c[i].member : "");
+		if (lim_script_has_member(c[i].p->algo))
+			add_arg(k, NULL, 0, c[i].member ? c[i].member : "");
 	}
 }
 
@@ -137,8 +141,8 @@ call_request(struct call *k, const struct chk *c, int n)
 static int
 call_send(redisContext *c, struct call *k, struct lim_result *out, int max)
 {
-	const char *argv[MAXARG + 70];
-	char nk[16];
+	const char *argv[MAXARG + 70 + 2 + 64 * LIM_SCRIPT_RULE];
+	char nk[16], nr[16], nu[16], rbuf[64 * LIM_SCRIPT_RULE][24];
 	redisReply *r;
 	int argc = 0, i, n;
 
@@ -148,6 +152,15 @@ call_send(redisContext *c, struct call *k, struct lim_result *out, int max)
 	argv[argc++] = nk;
 	for (i = 0; i < k->nkeys; i++)
 		argv[argc++] = k->keys[i];
+	snprintf(nr, sizeof(nr), "%d", k->nreq);
+	argv[argc++] = nr;
+	snprintf(nu, sizeof(nu), "%d", k->nrules);
+	argv[argc++] = nu;
+	for (i = 0; i < k->nrules * LIM_SCRIPT_RULE; i++) {
+		snprintf(rbuf[i], sizeof(rbuf[i]), "%lld",
+		         (long long)k->rules[i / LIM_SCRIPT_RULE][i % LIM_SCRIPT_RULE]);
+		argv[argc++] = rbuf[i];
+	}
 	for (i = 0; i < k->nargs; i++)
 		argv[argc++] = k->args[i];
 	r = redisCommandArgv(c, argc, argv, NULL);
