@@ -11,7 +11,7 @@
 
 #include "log.h"
 
-int log_level = LOG_INFO;
+_Atomic int log_level = LOG_INFO;
 
 static const char *const level_names[] = { "error", "warn", "info", "debug" };
 

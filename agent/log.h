@@ -13,7 +13,7 @@ enum log_level {
 	LOG_DEBUG,
 };
 
-extern int log_level;
+extern _Atomic int log_level;	/* written on reload, read by every worker */
 
 /* log_msg(LOG_INFO, "reload", "rules=%d path=%s", n, path): <msg> is a
  * fixed event name; <fmt> gives the key=value pairs (may be NULL). */
