@@ -33,6 +33,7 @@
 #include "cluster.h"
 #include "log.h"
 #include "metrics.h"
+#include "reply.h"
 #include "sentinel.h"
 #include "store.h"
 #include "util.h"
@@ -928,6 +929,7 @@ connect_addr(struct store *st)
 		return;
 	}
 	ac->data = st;
+	ac->c.reader->fn = &reply_fns;	/* integers without allocations */
 	redisLibevAttach(st->loop, ac);
 	redisAsyncSetConnectCallback(ac, connect_cb);
 	redisAsyncSetDisconnectCallback(ac, disconnect_cb);
