@@ -115,11 +115,42 @@ took_lease(const struct check *checks, const struct outcome *out, int n)
 	return 0;
 }
 
+/* Does some non-shadow check deny, so that nothing was charged? */
+static int
+vetoed(const struct check *checks, const struct outcome *out, int n)
+{
+	for (int i = 0; i < n; i++) {
+		if (checks[i].flags & LIM_FL_SHADOW)
+			continue;
+		if (out[i].src == SRC_MISSING || out[i].src == SRC_FAIL_CLOSED)
+			return 1;
+		if ((out[i].src == SRC_STORE || out[i].src == SRC_FAIL_LOCAL) &&
+		    out[i].res.allowed != 1)
+			return 1;
+	}
+	return 0;
+}
+
+/* An allowed check of a vetoed request was evaluated as if charged, and
+ * was not: report what it really has left. */
+static struct lim_result
+as_uncharged(const struct check *c, struct lim_result r)
+{
+	int64_t q = lim_quota(&c->lim);
+
+	if (r.allowed == 1 && c->op == LIM_OP_CHECK && c->cost > 0) {
+		r.remaining += c->cost;
+		if (r.remaining > q)
+			r.remaining = q;
+	}
+	return r;
+}
+
 void
 decide(const struct check *checks, const struct outcome *out, int n,
        enum headers_mode headers, struct decision *d)
 {
-	int best = -1, best_denies = 0;
+	int best = -1, best_denies = 0, veto = vetoed(checks, out, n);
 
 	/* not memset: the two header buffers are 2 KB, and empty is enough */
 	d->status = 0;
@@ -159,8 +190,11 @@ decide(const struct check *checks, const struct outcome *out, int n,
 			deny(d, 429, decide_ceil_s(o->res.retry_after_us));
 		else if (lim_delay_us(&c->lim, &o->res) > d->delay_us)
 			d->delay_us = lim_delay_us(&c->lim, &o->res);
-		if (headers != HEADERS_NONE)
-			add_headers(c, &o->res, d);
+		if (headers != HEADERS_NONE) {
+			struct lim_result r = veto ? as_uncharged(c, o->res) : o->res;
+
+			add_headers(c, &r, d);
+		}
 		if (!shadow && better(o, denies, best, best_denies, out)) {
 			best = i;
 			best_denies = denies;
@@ -172,6 +206,8 @@ decide(const struct check *checks, const struct outcome *out, int n,
 		d->has_limits = 1;
 		d->limit = lim_quota(&checks[best].lim);
 		d->remaining = r->remaining > 0 ? r->remaining : 0;
+		if (veto && !best_denies)
+			d->remaining = as_uncharged(&checks[best], *r).remaining;
 		d->reset = decide_ceil_s(r->next_us);
 		if (best_denies || d->policy == NULL)
 			d->policy = checks[best].rule->name;

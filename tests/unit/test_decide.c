@@ -227,3 +227,18 @@ Test(decide, header_lists_that_would_overflow_drop_whole_members)
 	cr_assert_eq(strncmp(d.ratelimit, "\"aaaa", 5), 0);
 	cr_assert_null(strstr(d.ratelimit, ", ,"));
 }
+
+/* A request denied by one rule is charged to none: the others' remaining
+ * is what they had, not what they would have had after this request. */
+Test(decide, a_vetoed_request_reports_the_others_uncharged)
+{
+	struct decision d;
+
+	checks[0].op = checks[1].op = LIM_OP_CHECK;
+	checks[0].cost = checks[1].cost = 1;
+	out[0].res = res(0, 0, 2000000, 2000000);	/* ip denies */
+	out[1].res = res(1, 6, 0, 1000000);		/* tenant: 6 after a charge */
+	decide(checks, out, 2, HEADERS_IETF, &d);
+	cr_assert_eq(d.status, 429);
+	cr_assert_str_eq(d.ratelimit, "\"ip\";r=0;t=2, \"tenant\";r=7;t=1");
+}
