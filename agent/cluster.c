@@ -42,6 +42,7 @@
 #include "crc16.h"
 #include "log.h"
 #include "metrics.h"
+#include "reqq.h"
 #include "util.h"
 
 extern const char lua_ratelimit[];
@@ -56,8 +57,6 @@ extern const char lua_refund[];
 #define CL_REFRESH_RETRY_S  0.5
 #define CL_BACKOFF_MIN_S    0.05
 #define CL_BACKOFF_MAX_S    2.0
-#define CL_BREAKER_FAILS    5
-#define CL_BREAKER_COOLDOWN 0.5
 #define CL_STUCK_S          0.5		/* a node silent this long is dropped */
 
 enum node_state {
@@ -155,14 +154,12 @@ struct cluster {
 	uintptr_t              rseq;
 	ev_tstamp              last_refresh;
 	/* requests */
-	struct store_req      *head, *tail;
-	int                    queued;
+	struct reqq            q;
 	int                    inflight;
 	struct batch         **open;	/* per slot, during a flush */
 	unsigned              *touched;
 	char                   sha[41], refund_sha[41];
-	int                    fails;
-	ev_tstamp              breaker_until;
+	struct breaker         br;	/* over script calls */
 	uint64_t               id;	/* member prefix, random per store */
 	uint64_t               seq;
 	int                    closing;
@@ -174,36 +171,27 @@ static int batch_send(struct batch *b);
 
 /* ---- breaker ------------------------------------------------------------ */
 
-static int
-breaker_open(const struct cluster *cl)
-{
-	return cl->fails >= CL_BREAKER_FAILS && ev_now(cl->loop) < cl->breaker_until;
-}
-
 static void
 call_failed(struct cluster *cl)
 {
-	if (++cl->fails == CL_BREAKER_FAILS)
+	if (breaker_fail(&cl->br, ev_now(cl->loop)))
 		log_warn("redis_breaker_open", "cluster=1 cooldown_s=%.1f",
-		         CL_BREAKER_COOLDOWN);
-	if (cl->fails >= CL_BREAKER_FAILS)
-		cl->breaker_until = ev_now(cl->loop) + CL_BREAKER_COOLDOWN;
-	metrics_circuit(cl->m, cl->fails >= CL_BREAKER_FAILS);
+		         BREAKER_COOLDOWN);
+	metrics_circuit(cl->m, breaker_tripped(&cl->br));
 }
 
 static void
 call_succeeded(struct cluster *cl)
 {
-	if (cl->fails >= CL_BREAKER_FAILS)
+	if (breaker_ok(&cl->br))
 		log_info("redis_breaker_closed", "cluster=1");
-	cl->fails = 0;
 	metrics_circuit(cl->m, 0);
 }
 
 int
 cluster_up(const struct cluster *cl)
 {
-	return cl->have_map && !breaker_open(cl);
+	return cl->have_map && !breaker_is_open(&cl->br, ev_now(cl->loop));
 }
 
 /* ---- nodes -------------------------------------------------------------- */
@@ -721,17 +709,10 @@ batch_new(struct cluster *cl, enum batch_kind kind, unsigned slot,
 static void x_finish(struct cluster *cl, struct xreq *x);
 
 static void
-answer(struct store_req *sr, uint32_t gen, int err)
-{
-	if (sr->gen == gen)
-		sr->cb(sr, err);
-}
-
-static void
 part_fail(struct cluster *cl, struct part *p, int err)
 {
 	if (p->x == NULL) {
-		answer(p->sr, p->gen, err);
+		reqq_answer(p->sr, p->gen, err);
 		return;
 	}
 	if (p->x->err == 0)
@@ -1134,7 +1115,7 @@ route(struct cluster *cl, struct store_req *sr, int *ntouched)
 	struct xreq *x;
 
 	if (n <= 0 || n > POLICY_MAX_CHECKS) {
-		answer(sr, sr->sent_gen, n <= 0 ? STORE_OK : STORE_EREPLY);
+		reqq_answer(sr, sr->sent_gen, n <= 0 ? STORE_OK : STORE_EREPLY);
 		return;
 	}
 	for (int j = 0; j < n; j++) {
@@ -1182,17 +1163,11 @@ route(struct cluster *cl, struct store_req *sr, int *ntouched)
 void
 cluster_flush(struct cluster *cl)
 {
-	struct store_req *sr;
 	int ntouched = 0;
 
-	while ((sr = cl->head) != NULL &&
-	       ntouched < CRC16_SLOTS - POLICY_MAX_CHECKS) {
-		cl->head = sr->next;
-		if (cl->head == NULL)
-			cl->tail = NULL;
-		cl->queued--;
-		route(cl, sr, &ntouched);
-	}
+	while (cl->q.head != NULL &&
+	       ntouched < CRC16_SLOTS - POLICY_MAX_CHECKS)
+		route(cl, reqq_pop(&cl->q), &ntouched);
 	for (int i = 0; i < ntouched; i++) {
 		struct batch *b = cl->open[cl->touched[i]];
 
@@ -1204,44 +1179,21 @@ cluster_flush(struct cluster *cl)
 int
 cluster_submit(struct cluster *cl, struct store_req *sr)
 {
-	if (!cl->have_map || cl->queued >= CL_MAX_QUEUE ||
-	    cl->inflight >= CL_MAX_INFLIGHT || breaker_open(cl))
+	if (!cl->have_map || cl->q.queued >= CL_MAX_QUEUE ||
+	    cl->inflight >= CL_MAX_INFLIGHT ||
+	    breaker_is_open(&cl->br, ev_now(cl->loop)))
 		return STORE_EDOWN;
-	sr->sent_gen = sr->gen;
-	sr->next = NULL;
-	if (cl->tail != NULL)
-		cl->tail->next = sr;
-	else
-		cl->head = sr;
-	cl->tail = sr;
-	cl->queued++;
+	reqq_push(&cl->q, sr);
 	return STORE_OK;
 }
 
 /* ---- HGET, timeouts ----------------------------------------------------- */
 
-struct hget {
-	struct cluster *cl;
-	store_value_cb *cb;
-	void           *arg;
-};
-
+/* A MOVED answer to an HGET: the map is stale. */
 static void
-hget_cb(redisAsyncContext *ac, void *r, void *privdata)
+hget_moved(void *arg)
 {
-	struct hget *h = privdata;
-	redisReply *reply = r;
-
-	if (reply == NULL || reply->type == REDIS_REPLY_ERROR) {
-		if (reply != NULL && strncmp(reply->str, "MOVED ", 6) == 0)
-			refresh_soon(h->cl);
-		h->cb(h->arg, NULL, 0, -1);
-	} else if (reply->type == REDIS_REPLY_STRING) {
-		h->cb(h->arg, reply->str, reply->len, 0);
-	} else {
-		h->cb(h->arg, NULL, 0, 0);
-	}
-	free(h);
+	refresh_soon(arg);
 }
 
 int
@@ -1249,19 +1201,11 @@ cluster_hget(struct cluster *cl, const char *hash, const char *field,
              size_t fieldlen, store_value_cb *cb, void *arg)
 {
 	struct node *n = slot_node(cl, crc16_key_slot(hash, strlen(hash)));
-	struct hget *h;
 
 	if (!cluster_up(cl) || n == NULL || !node_usable(n) ||
 	    (n->ac->c.flags & (REDIS_DISCONNECTING | REDIS_FREEING)))
 		return -1;
-	h = xmalloc(sizeof(*h));
-	*h = (struct hget){ cl, cb, arg };
-	if (redisAsyncCommand(n->ac, hget_cb, h, "HGET %s %b", hash, field,
-	                      fieldlen) != REDIS_OK) {
-		free(h);
-		return -1;
-	}
-	return 0;
+	return reqq_hget(n->ac, hash, field, fieldlen, cb, arg, hget_moved, cl);
 }
 
 /* Feeds the breaker; past twice its threshold, drops the nodes that have
@@ -1274,7 +1218,7 @@ cluster_note_timeout(struct cluster *cl)
 
 	metrics_redis_error(cl->m, METRICS_REDIS_TIMEOUT);
 	call_failed(cl);
-	if (cl->fails < 2 * CL_BREAKER_FAILS)
+	if (cl->br.fails < 2 * BREAKER_FAILS)
 		return;
 	for (int i = 0; i < cl->nnodes; i++) {
 		struct node *n = cl->nodes[i];
@@ -1317,16 +1261,11 @@ cluster_new(struct ev_loop *loop, const struct store_topo *t,
 void
 cluster_free(struct cluster *cl)
 {
-	struct store_req *sr;
-
 	if (cl == NULL)
 		return;
 	cl->closing = 1;
 	ev_timer_stop(cl->loop, &cl->rtimer);
-	while ((sr = cl->head) != NULL) {
-		cl->head = sr->next;
-		answer(sr, sr->sent_gen, STORE_EDOWN);
-	}
+	reqq_fail_all(&cl->q, STORE_EDOWN);
 	for (int i = 0; i < cl->nnodes; i++)
 		node_drop(cl->nodes[i]);	/* calls in flight: NULL replies */
 	for (int i = 0; i < cl->nnodes; i++)

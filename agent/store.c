@@ -15,8 +15,8 @@
  * remembers the request's <gen>: a request its caller has already answered
  * (deadline passed) has another gen and its late result is dropped.
  *
- * The breaker opens after STORE_BREAKER_FAILS consecutive failed batches
- * and then refuses work for STORE_BREAKER_COOLDOWN, after which one batch
+ * The breaker (reqq.h) opens after BREAKER_FAILS consecutive failed
+ * batches and then refuses work for BREAKER_COOLDOWN, after which one batch
  * probes. While it is open, and while the link is down, store_submit()
  * refuses at once so no request waits on a dead connection.
  */
@@ -34,6 +34,7 @@
 #include "log.h"
 #include "metrics.h"
 #include "reply.h"
+#include "reqq.h"
 #include "sentinel.h"
 #include "store.h"
 #include "util.h"
@@ -42,8 +43,6 @@ extern const char lua_ratelimit[];
 
 #define STORE_BACKOFF_MIN_US   50000
 #define STORE_BACKOFF_MAX_US   1000000	/* back within 2 s of Redis */
-#define STORE_BREAKER_FAILS    5
-#define STORE_BREAKER_COOLDOWN 0.5
 #define STORE_MAX_QUEUE        4096	/* requests waiting for a connection */
 #define STORE_MAX_INFLIGHT     256	/* batches sent and not answered */
 #define STORE_STALL_S          1.0	/* no reply for this long: stuck */
@@ -90,11 +89,9 @@ struct store {
 	int64_t                connect_timeout_us;
 	char                   sha[41];
 	int                    inflight;	/* batches sent, not answered */
-	int                    fails;	/* consecutive failed batches */
+	struct breaker         br;		/* over batches */
 	ev_tstamp              last_reply;	/* when Redis last answered */
-	ev_tstamp              breaker_until;
-	struct store_req      *head, *tail;	/* queued, not sent */
-	int                    queued;
+	struct reqq            q;		/* queued, not sent */
 	unsigned int           seed;
 	/* Sentinel: the master is found, verified with ROLE, and followed */
 	struct sentinel       *sen;		/* NULL for a plain URL */
@@ -117,13 +114,6 @@ static void kick_link(struct store *st, int direct);
 
 /* ---- breaker and backoff ------------------------------------------------ */
 
-static int
-breaker_open(const struct store *st)
-{
-	return st->fails >= STORE_BREAKER_FAILS &&
-	       ev_now(st->loop) < st->breaker_until;
-}
-
 int
 store_up(const struct store *st)
 {
@@ -131,27 +121,25 @@ store_up(const struct store *st)
 		return 0;
 	if (st->cl != NULL)
 		return cluster_up(st->cl);
-	return st->state == ST_UP && !breaker_open(st);
+	return st->state == ST_UP &&
+	       !breaker_is_open(&st->br, ev_now(st->loop));
 }
 
 static void
 batch_failed(struct store *st)
 {
-	if (++st->fails == STORE_BREAKER_FAILS)
+	if (breaker_fail(&st->br, ev_now(st->loop)))
 		log_warn("redis_breaker_open", "host=%s port=%d cooldown_s=%.1f",
-		         st->addr.host, st->addr.port, STORE_BREAKER_COOLDOWN);
-	if (st->fails >= STORE_BREAKER_FAILS)
-		st->breaker_until = ev_now(st->loop) + STORE_BREAKER_COOLDOWN;
-	metrics_circuit(st->m, st->fails >= STORE_BREAKER_FAILS);
+		         st->addr.host, st->addr.port, BREAKER_COOLDOWN);
+	metrics_circuit(st->m, breaker_tripped(&st->br));
 }
 
 static void
 batch_succeeded(struct store *st)
 {
-	if (st->fails >= STORE_BREAKER_FAILS)
+	if (breaker_ok(&st->br))
 		log_info("redis_breaker_closed", "host=%s port=%d",
 		         st->addr.host, st->addr.port);
-	st->fails = 0;
 	metrics_circuit(st->m, 0);
 }
 
@@ -170,28 +158,7 @@ schedule_reconnect(struct store *st)
 	ev_timer_start(st->loop, &st->retry);
 }
 
-/* ---- answering requests ------------------------------------------------- */
-
-static void
-answer(struct store_req *sr, uint32_t gen, int err)
-{
-	if (sr->gen == gen)
-		sr->cb(sr, err);
-}
-
-/* Refuses everything still queued (the link went down under it). */
-static void
-fail_queue(struct store *st, int err)
-{
-	struct store_req *sr;
-
-	while ((sr = st->head) != NULL) {
-		st->head = sr->next;
-		st->queued--;
-		answer(sr, sr->sent_gen, err);
-	}
-	st->tail = NULL;
-}
+/* ---- batches ------------------------------------------------------------ */
 
 /* Returns <b> to its store's pool (buffer kept), or frees it. */
 static void
@@ -290,7 +257,7 @@ batch_deliver(struct batch *b, redisReply *reply)
 		}
 	}
 	for (int i = 0; i < b->n; i++)
-		answer(b->ent[i].sr, b->ent[i].gen, STORE_OK);
+		reqq_answer(b->ent[i].sr, b->ent[i].gen, STORE_OK);
 	return 0;
 }
 
@@ -298,7 +265,7 @@ static void
 batch_fail(struct batch *b, int err)
 {
 	for (int i = 0; i < b->n; i++)
-		answer(b->ent[i].sr, b->ent[i].gen, err);
+		reqq_answer(b->ent[i].sr, b->ent[i].gen, err);
 }
 
 static void batch_cb(redisAsyncContext *ac, void *r, void *privdata);
@@ -451,11 +418,9 @@ take_requests(struct store *st, struct batch *b, size_t *strings)
 {
 	int nchecks = 0;
 
-	while (st->head != NULL && b->n < STORE_BATCH_MAX) {
-		struct store_req *sr = st->head;
+	while (st->q.head != NULL && b->n < STORE_BATCH_MAX) {
+		struct store_req *sr = reqq_pop(&st->q);
 
-		st->head = sr->next;
-		st->queued--;
 		b->ent[b->n].sr = sr;
 		b->ent[b->n].n = sr->n;
 		b->ent[b->n++].gen = sr->sent_gen;
@@ -464,8 +429,6 @@ take_requests(struct store *st, struct batch *b, size_t *strings)
 			*strings += sr->checks[sr->index[j]].keylen +
 			            sr->checks[sr->index[j]].memberlen;
 	}
-	if (st->head == NULL)
-		st->tail = NULL;
 	return nchecks;
 }
 
@@ -578,7 +541,7 @@ store_flush(struct store *st)
 		cluster_flush(st->cl);
 		return;
 	}
-	while (st->head != NULL && st->state == ST_UP) {
+	while (st->q.head != NULL && st->state == ST_UP) {
 		struct batch *b = batch_take(st);
 
 		b->sent_us = util_monotonic_us();
@@ -594,59 +557,23 @@ store_submit(struct store *st, struct store_req *sr)
 {
 	if (st->cl != NULL)
 		return cluster_submit(st->cl, sr);
-	if (st->state == ST_DOWN || st->queued >= STORE_MAX_QUEUE ||
-	    st->inflight >= STORE_MAX_INFLIGHT || breaker_open(st))
+	if (st->state == ST_DOWN || st->q.queued >= STORE_MAX_QUEUE ||
+	    st->inflight >= STORE_MAX_INFLIGHT ||
+	    breaker_is_open(&st->br, ev_now(st->loop)))
 		return STORE_EDOWN;
-	sr->sent_gen = sr->gen;
-	sr->next = NULL;
-	if (st->tail != NULL)
-		st->tail->next = sr;
-	else
-		st->head = sr;
-	st->tail = sr;
-	st->queued++;
+	reqq_push(&st->q, sr);
 	return STORE_OK;
-}
-
-struct hget {
-	store_value_cb *cb;
-	void           *arg;
-};
-
-static void
-hget_cb(redisAsyncContext *ac, void *r, void *privdata)
-{
-	struct hget *h = privdata;
-	redisReply *reply = r;
-
-	if (reply == NULL || reply->type == REDIS_REPLY_ERROR)
-		h->cb(h->arg, NULL, 0, -1);
-	else if (reply->type == REDIS_REPLY_STRING)
-		h->cb(h->arg, reply->str, reply->len, 0);
-	else
-		h->cb(h->arg, NULL, 0, 0);
-	free(h);
 }
 
 int
 store_hget(struct store *st, const char *hash, const char *field,
            size_t fieldlen, store_value_cb *cb, void *arg)
 {
-	struct hget *h;
-
 	if (st->cl != NULL)
 		return cluster_hget(st->cl, hash, field, fieldlen, cb, arg);
 	if (!store_up(st))
 		return -1;
-	h = xmalloc(sizeof(*h));
-	h->cb = cb;
-	h->arg = arg;
-	if (redisAsyncCommand(st->ac, hget_cb, h, "HGET %s %b", hash, field,
-	                      fieldlen) != REDIS_OK) {
-		free(h);
-		return -1;
-	}
-	return 0;
+	return reqq_hget(st->ac, hash, field, fieldlen, cb, arg, NULL, NULL);
 }
 
 /* A request's deadline passed with its batch unanswered: Redis is slow or
@@ -666,7 +593,7 @@ store_note_timeout(struct store *st)
 	if (ev_now(st->loop) - st->last_reply < STORE_STALL_S)
 		return;
 	batch_failed(st);
-	if (st->state == ST_UP && st->fails >= 2 * STORE_BREAKER_FAILS &&
+	if (st->state == ST_UP && st->br.fails >= 2 * BREAKER_FAILS &&
 	    st->inflight > 0) {
 		log_warn("redis_link_dropped", "host=%s port=%d inflight=%d",
 		         st->addr.host, st->addr.port, st->inflight);
@@ -765,7 +692,7 @@ connect_cb(const redisAsyncContext *ac, int status)
 		metrics_redis_error(st->m, METRICS_REDIS_REFUSED);
 		st->ac = NULL;		/* hiredis frees it after this callback */
 		st->state = ST_DOWN;
-		fail_queue(st, STORE_EDOWN);
+		reqq_fail_all(&st->q, STORE_EDOWN);
 		schedule_reconnect(st);
 		return;
 	}
@@ -792,7 +719,7 @@ disconnect_cb(const redisAsyncContext *ac, int status)
 	         status == REDIS_OK ? "closed" : ac->errstr);
 	st->ac = NULL;
 	st->state = ST_DOWN;
-	fail_queue(st, STORE_EDOWN);
+	reqq_fail_all(&st->q, STORE_EDOWN);
 	schedule_reconnect(st);
 }
 
@@ -813,7 +740,7 @@ retry_cb(struct ev_loop *loop, ev_timer *w, int revents)
 		st->ac = NULL;
 		st->state = ST_DOWN;
 		redisAsyncFree(ac);
-		fail_queue(st, STORE_EDOWN);
+		reqq_fail_all(&st->q, STORE_EDOWN);
 		schedule_reconnect(st);
 		return;
 	}
@@ -866,7 +793,7 @@ drop_link(struct store *st)
 		ac->data = NULL;
 		redisAsyncFree(ac);
 	}
-	fail_queue(st, STORE_EDOWN);
+	reqq_fail_all(&st->q, STORE_EDOWN);
 }
 
 static void
@@ -994,7 +921,7 @@ store_free(struct store *st)
 	ev_timer_stop(st->loop, &st->kick);
 	sentinel_free(st->sen);
 	cluster_free(st->cl);
-	fail_queue(st, STORE_EDOWN);
+	reqq_fail_all(&st->q, STORE_EDOWN);
 	if (st->ac != NULL) {
 		st->ac->data = NULL;
 		redisAsyncFree(st->ac);	/* pending batches get a NULL reply */
