@@ -49,8 +49,8 @@ struct store_req {
 	struct lim_result  *results;	/* filled at index[i], on STORE_OK */
 	store_cb           *cb;
 	uint32_t            gen;	/* bumped by the caller to cancel */
-	struct store_req   *next;	/* queue link (store.c) */
-	uint32_t            sent_gen;	/* store.c */
+	struct store_req   *next;	/* queue link (reqq.c) */
+	uint32_t            sent_gen;	/* gen when queued (reqq.c) */
 };
 
 struct store_cfg {
