@@ -107,12 +107,13 @@ e2e: $(BIN) $(TOOL_BINS)
 FUZZ_SRCS = $(wildcard tests/fuzz/fuzz_*.c)
 FUZZ_BINS = $(patsubst tests/fuzz/%.c,$(BUILD)/fuzz/%,$(FUZZ_SRCS))
 FUZZ_LIB_SRCS = agent/spop.c agent/policy.c agent/policy_parse.c agent/keys.c \
-	agent/decide.c agent/util.c agent/log.c $(wildcard agent/lim_*.c)
+	agent/decide.c agent/util.c agent/log.c $(wildcard agent/lim_*.c) \
+	agent/httpd.c agent/metrics.c
 $(BUILD)/fuzz/%: tests/fuzz/%.c $(FUZZ_LIB_SRCS) $(wildcard agent/*.h)
 	@mkdir -p $(dir $@)
 	clang -std=c11 -D_GNU_SOURCE -g -O1 -fsanitize=fuzzer,address,undefined \
 	      -Iagent -o $@ $< $(FUZZ_LIB_SRCS) \
-	      $(shell $(PKG_CONFIG) --libs yaml-0.1) -lm
+	      $(shell $(PKG_CONFIG) --libs yaml-0.1) -lev -lm -pthread
 fuzz: $(FUZZ_BINS)
 	@echo "run: $(FUZZ_BINS) -max_total_time=600"
 fuzz-short: $(FUZZ_BINS)

@@ -325,10 +325,8 @@ respond_text(struct hconn *c, int status, const char *text, int head_only)
 	        head_only);
 }
 
-/* Checks "METHOD SP /target SP HTTP/1.x" in <line,len> (no line end).
- * Sets the method and path (target without its query) slices. */
-static int
-parse_request_line(const char *line, size_t len, const char **meth,
+int
+httpd_parse_request_line(const char *line, size_t len, const char **meth,
                    size_t *mlen, const char **path, size_t *plen)
 {
 	const char *sp1, *sp2, *end = line + len, *q;
@@ -410,7 +408,7 @@ examine(struct hconn *c)
 	if (llen > 0 && c->in[llen - 1] == '\r')
 		llen--;
 	/* A bad request line is refused at once, before its headers. */
-	if (parse_request_line(c->in, llen, &meth, &mlen, &path, &plen) == -1) {
+	if (httpd_parse_request_line(c->in, llen, &meth, &mlen, &path, &plen) == -1) {
 		respond_text(c, 400, "bad request\n", 0);
 		return 1;
 	}

@@ -50,4 +50,12 @@ int httpd_port(const struct httpd *h);
  * accepted from now on. For tests and tuning. */
 void httpd_set_timeout(struct httpd *h, double seconds);
 
+/* Checks "METHOD SP /target SP HTTP/1.x" in <line,len> (no line end):
+ * an upper-case method of at most 16 bytes, an origin-form target with no
+ * control bytes, HTTP/1.0 or 1.1. Sets the method and path (the target
+ * without its query) as slices of <line>. Returns 0, or -1 when malformed.
+ * Pure: exposed for the fuzz target. */
+int httpd_parse_request_line(const char *line, size_t len, const char **meth,
+                             size_t *mlen, const char **path, size_t *plen);
+
 #endif
