@@ -69,42 +69,8 @@ EOF
 "$AGENT" -c -f "$POLICY" >"$TMP/check.out" 2>&1
 ok $? "policy valid ($(head -c 200 "$TMP/check.out"))"
 
-i=1
-for ap in "$AGENT_PORT:$M1" "$A2P:$M2" "$A3P:$M3"; do
-	"$AGENT" -f "$POLICY" -l "127.0.0.1:${ap%:*}" -m "127.0.0.1:${ap#*:}" \
-		>>"$TMP/agent$i.log" 2>&1 &
-	PIDS="$PIDS $!"; i=$((i + 1))
-done
-wait_port "$AGENT_PORT" 10 && wait_port "$A2P" 10 && wait_port "$A3P" 10
-ok $? "three agents listening"
+start_pool
 
-start_haproxy "$HAP_CFG"
-RL_BIND="127.0.0.1:$H2_PORT" RL_APP="127.0.0.1:$APP2_PORT" \
-	RL_STATS_SOCKET="ipv4@127.0.0.1:$STATS2_PORT" \
-	haproxy -db -f "$HAP_CFG" >>"$TMP/haproxy2.log" 2>&1 &
-PIDS="$PIDS $!"
-wait_port "$HAP_PORT" 10 && wait_port "$H2_PORT" 10 &&
-	wait_port "$STATS_PORT" 5 && wait_port "$STATS2_PORT" 5
-ok $? "two haproxy instances up"
-
-ups() { # STATS_PORT: how many of rl1..rl3 are UP
-	(
-		exec 3<>"/dev/tcp/127.0.0.1/$1" || exit 1
-		printf 'show servers state be_spoa_rl\n' >&3
-		timeout 2 cat <&3
-	) 2>/dev/null | awk '$2 == "be_spoa_rl" && $4 ~ /^rl[123]$/ && $6 == 2 { n++ } END { print n + 0 }'
-}
-all_up=1
-for i in $(seq 100); do
-	[ "$(ups "$STATS_PORT")" = 3 ] && [ "$(ups "$STATS2_PORT")" = 3 ] && { all_up=0; break; }
-	sleep 0.1
-done
-ok $all_up "both haproxy instances see rl1, rl2, rl3 UP"
-
-metric() {
-	curl -s --max-time 2 "http://127.0.0.1:$1/metrics" |
-		awk -v n="$2" '$1 == n || index($1, n "{") == 1 { s += $2 } END { printf "%d", s }'
-}
 
 # RL_HDR: the header; RL_VALS: its values, sent round robin (each thread
 # starting at a different one), on path /RL_ROUTE/VALUE.

@@ -44,10 +44,6 @@ wait_state() { # NAME STATE SECONDS
 	done
 	return 1
 }
-metric() { # PORT NAME: a metric's value (summed over label sets)
-	curl -s --max-time 2 "http://127.0.0.1:$1/metrics" |
-		awk -v n="$2" '$1 == n || index($1, n "{") == 1 { s += $2 } END { printf "%d", s }'
-}
 start_agent2() {
 	"$AGENT" -f "$POLICY" -l "127.0.0.1:$AGENT2_PORT" -m "127.0.0.1:$M2" \
 		-r "redis://127.0.0.1:$REDIS_PORT/0" >>"$TMP/agent2.log" 2>&1 &
