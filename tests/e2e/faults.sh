@@ -233,15 +233,17 @@ for f in killed sigstop restart flush refusing; do
 			$2 == m && $1 >= a && $1 <= z + r { n++; if ($4 == 503) k++
 				if ($5 > wc) wc = $5; if ($10 + 0 > ws) ws = $10 + 0 }
 			END { printf "%d %d %d %d", n, k, wc * 1000, ws }' "$TMP/joined")"
-		# out: from 0.3 s after the fault began until it ended
+		# out: from 0.3 s after the fault began until it ended. Requests
+		# whose log line HAProxy dropped ($8 "-") carry no decision to
+		# judge; they were checked above by curl's result alone.
 		read -r nout dout <<<"$(awk -v a="$ts" -v z="$tb" -v m=$m '
-			$2 == m && $1 >= a + 0.3 && $6 <= z { n++; if ($9 == 1) d++ }
+			$2 == m && $8 != "-" && $1 >= a + 0.3 && $6 <= z { n++; if ($9 == 1) d++ }
 			END { printf "%d %d", n, d }' "$TMP/joined")"
 		# back: the first normal decision after Redis returned, and none
 		# degraded from RESUME_S on
-		first=$(awk -v z="$tb" -v m=$m '$2 == m && $1 >= z && $9 == 0 { printf "%d", ($6 - z) * 1000; exit }' "$TMP/joined")
+		first=$(awk -v z="$tb" -v m=$m '$2 == m && $8 != "-" && $1 >= z && $9 == 0 { printf "%d", ($6 - z) * 1000; exit }' "$TMP/joined")
 		read -r nlate dlate <<<"$(awk -v z="$tb" -v r=$RESUME_S -v m=$m '
-			$2 == m && $1 >= z + r && $1 < z + r + 1.5 { n++; if ($9 != 0 || $4 != 200) d++ }
+			$2 == m && $8 != "-" && $1 >= z + r && $1 < z + r + 1.5 { n++; if ($9 != 0 || $4 != 200) d++ }
 			END { printf "%d %d", n, d }' "$TMP/joined")"
 		printf '# %-10s %-7s %4d  %4d  %13d  %13d  %8s  %10s\n' $f $m "$n" "$n503" "$wc" "$ws" \
 			"$dout/$nout" "${first:-never}"
@@ -255,7 +257,7 @@ for f in killed sigstop restart flush refusing; do
 				ok $? "$f/closed: the agent answers 503 while Redis is out ($n503 503s, $nout requests out)"
 			fi;;
 		esac
-		awk -v z="$tb" -v r=$RESUME_S -v m=$m '$2 == m && $1 >= z + r && $1 < z + r + 1.5 && ($9 != 0 || $4 != 200)' \
+		awk -v z="$tb" -v r=$RESUME_S -v m=$m '$2 == m && $8 != "-" && $1 >= z + r && $1 < z + r + 1.5 && ($9 != 0 || $4 != 200)' \
 			"$TMP/joined" | head -3 | sed "s/^/#   late degraded (t0 route n code time t1 status error degraded rl_ms): /"
 		[ "$nlate" -gt 0 ] && [ "$dlate" = 0 ]
 		ok $? "$f/$m: normal decisions within ${RESUME_S}s of Redis returning (first after ${first:-never} ms; degraded/non-200 later: $dlate of $nlate)"
