@@ -23,41 +23,7 @@ M1=$(port 10); M2=$(port 11); M3=$(port 12)
 H2_PORT=$(port 7); APP2_PORT=$(port 8); STATS2_PORT=$(port 9)
 export RL_AGENT2="127.0.0.1:$A2P" RL_AGENT3="127.0.0.1:$A3P"
 
-cat >"$POLICY" <<EOF
-listen: 127.0.0.1:$AGENT_PORT
-workers: 2
-redis:
-  url: redis://127.0.0.1:$REDIS_PORT/0
-  timeout: 50ms
-pool_size: 3
-rules:
-  - name: g
-    message: rl-request
-    key: "g:{tenant}"
-    algorithm: gcra
-    rate: 1/hour
-    burst: $ALLOW
-    fail: closed
-    missing: skip
-  - name: f
-    message: rl-request
-    key: "f:{plan}"
-    algorithm: fixed-window
-    limit: $ALLOW
-    window: 1h
-    fail: closed
-    missing: skip
-  - name: s
-    message: rl-request
-    key: "s:{key}"
-    algorithm: sliding-log
-    limit: $ALLOW
-    window: 1h
-    fail: closed
-    missing: skip
-EOF
-"$AGENT" -c -f "$POLICY" >"$TMP/check.out" 2>&1
-ok $? "policy valid ($(head -c 200 "$TMP/check.out"))"
+write_count_policy "redis://127.0.0.1:$REDIS_PORT/0"
 
 start_redis "$REDIS_PORT"
 start_pool -r "redis://127.0.0.1:$REDIS_PORT/0"

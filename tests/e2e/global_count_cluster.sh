@@ -33,41 +33,7 @@ hexkey() { printf %s "$1" | sha256sum | cut -c1-32; }
 start_cluster "$C1" "$C2" "$C3" "$(port 23)" "$(port 24)" "$(port 25)"
 ok $? "3-master Redis Cluster up (cluster_state ok)"
 
-cat >"$POLICY" <<EOF
-listen: 127.0.0.1:$AGENT_PORT
-workers: 2
-redis:
-  url: "$(cluster_url)"
-  timeout: 50ms
-pool_size: 3
-rules:
-  - name: g
-    message: rl-request
-    key: "g:{tenant}"
-    algorithm: gcra
-    rate: 1/hour
-    burst: $ALLOW
-    fail: closed
-    missing: skip
-  - name: f
-    message: rl-request
-    key: "f:{plan}"
-    algorithm: fixed-window
-    limit: $ALLOW
-    window: 1h
-    fail: closed
-    missing: skip
-  - name: s
-    message: rl-request
-    key: "s:{key}"
-    algorithm: sliding-log
-    limit: $ALLOW
-    window: 1h
-    fail: closed
-    missing: skip
-EOF
-"$AGENT" -c -f "$POLICY" >"$TMP/check.out" 2>&1
-ok $? "policy valid ($(head -c 200 "$TMP/check.out"))"
+write_count_policy "$(cluster_url)"
 
 start_pool
 

@@ -182,3 +182,44 @@ metric() {
 	curl -s --max-time 2 "http://127.0.0.1:$1/metrics" |
 		awk -v n="$2" '$1 == n || index($1, n "{") == 1 { s += $2 } END { printf "%d", s }'
 }
+
+# write_count_policy REDIS_URL: the global-count policy into $POLICY: one
+# gcra (by tenant), fixed-window (by plan) and sliding-log (by key) rule,
+# each allowing exactly $ALLOW per hour, fail closed; and checks it.
+write_count_policy() {
+	cat >"$POLICY" <<EOF
+listen: 127.0.0.1:$AGENT_PORT
+workers: 2
+redis:
+  url: "$1"
+  timeout: 50ms
+pool_size: 3
+rules:
+  - name: g
+    message: rl-request
+    key: "g:{tenant}"
+    algorithm: gcra
+    rate: 1/hour
+    burst: $ALLOW
+    fail: closed
+    missing: skip
+  - name: f
+    message: rl-request
+    key: "f:{plan}"
+    algorithm: fixed-window
+    limit: $ALLOW
+    window: 1h
+    fail: closed
+    missing: skip
+  - name: s
+    message: rl-request
+    key: "s:{key}"
+    algorithm: sliding-log
+    limit: $ALLOW
+    window: 1h
+    fail: closed
+    missing: skip
+EOF
+	"$AGENT" -c -f "$POLICY" >"$TMP/check.out" 2>&1
+	ok $? "policy valid ($(head -c 200 "$TMP/check.out"))"
+}
