@@ -98,13 +98,20 @@ hammer() {
 	expect_eq "$a" "$want" "$route: total 200s over both haproxys equals the allowance ($nv x $ALLOW)"
 	expect_eq "$o/$e" "0/0" "$route: no answer but 200/429, no socket errors"
 	cat "$TMP/haproxy.log" "$TMP/haproxy2.log" | grep "\"GET /$route/" >"$TMP/log.$route"
-	per=""; badk=0
+	# HAProxy drops a log line now and then (DroppedLogs): a key may show
+	# fewer allows in the logs, never more, and the shortfall is what was
+	# dropped (the exact total is the 200s counted by wrk above).
+	per=""; badk=0; short=0
 	for val in $vals; do
 		nk=$(grep -c "\"GET /$route/$val HTTP/1.1\" rl_status=0 rl_policy=$rule rl_error=0 " "$TMP/log.$route")
 		per="$per $val:$nk"
-		[ "$nk" = "$ALLOW" ] || badk=$((badk + 1))
+		[ "$nk" -le "$ALLOW" ] || badk=$((badk + 1))
+		short=$((short + ALLOW - nk))
 	done
-	expect_eq "$badk" 0 "$route: the haproxy logs show exactly $ALLOW allows for each key ($per )"
+	dropped=$(( $(dropped_logs "$STATS_PORT") + $(dropped_logs "$STATS2_PORT") ))
+	expect_eq "$badk" 0 "$route: the haproxy logs show at most $ALLOW allows for each key ($per )"
+	[ "$short" -le "$dropped" ]
+	ok $? "$route: allows missing from the logs ($short) are HAProxy's dropped log lines ($dropped)"
 	bad=$(grep -cv 'rl_error=0 .*rl_degraded=0 ' "$TMP/log.$route")
 	expect_eq "$bad" 0 "$route: no SPOE error and no degraded decision"
 	grep -v 'rl_error=0 .*rl_degraded=0 ' "$TMP/log.$route" | head -3 | sed 's/^/#   /'

@@ -223,3 +223,12 @@ EOF
 	"$AGENT" -c -f "$POLICY" >"$TMP/check.out" 2>&1
 	ok $? "policy valid ($(head -c 200 "$TMP/check.out"))"
 }
+
+# dropped_logs STATS_PORT: log lines that haproxy dropped (show info).
+dropped_logs() {
+	(
+		exec 3<>"/dev/tcp/127.0.0.1/$1" || exit 1
+		printf 'show info\n' >&3
+		timeout 2 cat <&3
+	) 2>/dev/null | tr -d '\r' | awk -F': ' '$1 == "DroppedLogs" { print $2 + 0; f = 1 } END { if (!f) print 0 }'
+}
