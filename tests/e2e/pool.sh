@@ -126,6 +126,7 @@ f2=$(metric "$M2" spoa_rl_spop_frames_total)
 # ---- HAProxy reload ----------------------------------------------------------------
 c1=$(metric "$M1" spoa_rl_spop_connections_total); c2=$(metric "$M2" spoa_rl_spop_connections_total)
 old=$HAPROXY_PID
+DROPPED_OLD=$(dropped_logs "$STATS_PORT")
 event reload
 # Its own log file: HAProxy makes its stderr non-blocking with F_SETFL,
 # which clears O_APPEND, so two processes on one file overwrite each other.
@@ -177,11 +178,22 @@ awk '$4 != 200' "$TMP/joined" | head -5 | sed 's/^/#   failed: /'
 slow=$(awk -v b="$BUDGET_MS" '$5 * 1000 > b' "$TMP/joined" | wc -l)
 expect_eq "$slow" 0 "no request hangs past timeout processing ${TIMEOUT_MS}ms + ${TOLERANCE_MS}ms"
 awk -v b="$BUDGET_MS" '$5 * 1000 > b' "$TMP/joined" | head -5 | sed 's/^/#   slow: /'
+# HAProxy drops a log line now and then when its threads contend for the
+# stderr fd (show info: DroppedLogs; the old process counted before the
+# reload, the new one now). Such a request is checked by curl's result
+# alone; the SPOE error counts below skip it.
+dropped=$((DROPPED_OLD + $(dropped_logs "$STATS_PORT")))
 nolog=$(awk '$6 == "-"' "$TMP/joined" | wc -l)
-expect_eq "$nolog" 0 "every request has its haproxy log line"
+[ "$nolog" -le "$dropped" ]
+ok $? "requests without a log line ($nolog) are HAProxy's dropped log lines (DroppedLogs $dropped)"
 
-phase() { # LABEL FROM TO: requests, SPOE errors, worst curl ms, worst spoe ms
-	awk -v a="$2" -v z="$3" '$1 >= a && $1 < z { n++; if ($6 != 0) e++
+# phase LABEL FROM TO: requests started in [FROM, TO), their SPOE errors,
+# worst curl ms, worst spoe ms. before-kill counts only the requests that
+# had finished when agent 2 was killed: one still in flight on agent 2
+# then gets its I/O error (st=257) in the kill..DOWN window's terms.
+phase() {
+	fin=0; [ "$1" = before-kill ] && fin=1
+	awk -v a="$2" -v z="$3" -v fin=$fin '$1 >= a && $1 + fin * $5 < z { n++; if ($6 != "-" && $6 != 0) e++
 		if ($5 > w) w = $5; if ($7 + 0 > s) s = $7 + 0 }
 		END { printf "%d %d %d %d", n, e, w * 1000, s }' "$TMP/joined"
 }
@@ -194,11 +206,15 @@ for ph in "before-kill 0 $(ev kill)" "kill..DOWN $(ev kill) $(ev down)" \
 	printf '# %-18s %4d  %11d  %13d  %13d\n' "$1" "$n" "$e" "$w" "$s"
 	echo "$1 $n $e $w $s" >>"$TMP/phases"
 done
+# What HAProxy said of any SPOE error (so a CI failure can be read).
+awk '$6 != "-" && $6 != 0 { print "/" $2 "/" $3 " " }' "$TMP/joined" | head -5 >"$TMP/errpaths"
+[ -s "$TMP/errpaths" ] && grep -h -F -f "$TMP/errpaths" "$TMP/haproxy.log" "$TMP/haproxy2.log" | sed 's/^/#   spoe error: /'
+grep -h -i "spoe" "$TMP/haproxy.log" "$TMP/haproxy2.log" | grep -v '"GET ' | head -10 | sed 's/^/#   haproxy: /'
 pe() { awk -v p="$1" '$1 == p { print $3 }' "$TMP/phases"; }
 expect_eq "$(pe before-kill)" 0 "before the kill: no SPOE errors"
 # Once rl2 is DOWN (0.3 s of slack for the health check result to spread
 # to both HAProxy threads) until the restarted one is UP: all on agent 1.
-e=$(awk -v a="$(ev down)" -v z="$(ev up)" '$1 >= a + 0.3 && $1 < z && $6 != 0' "$TMP/joined" | wc -l)
+e=$(awk -v a="$(ev down)" -v z="$(ev up)" '$1 >= a + 0.3 && $1 < z && $6 != "-" && $6 != 0' "$TMP/joined" | wc -l)
 expect_eq "$e" 0 "with rl2 DOWN every request is answered by agent 1 (rl_error=0)"
 expect_eq "$(pe UP..reload)" 0 "after agent 2 rejoins: no SPOE errors"
 expect_eq "$(pe reload..end)" 0 "through the HAProxy reload: no SPOE errors"
