@@ -19,7 +19,10 @@ local MARGIN_MS = 1000
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000000 + tonumber(t[2])
 
-local function s(n) return string.format('%.0f', n) end
+-- Integers as decimal strings. '%d' formats a C long (exact below 2^53
+-- here); '%.0f' and passing numbers to redis.call (%.17g) go through the
+-- slow float printer.
+local function s(n) return string.format('%d', n) end
 
 -- floor(a / b) for 0 <= a < 2^53, b > 0, corrected for double rounding.
 local function idiv(a, b)
@@ -480,8 +483,7 @@ local function gcra_fast_commit(key, tat, cost, ei, tol)
 	if tat > cap then cap = tat end
 	if new > cap then new = cap end
 	seen_[key] = new
-	-- numbers go to Redis as %.17g: exact for integers below 2^53
-	redis.call('SET', key, new, 'PX', idiv(new - now + 999, 1000))
+	redis.call('SET', key, s(new), 'PX', s(idiv(new - now + 999, 1000)))
 end
 
 -- the rule tuples: algo p1 p2 p3 (tol = p2 + p3 for GCRA / leaky bucket)

@@ -23,7 +23,8 @@ local DAY = 86400000000
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000000 + tonumber(t[2])
 
-local function s(n) return string.format('%.0f', n) end
+-- integers as decimal strings ('%d' is a C long: exact below 2^53)
+local function s(n) return string.format('%d', n) end
 
 local function idiv(a, b)
 	local q = math.floor(a / b)
