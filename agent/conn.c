@@ -268,6 +268,7 @@ static void
 read_cb(struct ev_loop *loop, ev_io *w, int revents)
 {
 	struct conn *c = container_of(w, struct conn, rio);
+	size_t room;
 	ssize_t n;
 
 	conn_ref(c);
@@ -279,7 +280,8 @@ read_cb(struct ev_loop *loop, ev_io *w, int revents)
 			          CONN_RBUF_SIZE;
 			c->rbuf = xrealloc(c->rbuf, c->rcap);
 		}
-		n = read(c->fd, c->rbuf + c->rlen, c->rcap - c->rlen);
+		room = c->rcap - c->rlen;
+		n = read(c->fd, c->rbuf + c->rlen, room);
 		if (n == -1 && errno == EINTR)
 			continue;
 		if (n == -1 && (errno == EAGAIN || errno == EWOULDBLOCK))
@@ -290,8 +292,12 @@ read_cb(struct ev_loop *loop, ev_io *w, int revents)
 			break;
 		}
 		c->rlen += (size_t)n;
-		ev_timer_again(loop, &c->idle);
+		c->last_rx = ev_now(loop);
 		conn_parse(c);
+		/* A short read drained the socket: epoll is level-triggered,
+		 * so asking again would only fetch EAGAIN. */
+		if ((size_t)n < room)
+			break;
 	}
 	conn_unref(c);
 }
@@ -300,9 +306,13 @@ static void
 idle_cb(struct ev_loop *loop, ev_timer *w, int revents)
 {
 	struct conn *c = container_of(w, struct conn, idle);
+	ev_tstamp left = c->last_rx + c->idle_s - ev_now(loop);
 
-	if (c->inflight > 0) {
-		ev_timer_again(loop, w);
+	/* Reads only note their time: the timer moves here, once per
+	 * timeout, not on every read (the libev manual's ev_timer advice). */
+	if (c->inflight > 0 || left > 0.) {
+		ev_timer_set(w, left > 0. ? left : c->idle_s, 0.);
+		ev_timer_start(loop, w);
 		return;
 	}
 	log_debug("conn_idle_timeout", "peer=%s", c->peer);
@@ -327,10 +337,11 @@ conn_new(struct worker *w, int fd, const char *peer)
 	snprintf(c->peer, sizeof(c->peer), "%s", peer);
 	ev_io_init(&c->rio, read_cb, fd, EV_READ);
 	ev_io_init(&c->wio, write_cb, fd, EV_WRITE);
-	ev_init(&c->idle, idle_cb);
-	c->idle.repeat = (double)p->idle_timeout_us / 1e6;
+	c->idle_s = (double)p->idle_timeout_us / 1e6;
+	c->last_rx = ev_now(w->loop);
+	ev_timer_init(&c->idle, idle_cb, c->idle_s, 0.);
 	ev_io_start(w->loop, &c->rio);
-	ev_timer_again(w->loop, &c->idle);
+	ev_timer_start(w->loop, &c->idle);
 	c->next = w->conns;
 	if (w->conns != NULL)
 		w->conns->prev = c;

@@ -42,6 +42,8 @@ struct conn {
 	uint32_t        max_frame;	/* negotiated */
 	ev_io           rio, wio;
 	ev_timer        idle;
+	ev_tstamp       idle_s;		/* the idle timeout */
+	ev_tstamp       last_rx;	/* last read, for the idle timer */
 	char           *rbuf;
 	size_t          rlen, rcap;
 	char           *wbuf;

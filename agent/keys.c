@@ -3,10 +3,11 @@
  *
  * A template is a list of parts, each a literal slice of the source or a
  * placeholder {arg} / {arg/N}. Expansion streams bytes through a sink that
- * stores what fits in the caller's buffer and hashes everything (FNV-1a 64
- * and a multiply-xorshift mix with another seed), so a key too long for
- * Redis keeps a readable prefix and ends with a 128-bit digest of the full
- * text without a second pass or a scratch buffer. Values are never
+ * stores what fits in the caller's buffer; once a byte does not fit, it
+ * hashes the whole text (FNV-1a 64 and a multiply-xorshift mix with another
+ * seed), so a key too long for Redis keeps a readable prefix and ends with
+ * a 128-bit digest of the full text without a scratch buffer. A key that
+ * fits is never hashed. Values are never
  * escaped beyond '{', '}' and '%' (percent-encoded so values cannot break
  * the "rl:{...}" hash tag and distinct values stay distinct).
  *
@@ -214,24 +215,49 @@ keys_is_single_var(const struct tmpl *t)
 
 /* ---- the sink ----------------------------------------------------------- */
 
+/* Folds byte <c> into both hashes. */
 static inline void
-sink_putc(struct sink *s, unsigned char c)
+sink_hash(struct sink *s, unsigned char c)
 {
-	if (s->len < s->cap)
-		s->out[s->len] = (char)c;
-	s->len++;
 	s->h1 = (s->h1 ^ c) * FNV_PRIME;
 	s->h2 = (s->h2 ^ c) * MIX_MUL;
 	s->h2 ^= s->h2 >> 29;
 }
 
+/* Bytes that fit are only stored. The hashes are needed only for a key
+ * that does not fit: the first byte past <cap> hashes the stored prefix,
+ * and every later byte is hashed as it comes (the digest is the same as
+ * hashing every byte from the start). */
+static void
+sink_overflow(struct sink *s, unsigned char c)
+{
+	if (s->len == s->cap)
+		for (size_t i = 0; i < s->cap; i++)
+			sink_hash(s, (unsigned char)s->out[i]);
+	sink_hash(s, c);
+	s->len++;
+}
+
+static inline void
+sink_putc(struct sink *s, unsigned char c)
+{
+	if (s->len < s->cap)
+		s->out[s->len++] = (char)c;
+	else
+		sink_overflow(s, c);
+}
+
 static void
 sink_put(struct sink *s, const char *p, size_t n)
 {
-	size_t i;
+	size_t fit = s->len < s->cap ? s->cap - s->len : 0;
 
-	for (i = 0; i < n; i++)
-		sink_putc(s, (unsigned char)p[i]);
+	if (fit > n)
+		fit = n;
+	memcpy(s->out + s->len, p, fit);
+	s->len += fit;
+	for (size_t i = fit; i < n; i++)
+		sink_overflow(s, (unsigned char)p[i]);
 }
 
 static void

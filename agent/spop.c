@@ -703,10 +703,21 @@ spop_w_set_var(struct spop_writer *w, int scope, const char *name,
 {
 	if (scope < SPOP_SCOPE_PROC || scope > SPOP_SCOPE_RES)
 		w->err = true;
-	spop_w_u8(w, SPOP_ACT_SET_VAR);
-	spop_w_u8(w, 3);
-	spop_w_u8(w, (uint8_t)scope);
-	spop_w_name(w, name, len);
+	if (!w->err && len < 240 && avail(w->p, w->end) >= 4 + len) {
+		/* the usual case: action, 3 args, scope and a short name's
+		 * length are one byte each */
+		w->p[0] = SPOP_ACT_SET_VAR;
+		w->p[1] = 3;
+		w->p[2] = (char)scope;
+		w->p[3] = (char)len;
+		memcpy(w->p + 4, name, len);
+		w->p += 4 + len;
+	} else {
+		spop_w_u8(w, SPOP_ACT_SET_VAR);
+		spop_w_u8(w, 3);
+		spop_w_u8(w, (uint8_t)scope);
+		spop_w_name(w, name, len);
+	}
 	spop_w_data(w, v);
 }
 

@@ -541,6 +541,8 @@ store_flush(struct store *st)
 		cluster_flush(st->cl);
 		return;
 	}
+	int sent = 0;
+
 	while (st->q.head != NULL && st->state == ST_UP) {
 		struct batch *b = batch_take(st);
 
@@ -548,8 +550,15 @@ store_flush(struct store *st)
 		if (batch_send(st, b, st->sha[0] == '\0') == -1) {
 			batch_fail(b, STORE_EIO);
 			batch_free(b);
+		} else {
+			sent = 1;
 		}
 	}
+	/* hiredis only queues the command and waits for EV_WRITE: a loop
+	 * turn and an epoll_ctl pair per batch. Write now instead, unless
+	 * inside one of its callbacks (a failed write frees the context). */
+	if (sent && st->ac != NULL && !(st->ac->c.flags & REDIS_IN_CALLBACK))
+		redisAsyncHandleWrite(st->ac);
 }
 
 int

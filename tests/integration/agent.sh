@@ -1,7 +1,7 @@
 # The agent against a real redis-server, driven over SPOP by spop-client:
 # HELLO negotiation, health checks, GCRA limits, pipelining, malformed
-# frames (each closes only its own connection), fail modes with Redis
-# down, reload (good and bad files) and drain on SIGTERM.
+# frames (each closes only its own connection), the idle timeout, fail
+# modes with Redis down, reload (good and bad files) and drain on SIGTERM.
 . "$(dirname "$0")/../lib.sh"
 RP=$(port 1); AP=$(port 2)
 CLIENT="$TOOLS/spop-client"
@@ -10,6 +10,7 @@ cat >"$TMP/policy.yaml" <<YAML
 listen: 127.0.0.1:$AP
 workers: 2
 redis: { url: "redis://127.0.0.1:$RP/0", timeout: 100ms }
+idle_timeout: 300ms
 rules:
   - name: tenant
     message: rl-request
@@ -94,6 +95,17 @@ out=$(c -x "00000012 03 00000001 01 01 06 726c2d726571 01 01 78 08")
 echo "$out" | grep -q 'disconnect status=4'; ok $? "truncated typed data in a NOTIFY gets status 4"
 out=$(c rl-request tenant=s:after)
 expect_eq "$(echo "$out" | field status)" "0" "other connections keep being served"
+
+# idle_timeout 300ms: a silent connection gets DISCONNECT status 2
+# (timeout); one that sends a NOTIFY every 200 ms is kept past it.
+t0=$EPOCHREALTIME
+out=$(c -x "" -t 2000)
+ms=$(awk -v a="$t0" -v b="$EPOCHREALTIME" 'BEGIN { printf "%d", (b - a) * 1000 }')
+echo "$out" | grep -q 'disconnect status=2'; ok $? "an idle connection gets DISCONNECT status 2"
+[ "$ms" -ge 250 ] && [ "$ms" -lt 1500 ]; ok $? "at the idle timeout, 300 ms, not before (${ms} ms)"
+out=$(c -n 4 -g 200 -W -t 2000 rl-request tenant=s:steady)
+expect_eq "$(echo "$out" | grep -c '^ack')" 4 "a peer sending every 200 ms keeps its connection past 300 ms"
+echo "$out" | grep -q 'disconnect status=2'; ok $? "and gets the idle DISCONNECT once it falls silent"
 
 # reload: a broken file is refused, a good one applies
 cp "$TMP/policy.yaml" "$TMP/good.yaml"

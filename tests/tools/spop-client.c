@@ -4,7 +4,7 @@
  * variables as one line of name=value pairs, in frame-id order.
  *
  *   spop-client [-a ADDR] [-n COUNT] [-P PIPELINE] [-H] [-x HEX] [-s SID]
- *               MESSAGE [NAME=TYPE:VALUE]...
+ *               [-g MS] [-W] MESSAGE [NAME=TYPE:VALUE]...
  *
  * ADDR is host:port or unix:/path. TYPE is s (string), i (int64), 4 (IPv4),
  * 6 (IPv6), n (null; VALUE ignored). -n sends COUNT NOTIFYs, -P keeps up to
@@ -14,6 +14,9 @@
  * instead of the HELLO. A DISCONNECT from
  * the agent prints "disconnect status=N". Every wait is bounded (-t ms).
  * -F announces another max-frame-size than HAProxy's default 16380.
+ * -g MS waits MS ms before each NOTIFY after the first (a slow, steady
+ * peer); -W then stays connected and prints what the agent sends until
+ * -t passes with nothing (its idle DISCONNECT, say).
  * Exit status 0 when every NOTIFY got its ACK.
  */
 #include <arpa/inet.h>
@@ -246,10 +249,10 @@ main(int argc, char **argv)
 	const char *addr = "127.0.0.1:12345", *hex = NULL;
 	long count = 1, pipeline = 1, sent = 0, acked = 0;
 	uint64_t sid = 1;
-	int ch, health = 0, raw_first = 0, fd, n, r;
+	int ch, health = 0, raw_first = 0, linger = 0, gap_ms = 0, fd, n, r;
 	struct spop_frame f;
 
-	while ((ch = getopt(argc, argv, "a:n:P:Hx:Rs:t:F:")) != -1) {
+	while ((ch = getopt(argc, argv, "a:n:P:Hx:Rs:t:F:g:W")) != -1) {
 		switch (ch) {
 		case 'a': addr = optarg; break;
 		case 'n': count = atol(optarg); break;
@@ -260,6 +263,8 @@ main(int argc, char **argv)
 		case 's': sid = strtoull(optarg, NULL, 10); break;
 		case 't': timeout_ms = atoi(optarg); break;
 		case 'F': max_frame = (uint32_t)strtoul(optarg, NULL, 10); break;
+		case 'g': gap_ms = atoi(optarg); break;
+		case 'W': linger = 1; break;
 		default: return 2;
 		}
 	}
@@ -297,6 +302,8 @@ main(int argc, char **argv)
 		return 0;
 	while (acked < count) {
 		while (sent < count && sent - acked < pipeline) {
+			if (gap_ms > 0 && sent > 0)
+				poll(NULL, 0, gap_ms);
 			if (send_notify(fd, sid, (uint64_t)sent + 1, argc, argv) == -1)
 				return 1;
 			sent++;
@@ -310,6 +317,12 @@ main(int argc, char **argv)
 		if (r < 0)
 			return 1;
 		acked += r;
+	}
+	while (linger && (n = read_frame(fd, &f)) > 0) {
+		r = print_frame(&f);
+		consume(n);
+		if (r < 0)
+			break;
 	}
 	fflush(stdout);
 	return 0;

@@ -8,6 +8,7 @@
  */
 #include <arpa/inet.h>
 #include <criterion/criterion.h>
+#include <stdio.h>
 #include <string.h>
 
 #include "keys.h"
@@ -313,6 +314,31 @@ Test(keys, long_values_hashed_distinct_and_bounded)
 	             KEYS_HASH_LEN - 1);
 	cr_assert_eq(k1[199], '}');
 	cr_assert_eq(strncmp(k1, k2, 200 - 1 - KEYS_HASH_LEN), 0);
+	keys_free(t);
+}
+
+/* The digest covers the whole text, prefix included: its first 64 bits
+ * are FNV-1a 64 of "rl:{login:u:" + the value, computed here on its own. */
+Test(keys, long_key_digest_is_fnv1a_of_the_whole_text)
+{
+	struct tmpl *t = compile_ok("u:{user}");
+	char v[400], k[256], want[17];
+	const char *text[] = { "rl:{login:u:", v };
+	uint64_t h = 0xcbf29ce484222325ULL;
+	size_t len;
+
+	memset(v, 'q', sizeof(v) - 1);
+	v[sizeof(v) - 1] = '\0';
+	v[5] = 'Z';			/* in the stored prefix */
+	for (int i = 0; i < 2; i++)
+		for (const char *p = text[i]; *p; p++)
+			h = (h ^ (unsigned char)*p) * 0x100000001b3ULL;
+	snprintf(want, sizeof(want), "%016llx", (unsigned long long)h);
+	msg_reset();
+	add_str("user", v);
+	cr_assert_eq(keys_expand(t, &msg, "rl:{login:", "}", k, 200, &len), 0);
+	cr_assert_eq(strncmp(k + 200 - KEYS_HASH_LEN, want, 16), 0,
+	             "digest %.16s, want %s", k + 200 - KEYS_HASH_LEN, want);
 	keys_free(t);
 }
 

@@ -1142,6 +1142,39 @@ Test(spop, ack_with_set_var_of_every_type_and_unset_var_round_trips)
 	cr_assert_eq(spop_next_action(&it, &act, &scope, &name, &v, &st), 0);
 }
 
+/* A name of 240 bytes or more takes a two-byte length varint. */
+Test(spop, set_var_with_a_long_name_round_trips)
+{
+	char buf[1024], longname[300];
+	struct spop_writer w;
+	struct spop_frame f;
+	struct spop_iter it;
+	struct spop_data v;
+	struct spop_str name;
+	int st = -1, n, act, scope;
+
+	memset(longname, 'n', sizeof(longname));
+	spop_w_begin(&w, buf, sizeof(buf), SPOP_FRM_ACK, 1, 1);
+	spop_w_set_var_str(&w, SPOP_SCOPE_TXN, "policy", "p", 1);
+	v.type = SPOP_DATA_INT64;
+	v.v.i = 5;
+	spop_w_set_var(&w, SPOP_SCOPE_TXN, longname, sizeof(longname), &v);
+	n = spop_w_end(&w);
+	cr_assert_gt(n, 0);
+	decode_ok(buf, (size_t)n, &f);
+	it.p = f.payload;
+	it.end = f.payload + f.len;
+	cr_assert_eq(spop_next_action(&it, &act, &scope, &name, &v, &st), 1);
+	cr_assert(str_is(name, "policy"));
+	cr_assert(str_is(v.v.str, "p"));
+	cr_assert_eq(spop_next_action(&it, &act, &scope, &name, &v, &st), 1);
+	cr_assert_eq(act, SPOP_ACT_SET_VAR);
+	cr_assert_eq(name.len, sizeof(longname));
+	cr_assert_eq(memcmp(name.ptr, longname, sizeof(longname)), 0);
+	cr_assert_eq(v.v.i, 5);
+	cr_assert_eq(spop_next_action(&it, &act, &scope, &name, &v, &st), 0);
+}
+
 Test(spop, action_bytes_match_the_spec)
 {
 	char buf[64];
