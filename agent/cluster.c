@@ -628,7 +628,8 @@ batch_rules(const struct batch *b, int64_t (*t)[LIM_SCRIPT_RULE],
 		for (int k = 0; k < b->parts[i].n; k++, j++) {
 			part_check(&b->parts[i], k, &v);
 			codes[j] = lim_script_code(store_script_rule(t, &nrules,
-			                           v.algo, v.p), v.op, (int)v.flags);
+			                           v.algo, v.p), v.op, (int)v.flags,
+			                           v.cost);
 		}
 	return nrules;
 }
@@ -674,7 +675,8 @@ batch_build(struct batch *b)
 		for (int k = 0; k < b->parts[i].n; k++, j++) {
 			part_check(&b->parts[i], k, &v);
 			arg_int(b, &ap, codes[j]);
-			arg_int(b, &ap, v.cost);
+			if (lim_script_has_cost(codes[j]))
+				arg_int(b, &ap, v.cost);
 			if (lim_script_has_member(v.algo))
 				arg_copy(b, &ap, v.member, v.memberlen);
 		}

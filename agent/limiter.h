@@ -16,13 +16,14 @@
  *           algo p1 p2 p3
  *         with p1..p3 as lim_script_params() gives them (each distinct
  *         tuple once per call); then for each of the R requests: C, then
- *         C checks of LIM_SCRIPT_FIELDS fields each, plus a member for
+ *         C checks of up to LIM_SCRIPT_FIELDS fields each, plus a member for
  *         sliding-log and concurrency (lim_script_has_member()):
- *           code cost [member]
- *         with code = rule * 8 + op * 2 + shadow (lim_script_code(): rule
- *         the 1-based index of the check's tuple, shadow 1 for
- *         LIM_FL_SHADOW), and member a unique id (sliding-log) or the
- *         request id (concurrency).
+ *           code [cost] [member]
+ *         with code = (rule * 8 + op * 2 + shadow) * 2 + has_cost
+ *         (lim_script_code(): rule the 1-based index of the check's tuple,
+ *         shadow 1 for LIM_FL_SHADOW, has_cost 0 when the cost is 1 and
+ *         not sent), and member a unique id (sliding-log) or the request
+ *         id (concurrency).
  *   Reply a flat array, LIM_SCRIPT_RESULT ints per check, in order:
  *           allowed remaining retry_after_us next_us full_us
  *         allowed is 1, 0, or -1 for a cost that can never fit.
@@ -39,7 +40,7 @@
 #include <stdint.h>
 
 #define LIM_SCRIPT_RULE   4	/* algo p1 p2 p3 */
-#define LIM_SCRIPT_FIELDS 2	/* code cost, + member (log, concurrency) */
+#define LIM_SCRIPT_FIELDS 2	/* code [cost], + member (log, concurrency) */
 #define LIM_SCRIPT_RESULT 5
 #define LIM_USEC_PER_SEC  1000000LL
 
@@ -70,11 +71,20 @@ enum lim_op {
 
 #define LIM_FL_SHADOW 0x1
 
-/* The script's per-check code (contract above): <rule> is 1-based. */
+/* The script's per-check code (contract above): <rule> is 1-based. The
+ * usual cost, 1, is implied: its argument is left out. */
 static inline long long
-lim_script_code(int rule, int op, int flags)
+lim_script_code(int rule, int op, int flags, int64_t cost)
 {
-	return (long long)rule * 8 + (op & 3) * 2 + (flags & LIM_FL_SHADOW);
+	return ((long long)rule * 8 + (op & 3) * 2 + (flags & LIM_FL_SHADOW)) * 2
+	       + (cost != 1);
+}
+
+/* 1 if the check with <code> sends its cost after it. */
+static inline int
+lim_script_has_cost(long long code)
+{
+	return (int)(code & 1);
 }
 
 /* 1 if checks of <algo> carry a member in the script's ARGV. */

@@ -446,10 +446,11 @@ store_script_rule(int64_t (*t)[LIM_SCRIPT_RULE], int *n, int algo,
 }
 
 /* Fills st->rules and st->codes for the <nchecks> checks of <b>; returns
- * the number of rule tuples, and counts the members in <*nmembers>. */
+ * the number of rule tuples, and counts the costs sent (those other than
+ * 1) in <*ncosts> and the members in <*nmembers>. */
 static int
 batch_rules(struct store *st, const struct batch *b, int nchecks,
-            int *nmembers)
+            int *ncosts, int *nmembers)
 {
 	int nrules = 0, k = 0;
 
@@ -460,7 +461,7 @@ batch_rules(struct store *st, const struct batch *b, int nchecks,
 		st->codes = xrealloc(st->codes, (size_t)nchecks *
 		                     sizeof(*st->codes));
 	}
-	*nmembers = 0;
+	*ncosts = *nmembers = 0;
 	for (int i = 0; i < b->n; i++) {
 		const struct store_req *sr = b->ent[i].sr;
 
@@ -470,7 +471,9 @@ batch_rules(struct store *st, const struct batch *b, int nchecks,
 
 			lim_script_params(&c->lim, p);
 			st->codes[k] = lim_script_code(store_script_rule(st->rules,
-			                &nrules, c->lim.algo, p), c->op, c->flags);
+			                &nrules, c->lim.algo, p), c->op, c->flags,
+			                c->cost);
+			*ncosts += lim_script_has_cost(st->codes[k]);
 			*nmembers += lim_script_has_member(c->lim.algo);
 		}
 	}
@@ -490,7 +493,8 @@ put_requests(struct store *st, struct batch *b)
 			const struct check *c = &sr->checks[sr->index[j]];
 
 			arg_int(b, st->codes[k]);
-			arg_int(b, c->cost);
+			if (lim_script_has_cost(st->codes[k]))
+				arg_int(b, c->cost);
 			if (lim_script_has_member(c->lim.algo))
 				arg_str(b, c->member, c->memberlen);
 		}
@@ -506,10 +510,9 @@ batch_take(struct store *st)
 {
 	struct batch *b = batch_get(st);
 	size_t strings = 0;
-	int nchecks = take_requests(st, b, &strings), nmembers;
-	int nrules = batch_rules(st, b, nchecks, &nmembers);
-	int nints = 3 + nrules * LIM_SCRIPT_RULE + b->n +
-	            nchecks * LIM_SCRIPT_FIELDS;
+	int nchecks = take_requests(st, b, &strings), ncosts, nmembers;
+	int nrules = batch_rules(st, b, nchecks, &ncosts, &nmembers);
+	int nints = 3 + nrules * LIM_SCRIPT_RULE + b->n + nchecks + ncosts;
 
 	b->argc = 2 + nchecks + nints + nmembers;
 	/* an argument is at most "$20\r\n" + 20 digits + "\r\n" */

@@ -27,7 +27,7 @@ struct ev_loop;
 struct store;
 struct metrics_worker;
 
-#define STORE_BATCH_MAX 64	/* requests per script call */
+#define STORE_BATCH_MAX 128	/* requests per script call */
 #define STORE_RULE_SCAN 16	/* rule tuples searched for a repeat */
 
 enum store_err {

@@ -8,6 +8,11 @@
 -- TIME in µs. Each request is two-phase: evaluate all its checks (reads
 -- only), then write all of them only if no non-shadow CHECK denied.
 
+-- Globals read once: a global is a table lookup on every use.
+local call, tonumber, floor = redis.call, tonumber, math.floor
+local min, max, format = math.min, math.max, string.format
+local KEYS, ARGV, unpack = KEYS, ARGV, unpack
+
 local CHECK, FORCE, RELEASE, PEEK = 0, 1, 2, 3
 local GCRA, TB, LEAKY, FW, SW, LOG, CONC = 0, 1, 2, 3, 4, 5, 6
 local COST_MAX = 4294967296
@@ -16,17 +21,17 @@ local MICRO = 1000000
 local DAY = 86400000000
 local MARGIN_MS = 1000
 
-local t = redis.call('TIME')
+local t = call('TIME')
 local now = tonumber(t[1]) * 1000000 + tonumber(t[2])
 
 -- Integers as decimal strings. '%d' formats a C long (exact below 2^53
 -- here); '%.0f' and passing numbers to redis.call (%.17g) go through the
 -- slow float printer.
-local function s(n) return string.format('%d', n) end
+local function s(n) return format('%d', n) end
 
 -- floor(a / b) for 0 <= a < 2^53, b > 0, corrected for double rounding.
 local function idiv(a, b)
-	local q = math.floor(a / b)
+	local q = floor(a / b)
 	if q * b > a then q = q - 1 elseif (q + 1) * b <= a then q = q + 1 end
 	return q
 end
@@ -87,7 +92,7 @@ end
 
 local function gcra_eval(c)
 	local ei, tol = c.p1, c.p2 + c.p3
-	local tat = num(redis.call('GET', c.key)) or 0
+	local tat = num(call('GET', c.key)) or 0
 	if tat < now then tat = now end
 	c.tat = tat
 	if c.cost > idiv(tol, ei) then
@@ -103,10 +108,10 @@ end
 local function gcra_commit(c)
 	local ei, tol = c.p1, c.p2 + c.p3
 	local cmax = idiv(2 * tol, ei) + 1
-	local new = c.tat + ei * math.min(c.cost, cmax)
-	local cap = math.max(now + 2 * tol, c.tat)
+	local new = c.tat + ei * min(c.cost, cmax)
+	local cap = max(now + 2 * tol, c.tat)
 	if new > cap then new = cap end
-	redis.call('SET', c.key, s(new), 'PX', s(ceil_ms(new - now)))
+	call('SET', c.key, s(new), 'PX', s(ceil_ms(new - now)))
 end
 
 -- ---- token bucket: p1 = N, p2 = P, p3 = burst; hash t (millionths), l ---
@@ -115,7 +120,7 @@ end
 local function tb_view(c)
 	local full, rate_m = c.p3 * MICRO, c.p1 * MICRO
 	local v = { tok = full, base = full, el = 0 }
-	local r = redis.call('HMGET', c.key, 't', 'l')
+	local r = call('HMGET', c.key, 't', 'l')
 	if not r[1] then return v end
 	local tok, last = tonumber(r[1]), tonumber(r[2])
 	local need = full - tok
@@ -162,11 +167,11 @@ end
 
 local function tb_commit(c)
 	local full = c.p3 * MICRO
-	local tok = c.tok - math.min(c.cost, 2 * c.p3) * MICRO
+	local tok = c.tok - min(c.cost, 2 * c.p3) * MICRO
 	if tok < -full then tok = -full end
-	redis.call('HSET', c.key, 't', s(tok), 'l', s(now))
+	call('HSET', c.key, 't', s(tok), 'l', s(now))
 	local ttl = muldiv_ceil(full - tok, c.p2, c.p1 * MICRO)
-	redis.call('PEXPIRE', c.key, s(math.max(1, ceil_ms(ttl))))
+	call('PEXPIRE', c.key, s(max(1, ceil_ms(ttl))))
 end
 
 -- ---- windows: p1 = L, p2 = W, p3 = calendar (fixed only) ----------------
@@ -212,7 +217,7 @@ local function fw_eval(c)
 	local idx, st, en = bounds(c)
 	c.wkey = c.key .. ':' .. s(idx)
 	c.en = en
-	local count = num(redis.call('GET', c.wkey)) or 0
+	local count = num(call('GET', c.wkey)) or 0
 	local L = c.p1
 	if c.cost > L then
 		return res(-1, max0(L - count), 0, en - now, en - now), c.op == FORCE
@@ -225,8 +230,8 @@ local function fw_eval(c)
 end
 
 local function fw_commit(c)
-	redis.call('INCRBY', c.wkey, s(c.cost))
-	redis.call('PEXPIRE', c.wkey, s(ceil_ms(c.en - now) + MARGIN_MS))
+	call('INCRBY', c.wkey, s(c.cost))
+	call('PEXPIRE', c.wkey, s(ceil_ms(c.en - now) + MARGIN_MS))
 end
 
 -- largest x in [0, W] with floor(a * x / W) <= t, for 0 <= t < a
@@ -246,8 +251,8 @@ local function sw_eval(c)
 	c.wkey = c.key .. ':' .. s(idx)
 	c.st = st
 	local v = {
-		cur = num(redis.call('GET', c.wkey)) or 0,
-		prev = num(redis.call('GET', c.key .. ':' .. s(idx - 1))) or 0,
+		cur = num(call('GET', c.wkey)) or 0,
+		prev = num(call('GET', c.key .. ':' .. s(idx - 1))) or 0,
 		w = c.p2, e = now - st,
 	}
 	local L = c.p1
@@ -268,8 +273,8 @@ local function sw_eval(c)
 end
 
 local function sw_commit(c)
-	redis.call('INCRBY', c.wkey, s(c.cost))
-	redis.call('PEXPIRE', c.wkey,
+	call('INCRBY', c.wkey, s(c.cost))
+	call('PEXPIRE', c.wkey,
 		s(ceil_ms(c.st + 2 * c.p2 - now) + MARGIN_MS))
 end
 
@@ -278,10 +283,10 @@ end
 local function zscore_at(key, lo, hi, offset, rev)
 	local r
 	if rev then
-		r = redis.call('ZREVRANGEBYSCORE', key, hi, lo, 'WITHSCORES',
+		r = call('ZREVRANGEBYSCORE', key, hi, lo, 'WITHSCORES',
 			'LIMIT', offset, 1)
 	else
-		r = redis.call('ZRANGEBYSCORE', key, lo, hi, 'WITHSCORES',
+		r = call('ZRANGEBYSCORE', key, lo, hi, 'WITHSCORES',
 			'LIMIT', offset, 1)
 	end
 	if r[2] then return tonumber(r[2]) end
@@ -291,7 +296,7 @@ end
 local function log_eval(c)
 	local L, W = c.p1, c.p2
 	local lo = '(' .. s(now - W)
-	local live = redis.call('ZCOUNT', c.key, lo, '+inf')
+	local live = call('ZCOUNT', c.key, lo, '+inf')
 	local after, retry = live, 0
 	local oldest = zscore_at(c.key, lo, '+inf', 0, false) or now
 	local newest = zscore_at(c.key, lo, '+inf', 0, true) or now
@@ -313,28 +318,28 @@ end
 
 local function log_commit(c)
 	local L, W = c.p1, c.p2
-	redis.call('ZREMRANGEBYSCORE', c.key, '-inf', s(now - W))
+	call('ZREMRANGEBYSCORE', c.key, '-inf', s(now - W))
 	local m = c.member
 	if m == '' then m = s(now) .. '.' .. c.idx end
-	local add, ts = math.min(c.cost, L), s(now)
+	local add, ts = min(c.cost, L), s(now)
 	for i = 1, add do
-		if i == 1 then redis.call('ZADD', c.key, ts, m)
-		else redis.call('ZADD', c.key, ts, m .. '#' .. i) end
+		if i == 1 then call('ZADD', c.key, ts, m)
+		else call('ZADD', c.key, ts, m .. '#' .. i) end
 	end
-	local card = redis.call('ZCARD', c.key)
+	local card = call('ZCARD', c.key)
 	if card > L then
-		redis.call('ZREMRANGEBYRANK', c.key, 0, card - L - 1)
+		call('ZREMRANGEBYRANK', c.key, 0, card - L - 1)
 	end
-	redis.call('PEXPIRE', c.key, s(math.max(1, ceil_ms(W))))
+	call('PEXPIRE', c.key, s(max(1, ceil_ms(W))))
 end
 
 -- ---- concurrency: p1 = L, p2 = lease; zset member -> expiry ---------------
 
 -- earliest and latest live expiries of members other than <m>
 local function conc_others(key, lo, m)
-	local a = redis.call('ZRANGEBYSCORE', key, lo, '+inf', 'WITHSCORES',
+	local a = call('ZRANGEBYSCORE', key, lo, '+inf', 'WITHSCORES',
 		'LIMIT', 0, 2)
-	local b = redis.call('ZREVRANGEBYSCORE', key, '+inf', lo, 'WITHSCORES',
+	local b = call('ZREVRANGEBYSCORE', key, '+inf', lo, 'WITHSCORES',
 		'LIMIT', 0, 2)
 	local e, l
 	if a[1] and a[1] ~= m then e = tonumber(a[2])
@@ -357,8 +362,8 @@ end
 local function conc_eval(c)
 	local L = c.p1
 	local lo = '(' .. s(now)
-	local live = redis.call('ZCOUNT', c.key, lo, '+inf')
-	local sc = num(redis.call('ZSCORE', c.key, c.member))
+	local live = call('ZCOUNT', c.key, lo, '+inf')
+	local sc = num(call('ZSCORE', c.key, c.member))
 	local has = sc ~= nil and sc > now
 	local e, l = conc_others(c.key, lo, c.member)
 	local others = live
@@ -381,14 +386,14 @@ local function conc_eval(c)
 end
 
 local function conc_commit(c)
-	redis.call('ZREMRANGEBYSCORE', c.key, '-inf', s(now))
-	redis.call('ZREM', c.key, c.member)
+	call('ZREMRANGEBYSCORE', c.key, '-inf', s(now))
+	call('ZREM', c.key, c.member)
 	if c.op == RELEASE or c.cost <= 0 then return end
-	if redis.call('ZCARD', c.key) >= c.p1 then
-		redis.call('ZREMRANGEBYRANK', c.key, 0, 0)
+	if call('ZCARD', c.key) >= c.p1 then
+		call('ZREMRANGEBYRANK', c.key, 0, 0)
 	end
-	redis.call('ZADD', c.key, s(now + c.p2), c.member)
-	redis.call('PEXPIRE', c.key, s(math.max(1, ceil_ms(c.p2))))
+	call('ZADD', c.key, s(now + c.p2), c.member)
+	call('PEXPIRE', c.key, s(max(1, ceil_ms(c.p2))))
 end
 
 -- ---- dispatch -------------------------------------------------------------
@@ -436,11 +441,11 @@ local val_
 if #KEYS == 0 then
 	val_ = {}
 elseif #KEYS <= 512 then
-	val_ = redis.call('MGET', unpack(KEYS))
+	val_ = call('MGET', unpack(KEYS))
 else			-- unpack() has a stack limit
 	val_ = {}
 	for b = 1, #KEYS, 512 do
-		local r = redis.call('MGET', unpack(KEYS, b, math.min(b + 511, #KEYS)))
+		local r = call('MGET', unpack(KEYS, b, min(b + 511, #KEYS)))
 		for j = 1, #r do val_[b + j - 1] = r[j] end
 	end
 end
@@ -483,7 +488,7 @@ local function gcra_fast_commit(key, tat, cost, ei, tol)
 	if tat > cap then cap = tat end
 	if new > cap then new = cap end
 	seen_[key] = new
-	redis.call('SET', key, s(new), 'PX', s(idiv(new - now + 999, 1000)))
+	call('SET', key, s(new), 'PX', s(idiv(new - now + 999, 1000)))
 end
 
 -- the rule tuples: algo p1 p2 p3 (tol = p2 + p3 for GCRA / leaky bucket)
@@ -513,13 +518,18 @@ for _ = 1, tonumber(ARGV[1]) do
 	a = a + 1
 	local veto = false
 	for i = 1, n do
-		-- code = rule * 8 + op * 2 + shadow
-		local code, cost = tonumber(ARGV[a]), tonumber(ARGV[a + 1])
+		-- code = (rule * 8 + op * 2 + shadow) * 2 + has_cost; cost 1
+		-- when it is not sent
+		local code, cost = tonumber(ARGV[a]), 1
+		a = a + 1
+		if code % 2 == 1 then
+			cost, a = tonumber(ARGV[a]), a + 1
+		end
+		code = (code - code % 2) / 2
 		local shadow = code % 2
 		local op = (code - shadow) / 2 % 4
 		local r = (code - shadow - 2 * op) / 8
 		local algo, allowed = ralgo[r], nil
-		a = a + 2
 		if algo == GCRA or algo == LEAKY then
 			local ei = rp1[r]
 			allowed, charge_[i], tat_[i], cost_[i] =

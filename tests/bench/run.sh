@@ -201,7 +201,7 @@ say "naive design: redis-benchmark, $NAIVE_N x one EVALSHA per decision"
 redis-cli -p "$RP" flushall >/dev/null
 r0=$(rcpu); k0=$(rcalls)
 timeout 60 redis-benchmark -p "$RP" -n "$NAIVE_N" -c "$SPOP_C" -P "$PIPE" -r "$TENANTS" -q \
-	EVALSHA "$SHA" 1 'rl:{tenant:tenant:t__rand_int__}' 1 1 0 1000 1000000 0 1 8 1 \
+	EVALSHA "$SHA" 1 'rl:{tenant:tenant:t__rand_int__}' 1 1 0 1000 1000000 0 1 16 \
 	2>&1 | tr '\r' '\n' | grep 'requests per second' | tail -n 1 >"$OUT/naive.out"
 r1=$(rcpu); k1=$(rcalls)
 R[nv.rps]=$(grep -o '[0-9.]* requests per second' "$OUT/naive.out" | cut -d' ' -f1)

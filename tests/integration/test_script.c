@@ -120,6 +120,7 @@ static void
 call_request(struct call *k, const struct chk *c, int n)
 {
 	int64_t pp[3];
+	long long code;
 	int i, rule;
 
 	add_arg(k, "%lld", n, NULL);
@@ -128,9 +129,10 @@ call_request(struct call *k, const struct chk *c, int n)
 		lim_script_params(c[i].p, pp);
 		cr_assert(k->nrules < 64);
 		rule = store_script_rule(k->rules, &k->nrules, c[i].p->algo, pp);
-		add_arg(k, "%lld", lim_script_code(rule, c[i].op, c[i].flags),
-		        NULL);
-		add_arg(k, "%lld", c[i].cost, NULL);
+		code = lim_script_code(rule, c[i].op, c[i].flags, c[i].cost);
+		add_arg(k, "%lld", code, NULL);
+		if (lim_script_has_cost(code))
+			add_arg(k, "%lld", c[i].cost, NULL);
 		if (lim_script_has_member(c[i].p->algo))
 			add_arg(k, NULL, 0, c[i].member ? c[i].member : "");
 	}

@@ -778,6 +778,18 @@ Test(limiter, quota_and_window)
 	cr_expect(v[0] == 100000 && v[1] == 10000000 && v[2] == 0);
 }
 
+/* The script's per-check code: (rule * 8 + op * 2 + shadow) * 2, plus 1
+ * when a cost other than 1 follows it. */
+Test(limiter, script_code_leaves_out_a_cost_of_one)
+{
+	cr_expect_eq(lim_script_code(1, LIM_OP_CHECK, 0, 1), 16);
+	cr_expect_eq(lim_script_has_cost(lim_script_code(1, LIM_OP_CHECK, 0, 1)), 0);
+	cr_expect_eq(lim_script_code(1, LIM_OP_CHECK, 0, 3), 17);
+	cr_expect_eq(lim_script_has_cost(lim_script_code(1, LIM_OP_CHECK, 0, 0)), 1);
+	cr_expect_eq(lim_script_code(2, LIM_OP_PEEK, LIM_FL_SHADOW, 1),
+	             (2 * 8 + LIM_OP_PEEK * 2 + 1) * 2);
+}
+
 Test(limiter, params_init_rejects_bad_values)
 {
 	struct lim_params p;
