@@ -16,8 +16,10 @@
 #      connections.
 #   3. HTTP through the real haproxy, driven by wrk at fixed connection
 #      counts: (a) no limiter, (b) stick-table limiter, (c) agent + Redis,
-#      (d) (c) with one tenant flooding a denied key, the shipped
-#      haproxy/haproxy.cfg, and (a)/(c) again at half of (c)'s rate.
+#      (d) (c) with one tenant flooding a denied key, (c_local) (c) with
+#      the rule in the agent's local tier (SPOE without Redis), the
+#      shipped haproxy/haproxy.cfg, and (a)/(c) again at half of (c)'s
+#      rate.
 #      CPU per request of haproxy, agent, Redis and wrk for each.
 # Prints a table and writes it to $BUILD/bench/results.md (raw outputs next
 # to it). Knobs: BENCH_DURATION (s per measured run, 10), BENCH_CONNS (wrk
@@ -140,7 +142,7 @@ max_conns: 20000
 redis: { url: "redis://127.0.0.1:$RP/0" }
 local: { max_keys: 200000 }
 rules:
-  - name: flood
+  - name: tenant
     message: rl-request
     key: "tenant:{tenant}"
     algorithm: gcra
@@ -348,6 +350,20 @@ hap_start "$BDIR/a-nolimit.cfg"
 run_wrk a_half "$HALF_C" BENCH_DELAY_MS="$DELAY"
 hap_stop
 
+# (c) again, with the agent deciding in its local tier (store: local): the
+# cost of SPOE itself, HAProxy and the agent, without the Redis round trip.
+say "HTTP (c_local): (c) against an agent with the rule in its local tier"
+start_agent "$TMP/local.yaml" -q -m "127.0.0.1:$LMP"
+LPID=$AGENT_PID
+wait_port "$LAP" || exit 1
+hap_start "$BDIR/c-spoa.cfg" BENCH_AGENT="127.0.0.1:$LAP"
+main_apid=$APID main_mp=$MP
+APID=$LPID MP=$LMP
+run_wrk c_local "$CONNS"
+APID=$main_apid MP=$main_mp
+hap_stop
+stop_pid "$LPID"
+
 say "HTTP: the shipped haproxy/haproxy.cfg as is (backend hop, request log, its response-phase groups)"
 redis-cli -p "$RP" flushall >/dev/null
 hap_start "$ROOT/haproxy/haproxy.cfg" RL_BIND="127.0.0.1:$HP" \
@@ -364,6 +380,7 @@ ms() { case $1 in ''|n/a) echo n/a;; *) num "x = $1 / 1000" 2;; esac; }
 
 R[ratio.ca]=$(div "${R[c.rps]}" "${R[a.rps]}")
 R[ratio.cb]=$(div "${R[c.rps]}" "${R[b.rps]}")
+R[ratio.lb]=$(div "${R[c_local.rps]}" "${R[b.rps]}")
 R[add.p99]=$(num "x = (${R[c.p99]:-0} - ${R[a.p99]:-0}) / 1000" 2)
 R[add.p99half]=$(num "x = (${R[c_half.p99]:-0} - ${R[a_half.p99]:-0}) / 1000" 2)
 R[d.calls_per_denied]=$(div "${R[d.calls]}" "${R[d.denied]}" 4)
@@ -391,23 +408,24 @@ cpu_model=$(sed -n 's/^model name[[:space:]]*: //p' /proc/cpuinfo | head -n 1)
 	echo
 	echo "| path | conns | req/s | p50 ms | p99 ms | non-2xx | sock err | SPOE NOTIFY/req | agent decisions/req | degraded | near-cache hits | EVALSHA/req |"
 	echo "|---|---|---|---|---|---|---|---|---|---|---|---|"
-	for p in a b c d d_hot shipped a_half c_half; do
+	for p in a b c c_local d d_hot shipped a_half c_half; do
 		case $p in
 		a) l="(a) no limiter";; b) l="(b) stick table";; c) l="(c) agent + Redis";;
+		c_local) l="(c_local) (c), rule in the agent's local tier: no Redis";;
 		d) l="(d) flood, one denied tenant (10/s)";; d_hot) l="(d_hot) flood on a 1000/s tenant";; shipped) l="shipped haproxy.cfg";;
 		a_half) l="(a) paced";; c_half) l="(c) paced, ~half of (c)";;
 		esac
 		echo "| $l | ${R[$p.conns]} | ${R[$p.rps]} | $(ms "${R[$p.p50]}") | $(ms "${R[$p.p99]}") | ${R[$p.non2xx]} | ${R[$p.sockerr]} | ${R[$p.notify_per_req]} | ${R[$p.dec_per_req]} | ${R[$p.degraded]} | ${R[$p.nc]} | ${R[$p.calls_per_req]} |"
 	done
 	echo
-	echo "Ratios: (c)/(a) = ${R[ratio.ca]}, (c)/(b) = ${R[ratio.cb]} (req/s); added p99 of (c) over (a): ${R[add.p99]} ms at $CONNS connections, ${R[add.p99half]} ms paced at ~half of (c)'s rate."
+	echo "Ratios: (c)/(a) = ${R[ratio.ca]}, (c)/(b) = ${R[ratio.cb]}, (c_local)/(b) = ${R[ratio.lb]} (req/s); added p99 of (c) over (a): ${R[add.p99]} ms at $CONNS connections, ${R[add.p99half]} ms paced at ~half of (c)'s rate."
 	echo "(d): ${R[d.denied]} requests denied, ${R[d.calls]} EVALSHA calls (${R[d.calls_per_denied]} per denied request), Redis CPU ${R[d.redis_per_denied]} µs per denied request. (d_hot): ${R[d_hot.denied]} denied, ${R[d_hot.calls_per_denied]} EVALSHA calls per denied request."
 	echo
 	echo "### CPU per request (µs, from /proc utime+stime and Redis INFO cpu) and share of one core"
 	echo
 	echo "| path | haproxy | agent | redis | wrk | total µs/req | haproxy % | agent % | redis % | wrk % |"
 	echo "|---|---|---|---|---|---|---|---|---|---|"
-	for p in a b c d d_hot shipped a_half c_half; do
+	for p in a b c c_local d d_hot shipped a_half c_half; do
 		echo "| $p | ${R[$p.hap]} | ${R[$p.agent]} | ${R[$p.redis]} | ${R[$p.wrk]} | ${R[$p.total]} | ${R[$p.hap_pct]} | ${R[$p.agent_pct]} | ${R[$p.redis_pct]} | ${R[$p.wrk_pct]} |"
 	done
 	echo
