@@ -1,7 +1,8 @@
 # The agent on redis+cluster://: three masters with --cluster-enabled on
 # loopback (no replicas). Limits are exact over many tenants spread across
 # slots and under concurrent clients on one key; a request whose rules hash
-# to different slots and is denied in one is charged in none (refunds);
+# to different slots and is denied in one is charged in none (refunds, for
+# gcra, fixed-window, sliding-window, token-bucket and sliding-log);
 # a slot migration gives ASK and then MOVED, which the agent follows with
 # decisions unchanged.
 . "$(dirname "$0")/../lib.sh"
@@ -79,6 +80,20 @@ rules:
     limit: 100
     window: 1h
     fail: open
+  - name: msw
+    message: rl-multi
+    key: "sw:{tenant}"
+    algorithm: sliding-window
+    limit: 100
+    window: 1h
+    fail: open
+  - name: mtb
+    message: rl-multi
+    key: "tb:{tenant}"
+    algorithm: token-bucket
+    rate: 1/min
+    burst: 10
+    fail: open
   - name: mip
     message: rl-multi
     key: "ip:{ip}"
@@ -131,23 +146,32 @@ expect_eq "$(cat "$TMP"/hot?.out | grep -c 'degraded=1')" 0 "none of them was de
 ks() { rcc cluster keyslot "$1"; }
 s_mt=$(ks 'rl:{mt:t:acme}'); s_fw=$(ks 'rl:{mfw:fw:acme}')
 s_log=$(ks 'rl:{mlog:log:acme}'); s_ip=$(ks 'rl:{mip:ip:10.0.0.1}')
-[ "$(printf '%s\n' "$s_mt" "$s_fw" "$s_log" "$s_ip" | sort -u | wc -l)" = 4 ]
-ok $? "the four rules of rl-multi hash to four slots ($s_mt $s_fw $s_log $s_ip)"
+s_sw=$(ks 'rl:{msw:sw:acme}'); s_tb=$(ks 'rl:{mtb:tb:acme}')
+[ "$(printf '%s\n' "$s_mt" "$s_fw" "$s_log" "$s_ip" "$s_sw" "$s_tb" | sort -u | wc -l)" = 6 ]
+ok $? "the six rules of rl-multi hash to six slots ($s_mt $s_fw $s_log $s_ip $s_sw $s_tb)"
 out=$(c -n 2 rl-multi tenant=s:acme ip=4:10.0.0.1)
 expect_eq "$(echo "$out" | field status | tr '\n' ' ')" "0 0 " "two multi-slot requests pass"
 win=$(( $(date +%s) / 3600 ))
-fw() { echo $(( $(rcc get "rl:{mfw:fw:acme}:$win" || echo 0) + 0 + $(rcc get "rl:{mfw:fw:acme}:$((win - 1))" || echo 0) + 0 )); }
+# a window counter, this hour's and the last (the test may cross the hour)
+wc_of() { echo $(( $(rcc get "$1:$win" || echo 0) + 0 + $(rcc get "$1:$((win - 1))" || echo 0) + 0 )); }
+fw() { wc_of 'rl:{mfw:fw:acme}'; }
+sw() { wc_of 'rl:{msw:sw:acme}'; }
+# whole tokens left (the field t is in millionths; at 1/min the refill
+# during the test is under 0.02 of a token)
+tb() { echo $(( $(rcc hget 'rl:{mtb:tb:acme}' t || echo 0) / 1000000 )); }
 tat0=$(rcc get 'rl:{mt:t:acme}')
-expect_eq "$(fw)/$(rcc zcard 'rl:{mlog:log:acme}')" "2/2" "both were charged in every slot"
+expect_eq "$(fw)/$(rcc zcard 'rl:{mlog:log:acme}')/$(sw)/$(tb)" "2/2/2/8" "both were charged in every slot"
 out=$(c -n 3 rl-multi tenant=s:acme ip=4:10.0.0.1)
 expect_eq "$(echo "$out" | field status | tr '\n' ' ')" "429 429 429 " "the ip rule (burst 2) denies the next ones"
 expect_eq "$(echo "$out" | field policy | sort -u)" "mip" "the denying rule is mip"
 expect_eq "$(fw)" 2 "fixed-window: the denied requests were refunded"
 expect_eq "$(rcc zcard 'rl:{mlog:log:acme}')" 2 "sliding-log: the denied requests were refunded"
 expect_eq "$(rcc get 'rl:{mt:t:acme}')" "$tat0" "gcra: the TAT is back where it was"
+expect_eq "$(sw)" 2 "sliding-window: the denied requests were refunded"
+expect_eq "$(tb)" 8 "token-bucket: the denied requests were refunded (8 of 10 tokens left)"
 out=$(c rl-multi tenant=s:acme ip=4:10.0.0.2)
 expect_eq "$(echo "$out" | field status)" 0 "another ip for the same tenant passes"
-expect_eq "$(fw)/$(rcc zcard 'rl:{mlog:log:acme}')" "3/3" "and is charged once"
+expect_eq "$(fw)/$(rcc zcard 'rl:{mlog:log:acme}')/$(sw)/$(tb)" "3/3/3/7" "and is charged once"
 ! grep -q 'redis_refund_lost' "$TMP/agent.log"; ok $? "no refund was lost"
 
 # 4. slot migration: ASK while MIGRATING/IMPORTING, then MOVED
