@@ -220,8 +220,14 @@ rules:
     fail: closed
     missing: skip
 EOF
+	policy_valid "policy valid"
+}
+
+# policy_valid NAME: asserts that agent -c accepts $POLICY; NAME and the
+# start of what -c printed name the assertion.
+policy_valid() {
 	"$AGENT" -c -f "$POLICY" >"$TMP/check.out" 2>&1
-	ok $? "policy valid ($(head -c 200 "$TMP/check.out"))"
+	ok $? "$1 ($(head -c 200 "$TMP/check.out" | tr '\n' ' '))"
 }
 
 # dropped_logs STATS_PORT: log lines that haproxy dropped (show info).

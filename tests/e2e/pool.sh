@@ -187,18 +187,18 @@ nolog=$(awk '$6 == "-"' "$TMP/joined" | wc -l)
 [ "$nolog" -le "$dropped" ]
 ok $? "requests without a log line ($nolog) are HAProxy's dropped log lines (DroppedLogs $dropped)"
 
-# phase LABEL FROM TO: requests started in [FROM, TO), their SPOE errors,
-# worst curl ms, worst spoe ms. before-kill counts only the requests that
-# had finished when agent 2 was killed: one still in flight on agent 2
-# then gets its I/O error (st=257) in the kill..DOWN window's terms.
+# phase LABEL FROM TO [FINISHED]: requests started in [FROM, TO) (with
+# FINISHED 1, also finished before TO), their SPOE errors, worst curl ms,
+# worst spoe ms. before-kill counts only the requests that had finished
+# when agent 2 was killed: one still in flight on agent 2 then gets its
+# I/O error (st=257) in the kill..DOWN window's terms.
 phase() {
-	fin=0; [ "$1" = before-kill ] && fin=1
-	awk -v a="$2" -v z="$3" -v fin=$fin '$1 >= a && $1 + fin * $5 < z { n++; if ($6 != "-" && $6 != 0) e++
+	awk -v a="$2" -v z="$3" -v fin="${4:-0}" '$1 >= a && $1 + fin * $5 < z { n++; if ($6 != "-" && $6 != 0) e++
 		if ($5 > w) w = $5; if ($7 + 0 > s) s = $7 + 0 }
 		END { printf "%d %d %d %d", n, e, w * 1000, s }' "$TMP/joined"
 }
 echo "# phase              reqs  spoe-errors  worst-curl-ms  worst-spoe-ms"
-for ph in "before-kill 0 $(ev kill)" "kill..DOWN $(ev kill) $(ev down)" \
+for ph in "before-kill 0 $(ev kill) 1" "kill..DOWN $(ev kill) $(ev down)" \
 	"DOWN..restart $(ev down) $(ev restart)" "restart..UP $(ev restart) $(ev up)" \
 	"UP..reload $(ev up) $(ev reload)" "reload..end $(ev reload) $(ev end)"; do
 	set -- $ph
