@@ -80,7 +80,12 @@ expect_eq() {
 finish() {
 	echo "$(basename "$0"): $PASS passed, $FAIL failed"
 	if [ "$FAIL" -ne 0 ]; then
-		echo "--- agent log"; tail -n 40 "$TMP/agent.log" 2>/dev/null
+		for f in "$TMP"/agent*.log; do
+			[ -f "$f" ] || continue
+			echo "--- $(basename "$f"): warnings and errors, then the tail"
+			grep -E 'level=(warn|error)' "$f" | head -n 20
+			tail -n 25 "$f"
+		done
 		echo "--- haproxy log"; tail -n 20 "$TMP/haproxy.log" 2>/dev/null
 		exit 1
 	fi

@@ -73,7 +73,9 @@ loop() {
 		n=$((n + 1)); t0=$EPOCHREALTIME
 		w=$(curl -s -o /dev/null -w '%{http_code} %{time_total}' \
 			--max-time 2 -H "X-Tenant: $name" "$URL/$name/$n" 2>/dev/null)
-		echo "$t0 $name $n ${w:-000 2.0}" >>"$TMP/load.$name"
+		# t1, taken after curl exits, is past the request's real end
+		# (curl's time_total leaves out its own start-up).
+		echo "$t0 $name $n ${w:-000 2.0} $EPOCHREALTIME" >>"$TMP/load.$name"
 	done
 }
 cat >"$TMP/count.lua" <<'EOF'
@@ -107,6 +109,8 @@ ok $? "round robin: both agents take traffic (frames $f1 and $f2)"
 # ---- agent 2 killed --------------------------------------------------------------
 event kill
 kill -9 "$A2"; wait "$A2" 2>/dev/null
+# 137 is 128 + SIGKILL: anything else means agent 2 had already died.
+expect_eq "$?" 137 "agent 2 ran until the kill (exit status 128 + SIGKILL)"
 wait_state rl2 0 10
 ok $? "rl2 marked DOWN by the health check after the kill"
 event down
@@ -167,7 +171,7 @@ awk '/"GET \/l[123]\// {
 	}
 	print p, er, ms
 }' "$TMP/haproxy.log" "$TMP/haproxy2.log" >"$TMP/hlog"
-# t0 route n code time error ms
+# t0 route n code time t1 error ms
 awk 'NR == FNR { h[$1] = $2 " " $3; next }
 { k = "/" $2 "/" $3; print $0, (k in h) ? h[k] : "- -" }' "$TMP/hlog" "$TMP/load" >"$TMP/joined"
 total=$(wc -l <"$TMP/joined")
@@ -183,18 +187,18 @@ awk -v b="$BUDGET_MS" '$5 * 1000 > b' "$TMP/joined" | head -5 | sed 's/^/#   slo
 # reload, the new one now). Such a request is checked by curl's result
 # alone; the SPOE error counts below skip it.
 dropped=$((DROPPED_OLD + $(dropped_logs "$STATS_PORT")))
-nolog=$(awk '$6 == "-"' "$TMP/joined" | wc -l)
+nolog=$(awk '$7 == "-"' "$TMP/joined" | wc -l)
 [ "$nolog" -le "$dropped" ]
 ok $? "requests without a log line ($nolog) are HAProxy's dropped log lines (DroppedLogs $dropped)"
 
 # phase LABEL FROM TO [FINISHED]: requests started in [FROM, TO) (with
-# FINISHED 1, also finished before TO), their SPOE errors, worst curl ms,
-# worst spoe ms. before-kill counts only the requests that had finished
-# when agent 2 was killed: one still in flight on agent 2 then gets its
-# I/O error (st=257) in the kill..DOWN window's terms.
+# FINISHED 1, also finished before TO: t1 < TO), their SPOE errors, worst
+# curl ms, worst spoe ms. before-kill counts only the requests that had
+# finished when agent 2 was killed: one still in flight on agent 2 gets
+# its I/O error (st=257), as it should.
 phase() {
-	awk -v a="$2" -v z="$3" -v fin="${4:-0}" '$1 >= a && $1 + fin * $5 < z { n++; if ($6 != "-" && $6 != 0) e++
-		if ($5 > w) w = $5; if ($7 + 0 > s) s = $7 + 0 }
+	awk -v a="$2" -v z="$3" -v fin="${4:-0}" '$1 >= a && (fin ? $6 : $1) < z { n++; if ($7 != "-" && $7 != 0) e++
+		if ($5 > w) w = $5; if ($8 + 0 > s) s = $8 + 0 }
 		END { printf "%d %d %d %d", n, e, w * 1000, s }' "$TMP/joined"
 }
 echo "# phase              reqs  spoe-errors  worst-curl-ms  worst-spoe-ms"
@@ -207,17 +211,19 @@ for ph in "before-kill 0 $(ev kill) 1" "kill..DOWN $(ev kill) $(ev down)" \
 	echo "$1 $n $e $w $s" >>"$TMP/phases"
 done
 # What HAProxy said of any SPOE error (so a CI failure can be read).
-awk '$6 != "-" && $6 != 0 { print "/" $2 "/" $3 " " }' "$TMP/joined" | head -5 >"$TMP/errpaths"
+awk '$7 != "-" && $7 != 0 { print "/" $2 "/" $3 " " }' "$TMP/joined" | head -5 >"$TMP/errpaths"
 [ -s "$TMP/errpaths" ] && grep -h -F -f "$TMP/errpaths" "$TMP/haproxy.log" "$TMP/haproxy2.log" | sed 's/^/#   spoe error: /'
 grep -h -i "spoe" "$TMP/haproxy.log" "$TMP/haproxy2.log" | grep -v '"GET ' | head -10 | sed 's/^/#   haproxy: /'
 pe() { awk -v p="$1" '$1 == p { print $3 }' "$TMP/phases"; }
 expect_eq "$(pe before-kill)" 0 "before the kill: no SPOE errors"
 # Once rl2 is DOWN (0.3 s of slack for the health check result to spread
 # to both HAProxy threads) until the restarted one is UP: all on agent 1.
-e=$(awk -v a="$(ev down)" -v z="$(ev up)" '$1 >= a + 0.3 && $1 < z && $6 != "-" && $6 != 0' "$TMP/joined" | wc -l)
+e=$(awk -v a="$(ev down)" -v z="$(ev up)" '$1 >= a + 0.3 && $1 < z && $7 != "-" && $7 != 0' "$TMP/joined" | wc -l)
 expect_eq "$e" 0 "with rl2 DOWN every request is answered by agent 1 (rl_error=0)"
 expect_eq "$(pe UP..reload)" 0 "after agent 2 rejoins: no SPOE errors"
 expect_eq "$(pe reload..end)" 0 "through the HAProxy reload: no SPOE errors"
+awk -v k="$(ev kill)" '$1 < k && $6 >= k { n++; if ($7 != "-" && $7 != 0) e++ }
+	END { printf "# in flight at the kill: %d requests, %d SPOE errors (agent 2 reset)\n", n, e }' "$TMP/joined"
 echo "# kill..DOWN: $(pe kill..DOWN) requests got the fail mode from HAProxy (txn.rl.error), answered 200"
 
 # wrk (keep-alive, paced): every answer 200.
