@@ -8,10 +8,10 @@
  * decision. Neither this header nor lim_*.c include libev or hiredis.
  *
  * Script contract (EVALSHA <sha> <nkeys> KEYS... ARGV...):
- *   KEYS  one base key per check, in ARGV order. A base key carries a hash
- *         tag, "rl:{<rule>:<key>}", and every key an algorithm derives from
- *         it (window index, ...) appends to it, so one check's keys share
- *         a Redis Cluster slot.
+ *   KEYS  one key per check, in ARGV order, carrying a hash tag,
+ *         "rl:{<rule>:<key>}". A check touches that key alone (the windows
+ *         are fields of a hash, keyed by window index), so a slot
+ *         migration moves all of a check's state at once.
  *   ARGV  R, U, then U rule tuples of LIM_SCRIPT_RULE fields each:
  *           algo p1 p2 p3
  *         with p1..p3 as lim_script_params() gives them (each distinct

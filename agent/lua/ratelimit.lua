@@ -213,11 +213,14 @@ local function bounds(c)
 	return idx, idx * c.p2, idx * c.p2 + c.p2
 end
 
+-- The window counters are fields of a hash at the declared key, so that
+-- in Redis Cluster they move with it: a slot migration's ASK finds them,
+-- and MIGRATE never meets a key already made on the importing node.
 local function fw_eval(c)
 	local idx, st, en = bounds(c)
-	c.wkey = c.key .. ':' .. s(idx)
+	c.idx = idx
 	c.en = en
-	local count = num(call('GET', c.wkey)) or 0
+	local count = num(call('HGET', c.key, s(idx))) or 0
 	local L = c.p1
 	if c.cost > L then
 		return res(-1, max0(L - count), 0, en - now, en - now), c.op == FORCE
@@ -229,9 +232,12 @@ local function fw_eval(c)
 	return res(1, L - count - c.cost, 0, en - now, en - now), c.cost > 0
 end
 
+-- The hash expires with its window, so at most the last window's field
+-- is left to drop.
 local function fw_commit(c)
-	call('INCRBY', c.wkey, s(c.cost))
-	call('PEXPIRE', c.wkey, s(ceil_ms(c.en - now) + MARGIN_MS))
+	call('HINCRBY', c.key, s(c.idx), s(c.cost))
+	call('HDEL', c.key, s(c.idx - 1))
+	call('PEXPIRE', c.key, s(ceil_ms(c.en - now) + MARGIN_MS))
 end
 
 -- largest x in [0, W] with floor(a * x / W) <= t, for 0 <= t < a
@@ -248,11 +254,12 @@ end
 
 local function sw_eval(c)
 	local idx, st = bounds(c)
-	c.wkey = c.key .. ':' .. s(idx)
+	local r = call('HMGET', c.key, s(idx), s(idx - 1))
+	c.idx = idx
 	c.st = st
 	local v = {
-		cur = num(call('GET', c.wkey)) or 0,
-		prev = num(call('GET', c.key .. ':' .. s(idx - 1))) or 0,
+		cur = num(r[1]) or 0,
+		prev = num(r[2]) or 0,
 		w = c.p2, e = now - st,
 	}
 	local L = c.p1
@@ -272,9 +279,11 @@ local function sw_eval(c)
 	return res(allowed, max0(L - est), retry, nxt, sw_until(v, 0)), charge
 end
 
+-- Fields: this window and the last; the hash lives two windows.
 local function sw_commit(c)
-	call('INCRBY', c.wkey, s(c.cost))
-	call('PEXPIRE', c.wkey,
+	call('HINCRBY', c.key, s(c.idx), s(c.cost))
+	call('HDEL', c.key, s(c.idx - 2))
+	call('PEXPIRE', c.key,
 		s(ceil_ms(c.st + 2 * c.p2 - now) + MARGIN_MS))
 end
 

@@ -48,12 +48,13 @@ local function civil(z)
 	return y, m
 end
 
-local function window_key(c)
+-- The hash field of the window charged at c.at (ratelimit.lua's bounds).
+local function window_field(c)
 	if c.algo == FW and c.p3 == 2 then
 		local y, m = civil(idiv(c.at, DAY))
-		return c.key .. ':' .. s(y * 12 + m - 1)
+		return s(y * 12 + m - 1)
 	end
-	return c.key .. ':' .. s(idiv(c.at, c.p2))
+	return s(idiv(c.at, c.p2))
 end
 
 local function gcra(c)
@@ -78,10 +79,10 @@ local function tb(c)
 end
 
 local function counter(c)
-	local k = window_key(c)
-	local n = tonumber(redis.call('GET', k) or '')
+	local f = window_field(c)
+	local n = tonumber(redis.call('HGET', c.key, f) or '')
 	if not n or n <= 0 then return end
-	redis.call('DECRBY', k, s(math.min(c.cost, n)))
+	redis.call('HINCRBY', c.key, f, s(-math.min(c.cost, n)))
 end
 
 local function log(c)

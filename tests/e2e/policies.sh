@@ -224,10 +224,11 @@ expect_eq "$c $(member RateLimit-Policy monthly)" '200 "monthly";q=5000000;w=259
 c=$(req -H 'X-Tenant: q1' -H 'X-Api-Key: k' "$URL/")
 expect_eq "$c $(member RateLimit-Policy api-key-hourly)" '200 "api-key-hourly";q=5000;w=3600' \
 	"monthly-quota: with an API key the hourly rule applies too"
-mk=$($RC --scan --pattern 'rl:{monthly:tenant:q1}:*' | head -1)
-dk=$($RC --scan --pattern 'rl:{daily:tenant:q1}:*' | head -1)
-expect_eq "$($RC GET "$mk") $($RC GET "$dk")" "2 2" "monthly-quota: the month and day counters in Redis count q1's 2 requests"
-$RC SET "$mk" 99999 KEEPTTL >/dev/null
+# A window counter is the field of the window's index in the rule key's hash.
+mk='rl:{monthly:tenant:q1}'; mf=$($RC HKEYS "$mk")
+dk='rl:{daily:tenant:q1}'; df=$($RC HKEYS "$dk")
+expect_eq "$($RC HGET "$mk" "$mf") $($RC HGET "$dk" "$df")" "2 2" "monthly-quota: the month and day counters in Redis count q1's 2 requests"
+$RC HSET "$mk" "$mf" 99999 >/dev/null
 c1=$(req -H 'X-Tenant: q1' "$URL/"); r1=$(sf_param "$(member RateLimit monthly)" r)
 c2=$(req -H 'X-Tenant: q1' "$URL/")
 ra=$(hdr Retry-After); t=$(sf_param "$(member RateLimit monthly)" t)
@@ -236,10 +237,9 @@ now=$(date -u +%s); y=$(date -u +%Y); m=$(date -u +%m)
 eom=$(date -u -d "$y-$m-01 +1 month" +%s); left=$((eom - now))
 is_posint "$ra" && [ "$ra" -ge $((left - 5)) ] && [ "$ra" -le $((left + 5)) ] && [ "$ra" -ge "${t:-0}" ]
 ok $? "monthly-quota: Retry-After is the end of the UTC month ($ra vs $left s, t=$t)"
-dk2=$($RC --scan --pattern 'rl:{daily:tenant:q2}:*' | head -1)
 req -H 'X-Tenant: q2' "$URL/" >/dev/null
-dk2=$($RC --scan --pattern 'rl:{daily:tenant:q2}:*' | head -1)
-$RC SET "$dk2" 20000 KEEPTTL >/dev/null
+dk2='rl:{daily:tenant:q2}'
+$RC HSET "$dk2" "$($RC HKEYS "$dk2")" 20000 >/dev/null
 c=$(req -H 'X-Tenant: q2' "$URL/"); ra=$(hdr Retry-After)
 left=$((86400 - $(date -u +%s) % 86400))
 expect_eq "$c $(body_policy)" "429 daily" "monthly-quota: a tenant at its daily cap: 429 by daily"

@@ -4,7 +4,8 @@
 # to different slots and is denied in one is charged in none (refunds, for
 # gcra, fixed-window, sliding-window, token-bucket and sliding-log);
 # a slot migration gives ASK and then MOVED, which the agent follows with
-# decisions unchanged.
+# decisions unchanged (gcra, and the window algorithms, whose windows move
+# with their key).
 . "$(dirname "$0")/../lib.sh"
 P1=$(port 1); P2=$(port 2); P3=$(port 3); AP=$(port 4)
 CLIENT="$TOOLS/spop-client"
@@ -94,6 +95,20 @@ rules:
     rate: 1/min
     burst: 10
     fail: open
+  - name: wfw
+    message: rl-wfw
+    key: "wfw:{tenant}"
+    algorithm: fixed-window
+    limit: 3
+    window: 1h
+    fail: open
+  - name: wsw
+    message: rl-wsw
+    key: "wsw:{tenant}"
+    algorithm: sliding-window
+    limit: 3
+    window: 1h
+    fail: open
   - name: mip
     message: rl-multi
     key: "ip:{ip}"
@@ -153,7 +168,8 @@ out=$(c -n 2 rl-multi tenant=s:acme ip=4:10.0.0.1)
 expect_eq "$(echo "$out" | field status | tr '\n' ' ')" "0 0 " "two multi-slot requests pass"
 win=$(( $(date +%s) / 3600 ))
 # a window counter, this hour's and the last (the test may cross the hour)
-wc_of() { echo $(( $(rcc get "$1:$win" || echo 0) + 0 + $(rcc get "$1:$((win - 1))" || echo 0) + 0 )); }
+# (fields of the rule key's hash)
+wc_of() { echo $(( $(rcc hget "$1" "$win" || echo 0) + 0 + $(rcc hget "$1" "$((win - 1))" || echo 0) + 0 )); }
 fw() { wc_of 'rl:{mfw:fw:acme}'; }
 sw() { wc_of 'rl:{msw:sw:acme}'; }
 # whole tokens left (the field t is in millionths; at 1/min the refill
@@ -175,19 +191,24 @@ expect_eq "$(fw)/$(rcc zcard 'rl:{mlog:log:acme}')/$(sw)/$(tb)" "3/3/3/7" "and i
 ! grep -q 'redis_refund_lost' "$TMP/agent.log"; ok $? "no refund was lost"
 
 # 4. slot migration: ASK while MIGRATING/IMPORTING, then MOVED
-K='rl:{tenant:tenant:mig}'
-S=$(ks "$K")
 owner() {
 	for p in "$P1" "$P2" "$P3"; do
 		[ "$(rc "$p" cluster myid)" = "$1" ] && echo "$p"
 	done
 }
-src_id=$(rc "$P1" cluster nodes | awk -v s="$S" '$3 ~ /master/ {
-	for (i = 9; i <= NF; i++) { split($i, r, "-"); if (r[2] == "") r[2] = r[1];
-		if (s >= r[1] && s <= r[2]) print $1 } }')
-SRC=$(owner "$src_id")
-for p in "$P1" "$P2" "$P3"; do [ "$p" != "$SRC" ] && DST=$p && break; done
-dst_id=$(rc "$DST" cluster myid)
+# migration_ends KEY: sets S (its slot), SRC and src_id (the master
+# serving it), DST and dst_id (another master).
+migration_ends() {
+	S=$(ks "$1")
+	src_id=$(rc "$P1" cluster nodes | awk -v s="$S" '$3 ~ /master/ {
+		for (i = 9; i <= NF; i++) { split($i, r, "-"); if (r[2] == "") r[2] = r[1];
+			if (s >= r[1] && s <= r[2]) print $1 } }')
+	SRC=$(owner "$src_id")
+	for p in "$P1" "$P2" "$P3"; do [ "$p" != "$SRC" ] && DST=$p && break; done
+	dst_id=$(rc "$DST" cluster myid)
+}
+K='rl:{tenant:tenant:mig}'
+migration_ends "$K"
 out=$(c -n 2 rl-request tenant=s:mig)
 expect_eq "$(echo "$out" | field status | tr '\n' ' ')" "0 0 " "two requests on the key before the migration"
 asks0=$(rc "$DST" info commandstats | sed -n 's/^cmdstat_asking:calls=\([0-9]*\).*/\1/p')
@@ -207,6 +228,22 @@ expect_eq "$(rc "$DST" exists "$K")" 1 "the key is on its new node"
 ! grep -q "redis_error" "$TMP/agent.log"; ok $? "no Redis error reached a decision (redirects were followed)"
 other=$(c rl-request tenant=s:tn1 | field status)
 expect_eq "$other" 429 "keys on other slots are unaffected"
+# The window algorithms keep their windows in the declared key (a hash), so
+# they move with it: the count goes on through ASK, and MIGRATE finds no
+# key of the same name already made on the importing node (BUSYKEY).
+for rule in wfw wsw; do
+	K="rl:{$rule:$rule:mig}"
+	migration_ends "$K"
+	out=$(c -n 2 "rl-$rule" tenant=s:mig | field status | tr '\n' ' ')
+	rc "$DST" cluster setslot "$S" importing "$src_id" >/dev/null
+	rc "$SRC" cluster setslot "$S" migrating "$dst_id" >/dev/null
+	d=$(c -n 2 "rl-$rule" tenant=s:mig)
+	out="$out/$(echo "$d" | field status | tr '\n' ' ')/$(echo "$d" | field degraded | tr '\n' ' ')"
+	expect_eq "$out" "0 0 /0 429 /0 0 " "$rule: limit 3 holds while the slot is migrating (ASK)"
+	expect_eq "$(rc "$SRC" migrate 127.0.0.1 "$DST" "$K" 0 5000)" "OK" "$rule: MIGRATE moves its key (no BUSYKEY)"
+	for p in "$P1" "$P2" "$P3"; do rc "$p" cluster setslot "$S" node "$dst_id" >/dev/null; done
+	expect_eq "$(c "rl-$rule" tenant=s:mig | field status)" 429 "$rule: after the move the count is still 3"
+done
 # 5. a master dies: its slots get their fail mode at once, the others go on
 # port_of KEY: the port of the master serving KEY's slot
 port_of() {
