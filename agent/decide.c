@@ -12,7 +12,9 @@
  * Header values follow draft-ietf-httpapi-ratelimit-headers (-10, RFC 9651
  * structured fields): `"name";r=R;t=T` and `"name";q=Q;w=W`, members joined
  * by ", ", one per rule with headers on. A member that would overflow the
- * buffer is left out whole, never cut.
+ * buffer is left out whole, never cut. The legacy X-RateLimit-Limit,
+ * -Remaining and -Reset are limit, remaining and reset themselves: the
+ * agent only says whether HAProxy should send them (var legacy).
  */
 #include <stdio.h>
 #include <string.h>
@@ -157,6 +159,7 @@ decide(const struct check *checks, const struct outcome *out, int n,
 	d->retry_after = d->limit = d->remaining = d->reset = 0;
 	d->policy = NULL;
 	d->degraded = d->shadow = d->has_limits = d->release = 0;
+	d->legacy = 0;
 	d->delay_us = 0;
 	d->ratelimit[0] = d->ratelimit_policy[0] = '\0';
 	d->ratelimit_len = d->ratelimit_policy_len = 0;
@@ -190,7 +193,7 @@ decide(const struct check *checks, const struct outcome *out, int n,
 			deny(d, 429, decide_ceil_s(o->res.retry_after_us));
 		else if (lim_delay_us(&c->lim, &o->res) > d->delay_us)
 			d->delay_us = lim_delay_us(&c->lim, &o->res);
-		if (headers != HEADERS_NONE) {
+		if (headers == HEADERS_IETF || headers == HEADERS_BOTH) {
 			struct lim_result r = veto ? as_uncharged(c, o->res) : o->res;
 
 			add_headers(c, &r, d);
@@ -213,6 +216,8 @@ decide(const struct check *checks, const struct outcome *out, int n,
 			d->policy = checks[best].rule->name;
 		if (best_denies && d->reset < decide_ceil_s(r->retry_after_us))
 			d->reset = decide_ceil_s(r->retry_after_us);
+		d->legacy = (headers == HEADERS_LEGACY || headers == HEADERS_BOTH) &&
+		            checks[best].rule->headers;
 	}
 	if (d->status != 0 && d->retry_after < d->reset && best_denies)
 		d->retry_after = d->reset;
@@ -242,6 +247,8 @@ decide_encode(const struct decision *d, struct spop_writer *w)
 	}
 	if (d->release)
 		spop_w_set_var_int(w, SPOP_SCOPE_TXN, "release", 1);
+	if (d->legacy)
+		spop_w_set_var_int(w, SPOP_SCOPE_TXN, "legacy", 1);
 	spop_w_set_var_int(w, SPOP_SCOPE_TXN, "degraded", d->degraded);
 	spop_w_set_var_int(w, SPOP_SCOPE_TXN, "shadow", d->shadow);
 }

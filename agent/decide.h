@@ -42,6 +42,8 @@ struct decision {
 	int         degraded;
 	int         shadow;
 	int         has_limits;		/* a rule gave limit/remaining/reset */
+	int         legacy;		/* X-RateLimit-* wanted: headers legacy
+					 * or both, deciding rule with headers */
 	char        ratelimit[DECIDE_HDR_MAX];
 	char        ratelimit_policy[DECIDE_HDR_MAX];
 	size_t      ratelimit_len;
@@ -52,8 +54,8 @@ struct decision {
 };
 
 /* Fills <d> from the <n> checks and their outcomes. <headers> is the
- * policy's global header mode; HEADERS_NONE leaves both header strings
- * empty. */
+ * policy's global header mode: the IETF strings are built for ietf and
+ * both, <legacy> is set for legacy and both. */
 void decide(const struct check *checks, const struct outcome *out, int n,
             enum headers_mode headers, struct decision *d);
 

@@ -8,7 +8,10 @@
 #  - Retry-After is not earlier than the deciding rule's t;
 #  - a request denied by one rule is charged to none of the others (the
 #    tenant's TAT in Redis does not move, and the next decision's remaining
-#    shows it; the same for the ip rule when the tenant rule denies).
+#    shows it; the same for the ip rule when the tenant rule denies);
+#  - the global "headers:" mode, changed by SIGHUP: legacy gives
+#    X-RateLimit-Limit/Remaining/Reset of the deciding rule and no IETF
+#    fields, both gives both, none gives neither.
 # Client addresses vary with curl --interface 127.0.0.N (the ip arg is src).
 . "$(dirname "$0")/../lib.sh"
 . "$(dirname "$0")/lib-e2e.bash"
@@ -125,6 +128,39 @@ is_posint "$ra" && is_posint "$t" && [ "$ra" -ge "$t" ]
 ok $? "Retry-After ($ra) >= t of the deciding tenant rule ($t)"
 c=$(from 20 -H 'X-Tenant: t4' "$URL/")
 expect_eq "$c $(member ip)" '200 "ip";r=2;t=20' "the tenant's 429 did not charge ip 127.0.0.20 (r=2 on its next request)"
+
+# ---- the global header mode (reloaded with SIGHUP) ----------------------------
+# headers_mode MODE N: the policy with "headers: MODE", reload number N.
+headers_mode() {
+	{ echo "headers: $1"; grep -v '^headers:' "$POLICY"; } >"$TMP/new.yaml"
+	mv "$TMP/new.yaml" "$POLICY"
+	hup reloaded "$2"
+}
+# xrl: the three legacy fields of the last response, "-" for an absent one.
+xrl() {
+	echo "$(hdr X-RateLimit-Limit)/$(hdr X-RateLimit-Remaining)/$(hdr X-RateLimit-Reset)" |
+		sed 's#^/#-/#; s#//#/-/#g; s#/$#/-#'
+}
+headers_mode legacy 1; ok $? "reloaded with headers: legacy"
+c=$(from 30 -H 'X-Tenant: t5' "$URL/")
+expect_eq "$c $(xrl) [$(hdr RateLimit)][$(hdr RateLimit-Policy)]" '200 3/2/20 [][]' \
+	"legacy, allowed: X-RateLimit-* of the deciding ip rule (3/min: limit 3, remaining 2, reset 20 s), no IETF fields"
+from 30 -H 'X-Tenant: t5' "$URL/" >/dev/null; from 30 -H 'X-Tenant: t5' "$URL/" >/dev/null
+c=$(from 30 -H 'X-Tenant: t5' "$URL/"); x=$(xrl)
+expect_eq "$c ${x%/*} $(policy_of_body) [$(hdr RateLimit)]" '429 3/0 ip []' "legacy, 429: X-RateLimit-Limit 3, Remaining 0, no IETF fields"
+r=${x##*/}; ra=$(hdr Retry-After)
+is_posint "$r" && [ "$r" -ge 19 ] && [ "$r" -le 20 ] && [ "$ra" -ge "$r" ]
+ok $? "legacy, 429: X-RateLimit-Reset ~20 s ($r), not after Retry-After ($ra)"
+headers_mode both 2; ok $? "reloaded with headers: both"
+c=$(from 31 -H 'X-Tenant: t5' "$URL/")
+expect_eq "$c $(xrl) $(member ip)" '200 3/2/20 "ip";r=2;t=20' "both: the legacy fields and the IETF ones"
+[[ $(hdr RateLimit-Policy) =~ $RP_RE ]]; ok $? "both: RateLimit-Policy lists exactly ip, tenant"
+headers_mode none 3; ok $? "reloaded with headers: none"
+c=$(from 32 -H 'X-Tenant: t5' "$URL/")
+expect_eq "$c $(xrl) [$(hdr RateLimit)][$(hdr RateLimit-Policy)]" '200 -/-/- [][]' "none: no rate-limit header at all"
+headers_mode ietf 4; ok $? "reloaded with headers: ietf"
+c=$(from 33 -H 'X-Tenant: t5' "$URL/")
+expect_eq "$c $(xrl) $(member ip)" '200 -/-/- "ip";r=2;t=20' "ietf: the IETF fields only"
 
 ! grep -q 'SPOE: \[rl-agent\].*st=[1-9]' "$TMP/haproxy.log"
 ok $? "no SPOE processing errors in the haproxy log"

@@ -70,6 +70,17 @@ start_stack() {
 	wait_srv_state 2 10
 }
 
+# hup EVENT N: SIGHUP to the agent, then wait (5 s max) for the Nth EVENT
+# log line (reloaded, reload_failed).
+hup() {
+	kill -HUP "$AGENT_PID"
+	i=0
+	while [ "$(grep -c "msg=$1 " "$TMP/agent.log")" -lt "$2" ] && [ $i -lt 50 ]; do
+		sleep 0.1; i=$((i + 1))
+	done
+	[ "$(grep -c "msg=$1 " "$TMP/agent.log")" -ge "$2" ]
+}
+
 # req ARGS...: one curl (2 s max). Prints the status code ("000" when curl
 # failed or timed out); headers in $TMP/h, body in $TMP/b, time in $TMP/t.
 req() {

@@ -45,16 +45,6 @@ count() {
 	echo "$n q=$(sf_param "$(hdr RateLimit-Policy)" q) last=$c"
 }
 
-# hup EVENT N: SIGHUP, then wait (5 s max) for the Nth EVENT log line.
-hup() {
-	kill -HUP "$AGENT_PID"
-	i=0
-	while [ "$(grep -c "msg=$1 " "$TMP/agent.log")" -lt "$2" ] && [ $i -lt 50 ]; do
-		sleep 0.1; i=$((i + 1))
-	done
-	[ "$(grep -c "msg=$1 " "$TMP/agent.log")" -ge "$2" ]
-}
-
 metric() {
 	curl -s --max-time 2 "http://127.0.0.1:$METRICS_PORT/metrics" |
 		awk -v k="$1" '$1 == k { print $2 }'

@@ -2,6 +2,7 @@
  * decide: most restrictive wins, fail-mode outcomes, the IETF field values
  * and the ACK variables.
  */
+#include <stdio.h>
 #include <string.h>
 
 #include <criterion/criterion.h>
@@ -165,41 +166,107 @@ Test(decide, ceil_seconds_rounds_up)
 	cr_assert_eq(decide_ceil_s(1000001), 2);
 }
 
-Test(decide, encode_sets_the_contract_vars)
+/* The ACK's set-var actions, as "name=value" lines ("name=\"str\"" for
+ * strings), in the order sent. */
+static void
+ack_vars(const struct decision *d, char *txt, size_t cap)
 {
-	struct decision d;
 	struct spop_writer w;
 	struct spop_frame f;
-	char buf[4096];
-	int n, st, act, scope, seen = 0;
 	struct spop_str name;
 	struct spop_data v;
+	char buf[4096];
+	int n, st, act, scope;
+	size_t len = 0;
 
-	out[1].res = res(0, 0, 12000000, 12000000);
-	decide(checks, out, 2, HEADERS_IETF, &d);
 	spop_w_begin(&w, buf, sizeof(buf), SPOP_FRM_ACK, 7, 9);
-	decide_encode(&d, &w);
+	decide_encode(d, &w);
 	n = spop_w_end(&w);
 	cr_assert_gt(n, 0);
 	cr_assert_eq(spop_decode_frame(buf, (size_t)n, 16380, &f, &st), n);
 	struct spop_iter it = { f.payload, f.payload + f.len };
+	txt[0] = '\0';
 	while (spop_next_action(&it, &act, &scope, &name, &v, &st) == 1) {
 		cr_assert_eq(act, SPOP_ACT_SET_VAR);
 		cr_assert_eq(scope, SPOP_SCOPE_TXN);
-		if (name.len == 6 && memcmp(name.ptr, "status", 6) == 0) {
-			cr_assert_eq(v.v.i, 429);
-			seen |= 1;
-		} else if (name.len == 11 && memcmp(name.ptr, "retry_after", 11) == 0) {
-			cr_assert_eq(v.v.i, 12);
-			seen |= 2;
-		} else if (name.len == 9 && memcmp(name.ptr, "ratelimit", 9) == 0) {
-			cr_assert_eq(v.type, SPOP_DATA_STRING);
-			seen |= 4;
-		} else if (name.len == 8 && memcmp(name.ptr, "degraded", 8) == 0) {
-			seen |= 8;
-		}
+		if (v.type == SPOP_DATA_STRING)
+			len += (size_t)snprintf(txt + len, cap - len, "%.*s=\"%.*s\"\n",
+			    (int)name.len, name.ptr, (int)v.v.str.len, v.v.str.ptr);
+		else
+			len += (size_t)snprintf(txt + len, cap - len, "%.*s=%lld\n",
+			    (int)name.len, name.ptr, (long long)v.v.i);
+		cr_assert_lt(len, cap);
 	}
-	cr_assert_eq(seen, 15);
+}
+
+Test(decide, encode_sets_the_contract_vars)
+{
+	struct decision d;
+	char txt[4096];
+
+	out[1].res = res(0, 0, 12000000, 12000000);
+	decide(checks, out, 2, HEADERS_IETF, &d);
+	ack_vars(&d, txt, sizeof(txt));
+	cr_assert_str_eq(txt,
+	    "status=429\n"
+	    "retry_after=12\n"
+	    "limit=10\n"
+	    "remaining=0\n"
+	    "reset=12\n"
+	    "policy=\"tenant\"\n"
+	    "ratelimit=\"\"ip\";r=5;t=1, \"tenant\";r=0;t=12\"\n"
+	    "ratelimit_policy=\"\"ip\";q=10;w=10, \"tenant\";q=10;w=10\"\n"
+	    "degraded=0\n"
+	    "shadow=0\n");
+}
+
+Test(decide, legacy_mode_asks_for_x_ratelimit_and_no_ietf_fields)
+{
+	struct decision d;
+	char txt[4096];
+
+	out[1].res = res(1, 2, 0, 2500000);
+	decide(checks, out, 2, HEADERS_LEGACY, &d);
+	ack_vars(&d, txt, sizeof(txt));
+	cr_assert_str_eq(txt,
+	    "status=0\n"
+	    "limit=10\n"
+	    "remaining=2\n"
+	    "reset=3\n"
+	    "policy=\"tenant\"\n"
+	    "legacy=1\n"
+	    "degraded=0\n"
+	    "shadow=0\n");
+}
+
+Test(decide, both_mode_sends_ietf_fields_and_legacy)
+{
+	struct decision d;
+
+	decide(checks, out, 2, HEADERS_BOTH, &d);
+	cr_assert_eq(d.legacy, 1);
+	cr_assert_str_eq(d.ratelimit, "\"ip\";r=5;t=1, \"tenant\";r=5;t=1");
+	decide(checks, out, 2, HEADERS_IETF, &d);
+	cr_assert_eq(d.legacy, 0);
+	decide(checks, out, 2, HEADERS_NONE, &d);
+	cr_assert_eq(d.legacy, 0);
+	cr_assert_str_eq(d.ratelimit, "");
+}
+
+/* The legacy fields describe the deciding rule: one kept out of the
+ * headers gives none. */
+Test(decide, legacy_follows_the_deciding_rules_header_switch)
+{
+	struct decision d;
+
+	out[0].res = res(1, 1, 0, 1000000);	/* ip decides */
+	rules[0].headers = false;
+	decide(checks, out, 2, HEADERS_LEGACY, &d);
+	cr_assert_str_eq(d.policy, "ip");
+	cr_assert_eq(d.legacy, 0);
+	rules[0].headers = true;
+	decide(checks, out, 2, HEADERS_LEGACY, &d);
+	cr_assert_eq(d.legacy, 1);
 }
 
 Test(decide, header_lists_that_would_overflow_drop_whole_members)
