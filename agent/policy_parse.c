@@ -617,7 +617,7 @@ static const struct kw rule_kw[RK_COUNT] = {
 	[RK_WINDOW] = { "window", KW_STR, FIELD(struct rule_src, window), 0, 0, NULL, NULL, 0,
 	  "a duration, or day / month (fixed-window, UTC)" },
 	[RK_FAIL] = { "fail", KW_ENUM, FIELD(struct rule_src, fail), 0, 0, fail_names, NULL, 0,
-	  "open (default) | closed | local" },
+	  "open (default) | closed (default with count: failures) | local" },
 	[RK_SHADOW] = { "shadow", KW_BOOL, FIELD(struct rule_src, shadow), 0, 0, NULL, NULL, 0,
 	  "evaluate and report, never deny" },
 	[RK_HEADERS] = { "headers", KW_BOOL, FIELD(struct rule_src, headers), 0, 0, NULL, NULL, 0,
@@ -1406,6 +1406,17 @@ rule_missing_cost(struct rule_ctx *rc)
 	keys_free(t);
 }
 
+/* The rule's fail mode: its own fail: if it has one; otherwise closed for a
+ * login rule (count: failures), where an outage of the store must not
+ * become an unlimited guess rate, and open for the others. */
+static enum fail_mode
+default_fail(const struct rule_ctx *rc)
+{
+	if (rc->seen[RK_FAIL])
+		return (enum fail_mode)rc->s->fail;
+	return rc->s->count == COUNT_FAILURES ? FAIL_CLOSED : FAIL_OPEN;
+}
+
 /* Builds rule <r> from its parsed source: required fields, the algorithm,
  * templates, count, and the limiter's own validation. */
 static void
@@ -1420,9 +1431,9 @@ build_rule(struct rule_ctx *rc)
 
 	r->line = (int)rc->node->start_mark.line + 1;
 	r->col = (int)rc->node->start_mark.column + 1;
-	r->fail = (enum fail_mode)s->fail;
 	r->store = (enum store_kind)s->store;
 	r->count = (enum count_mode)s->count;
+	r->fail = default_fail(rc);
 	r->plan = (enum rule_plan)s->plan;
 	r->shadow = s->shadow;
 	r->headers = s->headers;

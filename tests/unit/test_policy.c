@@ -361,6 +361,34 @@ Test(policy, applies_defaults)
 	policy_unref(p);
 }
 
+/* A login rule (count: failures) fails closed unless it says otherwise: an
+ * outage of the store must not become an unlimited guess rate. */
+Test(policy, failures_rule_without_fail_is_closed)
+{
+	struct policy *p = load_ok(data("fail-defaults.yaml"));
+
+	cr_assert_eq(rule_named(p, "login-default")->fail, FAIL_CLOSED);
+	policy_unref(p);
+}
+
+Test(policy, failures_rule_with_explicit_fail_keeps_it)
+{
+	struct policy *p = load_ok(data("fail-defaults.yaml"));
+
+	cr_assert_eq(rule_named(p, "login-open")->fail, FAIL_OPEN);
+	cr_assert_eq(rule_named(p, "login-local")->fail, FAIL_LOCAL);
+	policy_unref(p);
+}
+
+Test(policy, ordinary_rule_without_fail_stays_open)
+{
+	struct policy *p = load_ok(data("fail-defaults.yaml"));
+
+	cr_assert_eq(rule_named(p, "plain")->fail, FAIL_OPEN);
+	cr_assert_eq(rule_named(p, "plain-count-all")->fail, FAIL_OPEN);
+	policy_unref(p);
+}
+
 /* ---- loading: errors ---------------------------------------------------- */
 
 Test(policy, reports_every_error_in_file_order)
