@@ -1,10 +1,12 @@
 /*
  * spop-client: plays HAProxy's side of SPOP against an agent, for the
  * integration tests. It sends a HELLO, then NOTIFYs, and prints each ACK's
- * variables as one line of name=value pairs, in frame-id order.
+ * stream-id, frame-id and variables as one line of name=value pairs, in the
+ * order the ACKs arrive.
  *
  *   spop-client [-a ADDR] [-n COUNT] [-P PIPELINE] [-H] [-x HEX] [-s SID]
- *               [-g MS] [-W] MESSAGE [NAME=TYPE:VALUE]...
+ *               [-I] [-M K:MESSAGE2] [-g MS] [-W] [-v] [-D CODE:TEXT]
+ *               MESSAGE [NAME=TYPE:VALUE]...
  *
  * ADDR is host:port or unix:/path. TYPE is s (string), i (int64), 4 (IPv4),
  * 6 (IPv6), n (null; VALUE ignored). -n sends COUNT NOTIFYs, -P keeps up to
@@ -17,12 +19,23 @@
  * -g MS waits MS ms before each NOTIFY after the first (a slow, steady
  * peer); -W then stays connected and prints what the agent sends until
  * -t passes with nothing (its idle DISCONNECT, say).
+ * NOTIFY i (0-based) has frame-id i+1 and stream-id SID, or SID + 2i with
+ * -I (distinct ids, odd like HAProxy 3.1's when SID is). -M K:MESSAGE2
+ * sends MESSAGE2 instead of MESSAGE from the (K+1)th NOTIFY on. -v prints
+ * "sent sid=S fid=F" per NOTIFY and "sent=N acked=M" at the end.
+ * -D CODE:TEXT ends with a HAPROXY-DISCONNECT (status-code CODE, message
+ * TEXT), prints the agent's reply, then "closed" once the agent closes
+ * the connection (or "open after MS ms"); exit status 0 for an
+ * AGENT-DISCONNECT followed by the close.
+ * A connection the agent drops before its AGENT-HELLO prints
+ * "no AGENT-HELLO: eof|reset|timeout after N bytes" on stderr.
  * Exit status 0 when every NOTIFY got its ACK.
  */
 #include <arpa/inet.h>
 #include <errno.h>
 #include <netdb.h>
 #include <poll.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -38,6 +51,7 @@ static int   timeout_ms = 2000;
 static uint32_t max_frame = 16380;
 static char  rbuf[BUF];
 static size_t rlen;
+static const char *rx_end = "timeout";	/* why read_frame() gave up */
 
 static int
 dial(const char *addr)
@@ -99,11 +113,16 @@ read_frame(int fd, struct spop_frame *f)
 		if (n < 0)
 			return 0;
 		struct pollfd p = { .fd = fd, .events = POLLIN };
-		if (poll(&p, 1, timeout_ms) <= 0)
+		if (poll(&p, 1, timeout_ms) <= 0) {
+			rx_end = "timeout";
 			return 0;
+		}
 		ssize_t r = read(fd, rbuf + rlen, BUF - rlen);
-		if (r <= 0)
+		if (r <= 0) {
+			rx_end = r == 0 ? "eof" : errno == ECONNRESET ? "reset" :
+			         "error";
 			return 0;
+		}
 		rlen += (size_t)r;
 	}
 }
@@ -243,16 +262,61 @@ hexsend(int fd, const char *hex)
 	return send_all(fd, buf, n);
 }
 
+/* Sends a HAPROXY-DISCONNECT, prints the agent's answer and whether it then
+ * closes. Returns 0 for an AGENT-DISCONNECT followed by the close. */
+static int
+disconnect(int fd, const char *spec)
+{
+	const char *colon = strchr(spec, ':');
+	struct spop_frame f;
+	char buf[512];
+	int n, r = 0;
+
+	n = spop_encode_disconnect(buf, sizeof(buf), SPOP_FRM_HAPROXY_DISCONNECT,
+	                           atoi(spec), colon != NULL ? colon + 1 : "");
+	if (n <= 0 || send_all(fd, buf, (size_t)n) == -1)
+		return 1;
+	while (r >= 0 && (n = read_frame(fd, &f)) > 0) {
+		r = print_frame(&f);	/* an ACK still in flight may come first */
+		consume(n);
+	}
+	if (r >= 0) {
+		printf("no AGENT-DISCONNECT: %s\n", rx_end);
+		return 1;
+	}
+	if ((n = read_frame(fd, &f)) > 0) {
+		printf("frame after the DISCONNECT: type %d\n", f.type);
+		return 1;
+	}
+	if (strcmp(rx_end, "timeout") == 0) {
+		printf("open after %d ms\n", timeout_ms);
+		return 1;
+	}
+	printf("closed\n");
+	return 0;
+}
+
+static void
+summary(int verbose, long sent, long acked)
+{
+	if (verbose)
+		printf("sent=%ld acked=%ld\n", sent, acked);
+}
+
 int
 main(int argc, char **argv)
 {
-	const char *addr = "127.0.0.1:12345", *hex = NULL;
-	long count = 1, pipeline = 1, sent = 0, acked = 0;
-	uint64_t sid = 1;
+	const char *addr = "127.0.0.1:12345", *hex = NULL, *discon = NULL;
+	const char *msg2 = NULL;
+	long count = 1, pipeline = 1, sent = 0, acked = 0, first = 0;
+	uint64_t sid = 1, s_id;
 	int ch, health = 0, raw_first = 0, linger = 0, gap_ms = 0, fd, n, r;
+	int sid_step = 0, verbose = 0;
 	struct spop_frame f;
 
-	while ((ch = getopt(argc, argv, "a:n:P:Hx:Rs:t:F:g:W")) != -1) {
+	setvbuf(stdout, NULL, _IOLBF, 0);	/* tests watch it while we run */
+	signal(SIGPIPE, SIG_IGN);		/* a closed peer is a result */
+	while ((ch = getopt(argc, argv, "a:n:P:Hx:Rs:t:F:g:WIM:vD:")) != -1) {
 		switch (ch) {
 		case 'a': addr = optarg; break;
 		case 'n': count = atol(optarg); break;
@@ -265,6 +329,15 @@ main(int argc, char **argv)
 		case 'F': max_frame = (uint32_t)strtoul(optarg, NULL, 10); break;
 		case 'g': gap_ms = atoi(optarg); break;
 		case 'W': linger = 1; break;
+		case 'I': sid_step = 2; break;
+		case 'M':
+			first = atol(optarg);
+			msg2 = strchr(optarg, ':');
+			if (msg2 == NULL || *++msg2 == '\0')
+				return 2;
+			break;
+		case 'v': verbose = 1; break;
+		case 'D': discon = optarg; break;
 		default: return 2;
 		}
 	}
@@ -280,8 +353,13 @@ main(int argc, char **argv)
 			consume(n);
 		return 0;
 	}
-	if (send_hello(fd, health) == -1 || (n = read_frame(fd, &f)) == 0) {
-		fprintf(stderr, "no AGENT-HELLO\n");
+	n = 0;
+	if (send_hello(fd, health) == -1)
+		rx_end = errno == EPIPE || errno == ECONNRESET ? "reset" : "error";
+	else
+		n = read_frame(fd, &f);
+	if (n == 0) {
+		fprintf(stderr, "no AGENT-HELLO: %s after %zu bytes\n", rx_end, rlen);
 		return 1;
 	}
 	r = print_frame(&f);
@@ -299,25 +377,39 @@ main(int argc, char **argv)
 		return 0;
 	}
 	if (argc < 1)
-		return 0;
+		return discon != NULL ? disconnect(fd, discon) : 0;
 	while (acked < count) {
 		while (sent < count && sent - acked < pipeline) {
 			if (gap_ms > 0 && sent > 0)
 				poll(NULL, 0, gap_ms);
-			if (send_notify(fd, sid, (uint64_t)sent + 1, argc, argv) == -1)
+			if (msg2 != NULL && sent == first)
+				argv[0] = (char *)msg2;
+			s_id = sid + (uint64_t)(sid_step * sent);
+			if (send_notify(fd, s_id, (uint64_t)sent + 1, argc, argv) == -1) {
+				summary(verbose, sent, acked);
 				return 1;
+			}
 			sent++;
+			if (verbose)
+				printf("sent sid=%llu fid=%ld\n",
+				       (unsigned long long)s_id, sent);
 		}
 		if ((n = read_frame(fd, &f)) == 0) {
-			fprintf(stderr, "timeout: %ld of %ld ACKs\n", acked, count);
+			fprintf(stderr, "%s: %ld of %ld ACKs\n", rx_end, acked, count);
+			summary(verbose, sent, acked);
 			return 1;
 		}
 		r = print_frame(&f);
 		consume(n);
-		if (r < 0)
+		if (r < 0) {
+			summary(verbose, sent, acked);
 			return 1;
+		}
 		acked += r;
 	}
+	summary(verbose, sent, acked);
+	if (discon != NULL)
+		return disconnect(fd, discon);
 	while (linger && (n = read_frame(fd, &f)) > 0) {
 		r = print_frame(&f);
 		consume(n);
