@@ -39,20 +39,23 @@ wait_port() {
 	return 1
 }
 
-# start_redis PORT: a private redis-server, no persistence.
+# start_redis PORT [ARGS...]: a private redis-server, no persistence;
+# ARGS are more redis-server options (--requirepass PW, say).
 start_redis() {
-	mkdir -p "$TMP/redis-$1"
-	redis-server --port "$1" --bind 127.0.0.1 --save '' --appendonly no \
-		--dir "$TMP/redis-$1" --daemonize no >"$TMP/redis-$1.log" 2>&1 &
-	eval "REDIS_PID_$1=$!"
+	rport=$1; shift
+	mkdir -p "$TMP/redis-$rport"
+	redis-server --port "$rport" --bind 127.0.0.1 --save '' --appendonly no \
+		--dir "$TMP/redis-$rport" --daemonize no "$@" >"$TMP/redis-$rport.log" 2>&1 &
+	eval "REDIS_PID_$rport=$!"
 	PIDS="$PIDS $!"
-	wait_port "$1"
+	wait_port "$rport"
 }
 
 # start_agent POLICY [ARGS...]: runs the agent; its pid is in AGENT_PID.
+# It logs to AGENT_LOG (default $TMP/agent.log; finish shows $TMP/agent*.log).
 start_agent() {
 	pol=$1; shift
-	"$AGENT" -f "$pol" "$@" >>"$TMP/agent.log" 2>&1 &
+	"$AGENT" -f "$pol" "$@" >>"${AGENT_LOG:-$TMP/agent.log}" 2>&1 &
 	AGENT_PID=$!
 	PIDS="$PIDS $AGENT_PID"
 }
@@ -62,6 +65,16 @@ start_haproxy() {
 	haproxy -db -f "$1" >>"$TMP/haproxy.log" 2>&1 &
 	HAPROXY_PID=$!
 	PIDS="$PIDS $HAPROXY_PID"
+}
+
+# field NAME: the value of NAME=... on each spop-client line read.
+field() { sed -n "s/.* $1=\([^ ]*\).*/\1/p"; }
+
+# metric NAME: the sum of every series NAME on the agent's /metrics at
+# 127.0.0.1:$MP, as an integer (0 when unreachable).
+metric() {
+	curl -s --max-time 2 "http://127.0.0.1:$MP/metrics" |
+		awk -v n="$1" '$1 == n || index($1, n "{") == 1 { s += $2 } END { printf "%d", s }'
 }
 
 # ok CONDITION-EXIT-STATUS NAME: records one assertion.

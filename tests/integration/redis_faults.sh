@@ -1,0 +1,191 @@
+# Redis faults seen from the agent, driven over SPOP against private
+# redis-servers (issue 5): the circuit breaker (opens after BREAKER_FAILS
+# stalled calls, refuses work for BREAKER_COOLDOWN with nothing sent to
+# Redis, probes, closes), reconnect backoff (capped exponential, back
+# within the cap), AUTH and ACL users from the policy, the URL and the
+# environment (secrets never logged), fail: local under an outage (the
+# limit divided by pool_size, rounded down), and a per-request error
+# reply (WRONGTYPE) that fails its request without tripping the breaker.
+# Every agent runs one worker, so one store and one breaker are observed.
+. "$(dirname "$0")/../lib.sh"
+CLIENT="$TOOLS/spop-client"
+
+# now_ms: milliseconds since the epoch (UTC: modulo a day, the log's
+# time of day).
+now_ms() { echo $((${EPOCHREALTIME/./} / 1000)); }
+
+# evals PORT [AUTH ARGS]: EVAL + EVALSHA calls Redis has executed.
+evals() {
+	p=$1; shift
+	redis-cli -p "$p" "$@" info commandstats | tr -d '\r' |
+		awk -F'[=,:]' '/^cmdstat_eval(sha)?:/ { n += $3 } END { print n + 0 }'
+}
+
+# log_ms FILE MSG [FROM_LINE]: the time of day, in ms, of each MSG line
+# of FILE from line FROM_LINE on (logfmt ts=...THH:MM:SS.mmmZ).
+log_ms() {
+	tail -n "+${3:-1}" "$1" | grep " msg=$2 " |
+		sed -n 's/^ts=[^T]*T\([0-9]*\):\([0-9]*\):\([0-9]*\)\.\([0-9]*\)Z .*/\1 \2 \3 \4/p' |
+		awk '{ print (($1 * 60 + $2) * 60 + $3) * 1000 + $4 }'
+}
+
+# wait_log FILE MSG FROM_LINE SECONDS: until a MSG line appears there.
+wait_log() {
+	i=0
+	while [ $i -lt $(($4 * 20)) ]; do
+		tail -n "+$3" "$1" | grep -q " msg=$2 " && return 0
+		sleep 0.05; i=$((i + 1))
+	done
+	return 1
+}
+
+# verdict OUTPUT: "status/degraded" of each ACK, space-separated.
+verdict() {
+	echo "$1" | grep '^ack' | while read -r l; do
+		printf '%s/%s ' "$(echo "$l" | field status)" "$(echo "$l" | field degraded)"
+	done
+}
+
+# ---- 1. circuit breaker ------------------------------------------------
+RP=$(port 1); AP=$(port 2); MP=$(port 3)
+start_redis "$RP"
+cat >"$TMP/breaker.yaml" <<YAML
+listen: 127.0.0.1:$AP
+workers: 1
+redis: { url: "redis://127.0.0.1:$RP/0", timeout: 50ms }
+rules:
+  - { name: t, message: rl-request, key: "t:{tenant}", rate: 1000/s, burst: 1000, fail: open }
+YAML
+LOG1="$TMP/agent-breaker.log"
+AGENT_LOG=$LOG1 start_agent "$TMP/breaker.yaml" -m "127.0.0.1:$MP"
+wait_port "$AP" && wait_port "$MP"
+c() { "$CLIENT" -a "127.0.0.1:$AP" "$@"; }
+expect_eq "$(verdict "$(c rl-request tenant=s:warm)")" "0/0 " "breaker: a decision from Redis before the fault"
+expect_eq "$(metric spoa_rl_redis_circuit_open)" 0 "breaker: circuit_open is 0 while Redis answers"
+before=$(evals "$RP")
+RPID=$(eval echo "\$REDIS_PID_$RP")
+kill -STOP "$RPID"
+# Each request waits its 50 ms deadline; once Redis has been silent for
+# STORE_STALL_S (1 s) each timeout counts, and the fifth opens the breaker.
+sent=0
+while [ $sent -lt 80 ]; do
+	c rl-request tenant=s:stall$sent >/dev/null
+	sent=$((sent + 1))
+	grep -q ' msg=redis_breaker_open ' "$LOG1" && break
+done
+grep -q " msg=redis_breaker_open host=127.0.0.1 port=$RP cooldown_s=0.5" "$LOG1"
+ok $? "breaker: redis_breaker_open is logged with its cooldown ($sent requests sent)"
+expect_eq "$(metric spoa_rl_redis_circuit_open)" 1 "breaker: circuit_open reaches 1"
+t0=$(now_ms)
+out=$(c -n 30 rl-request tenant=s:cool)
+ms=$(($(now_ms) - t0))
+expect_eq "$(verdict "$out" | tr ' ' '\n' | sort | uniq -c | xargs)" "30 0/1" \
+	"breaker: during the cooldown 30 requests get fail: open at once, degraded=1"
+[ "$ms" -lt 250 ]; ok $? "breaker: without waiting for the 50 ms deadline ($ms ms for 30)"
+sleep 0.6			# past the cooldown: the next request probes
+t0=$(now_ms)
+out=$(c rl-request tenant=s:probe)
+ms=$(($(now_ms) - t0))
+expect_eq "$(verdict "$out")" "0/1 " "breaker: the probe to a stopped Redis times out to the fail mode"
+[ "$ms" -ge 45 ]; ok $? "breaker: the probe was sent, it waited for its deadline ($ms ms)"
+t0=$(now_ms)
+out=$(c -n 10 rl-request tenant=s:cool2)
+ms=$(($(now_ms) - t0))
+expect_eq "$(verdict "$out" | tr ' ' '\n' | sort | uniq -c | xargs)" "10 0/1" \
+	"breaker: the failed probe reopens it: 10 more at once"
+[ "$ms" -lt 200 ]; ok $? "breaker: reopened, nothing waits ($ms ms for 10)"
+line=$(wc -l <"$LOG1")
+kill -CONT "$RPID"
+wait_log "$LOG1" redis_breaker_closed "$line" 3
+ok $? "breaker: the late replies after SIGCONT close it (redis_breaker_closed)"
+expect_eq "$(($(evals "$RP") - before))" "$((sent + 1))" \
+	"breaker: Redis executed the $sent calls sent before it opened and the probe, none of the cooldown's 40"
+expect_eq "$(metric spoa_rl_redis_circuit_open)" 0 "breaker: circuit_open is back to 0"
+expect_eq "$(verdict "$(c rl-request tenant=s:after)")" "0/0 " "breaker: decisions come from Redis again"
+
+# ---- 2. reconnect backoff -------------------------------------------------
+line=$(wc -l <"$LOG1")
+kill -9 "$RPID"; wait "$RPID" 2>/dev/null
+wait_log "$LOG1" redis_disconnected "$line" 2
+ok $? "backoff: the agent sees Redis die"
+sleep 4.2
+log_ms "$LOG1" redis_connect_failed "$line" >"$TMP/attempts"
+n=$(wc -l <"$TMP/attempts")
+awk 'NR > 1 { print $1 - p } { p = $1 }' "$TMP/attempts" >"$TMP/gaps"
+echo "# reconnect attempts in 4.2 s: $n; gaps (ms): $(xargs <"$TMP/gaps")"
+# 50 ms doubling to a 1 s cap, each delay jittered over its upper half:
+# 25-50, 50-100, 100-200, 200-400, 400-800, then 500-1000 ms: 7 to 12
+# attempts in 4.2 s (at 3.55 s the 7th at the latest).
+[ "$n" -ge 7 ] && [ "$n" -le 13 ]; ok $? "backoff: 7 to 13 attempts in 4.2 s, not one per 50 ms ($n)"
+expect_eq "$(awk '$1 > 1100' "$TMP/gaps" | wc -l)" 0 "backoff: no gap above the 1 s cap (+100 ms)"
+[ "$(head -n 1 "$TMP/gaps")" -le 150 ]; ok $? "backoff: the first retries are quick ($(head -n 1 "$TMP/gaps") ms)"
+expect_eq "$(tail -n 2 "$TMP/gaps" | awk '$1 >= 450' | wc -l)" 2 \
+	"backoff: the last two gaps are at the cap, 500-1000 ms"
+awk 'NR > 1 && $1 < p / 2 - 30 { bad = 1 } { p = ($1 > p ? $1 : p) } END { exit bad }' "$TMP/gaps"
+ok $? "backoff: no gap falls below half the largest one before it (the delay only grows)"
+line=$(wc -l <"$LOG1")
+t0=$(now_ms)
+start_redis "$RP"
+wait_log "$LOG1" redis_connected "$line" 3
+ok $? "backoff: the agent reconnects once Redis is back"
+ms=$(( $(log_ms "$LOG1" redis_connected "$line" | head -n 1) - t0 % 86400000 ))
+[ "$ms" -le 1300 ]; ok $? "backoff: within the 1 s cap of Redis returning ($ms ms)"
+expect_eq "$(verdict "$(c rl-request tenant=s:back)")" "0/0 " "backoff: decisions from Redis again"
+kill "$AGENT_PID"; wait "$AGENT_PID" 2>/dev/null
+
+# ---- 3. AUTH and ACL users --------------------------------------------------
+# One Redis with requirepass, one with an ACL user (the default user has
+# another password). Each agent serves its own port and logs to its own
+# file; every secret is then looked for in every log.
+PW_RP=$(port 4); ACL_RP=$(port 5)
+PASS_A=pw-Requirepass-7f3a91; PASS_DEF=pw-Default-0c55e2; PASS_ACL=pw-AclUser-b8d41e
+WRONG=pw-Wrong-5e19aa
+start_redis "$PW_RP" --requirepass "$PASS_A"
+start_redis "$ACL_RP" --requirepass "$PASS_DEF"
+redis-cli -p "$ACL_RP" -a "$PASS_DEF" --no-auth-warning \
+	ACL SETUSER rl on ">$PASS_ACL" '~rl:*' '+@all' >/dev/null
+ok $? "auth: ACL user rl created"
+# auth_agent NAME PORT REDIS-YAML: an agent on PORT whose redis: section is
+# REDIS-YAML, logging to agent-NAME.log; its fail mode is closed.
+auth_agent() {
+	cat >"$TMP/$1.yaml" <<YAML
+listen: 127.0.0.1:$2
+workers: 1
+redis: $3
+rules:
+  - { name: a, message: rl-request, key: "a:{tenant}", rate: 10/s, burst: 10, fail: closed }
+YAML
+	AGENT_LOG="$TMP/agent-$1.log" start_agent "$TMP/$1.yaml"
+}
+R=127.0.0.1
+export RL_TEST_PASS=$PASS_A RL_TEST_ACL_USER=rl RL_TEST_ACL_PASS=$PASS_ACL RL_TEST_WRONG=$WRONG
+auth_agent pw-file "$(port 6)" "{ url: \"redis://$R:$PW_RP/0\", password: \"$PASS_A\" }"
+auth_agent pw-env "$(port 7)" "{ url: \"redis://$R:$PW_RP/0\", password_env: RL_TEST_PASS }"
+auth_agent acl-file "$(port 8)" "{ url: \"redis://$R:$ACL_RP/0\", username: rl, password: \"$PASS_ACL\" }"
+auth_agent acl-env "$(port 9)" "{ url: \"redis://$R:$ACL_RP/0\", username_env: RL_TEST_ACL_USER, password_env: RL_TEST_ACL_PASS }"
+auth_agent acl-url "$(port 10)" "{ url: \"redis://rl:$PASS_ACL@$R:$ACL_RP/0\" }"
+auth_agent pw-wrong "$(port 11)" "{ url: \"redis://$R:$PW_RP/0\", password: \"$WRONG\" }"
+auth_agent acl-wrong "$(port 12)" "{ url: \"redis://$R:$ACL_RP/0\", username: rl, password_env: RL_TEST_WRONG }"
+unset RL_TEST_PASS RL_TEST_ACL_USER RL_TEST_ACL_PASS RL_TEST_WRONG
+for i in 6 7 8 9 10 11 12; do wait_port "$(port $i)"; done
+n=0
+for a in pw-file:6 pw-env:7 acl-file:8 acl-env:9 acl-url:10; do
+	n=$((n + 1))
+	out=$("$CLIENT" -a "127.0.0.1:$(port ${a#*:})" -n 2 rl-request tenant=s:auth$n)
+	expect_eq "$(verdict "$out")" "0/0 0/0 " "auth: ${a%:*}: decided by Redis (degraded=0)"
+done
+expect_eq "$(redis-cli -p "$PW_RP" -a "$PASS_A" --no-auth-warning --scan --pattern 'rl:*' | wc -l)" 2 \
+	"auth: the requirepass Redis holds the two agents' keys"
+expect_eq "$(redis-cli -p "$ACL_RP" --user rl --pass "$PASS_ACL" --no-auth-warning --scan --pattern 'rl:*' | wc -l)" 3 \
+	"auth: the ACL user wrote the three agents' keys"
+for a in pw-wrong:11 acl-wrong:12; do
+	out=$("$CLIENT" -a "127.0.0.1:$(port ${a#*:})" -n 2 rl-request tenant=s:wrong)
+	expect_eq "$(verdict "$out")" "503/1 503/1 " "auth: ${a%:*}: a wrong password gives fail: closed, degraded=1"
+	grep -q ' msg=redis_setup command=AUTH error="WRONGPASS' "$TMP/agent-${a%:*}.log"
+	ok $? "auth: ${a%:*}: the refused AUTH is logged (redis_setup command=AUTH ... WRONGPASS)"
+done
+for s in "$PASS_A" "$PASS_DEF" "$PASS_ACL" "$WRONG"; do
+	expect_eq "$(cat "$TMP"/agent-*.log | grep -c -F -e "$s")" 0 "auth: no log line holds the secret ${s%-*}-..."
+done
+
+finish
