@@ -14,13 +14,20 @@
  * 2 tol after LIM_OP_FORCE), and a denial never moves it, so a key denied
  * until T stays denied until T for cost 1. cost > tol / EI never fits.
  *
- * The token bucket keeps (tokens in millionths, last refill time):
- *   tokens = min(full, tokens + floor((now - last) * N * 10^6 / P)),
+ * The token bucket keeps (tokens in millionths, last), <last> the anchor
+ * of the refill, and refills one unit per EI, GCRA's emission interval:
+ *   tokens = min(full, stored + floor((now - last) * 10^6 / EI)),
  *   full = burst * 10^6; allowed if tokens >= cost * 10^6.
- * The refill is computed only when the bucket is not yet full at <now>
- * (elapsed compared with the time to fill), so no product overflows; the
- * fraction of a millionth lost per refill is the price of integers. FORCE
- * may drive tokens negative, never below -full.
+ * A charge subtracts from the stored tokens and keeps <last>; only a full
+ * bucket (or a FORCE clamp) moves the anchor to now. The stored tokens are
+ * then whole units, and the bucket is exactly GCRA with TAT = last +
+ * (burst - stored / 10^6) * EI: the same decisions, remaining, retry, next
+ * and full at every rate, also those like 7/min where EI = floor(P / N)
+ * is not P / N (ALGORITHMS.md: "Same behaviour as GCRA"). Refilling at
+ * N / P instead, or re-anchoring at every charge, would drift from GCRA
+ * by a µs or more. The refill is computed only while the bucket is not
+ * full at <now>, so no product overflows. FORCE may drive tokens
+ * negative, never below -full.
  */
 #include "limiter.h"
 
@@ -103,11 +110,11 @@ floor_mod(int64_t a, int64_t b)
 }
 
 /* The bucket at <now>: <tok> millionths, refilled from <base> millionths
- * over the last <el> µs (el = 0 when full or fresh). Times are computed
- * from the base, so a peek or a denial reports the exact instant the
- * floor()ed refill reaches a level. */
+ * at the anchor <at> = now - <el> (el = 0 when full or fresh: the anchor
+ * is now). Times are computed from the anchor, so a peek or a denial
+ * reports the exact instant the floor()ed refill reaches a level. */
 struct tb_view {
-	int64_t tok, base, el;
+	int64_t tok, base, el, at;
 };
 
 static void
@@ -115,25 +122,27 @@ tb_view(const struct lim_params *p, const struct lim_state *s, int64_t now,
         struct tb_view *v)
 {
 	int64_t full = p->burst * LIM_MICRO;
-	int64_t rate_m = p->rate * LIM_MICRO;
 	int64_t need;
 
 	v->tok = v->base = full;
 	v->el = 0;
+	v->at = now;
 	if (!s->v[2] || (need = full - s->v[0]) <= 0)
 		return;
 	v->base = v->tok = s->v[0];
+	v->at = s->v[1];
 	v->el = now - s->v[1];
 	if (v->el <= 0) {
 		v->el = 0;
 		return;
 	}
-	if (v->el >= lim_muldiv_ceil(need, p->period_us, rate_m)) {
+	if (v->el >= lim_muldiv_ceil(need, p->ei_us, LIM_MICRO)) {
 		v->tok = v->base = full;
 		v->el = 0;
+		v->at = now;
 		return;
 	}
-	v->tok += lim_muldiv(v->el, rate_m, p->period_us, NULL);
+	v->tok += lim_muldiv(v->el, LIM_MICRO, p->ei_us, NULL);
 }
 
 /* µs from now until the bucket holds <level> millionths. */
@@ -144,7 +153,7 @@ tb_until(const struct lim_params *p, const struct tb_view *v, int64_t level)
 
 	if (v->tok >= level)
 		return 0;
-	t = lim_muldiv_ceil(level - v->base, p->period_us, p->rate * LIM_MICRO);
+	t = lim_muldiv_ceil(level - v->base, p->ei_us, LIM_MICRO);
 	return t > v->el ? t - v->el : 0;
 }
 
@@ -185,29 +194,33 @@ lim__tb_eval(const struct lim_params *p, const struct lim_state *s, int op,
 		return op == LIM_OP_FORCE;
 	}
 	out->allowed = 1;
-	if (cost > 0) {			/* the state the commit writes */
-		v.tok = v.base = v.tok - want;
-		v.el = 0;
-	}
+	v.tok -= want;			/* the state the commit writes */
+	v.base -= want;
 	tb_fill(p, &v, out);
 	return cost > 0;
 }
 
+/* The charge keeps the anchor, so no fraction of a refill is ever lost.
+ * A FORCE that would take the bucket below -full starts it again at
+ * exactly -full now, as GCRA's TAT clamp at now + 2 * DVT. */
 void
 lim__tb_commit(const struct lim_params *p, struct lim_state *s, int op,
                int64_t cost, int64_t now)
 {
 	int64_t full = p->burst * LIM_MICRO;
 	struct tb_view v;
-	int64_t tokens;
 
 	if (op == LIM_OP_RELEASE || cost <= 0)
 		return;
 	tb_view(p, s, now, &v);
 	if (cost > 2 * p->burst)
 		cost = 2 * p->burst;
-	tokens = v.tok - cost * LIM_MICRO;
-	s->v[0] = tokens < -full ? -full : tokens;
-	s->v[1] = now;
+	if (v.tok - cost * LIM_MICRO < -full) {
+		s->v[0] = -full;
+		s->v[1] = now;
+	} else {
+		s->v[0] = v.base - cost * LIM_MICRO;
+		s->v[1] = v.at;
+	}
 	s->v[2] = 1;
 }

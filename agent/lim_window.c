@@ -5,9 +5,10 @@
  * the UTC day), or the UTC calendar month (civil-from-days, no libc time
  * functions). State: (window index, count). Allowed iff count + cost <= L,
  * and only then charged; remaining = L - count after; next = full = end -
- * now; retry = end - now on a denial. The script keeps one counter per
- * window, "<base>:<index>", expiring at the window's end plus a margin, so
- * a rejected request is never counted and old windows vanish by TTL.
+ * now; retry = end - now on a denial. The script keeps the counter in
+ * field <index> of the hash "<base>", which expires at the window's end
+ * plus a margin, so a rejected request is never counted and old windows
+ * vanish by TTL.
  *
  * Sliding window: counters prev and cur of the windows idx - 1 and idx,
  * e = now - start of idx:
@@ -16,9 +17,9 @@
  * The retry is the first instant the estimate drops to L - cost: inside
  * this window if prev's weight decays enough (solve prev * (W - e') <=
  * (t + 1) * W - 1 for the largest W - e'), else in the next window, where
- * cur becomes prev and decays the same way. The script keeps
- * "<base>:<index>" alive until the end of the next window (plus margin),
- * as it is that window's prev.
+ * cur becomes prev and decays the same way. The script keeps fields
+ * <index> and <index - 1> of the hash "<base>", alive until the end of the
+ * next window (plus margin), as <index> is that window's prev.
  */
 #include "limiter.h"
 

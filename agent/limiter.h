@@ -166,9 +166,10 @@ int lim_algo_from_name(const char *s);	/* -1 if unknown */
  *   sliding-log         limit   window_us  0
  *   concurrency         limit   lease_us   0
  * Keys the script writes (each gets a PEXPIRE): gcra/leaky "<base>" (TAT),
- * token-bucket "<base>" (hash t=tokens, l=last), fixed-window
- * "<base>:<index>", sliding-window "<base>:<index>" and "<base>:<index-1>",
- * sliding-log and concurrency "<base>" (sorted set).
+ * token-bucket "<base>" (hash t=tokens, l=the refill's anchor),
+ * fixed-window "<base>" (hash field <index>), sliding-window "<base>"
+ * (hash fields <index> and <index-1>), sliding-log and concurrency
+ * "<base>" (sorted set).
  */
 
 #define LIM_COST_MAX   (1LL << 32)
@@ -181,7 +182,7 @@ int lim_algo_from_name(const char *s);	/* -1 if unknown */
 extern const char lua_ratelimit[];
 
 /* One key's state for the C twins. <v> holds the algorithm's words (gcra:
- * TAT; token-bucket: tokens in millionths, last; windows: window index,
+ * TAT; token-bucket: tokens in millionths, anchor, windows: window index,
  * current count, previous count). Sliding-log keeps <n> timestamps in
  * <ts>, ascending; concurrency keeps <n> lease expiries in <ts> with the
  * member hashes in <ids>. <n> never exceeds the limit L, so a key costs

@@ -79,65 +79,35 @@ local function res(allowed, rem, retry, nxt, full)
 end
 
 -- ---- GCRA and leaky bucket: p1 = EI, p2 = DVT, p3 = max_delay ----------
-
-local function gcra_fill(c, allowed, retry, T)
-	local full = T - now
-	local d = c.p2 - full
-	local rem = 0
-	if d > 0 then rem = idiv(d, c.p1) end
-	local nxt = 0
-	if full > 0 then nxt = full - idiv(full - 1, c.p1) * c.p1 end
-	return res(allowed, rem, retry, nxt, max0(full))
-end
-
-local function gcra_eval(c)
-	local ei, tol = c.p1, c.p2 + c.p3
-	local tat = num(call('GET', c.key)) or 0
-	if tat < now then tat = now end
-	c.tat = tat
-	if c.cost > idiv(tol, ei) then
-		return gcra_fill(c, -1, 0, tat), c.op == FORCE
-	end
-	local new = tat + ei * c.cost
-	if new - tol > now then
-		return gcra_fill(c, 0, new - tol - now, tat), c.op == FORCE
-	end
-	return gcra_fill(c, 1, 0, new), c.cost > 0
-end
-
-local function gcra_commit(c)
-	local ei, tol = c.p1, c.p2 + c.p3
-	local cmax = idiv(2 * tol, ei) + 1
-	local new = c.tat + ei * min(c.cost, cmax)
-	local cap = max(now + 2 * tol, c.tat)
-	if new > cap then new = cap end
-	call('SET', c.key, s(new), 'PX', s(ceil_ms(new - now)))
-end
+-- Evaluated inline by gcra_fast() in the batch loop below: the one GCRA.
 
 -- ---- token bucket: p1 = N, p2 = P, p3 = burst; hash t (millionths), l ---
+-- l is the refill's anchor: one unit per EI = max(1, floor(P / N)), as
+-- GCRA, and a charge keeps the anchor (lim_gcra.c says why).
 
--- the bucket now: tok, refilled from base over the last el µs
+-- the bucket now: tok, refilled from base at the anchor at = now - el
 local function tb_view(c)
-	local full, rate_m = c.p3 * MICRO, c.p1 * MICRO
-	local v = { tok = full, base = full, el = 0 }
+	local full = c.p3 * MICRO
+	c.ei = max(1, idiv(c.p2, c.p1))
+	local v = { tok = full, base = full, el = 0, at = now }
 	local r = call('HMGET', c.key, 't', 'l')
 	if not r[1] then return v end
 	local tok, last = tonumber(r[1]), tonumber(r[2])
 	local need = full - tok
 	if need <= 0 then return v end
-	v.tok, v.base, v.el = tok, tok, now - last
+	v.tok, v.base, v.el, v.at = tok, tok, now - last, last
 	if v.el <= 0 then v.el = 0; return v end
-	if v.el >= muldiv_ceil(need, c.p2, rate_m) then
-		v.tok, v.base, v.el = full, full, 0
+	if v.el >= muldiv_ceil(need, c.ei, MICRO) then
+		v.tok, v.base, v.el, v.at = full, full, 0, now
 		return v
 	end
-	v.tok = tok + (muldiv(v.el, rate_m, c.p2))
+	v.tok = tok + (muldiv(v.el, MICRO, c.ei))
 	return v
 end
 
 local function tb_until(c, v, level)
 	if v.tok >= level then return 0 end
-	local t = muldiv_ceil(level - v.base, c.p2, c.p1 * MICRO)
+	local t = muldiv_ceil(level - v.base, c.ei, MICRO)
 	if t > v.el then return t - v.el end
 	return 0
 end
@@ -155,23 +125,27 @@ end
 
 local function tb_eval(c)
 	local v = tb_view(c)
-	c.tok = v.tok
+	c.v = v
 	if c.cost > c.p3 then return tb_fill(c, -1, 0, v), c.op == FORCE end
 	local want = c.cost * MICRO
 	if v.tok < want then
 		return tb_fill(c, 0, tb_until(c, v, want), v), c.op == FORCE
 	end
-	if c.cost > 0 then v.tok, v.base, v.el = v.tok - want, v.tok - want, 0 end
-	return tb_fill(c, 1, 0, v), c.cost > 0
+	local after = { tok = v.tok - want, base = v.base - want, el = v.el }
+	return tb_fill(c, 1, 0, after), c.cost > 0
 end
 
+-- A FORCE below -full starts again at exactly -full now (GCRA's clamp).
 local function tb_commit(c)
-	local full = c.p3 * MICRO
-	local tok = c.tok - min(c.cost, 2 * c.p3) * MICRO
-	if tok < -full then tok = -full end
-	call('HSET', c.key, 't', s(tok), 'l', s(now))
-	local ttl = muldiv_ceil(full - tok, c.p2, c.p1 * MICRO)
-	call('PEXPIRE', c.key, s(max(1, ceil_ms(ttl))))
+	local full, v = c.p3 * MICRO, c.v
+	local want = min(c.cost, 2 * c.p3) * MICRO
+	local w = { tok = v.tok - want, base = v.base - want, el = v.el }
+	local at = v.at
+	if w.tok < -full then
+		w.tok, w.base, w.el, at = -full, -full, 0, now
+	end
+	call('HSET', c.key, 't', s(w.base), 'l', s(at))
+	call('PEXPIRE', c.key, s(max(1, ceil_ms(tb_until(c, w, full)))))
 end
 
 -- ---- windows: p1 = L, p2 = W, p3 = calendar (fixed only) ----------------
@@ -407,10 +381,10 @@ end
 
 -- ---- dispatch -------------------------------------------------------------
 
-local EVAL = { [GCRA] = gcra_eval, [LEAKY] = gcra_eval, [TB] = tb_eval,
-	[FW] = fw_eval, [SW] = sw_eval, [LOG] = log_eval, [CONC] = conc_eval }
-local COMMIT = { [GCRA] = gcra_commit, [LEAKY] = gcra_commit,
-	[TB] = tb_commit, [FW] = fw_commit, [SW] = sw_commit,
+-- GCRA and leaky bucket never come here: the batch takes gcra_fast().
+local EVAL = { [TB] = tb_eval, [FW] = fw_eval, [SW] = sw_eval,
+	[LOG] = log_eval, [CONC] = conc_eval }
+local COMMIT = { [TB] = tb_commit, [FW] = fw_commit, [SW] = sw_commit,
 	[LOG] = log_commit, [CONC] = conc_commit }
 
 local function eval_check(c)
@@ -459,8 +433,8 @@ else			-- unpack() has a stack limit
 	end
 end
 
--- GCRA / leaky bucket, what eval_check() and gcra_eval() do for check <ki>
--- without the table. Writes the five results at out[o+1..o+5]; returns
+-- GCRA / leaky bucket for check <ki>, without a check table (ALGORITHMS.md;
+-- the C twin is lim_gcra.c). Writes the five results at out[o+1..o+5]; returns
 -- allowed, charge, the TAT read and the cost to commit.
 local function gcra_fast(ki, op, cost, ei, dvt, tol)
 	local tat = seen_[KEYS[ki]] or tonumber(val_[ki]) or 0

@@ -186,9 +186,20 @@ Test(gcra, peek_does_not_change_state)
 	lim_state_deinit(&s);
 }
 
-Test(gcra, microsecond_rounding_3_per_second)
+
+
+/* Microsecond rounding, shared by the GCRA family (gcra, leaky-bucket
+ * meter, token-bucket: ALGORITHMS.md gives all three the same decisions).
+ * 3/s burst 3: EI = floor(10^6 / 3) = 333333, DVT = 3 * EI = 999999, not
+ * 10^6. After 3 units at T0 the TAT is T0 + 999999: one more needs TAT +
+ * EI - DVT = T0 + 333333, so at T0 + 333332 retry = 1, full = 999999 -
+ * 333332 = 666667, next = 666667 - floor(666666 / 333333) * 333333 = 1.
+ * At T0 + 333333 the TAT becomes T0 + 1333332 (full 999999), and the
+ * bucket is full again 999999 µs later. */
+static void
+rounding_3_per_second(enum lim_algo a)
 {
-	struct lim_params p = mk(LIM_GCRA, 3, S, 3);
+	struct lim_params p = mk(a, 3, S, 3);
 	struct lim_state s;
 	struct lim_result r;
 
@@ -199,16 +210,23 @@ Test(gcra, microsecond_rounding_3_per_second)
 	expect(r, 1, 0, 0, 999999);
 	r = run(&p, &s, LIM_OP_CHECK, 1, T0 + 333332);
 	expect(r, 0, 0, 1, 666667);
+	cr_expect_eq(r.next_us, 1);
 	r = run(&p, &s, LIM_OP_CHECK, 1, T0 + 333333);
 	expect(r, 1, 0, 0, 999999);
+	r = run(&p, &s, LIM_OP_CHECK, 0, T0 + 333333 + 999999);
+	expect(r, 1, 3, 0, 0);
 	cr_expect_eq(lim_quota(&p), 3);
 	cr_expect_eq(lim_window_s(&p), 1);
 	lim_state_deinit(&s);
 }
 
-Test(gcra, microsecond_rounding_7_per_minute)
+/* 7/min, burst 1 (the default): EI = floor(60 * 10^6 / 7) = 8571428, not
+ * 8571428.57: the unit is back 8571428 µs after it was taken, and w =
+ * ceil(8571428 / 10^6) = 9 s. */
+static void
+rounding_7_per_minute(enum lim_algo a)
 {
-	struct lim_params p = mk(LIM_GCRA, 7, 60 * S, 0);
+	struct lim_params p = mk(a, 7, 60 * S, 0);
 	struct lim_state s;
 	struct lim_result r;
 
@@ -224,6 +242,16 @@ Test(gcra, microsecond_rounding_7_per_minute)
 	expect(r, 1, 0, 0, 8571428);
 	cr_expect_eq(lim_window_s(&p), 9);
 	lim_state_deinit(&s);
+}
+
+Test(gcra, microsecond_rounding_3_per_second)
+{
+	rounding_3_per_second(LIM_GCRA);
+}
+
+Test(gcra, microsecond_rounding_7_per_minute)
+{
+	rounding_7_per_minute(LIM_GCRA);
 }
 
 Test(gcra, force_charges_over_the_limit_but_bounded)
@@ -337,6 +365,79 @@ Test(leaky, delay_is_zero_in_meter_mode)
 	lim_state_deinit(&s);
 }
 
+
+
+Test(leaky, meter_microsecond_rounding_3_per_second)
+{
+	rounding_3_per_second(LIM_LEAKY_BUCKET);
+}
+
+Test(leaky, meter_microsecond_rounding_7_per_minute)
+{
+	rounding_7_per_minute(LIM_LEAKY_BUCKET);
+}
+
+/* 1/s burst 5: cost 3 moves the TAT 3 s; a second 3 would need TAT + 3 s
+ * - DVT = 1 s of waiting, and is refused without moving it; 2 still fit. */
+Test(leaky, meter_cost_above_one_takes_that_many_slots)
+{
+	struct lim_params p = mk(LIM_LEAKY_BUCKET, 1, S, 5);
+	struct lim_state s;
+	struct lim_result r;
+
+	lim_state_init(&s);
+	r = run(&p, &s, LIM_OP_CHECK, 3, T0);
+	expect(r, 1, 2, 0, 3 * S);
+	r = run(&p, &s, LIM_OP_CHECK, 3, T0);
+	expect(r, 0, 2, 1 * S, 3 * S);	/* T0+6s - 5s - T0 */
+	cr_expect_eq(s.v[0], T0 + 3 * S);
+	r = run(&p, &s, LIM_OP_CHECK, 2, T0);
+	expect(r, 1, 0, 0, 5 * S);
+	lim_state_deinit(&s);
+}
+
+/* Cost 0 reports without charging: at T0 + 0.5 s with TAT T0 + 2 s,
+ * full = 1.5 s, remaining = floor((5 s - 1.5 s) / 1 s) = 3, next = 1.5 s -
+ * floor((1.5 s - 1) / 1 s) * 1 s = 0.5 s. A full bucket peeks allowed. */
+Test(leaky, meter_cost_zero_peeks_without_charging)
+{
+	struct lim_params p = mk(LIM_LEAKY_BUCKET, 1, S, 5);
+	struct lim_state s;
+	struct lim_result r;
+
+	lim_state_init(&s);
+	run(&p, &s, LIM_OP_CHECK, 2, T0);
+	r = run(&p, &s, LIM_OP_CHECK, 0, T0 + S / 2);
+	expect(r, 1, 3, 0, 3 * S / 2);
+	cr_expect_eq(r.next_us, S / 2);
+	cr_expect_eq(s.v[0], T0 + 2 * S);
+	run(&p, &s, LIM_OP_CHECK, 3, T0 + S / 2);
+	r = run(&p, &s, LIM_OP_CHECK, 0, T0 + S / 2);
+	expect(r, 1, 0, 0, 9 * S / 2);
+	cr_expect_eq(s.v[0], T0 + 5 * S);
+	lim_state_deinit(&s);
+}
+
+/* cost 6 > DVT / EI = 5 can never fit: -1, no retry, nothing charged. */
+Test(leaky, meter_impossible_cost_is_minus_one_and_charges_nothing)
+{
+	struct lim_params p = mk(LIM_LEAKY_BUCKET, 1, S, 5);
+	struct lim_state s;
+	struct lim_result r;
+
+	lim_state_init(&s);
+	r = run(&p, &s, LIM_OP_CHECK, 6, T0);
+	expect(r, -1, 5, 0, 0);
+	cr_expect_eq(s.v[0], 0);
+	run(&p, &s, LIM_OP_CHECK, 2, T0);
+	r = run(&p, &s, LIM_OP_CHECK, 6, T0);
+	expect(r, -1, 3, 0, 2 * S);
+	r = run(&p, &s, LIM_OP_CHECK, LIM_COST_MAX + 1, T0);
+	expect(r, -1, 3, 0, 2 * S);
+	cr_expect_eq(s.v[0], T0 + 2 * S);
+	lim_state_deinit(&s);
+}
+
 /* ---- token bucket ------------------------------------------------------- */
 
 Test(token_bucket, matches_gcra_decisions_on_a_sequence)
@@ -384,20 +485,67 @@ Test(token_bucket, refill_capped_after_a_long_idle)
 	lim_state_deinit(&s);
 }
 
-Test(token_bucket, fractional_rate_per_minute)
-{
-	struct lim_params p = mk(LIM_TOKEN_BUCKET, 7, 60 * S, 1);
-	struct lim_state s;
-	struct lim_result r;
 
-	lim_state_init(&s);
-	r = run(&p, &s, LIM_OP_CHECK, 1, T0);
-	expect(r, 1, 0, 0, 8571429);	/* ceil(60 s / 7) */
-	r = run(&p, &s, LIM_OP_CHECK, 1, T0 + 8571428);
-	expect(r, 0, 0, 1, 1);
-	r = run(&p, &s, LIM_OP_CHECK, 1, T0 + 8571429);
-	cr_expect_eq(r.allowed, 1);
-	lim_state_deinit(&s);
+
+/* The token bucket refills one unit per EI, as GCRA's TAT moves: at 7/min
+ * every 8571428 µs, not every 60 s / 7 = 8571428.57 µs (the 8571429 a
+ * refill at N / P gave, 1 µs later than GCRA). */
+Test(token_bucket, microsecond_rounding_3_per_second)
+{
+	rounding_3_per_second(LIM_TOKEN_BUCKET);
+}
+
+Test(token_bucket, microsecond_rounding_7_per_minute)
+{
+	rounding_7_per_minute(LIM_TOKEN_BUCKET);
+}
+
+/* Random sequences of cost 0..burst+1, CHECK and FORCE, every field equal
+ * to GCRA's, at rates that do not divide the period. */
+static void
+tb_equals_gcra(int64_t rate, int64_t period, int64_t burst, unsigned seed)
+{
+	struct lim_params g = mk(LIM_GCRA, rate, period, burst);
+	struct lim_params tb = mk(LIM_TOKEN_BUCKET, rate, period, burst);
+	struct lim_state sg, st;
+	struct lim_result rg, rt;
+	int64_t t = T0, cost;
+	unsigned x = seed;
+	int i, op, allowed = 0, denied = 0;
+
+	lim_state_init(&sg);
+	lim_state_init(&st);
+	for (i = 0; i < 5000; i++) {
+		x = x * 1103515245 + 12345;
+		t += (int64_t)((x >> 8) % 1000) * g.ei_us / 700 + (x >> 20) % 3;
+		cost = (x >> 4) % (burst + 2);
+		op = (x >> 12) % 16 == 0 ? LIM_OP_FORCE : LIM_OP_CHECK;
+		rg = run(&g, &sg, op, cost, t);
+		rt = run(&tb, &st, op, cost, t);
+		cr_assert_eq(rt.allowed, rg.allowed, "step %d", i);
+		cr_assert_eq(rt.remaining, rg.remaining, "step %d", i);
+		cr_assert_eq(rt.retry_after_us, rg.retry_after_us, "step %d", i);
+		cr_assert_eq(rt.full_us, rg.full_us, "step %d", i);
+		cr_assert_eq(rt.next_us, rg.next_us, "step %d", i);
+		allowed += rg.allowed == 1;
+		denied += rg.allowed == 0;
+	}
+	cr_expect(allowed > 500 && denied > 500, "%d allowed, %d denied",
+	          allowed, denied);
+	lim_state_deinit(&sg);
+	lim_state_deinit(&st);
+}
+
+Test(token_bucket, equals_gcra_at_3_per_second)
+{
+	tb_equals_gcra(3, S, 3, 7);
+	tb_equals_gcra(3, S, 1, 8);
+}
+
+Test(token_bucket, equals_gcra_at_7_per_minute)
+{
+	tb_equals_gcra(7, 60 * S, 1, 9);
+	tb_equals_gcra(7, 60 * S, 4, 10);
 }
 
 Test(token_bucket, peek_and_force)
