@@ -70,7 +70,7 @@ help(void)
 "  -m, --metrics ADDR   serve /metrics and /healthz on ADDR (host:port)\n"
 "                       instead of the policy's metrics.listen\n"
 "  -w, --workers N      worker threads (default: the policy's workers:)\n"
-"  -v, --verbose        log more (repeat for debug); overrides log.level\n"
+"  -v, --verbose        log debug lines too; overrides log.level\n"
 "  -q, --quiet          log errors only; overrides log.level\n"
 "  -h, --help           show this help and exit\n"
 "  -V, --version        show the version and exit\n"
@@ -253,21 +253,60 @@ metrics_bind(const char *addr)
 	return 0;			/* httpd logged httpd_listening */
 }
 
+/* Logs each line of <text> (NULL: none) as "msg=<msg> detail=..." at
+ * <level>, quoted for logfmt: the parser's reports hold quotes ("unknown
+ * plan \"gold\""), and a line a log collector cannot split is worse than
+ * none. */
+static void
+log_report(int level, const char *msg, const char *text)
+{
+	char val[512];
+	const char *s, *nl;
+	size_t n;
+
+	for (; text != NULL && *text != '\0'; text = *nl ? nl + 1 : nl) {
+		nl = strchrnul(text, '\n');
+		for (n = 0, s = text; s < nl && n < sizeof(val) - 3; s++) {
+			if (*s == '"' || *s == '\\')
+				val[n++] = '\\';
+			val[n++] = *s;
+		}
+		val[n] = '\0';
+		if (n > 0)
+			log_msg(level, msg, "detail=\"%s\"", val);
+	}
+}
+
+/* Reads the policy file. With -c the parser's errors and warnings go to
+ * stderr as it wrote them (file:line:col: field: message), for a person;
+ * otherwise they are log lines (msg=policy_error, msg=policy_warning)
+ * like any other, under the new file's log.level when it loaded. At
+ * <startup> a good file is logged as policy_loaded (a reload logs
+ * reloaded instead). Returns the policy or NULL. */
 static struct policy *
-load(int quiet_ok)
+load(int startup)
 {
 	char *err = NULL, *warn = NULL;
 	struct policy *p = policy_load2(opts.path, &err, &warn);
 
-	if (warn != NULL)
-		fputs(warn, stderr);
-	if (p == NULL) {
-		fputs(err ? err : "policy: cannot load\n", stderr);
-		if (err != NULL && err[strlen(err) - 1] != '\n')
-			fputc('\n', stderr);
-	} else if (!quiet_ok) {
-		apply_log_level(p);
-		log_info("policy_loaded", "path=%s rules=%d", opts.path, p->nrules);
+	if (opts.check) {
+		if (warn != NULL)
+			fputs(warn, stderr);
+		if (p == NULL) {
+			fputs(err ? err : "policy: cannot load\n", stderr);
+			if (err != NULL && err[strlen(err) - 1] != '\n')
+				fputc('\n', stderr);
+		}
+	} else {
+		if (p != NULL)
+			apply_log_level(p);
+		log_report(LOG_WARN, "policy_warning", warn);
+		if (p == NULL)
+			log_report(LOG_ERROR, "policy_error",
+			           err ? err : "policy: cannot load");
+		else if (startup)
+			log_info("policy_loaded", "path=%s rules=%d", opts.path,
+			         p->nrules);
 	}
 	free(err);
 	free(warn);
@@ -277,14 +316,13 @@ load(int quiet_ok)
 static void
 sighup_cb(struct ev_loop *loop, ev_signal *w, int revents)
 {
-	struct policy *p = load(1);
+	struct policy *p = load(0);
 
 	if (p == NULL) {
 		log_error("reload_failed", "path=%s kept=old", opts.path);
 		metrics_policy_reload(false);
 		return;
 	}
-	apply_log_level(p);
 	publish_rule_names(p);
 	server_reload(server, p);
 	metrics_bind(metrics_addr(p));
@@ -309,7 +347,7 @@ main(int argc, char **argv)
 	char *err = NULL;
 
 	parse_args(argc, argv);
-	if ((p = load(opts.check)) == NULL)
+	if ((p = load(1)) == NULL)
 		return 1;
 	if (opts.check) {
 		printf("%s: OK (%d rules)\n", opts.path, p->nrules);
