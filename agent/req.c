@@ -309,10 +309,15 @@ static void
 shadow_log(struct req *r, int i)
 {
 	const struct check *c = &r->checks[i];
+	struct server *s = r->w->srv;
 	int64_t now = util_now_us();
+	int first;
 
-	if (!nearcache_once(r->w->shadow_seen, c, now,
-	                    now + lim_window_s(&c->lim) * LIM_USEC_PER_SEC))
+	pthread_mutex_lock(&s->shadow_lock);
+	first = nearcache_once(s->shadow_seen, c, now,
+	                       now + lim_window_s(&c->lim) * LIM_USEC_PER_SEC);
+	pthread_mutex_unlock(&s->shadow_lock);
+	if (!first)
 		return;
 	log_info("shadow_deny", "rule=%s key=\"%.*s\" remaining=%lld",
 	         c->rule->name, (int)(c->keylen > 120 ? 120 : c->keylen), c->key,

@@ -381,7 +381,6 @@ worker_init(struct worker *w, struct server *s, int id, char **err)
 	}
 	w->plans = plancache_new(w->store);
 	w->near = nearcache_new();
-	w->shadow_seen = nearcache_new();
 	for (int i = 0; i < s->nfds; i++) {
 		ev_io_init(&w->accept_io[i], accept_cb, s->fds[i], EV_READ);
 		ev_io_start(w->loop, &w->accept_io[i]);
@@ -408,7 +407,6 @@ worker_deinit(struct worker *w)
 	req_pool_free(w);
 	plancache_free(w->plans);
 	nearcache_free(w->near);
-	nearcache_free(w->shadow_seen);
 	local_free(w->local);
 	pin_retire(w->pin);
 	w->pin = NULL;
@@ -428,6 +426,8 @@ server_new(struct policy *p, const char *listen, int nworkers,
 	atomic_init(&s->policy, policy_ref(p));
 	s->max_conns = p->max_conns > 0 ? p->max_conns : 10000;
 	s->redis_url = redis_url;
+	pthread_mutex_init(&s->shadow_lock, NULL);
+	s->shadow_seen = nearcache_new();
 	if (open_listeners(s, listen, err) == -1)
 		goto fail;
 	s->nworkers = nworkers > 0 ? nworkers : 1;
@@ -495,5 +495,7 @@ server_stop(struct server *s)
 	}
 	free(s->workers);
 	policy_unref(atomic_load(&s->policy));
+	nearcache_free(s->shadow_seen);
+	pthread_mutex_destroy(&s->shadow_lock);
 	free(s);
 }

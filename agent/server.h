@@ -52,7 +52,6 @@ struct worker {
 	struct local          *local;
 	struct plancache      *plans;	/* tenant -> plan from Redis */
 	struct nearcache      *near;	/* keys Redis denied, until when */
-	struct nearcache      *shadow_seen;	/* shadow denials logged */
 	struct metrics_worker *m;
 	struct policy         *policy;	/* current; this worker holds a ref */
 	struct policy_pin     *pin;	/* the current policy's pin */
@@ -75,6 +74,10 @@ struct server {
 	atomic_int             nconns;	/* all workers */
 	int                    max_conns;
 	const char            *redis_url;	/* override of policy redis.url */
+	/* Shadow denials logged, one set for all workers (HAProxy spreads
+	 * a key's requests over them); locked only on a would-be denial. */
+	pthread_mutex_t        shadow_lock;
+	struct nearcache      *shadow_seen;
 };
 
 /* Opens every address of <listen> (comma-separated; "host:port",
