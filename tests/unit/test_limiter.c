@@ -689,6 +689,46 @@ Test(fixed_window, calendar_day_is_the_utc_day)
 	lim_state_deinit(&s);
 }
 
+/* Windows take no per-unit interval, so nothing rounds: retry is the exact
+ * end of the window. 3/s: limit 3 in a 1 s window from <st>; 3 units at st
+ * + 333333 leave full = 10^6 - 333333 = 666667; at st + 999999 the 4th
+ * waits 1 µs; at st + 10^6 a new window holds 3 - 1 = 2. */
+Test(fixed_window, window_end_exact_to_the_microsecond_3_per_second)
+{
+	struct lim_params p = mk(LIM_FIXED_WINDOW, 3, S, 0);
+	struct lim_state s;
+	struct lim_result r;
+	int64_t st = T0 / S * S;
+
+	lim_state_init(&s);
+	r = run(&p, &s, LIM_OP_CHECK, 3, st + 333333);
+	expect(r, 1, 0, 0, 666667);
+	r = run(&p, &s, LIM_OP_CHECK, 1, st + 999999);
+	expect(r, 0, 0, 1, 1);
+	r = run(&p, &s, LIM_OP_CHECK, 1, st + S);
+	expect(r, 1, 2, 0, S);
+	lim_state_deinit(&s);
+}
+
+/* 7/min: 7 units at st + 8571428 (one EI of 7/min in) leave full = 60 s -
+ * 8571428 = 51428572; denied until the window's last µs, then 7 - 1 = 6. */
+Test(fixed_window, window_end_exact_to_the_microsecond_7_per_minute)
+{
+	struct lim_params p = mk(LIM_FIXED_WINDOW, 7, 60 * S, 0);
+	struct lim_state s;
+	struct lim_result r;
+	int64_t st = T0 / (60 * S) * 60 * S;
+
+	lim_state_init(&s);
+	r = run(&p, &s, LIM_OP_CHECK, 7, st + 8571428);
+	expect(r, 1, 0, 0, 51428572);
+	r = run(&p, &s, LIM_OP_CHECK, 1, st + 60 * S - 1);
+	expect(r, 0, 0, 1, 1);
+	r = run(&p, &s, LIM_OP_CHECK, 1, st + 60 * S);
+	expect(r, 1, 6, 0, 60 * S);
+	lim_state_deinit(&s);
+}
+
 /* ---- sliding window ----------------------------------------------------- */
 
 Test(sliding_window, estimate_weights_the_previous_window)
@@ -780,6 +820,85 @@ Test(sliding_window, huge_products_stay_exact)
 	lim_state_deinit(&s);
 }
 
+/* 3/s (L = 3, W = 10^6): prev = 3, then at e into the next window
+ * estimate = floor(3 * (W - e) / W) + cur. At e = 0 it is 3: a cost 1
+ * waits until floor(3 * (W - e) / W) <= 2, i.e. W - e <= ceil(3 * W / 3)
+ * - 1 = 999999: retry 1. At e = 1, 2 + 1 = 3 with cur = 1; the next unit
+ * needs floor(3 * (W - e) / W) <= 1: W - e <= ceil(2 * W / 3) - 1 =
+ * 666666, so retry = W - 666666 - 1 = 333333; at e = 333333 the estimate
+ * is floor(2000001 / W) + 1 = 3, at e = 333334 floor(1999998 / W) + 1 = 2. */
+Test(sliding_window, microsecond_rounding_3_per_second)
+{
+	struct lim_params p = mk(LIM_SLIDING_WINDOW, 3, S, 0);
+	struct lim_state s;
+	struct lim_result r;
+	int64_t st = T0 / S * S + S;	/* the window after the charge */
+
+	lim_state_init(&s);
+	run(&p, &s, LIM_OP_CHECK, 3, st - 1);
+	r = run(&p, &s, LIM_OP_CHECK, 1, st);
+	expect(r, 0, 0, 1, r.full_us);
+	r = run(&p, &s, LIM_OP_CHECK, 1, st + 1);
+	expect(r, 1, 0, 0, r.full_us);
+	r = run(&p, &s, LIM_OP_CHECK, 1, st + 1);
+	cr_expect_eq(r.allowed, 0);
+	cr_expect_eq(r.retry_after_us, 333333);
+	r = run(&p, &s, LIM_OP_CHECK, 1, st + 333333);
+	expect(r, 0, 0, 1, r.full_us);
+	r = run(&p, &s, LIM_OP_CHECK, 1, st + 333334);
+	expect(r, 1, 0, 0, r.full_us);
+	lim_state_deinit(&s);
+}
+
+/* 7/min (L = 7, W = 60 s): prev = 7; a cost 7 needs floor(7 * (W - e) /
+ * W) = 0: W - e <= ceil(W / 7) - 1 = 8571428, so from e = 0 retry = full
+ * = 60 s - 8571428 = 51428572. At e = 51428571: floor(7 * 8571429 / W) =
+ * floor(60000003 / 60000000) = 1, denied for 1 µs; at 51428572: 59999996
+ * / 60000000 -> 0, allowed. */
+Test(sliding_window, microsecond_rounding_7_per_minute)
+{
+	struct lim_params p = mk(LIM_SLIDING_WINDOW, 7, 60 * S, 0);
+	struct lim_state s;
+	struct lim_result r;
+	int64_t st = T0 / (60 * S) * 60 * S + 60 * S;
+
+	lim_state_init(&s);
+	run(&p, &s, LIM_OP_CHECK, 7, st - 1);
+	r = run(&p, &s, LIM_OP_CHECK, 7, st);
+	expect(r, 0, 0, 51428572, 51428572);
+	r = run(&p, &s, LIM_OP_CHECK, 7, st + 51428571);
+	expect(r, 0, 6, 1, 1);
+	r = run(&p, &s, LIM_OP_CHECK, 7, st + 51428572);
+	cr_expect_eq(r.allowed, 1);
+	cr_expect_eq(r.remaining, 0);
+	lim_state_deinit(&s);
+}
+
+/* cost > L can never fit: -1, no retry, and the counters stay as they
+ * were (the next peek still sees 3 - 1 = 2 left). full after one unit at
+ * st: that unit is the next window's prev, floor(1 * (W - e) / W) = 0
+ * from e = 1, so full = W + 1. */
+Test(sliding_window, impossible_cost_is_minus_one_and_charges_nothing)
+{
+	struct lim_params p = mk(LIM_SLIDING_WINDOW, 3, 60 * S, 0);
+	struct lim_state s;
+	struct lim_result r;
+	int64_t st = T0 / (60 * S) * 60 * S;
+
+	lim_state_init(&s);
+	r = run(&p, &s, LIM_OP_CHECK, 4, st);
+	expect(r, -1, 3, 0, 0);
+	cr_expect_eq(s.n, 0);
+	run(&p, &s, LIM_OP_CHECK, 1, st);
+	r = run(&p, &s, LIM_OP_CHECK, 4, st);
+	expect(r, -1, 2, 0, 60 * S + 1);
+	r = run(&p, &s, LIM_OP_CHECK, LIM_COST_MAX + 1, st);
+	expect(r, -1, 2, 0, 60 * S + 1);
+	r = run(&p, &s, LIM_OP_CHECK, 0, st);
+	expect(r, 1, 2, 0, 60 * S + 1);
+	lim_state_deinit(&s);
+}
+
 /* ---- sliding log -------------------------------------------------------- */
 
 Test(sliding_log, window_edge_and_retry)
@@ -837,6 +956,53 @@ Test(sliding_log, peek_changes_nothing)
 	lim_state_deinit(&s);
 }
 
+/* The log keeps exact timestamps: an entry at t is live while t > now - W,
+ * so it frees its unit at t + W to the µs. 3/s (L = 3, W = 10^6) with
+ * entries at T0, T0 + 333333, T0 + 666666: at T0 + 999999 the oldest has
+ * 1 µs left (retry 1, full = 666666 + W - 999999 = 666667); at T0 + 10^6
+ * it is gone, next = 333333 + W - 10^6 = 333333. */
+Test(sliding_log, entries_expire_to_the_microsecond_3_per_second)
+{
+	struct lim_params p = mk(LIM_SLIDING_LOG, 3, S, 0);
+	struct lim_state s;
+	struct lim_result r;
+
+	lim_state_init(&s);
+	run(&p, &s, LIM_OP_CHECK, 1, T0);
+	run(&p, &s, LIM_OP_CHECK, 1, T0 + 333333);
+	r = run(&p, &s, LIM_OP_CHECK, 1, T0 + 666666);
+	expect(r, 1, 0, 0, S);
+	cr_expect_eq(r.next_us, 333334);
+	r = run(&p, &s, LIM_OP_CHECK, 1, T0 + 999999);
+	expect(r, 0, 0, 1, 666667);
+	r = run(&p, &s, LIM_OP_CHECK, 1, T0 + S);
+	expect(r, 1, 0, 0, S);
+	cr_expect_eq(r.next_us, 333333);
+	lim_state_deinit(&s);
+}
+
+/* 7/min (L = 7, W = 60 s), one entry every EI = 8571428 µs from T0, the
+ * newest at T0 + 6 * 8571428 = T0 + 51428568: at T0 + 60 s - 1 the oldest
+ * has 1 µs left (full = 51428568 + 1 = 51428569); at T0 + 60 s it goes,
+ * and the next one leaves 8571428 µs later. */
+Test(sliding_log, entries_expire_to_the_microsecond_7_per_minute)
+{
+	struct lim_params p = mk(LIM_SLIDING_LOG, 7, 60 * S, 0);
+	struct lim_state s;
+	struct lim_result r;
+	int i;
+
+	lim_state_init(&s);
+	for (i = 0; i < 7; i++)
+		run(&p, &s, LIM_OP_CHECK, 1, T0 + i * 8571428LL);
+	r = run(&p, &s, LIM_OP_CHECK, 1, T0 + 60 * S - 1);
+	expect(r, 0, 0, 1, 51428569);
+	r = run(&p, &s, LIM_OP_CHECK, 1, T0 + 60 * S);
+	expect(r, 1, 0, 0, 60 * S);
+	cr_expect_eq(r.next_us, 8571428);
+	lim_state_deinit(&s);
+}
+
 /* ---- concurrency -------------------------------------------------------- */
 
 Test(concurrency, acquire_release_expire)
@@ -881,6 +1047,77 @@ Test(concurrency, reacquire_refreshes_and_peek_reports)
 	expect(r, 1, 0, 0, 10 * S);
 	r = run_m(&p, &s, LIM_OP_RELEASE, 0, "nobody", T0 + 5 * S);
 	expect(r, 1, 0, 0, 10 * S);
+	cr_expect_eq(s.n, 1);
+	lim_state_deinit(&s);
+}
+
+/* Concurrency has no rate to round; what must be exact is the lease end:
+ * a lease taken at T0 is live while T0 + lease > now. With the 3/s and
+ * 7/min intervals as leases (333333 and 8571428 µs), L = 1: at T0 + lease
+ * - 1 another request waits 1 µs, at T0 + lease it gets the slot. */
+static void
+lease_ends_to_the_microsecond(int64_t lease)
+{
+	struct lim_params p = mk(LIM_CONCURRENCY, 1, lease, 0);
+	struct lim_state s;
+	struct lim_result r;
+
+	lim_state_init(&s);
+	r = run_m(&p, &s, LIM_OP_CHECK, 1, "a", T0);
+	expect(r, 1, 0, 0, lease);
+	r = run_m(&p, &s, LIM_OP_CHECK, 1, "b", T0 + lease - 1);
+	expect(r, 0, 0, 1, 1);
+	r = run_m(&p, &s, LIM_OP_CHECK, 1, "b", T0 + lease);
+	expect(r, 1, 0, 0, lease);
+	cr_expect_eq(s.n, 1);
+	lim_state_deinit(&s);
+}
+
+Test(concurrency, lease_ends_to_the_microsecond_3_per_second)
+{
+	lease_ends_to_the_microsecond(S / 3);
+}
+
+Test(concurrency, lease_ends_to_the_microsecond_7_per_minute)
+{
+	lease_ends_to_the_microsecond(60 * S / 7);
+}
+
+/* A request holds one lease whatever its cost (limiter.h): L = 2 admits
+ * two requests of cost 5 and 3, and the third waits for the first lease. */
+Test(concurrency, cost_above_one_takes_one_lease)
+{
+	struct lim_params p = mk(LIM_CONCURRENCY, 2, 60 * S, 0);
+	struct lim_state s;
+	struct lim_result r;
+
+	lim_state_init(&s);
+	r = run_m(&p, &s, LIM_OP_CHECK, 5, "a", T0);
+	expect(r, 1, 1, 0, 60 * S);
+	cr_expect_eq(s.n, 1);
+	r = run_m(&p, &s, LIM_OP_CHECK, 3, "b", T0 + S);
+	expect(r, 1, 0, 0, 60 * S);
+	r = run_m(&p, &s, LIM_OP_CHECK, 2, "c", T0 + 2 * S);
+	expect(r, 0, 0, 58 * S, 59 * S);
+	cr_expect_eq(s.n, 2);
+	lim_state_deinit(&s);
+}
+
+/* The only cost that can never fit is one past LIM_COST_MAX: -1, no
+ * retry, reported as a peek, and no lease taken. */
+Test(concurrency, impossible_cost_is_minus_one_and_takes_no_lease)
+{
+	struct lim_params p = mk(LIM_CONCURRENCY, 2, 60 * S, 0);
+	struct lim_state s;
+	struct lim_result r;
+
+	lim_state_init(&s);
+	r = run_m(&p, &s, LIM_OP_CHECK, LIM_COST_MAX + 1, "a", T0);
+	expect(r, -1, 2, 0, 0);
+	cr_expect_eq(s.n, 0);
+	run_m(&p, &s, LIM_OP_CHECK, 1, "b", T0);
+	r = run_m(&p, &s, LIM_OP_CHECK, LIM_COST_MAX + 1, "a", T0 + S);
+	expect(r, -1, 1, 0, 59 * S);
 	cr_expect_eq(s.n, 1);
 	lim_state_deinit(&s);
 }
