@@ -285,10 +285,14 @@ local_eval(struct local *l, const struct lim_params *p, const char *key,
 	return rc;
 }
 
+/* One agent's part of <v>: rounded down, so that the pool together never
+ * allows more than <v> (100 over 3 agents: 33 each, 99 in all). At least
+ * 1, since 0 would deny everything: a pool larger than the limit allows
+ * one per agent. */
 static int64_t
 share(int64_t v, int pool)
 {
-	v = (v + pool - 1) / pool;
+	v /= pool;
 	return v < 1 ? 1 : v;
 }
 

@@ -73,8 +73,9 @@ size_t local_count(const struct local *l);
 size_t local_bytes_per_key(size_t keylen);
 
 /* Divides the limit of <p> among <pool_size> agents (fail: local): rate
- * and burst, or the window/concurrency limit, become ceil(x / pool_size),
- * at least 1, and the derived fields are recomputed. */
+ * and burst, or the window/concurrency limit, become floor(x / pool_size),
+ * at least 1, and the derived fields are recomputed. Rounding down keeps
+ * the pool's total at or under the limit (unless pool_size > x). */
 void local_share(struct lim_params *p, int pool_size);
 
 #endif

@@ -228,13 +228,27 @@ Test(local, share_divides_limits_among_the_pool)
 	struct lim_params w = mk(LIM_FIXED_WINDOW, 5, 60 * S, 0);
 
 	local_share(&g, 3);
-	cr_expect_eq(g.rate, 34);
-	cr_expect_eq(g.burst, 67);
-	cr_expect_eq(g.ei_us, S / 34);
+	cr_expect_eq(g.rate, 33);
+	cr_expect_eq(g.burst, 66);
+	cr_expect_eq(g.ei_us, S / 33);
 	local_share(&w, 10);
 	cr_expect_eq(w.rate, 1);
 	local_share(&w, 1);
 	cr_expect_eq(w.rate, 1);
+}
+
+/* Rounded down: the pool together never allows more than the limit. */
+Test(local, share_never_exceeds_the_limit_over_the_pool)
+{
+	for (int limit = 1; limit <= 200; limit++)
+		for (int pool = 2; pool <= limit; pool++) {
+			struct lim_params w = mk(LIM_FIXED_WINDOW, limit, 60 * S, 0);
+
+			local_share(&w, pool);
+			cr_expect_leq(w.rate * pool, limit, "%d over %d: %lld each",
+			             limit, pool, (long long)w.rate);
+			cr_expect_gt((w.rate + 1) * pool, limit);
+		}
 }
 
 static long
