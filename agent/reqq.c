@@ -91,6 +91,22 @@ breaker_ok(struct breaker *b)
 	return closed;
 }
 
+int
+reqq_error_is_outage(const char *err)
+{
+	static const char *const codes[] = {
+		"LOADING", "BUSY", "MASTERDOWN", "READONLY", "NOAUTH", "NOPERM",
+		"WRONGPASS", "OOM", "MISCONF", "CLUSTERDOWN", "TRYAGAIN",
+		"NOREPLICAS",
+	};
+	size_t n = strcspn(err, " ");
+
+	for (size_t i = 0; i < sizeof(codes) / sizeof(codes[0]); i++)
+		if (strlen(codes[i]) == n && strncmp(err, codes[i], n) == 0)
+			return 1;
+	return 0;
+}
+
 /* ---- HGET --------------------------------------------------------------- */
 
 struct hget {

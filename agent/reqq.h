@@ -62,6 +62,14 @@ int breaker_fail(struct breaker *b, double now);
  * breaker had tripped (it just closed). */
 int breaker_ok(struct breaker *b);
 
+/* 1 when the error reply <err> says Redis as a whole cannot serve now
+ * (loading, busy with a script, a replica, out of memory, unauthenticated,
+ * a cluster without quorum...): that counts against the breaker. Any
+ * other error (WRONGTYPE on one key, a script error) is about the request
+ * and proves Redis is answering, so it must not open the breaker and
+ * turn one bad key into fail modes for every key. */
+int reqq_error_is_outage(const char *err);
+
 /* Called when an HGET is answered with a MOVED error, with <arg>. */
 typedef void reqq_moved_cb(void *arg);
 

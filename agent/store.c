@@ -5,7 +5,11 @@
  * hiredis 0.14 has none) -> UP. On UP we pipeline AUTH, SELECT and SCRIPT
  * LOAD ahead of any EVALSHA, so the script is there before the first call
  * even on a Redis restarted empty. Any error on the context drops it and
- * schedules a reconnect with capped exponential backoff and jitter.
+ * schedules a reconnect with capped exponential backoff and jitter. The
+ * backoff restarts from its minimum only once the link has proved usable
+ * (SCRIPT LOAD or a script call answered), not on connect: a Redis that
+ * accepts and then drops us (a wrong password) is retried at the backoff
+ * pace, not every 50 ms.
  *
  * A batch is one EVALSHA carrying every queued request (up to
  * STORE_BATCH_MAX), written as RESP straight into the batch's own buffer
@@ -16,8 +20,10 @@
  * (deadline passed) has another gen and its late result is dropped.
  *
  * The breaker (reqq.h) opens after BREAKER_FAILS consecutive failed
- * batches and then refuses work for BREAKER_COOLDOWN, after which one batch
- * probes. While it is open, and while the link is down, store_submit()
+ * batches (lost, stalled, or answered with an error that says Redis cannot
+ * serve: reqq_error_is_outage) and then refuses work for BREAKER_COOLDOWN,
+ * after which one batch probes. A per-key error (WRONGTYPE) fails only its
+ * batch. While it is open, and while the link is down, store_submit()
  * refuses at once so no request waits on a dead connection.
  */
 #include <errno.h>
@@ -141,6 +147,7 @@ batch_succeeded(struct store *st)
 		log_info("redis_breaker_closed", "host=%s port=%d",
 		         st->addr.host, st->addr.port);
 	metrics_circuit(st->m, 0);
+	st->backoff_us = STORE_BACKOFF_MIN_US;
 }
 
 static void
@@ -270,6 +277,27 @@ batch_fail(struct batch *b, int err)
 
 static void batch_cb(redisAsyncContext *ac, void *r, void *privdata);
 
+/* Redis answered <b> with the error <err>: its requests get their fail
+ * modes. Only an error saying Redis cannot serve at all feeds the breaker;
+ * a per-key one (WRONGTYPE) shows Redis answering, so it counts as a good
+ * call for the breaker and the other keys keep being decided by Redis. */
+static void
+batch_error(struct store *st, struct batch *b, const char *err)
+{
+	int outage = reqq_error_is_outage(err);
+
+	log_warn("redis_error", "error=\"%.200s\" outage=%d", err, outage);
+	if (st->sen != NULL && (strncmp(err, "READONLY", 8) == 0 ||
+	                        strncmp(err, "MASTERDOWN", 10) == 0))
+		kick_link(st, 0);	/* on a replica now: rediscover */
+	metrics_redis_error(st->m, METRICS_REDIS_REPLY);
+	if (outage)
+		batch_failed(st);
+	else
+		batch_succeeded(st);
+	batch_fail(b, STORE_EREPLY);
+}
+
 /* Writes "$<len>\r\n" at <p>; returns the end. */
 static char *
 resp_len(char *p, char mark, int64_t n)
@@ -359,13 +387,9 @@ batch_cb(redisAsyncContext *ac, void *r, void *privdata)
 		if (batch_send(st, b, 1) == 0)
 			return;
 	}
-	if (reply->type == REDIS_REPLY_ERROR || batch_deliver(b, reply) == -1) {
-		if (reply->type == REDIS_REPLY_ERROR)
-			log_warn("redis_error", "error=\"%.200s\"", reply->str);
-		if (reply->type == REDIS_REPLY_ERROR && st->sen != NULL &&
-		    (strncmp(reply->str, "READONLY", 8) == 0 ||
-		     strncmp(reply->str, "MASTERDOWN", 10) == 0))
-			kick_link(st, 0);	/* on a replica now: rediscover */
+	if (reply->type == REDIS_REPLY_ERROR) {
+		batch_error(st, b, reply->str);
+	} else if (batch_deliver(b, reply) == -1) {
 		metrics_redis_error(st->m, METRICS_REDIS_REPLY);
 		batch_failed(st);
 		batch_fail(b, STORE_EREPLY);
@@ -626,6 +650,7 @@ script_loaded_cb(redisAsyncContext *ac, void *r, void *privdata)
 	if (reply->type == REDIS_REPLY_STRING && reply->len == 40) {
 		memcpy(st->sha, reply->str, 40);
 		st->sha[40] = '\0';
+		st->backoff_us = STORE_BACKOFF_MIN_US;	/* a usable link */
 	} else {
 		log_error("redis_script_load", "error=\"%.200s\"",
 		          reply->type == REDIS_REPLY_ERROR ? reply->str : "bad reply");
@@ -665,7 +690,6 @@ link_up(struct store *st)
 {
 	ev_timer_stop(st->loop, &st->retry);
 	st->state = ST_UP;
-	st->backoff_us = STORE_BACKOFF_MIN_US;
 	store_flush(st);
 }
 

@@ -46,19 +46,42 @@ verdict() {
 	done
 }
 
+# run_agent NAME PORT REDIS RULES [ARGS...]: an agent with one worker on
+# PORT, `redis: REDIS`, the rules RULES (YAML list lines) and the top-level
+# lines in $TOP, logging to agent-NAME.log; ARGS go to the agent.
+run_agent() {
+	printf 'listen: 127.0.0.1:%s\nworkers: 1\nredis: %s\n%srules:\n%s\n' \
+		"$2" "$3" "${TOP:-}" "$4" >"$TMP/$1.yaml"
+	alog="$TMP/agent-$1.log"; apol="$TMP/$1.yaml"; shift 4
+	AGENT_LOG=$alog start_agent "$apol" "$@"
+}
+
+# redis_and_agent NAME N TIMEOUT RULE: a Redis on port N (RP), and
+# run_agent NAME on port N+1 (AP) with its metrics on N+2 (MP), RULE and
+# that Redis with redis.timeout TIMEOUT; returns once both listen.
+redis_and_agent() {
+	RP=$(port "$2"); AP=$(port $(($2 + 1))); MP=$(port $(($2 + 2)))
+	start_redis "$RP"
+	run_agent "$1" "$AP" "{ url: \"redis://127.0.0.1:$RP/0\", timeout: $3 }" \
+		"$4" -m "127.0.0.1:$MP"
+	wait_port "$AP" && wait_port "$MP"
+}
+
+# counts OUTPUT: "N*status/degraded" for each run of equal verdicts, in order.
+counts() { verdict "$1" | tr ' ' '\n' | uniq -c | awk 'NF { printf "%s*%s ", $1, $2 }'; }
+
+# timed ARGS...: spop-client ARGS against $AP; its output in $out, its
+# wall time in $ms.
+timed() {
+	t0=$(now_ms)
+	out=$(c "$@")
+	ms=$(($(now_ms) - t0))
+}
+
 # ---- 1. circuit breaker ------------------------------------------------
-RP=$(port 1); AP=$(port 2); MP=$(port 3)
-start_redis "$RP"
-cat >"$TMP/breaker.yaml" <<YAML
-listen: 127.0.0.1:$AP
-workers: 1
-redis: { url: "redis://127.0.0.1:$RP/0", timeout: 50ms }
-rules:
-  - { name: t, message: rl-request, key: "t:{tenant}", rate: 1000/s, burst: 1000, fail: open }
-YAML
+redis_and_agent breaker 1 50ms \
+	'  - { name: t, message: rl-request, key: "t:{tenant}", rate: 1000/s, burst: 1000, fail: open }'
 LOG1="$TMP/agent-breaker.log"
-AGENT_LOG=$LOG1 start_agent "$TMP/breaker.yaml" -m "127.0.0.1:$MP"
-wait_port "$AP" && wait_port "$MP"
 c() { "$CLIENT" -a "127.0.0.1:$AP" "$@"; }
 expect_eq "$(verdict "$(c rl-request tenant=s:warm)")" "0/0 " "breaker: a decision from Redis before the fault"
 expect_eq "$(metric spoa_rl_redis_circuit_open)" 0 "breaker: circuit_open is 0 while Redis answers"
@@ -76,22 +99,16 @@ done
 grep -q " msg=redis_breaker_open host=127.0.0.1 port=$RP cooldown_s=0.5" "$LOG1"
 ok $? "breaker: redis_breaker_open is logged with its cooldown ($sent requests sent)"
 expect_eq "$(metric spoa_rl_redis_circuit_open)" 1 "breaker: circuit_open reaches 1"
-t0=$(now_ms)
-out=$(c -n 30 rl-request tenant=s:cool)
-ms=$(($(now_ms) - t0))
-expect_eq "$(verdict "$out" | tr ' ' '\n' | sort | uniq -c | xargs)" "30 0/1" \
+timed -n 30 rl-request tenant=s:cool
+expect_eq "$(counts "$out")" "30*0/1 " \
 	"breaker: during the cooldown 30 requests get fail: open at once, degraded=1"
 [ "$ms" -lt 250 ]; ok $? "breaker: without waiting for the 50 ms deadline ($ms ms for 30)"
 sleep 0.6			# past the cooldown: the next request probes
-t0=$(now_ms)
-out=$(c rl-request tenant=s:probe)
-ms=$(($(now_ms) - t0))
+timed rl-request tenant=s:probe
 expect_eq "$(verdict "$out")" "0/1 " "breaker: the probe to a stopped Redis times out to the fail mode"
 [ "$ms" -ge 45 ]; ok $? "breaker: the probe was sent, it waited for its deadline ($ms ms)"
-t0=$(now_ms)
-out=$(c -n 10 rl-request tenant=s:cool2)
-ms=$(($(now_ms) - t0))
-expect_eq "$(verdict "$out" | tr ' ' '\n' | sort | uniq -c | xargs)" "10 0/1" \
+timed -n 10 rl-request tenant=s:cool2
+expect_eq "$(counts "$out")" "10*0/1 " \
 	"breaker: the failed probe reopens it: 10 more at once"
 [ "$ms" -lt 200 ]; ok $? "breaker: reopened, nothing waits ($ms ms for 10)"
 line=$(wc -l <"$LOG1")
@@ -145,17 +162,10 @@ start_redis "$ACL_RP" --requirepass "$PASS_DEF"
 redis-cli -p "$ACL_RP" -a "$PASS_DEF" --no-auth-warning \
 	ACL SETUSER rl on ">$PASS_ACL" '~rl:*' '+@all' >/dev/null
 ok $? "auth: ACL user rl created"
-# auth_agent NAME PORT REDIS-YAML: an agent on PORT whose redis: section is
-# REDIS-YAML, logging to agent-NAME.log; its fail mode is closed.
+# auth_agent NAME PORT REDIS: one rule, fail: closed.
 auth_agent() {
-	cat >"$TMP/$1.yaml" <<YAML
-listen: 127.0.0.1:$2
-workers: 1
-redis: $3
-rules:
-  - { name: a, message: rl-request, key: "a:{tenant}", rate: 10/s, burst: 10, fail: closed }
-YAML
-	AGENT_LOG="$TMP/agent-$1.log" start_agent "$TMP/$1.yaml"
+	run_agent "$1" "$2" "$3" \
+		'  - { name: a, message: rl-request, key: "a:{tenant}", rate: 10/s, burst: 10, fail: closed }'
 }
 R=127.0.0.1
 export RL_TEST_PASS=$PASS_A RL_TEST_ACL_USER=rl RL_TEST_ACL_PASS=$PASS_ACL RL_TEST_WRONG=$WRONG
@@ -187,5 +197,57 @@ done
 for s in "$PASS_A" "$PASS_DEF" "$PASS_ACL" "$WRONG"; do
 	expect_eq "$(cat "$TMP"/agent-*.log | grep -c -F -e "$s")" 0 "auth: no log line holds the secret ${s%-*}-..."
 done
+
+# A refused AUTH drops the link (Redis 7 closes an unauthenticated client
+# that sends SCRIPT LOAD): the reconnects keep to the backoff, they do not
+# loop at connect speed.
+line=$(wc -l <"$TMP/agent-pw-wrong.log")
+sleep 1.5
+n=$(tail -n "+$line" "$TMP/agent-pw-wrong.log" | grep -c ' msg=redis_connected ')
+[ "$n" -le 5 ]; ok $? "auth: a refused AUTH is retried at the backoff pace ($n connects in 1.5 s)"
+
+# ---- 4. fail: local under an outage ----------------------------------------
+# Nothing listens on Redis's port. pool_size 3: each rule's limit of 100
+# becomes floor(100 / 3) = 33 in process, so 3 agents never pass 100.
+FL_AP=$(port 13)
+TOP="pool_size: 3
+" run_agent local "$FL_AP" "{ url: \"redis://127.0.0.1:$(port 14)/0\", timeout: 50ms }" \
+'  - { name: fw, message: rl-fw, key: "fw:{tenant}", algorithm: fixed-window, limit: 100, window: 1h, fail: local }
+  - { name: g, message: rl-gcra, key: "g:{tenant}", algorithm: gcra, rate: 100/h, burst: 100, fail: local }
+  - { name: small, message: rl-small, key: "s:{tenant}", algorithm: fixed-window, limit: 2, window: 1h, fail: local }'
+wait_port "$FL_AP"
+for m in rl-fw rl-gcra; do
+	out=$("$CLIENT" -a "127.0.0.1:$FL_AP" -n 40 $m tenant=s:acme)
+	expect_eq "$(counts "$out")" "33*0/1 7*429/1 " \
+		"local: $m: 100 over pool_size 3 allows 33 in process, then 429, all degraded=1"
+done
+out=$("$CLIENT" -a "127.0.0.1:$FL_AP" -n 3 rl-small tenant=s:acme)
+expect_eq "$(counts "$out")" "1*0/1 2*429/1 " "local: a limit under pool_size still allows 1, not 0"
+out=$("$CLIENT" -a "127.0.0.1:$FL_AP" rl-fw tenant=s:other)
+expect_eq "$(verdict "$out")" "0/1 " "local: another key has its own count"
+grep -q ' msg=fail_mode rule=fw mode=local reason=redis_down ' "$TMP/agent-local.log"
+ok $? "local: the fallback is logged (fail_mode mode=local reason=redis_down)"
+
+# ---- 5. a per-request error reply ------------------------------------------
+# The rule key of one tenant holds a list: the script's HGET fails with
+# WRONGTYPE for that tenant only (fixed-window: gcra reads with MGET, which
+# answers nil for another type, and its SET then replaces the key). More
+# of those than BREAKER_FAILS must not open the breaker: Redis is
+# answering, and the other keys keep their decisions.
+redis_and_agent wrongtype 15 100ms \
+	'  - { name: w, message: rl-request, key: "w:{tenant}", algorithm: fixed-window, limit: 100, window: 1h, fail: closed }'
+LOG5="$TMP/agent-wrongtype.log"
+expect_eq "$(verdict "$(c rl-request tenant=s:good)")" "0/0 " "wrongtype: a good key is decided by Redis"
+expect_eq "$(redis-cli -p "$RP" exists 'rl:{w:w:good}')" 1 "wrongtype: its key is rl:{w:w:good}"
+redis-cli -p "$RP" lpush 'rl:{w:w:bad}' x >/dev/null
+out=$(c -n 12 rl-request tenant=s:bad)
+expect_eq "$(counts "$out")" "12*503/1 " "wrongtype: every request on the bad key gets fail: closed, degraded=1"
+grep -q ' msg=redis_error error="WRONGTYPE.*" outage=0$' "$LOG5"
+ok $? "wrongtype: the error reply is logged (redis_error ... WRONGTYPE, outage=0)"
+expect_eq "$(metric spoa_rl_redis_circuit_open)" 0 "wrongtype: the breaker stays closed"
+grep -q ' msg=redis_breaker_open ' "$LOG5"; ok $((!$?)) "wrongtype: no redis_breaker_open logged"
+out=$(c -n 3 rl-request tenant=s:good)
+expect_eq "$(counts "$out")" "3*0/0 " "wrongtype: the good key is still decided by Redis"
+expect_eq "$(redis-cli -p "$RP" type 'rl:{w:w:bad}')" list "wrongtype: the bad key is left as it was"
 
 finish
