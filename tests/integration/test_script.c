@@ -231,6 +231,7 @@ struct step {
 	int         op;
 	int64_t     cost;
 	const char *member;
+	int         wait_ms;	/* sleep this long before the step */
 };
 
 #define near(a, b, tol) ((a) - (b) <= (tol) && (b) - (a) <= (tol))
@@ -252,9 +253,118 @@ avoid_boundary(redisContext *c, const struct lim_params *p)
 		usleep((useconds_t)(en - now + 100000));
 }
 
+/* Short windows (under a minute): waits until 10 ms into the next one, so
+ * the steps' waits land at known points of the windows. */
+static void
+align_window(redisContext *c, const struct lim_params *p)
+{
+	int64_t now = redis_time(c), st, en;
+
+	lim_window_bounds(p, now, &st, &en);
+	usleep((useconds_t)(en - now + 10000));
+}
+
+/* ---- exact twin states ----------------------------------------------------
+ * The script's clock lies somewhere in [t1, t2] (TIME read just before and
+ * after the call), and a charge at different instants leaves different
+ * states (a TAT, a log entry, a lease expiry, a refill anchor). So the test
+ * keeps every C twin state, one per distinct state, that gave exactly the
+ * script's five values at some instant of every call so far: a reply must
+ * equal the twin's at one µs of its span, from one of those states. */
+
+#define MAXCAND 4096
+
+struct cands {
+	struct lim_state s[MAXCAND];
+	int              n;
+};
+
+static void
+state_copy(struct lim_state *d, const struct lim_state *s)
+{
+	uint32_t cap = s->n > 4 ? s->n : 4;
+
+	if (d->cap < cap) {
+		d->ts = realloc(d->ts, cap * sizeof(*d->ts));
+		d->ids = realloc(d->ids, cap * sizeof(*d->ids));
+		cr_assert(d->ts != NULL && d->ids != NULL);
+		d->cap = cap;
+	}
+	memcpy(d->v, s->v, sizeof(d->v));
+	d->n = s->n;
+	if (s->n > 0)
+		memcpy(d->ts, s->ts, s->n * sizeof(*d->ts));
+	if (s->n > 0 && s->ids != NULL)
+		memcpy(d->ids, s->ids, s->n * sizeof(*d->ids));
+}
+
+static int
+state_eq(const struct lim_state *a, const struct lim_state *b)
+{
+	return memcmp(a->v, b->v, sizeof(a->v)) == 0 && a->n == b->n &&
+	       (a->n == 0 || memcmp(a->ts, b->ts, a->n * sizeof(*a->ts)) == 0) &&
+	       (a->n == 0 || a->ids == NULL || b->ids == NULL ||
+	        memcmp(a->ids, b->ids, a->n * sizeof(*a->ids)) == 0);
+}
+
+static int
+same_result(const struct lim_result *a, const struct lim_result *b)
+{
+	return a->allowed == b->allowed && a->remaining == b->remaining &&
+	       a->retry_after_us == b->retry_after_us &&
+	       a->next_us == b->next_us && a->full_us == b->full_us;
+}
+
+/* Replaces <cs> with the states that give <rs> at some t in [t1, t2],
+ * charged at that t. Returns 0 if none does (then <cs> is kept). */
+static int
+cands_step(struct cands *cs, const struct lim_params *p, int op,
+           int64_t cost, uint64_t h, int64_t t1, int64_t t2,
+           const struct lim_result *rs)
+{
+	static struct cands next;
+	struct lim_state tmp;
+	struct lim_result r;
+	int64_t t;
+	int i, j, charge;
+
+	lim_state_init(&tmp);
+	next.n = 0;
+	for (i = 0; i < cs->n; i++)
+		for (t = t1; t <= t2; t++) {
+			charge = lim_eval(p, &cs->s[i], op, cost, h, t, &r);
+			if (!same_result(&r, rs))
+				continue;
+			state_copy(&tmp, &cs->s[i]);
+			if (charge && !lim_vetoes(op, 0, &r))
+				lim_commit(p, &tmp, op, cost, h, t);
+			for (j = 0; j < next.n && !state_eq(&next.s[j], &tmp); j++)
+				;
+			if (j < next.n)
+				continue;
+			cr_assert_lt(next.n, MAXCAND, "too many twin states");
+			lim_state_init(&next.s[next.n]);
+			state_copy(&next.s[next.n++], &tmp);
+		}
+	lim_state_deinit(&tmp);
+	if (next.n == 0)
+		return 0;
+	for (i = 0; i < cs->n; i++)
+		lim_state_deinit(&cs->s[i]);
+	for (i = 0; i < next.n; i++)
+		cs->s[i] = next.s[i];
+	cs->n = next.n;
+	return 1;
+}
+
+/* Runs <steps> through the script and the C twin; <got>, if not NULL,
+ * receives the script's decisions, one character each ('1', '0', 'x' for
+ * -1), so a test can check that its waits did what they meant to. Each
+ * reply must match the twin exactly at one instant of its TIME span
+ * (cands_step), and also, step by step, within the spans so far. */
 static void
 compare(const struct lim_params *p, const struct step *steps, int n,
-        const char *name)
+        const char *name, char *got)
 {
 	redisContext *c = setup();
 	struct lim_state st;
@@ -262,9 +372,15 @@ compare(const struct lim_params *p, const struct step *steps, int n,
 	char key[128];
 	int64_t t1, t2, tol = 1;
 	int i, charge, charge2;
+	static struct cands cs;
 
+	cs.n = 1;
+	lim_state_init(&cs.s[0]);
 	unique_key(key, sizeof(key), name);
-	if (p->algo == LIM_FIXED_WINDOW || p->algo == LIM_SLIDING_WINDOW)
+	if ((p->algo == LIM_FIXED_WINDOW || p->algo == LIM_SLIDING_WINDOW) &&
+	    p->period_us < 60 * S)
+		align_window(c, p);
+	else if (p->algo == LIM_FIXED_WINDOW || p->algo == LIM_SLIDING_WINDOW)
 		avoid_boundary(c, p);
 	lim_state_init(&st);
 	for (i = 0; i < n; i++) {
@@ -272,10 +388,21 @@ compare(const struct lim_params *p, const struct step *steps, int n,
 		struct chk ck = { p, key, steps[i].op, steps[i].cost, 0, m };
 		uint64_t h = lim_member_hash(m, strlen(m));
 
+		if (steps[i].wait_ms > 0)
+			usleep((useconds_t)steps[i].wait_ms * 1000);
 		t1 = redis_time(c);
 		rs = script_one(c, &ck);
+		if (got != NULL)
+			got[i] = rs.allowed == 1 ? '1' : rs.allowed == 0 ? '0' : 'x';
 		t2 = redis_time(c);
 		tol += t2 - t1;
+		cr_expect(cands_step(&cs, p, steps[i].op, steps[i].cost, h, t1,
+		                     t2, &rs),
+		          "%s step %d: no twin state gives %d %lld %lld %lld "
+		          "%lld in [%lld, %lld]", name, i, rs.allowed,
+		          (long long)rs.remaining, (long long)rs.retry_after_us,
+		          (long long)rs.next_us, (long long)rs.full_us,
+		          (long long)t1, (long long)t2);
 		/* The script's clock read falls in [t1, t2]: the twin decides
 		 * at both ends, and is charged at the end the script agreed
 		 * with (a refill may land in between). */
@@ -306,12 +433,16 @@ compare(const struct lim_params *p, const struct step *steps, int n,
 		          "%s step %d: full %lld/%lld", name, i,
 		          (long long)rs.full_us, (long long)rc.full_us);
 	}
+	if (got != NULL)
+		got[n] = '\0';
+	for (i = 0; i < cs.n; i++)
+		lim_state_deinit(&cs.s[i]);
 	lim_state_deinit(&st);
 	redisFree(c);
 }
 
-#define C(n)  { LIM_OP_CHECK, n, NULL }
-#define F(n)  { LIM_OP_FORCE, n, NULL }
+#define C(n)  { LIM_OP_CHECK, n, NULL, 0 }
+#define F(n)  { LIM_OP_FORCE, n, NULL, 0 }
 
 static const struct step bucket_steps[] = {
 	C(6), C(1), C(1), C(1), C(0), C(2), C(1), C(1), C(0), C(2),
@@ -322,7 +453,7 @@ Test(script, gcra_matches_c)
 {
 	struct lim_params p = mk(LIM_GCRA, 1, HOUR, 5);
 
-	compare(&p, bucket_steps, ARRAY_LEN(bucket_steps), "gcra");
+	compare(&p, bucket_steps, ARRAY_LEN(bucket_steps), "gcra", NULL);
 }
 
 Test(script, gcra_per_day_with_big_burst_matches_c)
@@ -332,14 +463,14 @@ Test(script, gcra_per_day_with_big_burst_matches_c)
 		C(999), C(1), C(1), C(0), C(1001), F(5), C(1), C(0),
 	};
 
-	compare(&p, steps, ARRAY_LEN(steps), "gcra-day");
+	compare(&p, steps, ARRAY_LEN(steps), "gcra-day", NULL);
 }
 
 Test(script, leaky_meter_matches_c)
 {
 	struct lim_params p = mk(LIM_LEAKY_BUCKET, 1, HOUR, 5);
 
-	compare(&p, bucket_steps, ARRAY_LEN(bucket_steps), "leaky");
+	compare(&p, bucket_steps, ARRAY_LEN(bucket_steps), "leaky", NULL);
 }
 
 Test(script, leaky_delay_matches_c)
@@ -357,14 +488,14 @@ Test(script, leaky_delay_matches_c)
 	p.burst = 2;
 	p.max_delay_us = 3 * HOUR;
 	cr_assert_eq(lim_params_init(&p, &err), 0);
-	compare(&p, steps, ARRAY_LEN(steps), "leaky-delay");
+	compare(&p, steps, ARRAY_LEN(steps), "leaky-delay", NULL);
 }
 
 Test(script, token_bucket_matches_c)
 {
 	struct lim_params p = mk(LIM_TOKEN_BUCKET, 1, HOUR, 5);
 
-	compare(&p, bucket_steps, ARRAY_LEN(bucket_steps), "tb");
+	compare(&p, bucket_steps, ARRAY_LEN(bucket_steps), "tb", NULL);
 }
 
 Test(script, token_bucket_big_numbers_match_c)
@@ -375,7 +506,7 @@ Test(script, token_bucket_big_numbers_match_c)
 		C(999999), C(2), C(1), C(0), C(1000001), F(3000000), C(1),
 	};
 
-	compare(&p, steps, ARRAY_LEN(steps), "tb-big");
+	compare(&p, steps, ARRAY_LEN(steps), "tb-big", NULL);
 }
 
 static const struct step window_steps[] = {
@@ -386,7 +517,7 @@ Test(script, fixed_window_matches_c)
 {
 	struct lim_params p = mk(LIM_FIXED_WINDOW, 5, HOUR, 0);
 
-	compare(&p, window_steps, ARRAY_LEN(window_steps), "fw");
+	compare(&p, window_steps, ARRAY_LEN(window_steps), "fw", NULL);
 }
 
 Test(script, fixed_window_calendar_month_matches_c)
@@ -399,43 +530,199 @@ Test(script, fixed_window_calendar_month_matches_c)
 	p.rate = 5;
 	p.calendar = LIM_CAL_MONTH;
 	cr_assert_eq(lim_params_init(&p, &err), 0);
-	compare(&p, window_steps, ARRAY_LEN(window_steps), "fw-month");
+	compare(&p, window_steps, ARRAY_LEN(window_steps), "fw-month", NULL);
 }
 
 Test(script, sliding_window_matches_c)
 {
 	struct lim_params p = mk(LIM_SLIDING_WINDOW, 5, HOUR, 0);
 
-	compare(&p, window_steps, ARRAY_LEN(window_steps), "sw");
+	compare(&p, window_steps, ARRAY_LEN(window_steps), "sw", NULL);
 }
 
 Test(script, sliding_log_matches_c)
 {
 	struct lim_params p = mk(LIM_SLIDING_LOG, 5, HOUR, 0);
 	static const struct step steps[] = {
-		{ LIM_OP_CHECK, 1, "r1" }, { LIM_OP_CHECK, 2, "r2" },
-		{ LIM_OP_CHECK, 3, "r3" }, { LIM_OP_CHECK, 1, "r4" },
-		{ LIM_OP_CHECK, 0, "r5" }, { LIM_OP_CHECK, 6, "r6" },
-		{ LIM_OP_CHECK, 2, "r7" }, { LIM_OP_FORCE, 4, "r8" },
-		{ LIM_OP_CHECK, 1, "r9" }, { LIM_OP_CHECK, 0, "" },
+		{ LIM_OP_CHECK, 1, "r1", 0 }, { LIM_OP_CHECK, 2, "r2", 0 },
+		{ LIM_OP_CHECK, 3, "r3", 0 }, { LIM_OP_CHECK, 1, "r4", 0 },
+		{ LIM_OP_CHECK, 0, "r5", 0 }, { LIM_OP_CHECK, 6, "r6", 0 },
+		{ LIM_OP_CHECK, 2, "r7", 0 }, { LIM_OP_FORCE, 4, "r8", 0 },
+		{ LIM_OP_CHECK, 1, "r9", 0 }, { LIM_OP_CHECK, 0, "", 0 },
 	};
 
-	compare(&p, steps, ARRAY_LEN(steps), "log");
+	compare(&p, steps, ARRAY_LEN(steps), "log", NULL);
 }
 
 Test(script, concurrency_matches_c)
 {
 	struct lim_params p = mk(LIM_CONCURRENCY, 2, HOUR, 0);
 	static const struct step steps[] = {
-		{ LIM_OP_CHECK, 1, "a" }, { LIM_OP_CHECK, 1, "b" },
-		{ LIM_OP_CHECK, 1, "c" }, { LIM_OP_CHECK, 1, "a" },
-		{ LIM_OP_RELEASE, 1, "a" }, { LIM_OP_CHECK, 0, "z" },
-		{ LIM_OP_CHECK, 1, "c" }, { LIM_OP_RELEASE, 1, "nobody" },
-		{ LIM_OP_FORCE, 1, "d" }, { LIM_OP_CHECK, 1, "e" },
-		{ LIM_OP_RELEASE, 1, "d" }, { LIM_OP_CHECK, 1, "e" },
+		{ LIM_OP_CHECK, 1, "a", 0 }, { LIM_OP_CHECK, 1, "b", 0 },
+		{ LIM_OP_CHECK, 1, "c", 0 }, { LIM_OP_CHECK, 1, "a", 0 },
+		{ LIM_OP_RELEASE, 1, "a", 0 }, { LIM_OP_CHECK, 0, "z", 0 },
+		{ LIM_OP_CHECK, 1, "c", 0 }, { LIM_OP_RELEASE, 1, "nobody", 0 },
+		{ LIM_OP_FORCE, 1, "d", 0 }, { LIM_OP_CHECK, 1, "e", 0 },
+		{ LIM_OP_RELEASE, 1, "d", 0 }, { LIM_OP_CHECK, 1, "e", 0 },
 	};
 
-	compare(&p, steps, ARRAY_LEN(steps), "conc");
+	compare(&p, steps, ARRAY_LEN(steps), "conc", NULL);
+}
+
+/* ---- twins with time passing ---------------------------------------------
+ * Short periods (EI 100 ms, windows of 200-400 ms, leases of 200 ms) and
+ * waits that leave 50 ms or more between every wait's end and the nearest
+ * instant where a decision would change: refill, window rollover, the
+ * previous window's weight, log entries and leases that expire. compare()
+ * still takes the twin at both ends of each call's TIME span, so jitter
+ * can fail only the decision strings below, never the twin comparison. */
+
+#define CW(ms, n)       { LIM_OP_CHECK, n, NULL, ms }
+#define FW_(ms, n)      { LIM_OP_FORCE, n, NULL, ms }
+#define MW(ms, op, n, m) { op, n, m, ms }
+
+/* 10/s burst 2: EI = 100 ms, DVT = 200 ms. From TAT <= now: C(2) takes
+ * the burst (TAT now + 200), C(1) would need TAT + 100 - 200 > now: 0.
+ * 150 ms later TAT - now = 50: one more fits (TAT + 100 - 200 = now - 50),
+ * the next does not (+50 ms). FORCE 2 reports 0 and pushes TAT to now +
+ * 350 (below the clamp now + 400); 450 ms later it is spent. */
+static const struct step refill_steps[] = {
+	CW(0, 1), CW(0, 1), CW(0, 1),
+	CW(350, 2), CW(0, 1),
+	CW(150, 1), CW(0, 0), CW(0, 1), FW_(0, 2),
+	CW(450, 2), CW(0, 1),
+};
+static const char refill_want[] = "11010110010";
+
+static void
+compare_refill(enum lim_algo a, const char *name)
+{
+	struct lim_params p = mk(a, 10, S, 2);
+	char got[32];
+
+	compare(&p, refill_steps, ARRAY_LEN(refill_steps), name, got);
+	cr_expect_str_eq(got, refill_want, "%s: decisions %s", name, got);
+}
+
+Test(script, gcra_refill_over_time_matches_c)
+{
+	compare_refill(LIM_GCRA, "gcra-time");
+}
+
+Test(script, leaky_meter_refill_over_time_matches_c)
+{
+	compare_refill(LIM_LEAKY_BUCKET, "leaky-time");
+}
+
+Test(script, token_bucket_refill_over_time_matches_c)
+{
+	compare_refill(LIM_TOKEN_BUCKET, "tb-time");
+}
+
+/* 3/s: EI = 333333 µs, as GCRA's, in the script too. After a burst of 3,
+ * 400 ms give back exactly one unit; the exact twin check pins the times. */
+Test(script, token_bucket_3_per_second_matches_c)
+{
+	struct lim_params p = mk(LIM_TOKEN_BUCKET, 3, S, 3);
+	static const struct step steps[] = {
+		CW(0, 3), CW(0, 1), CW(400, 1), CW(0, 1), CW(0, 0),
+	};
+	char got[8];
+
+	compare(&p, steps, ARRAY_LEN(steps), "tb-3s", got);
+	cr_expect_str_eq(got, "10101");
+}
+
+/* L = 2 per 200 ms window, starting 10 ms into one: 2 pass, 1 is refused;
+ * 200 ms later (the next window, ~15 ms in) 2 pass again and the FORCEd 2
+ * make it 4, so even a peek is refused; the window after admits 2. */
+Test(script, fixed_window_rollover_matches_c)
+{
+	struct lim_params p = mk(LIM_FIXED_WINDOW, 2, 200000, 0);
+	static const struct step steps[] = {
+		CW(0, 2), CW(0, 1),
+		CW(200, 1), CW(0, 1), CW(0, 1), FW_(0, 2), CW(0, 0),
+		CW(200, 2),
+	};
+	char got[16];
+
+	compare(&p, steps, ARRAY_LEN(steps), "fw-time", got);
+	cr_expect_str_eq(got, "10110001");
+}
+
+Test(script, fixed_window_calendar_day_matches_c)
+{
+	struct lim_params p;
+	const char *err;
+
+	memset(&p, 0, sizeof(p));
+	p.algo = LIM_FIXED_WINDOW;
+	p.rate = 5;
+	p.calendar = LIM_CAL_DAY;
+	cr_assert_eq(lim_params_init(&p, &err), 0);
+	compare(&p, window_steps, ARRAY_LEN(window_steps), "fw-day", NULL);
+}
+
+/* L = 4, W = 400 ms, from ~10 ms into window k: 4 pass. 540 ms later it
+ * is ~150 ms into k + 1: estimate floor(4 * 250 / 400) = 2 (2 for any e in
+ * (100, 200) ms), so 2 pass and 1 is refused. 400 ms later, ~150 ms into k
+ * + 2: prev = 2 weighs floor(2 * 250 / 400) = 1 (for any e in (0, 200)),
+ * so 3 pass, 1 is refused, and a peek at estimate 4 is allowed. */
+Test(script, sliding_window_weighs_the_previous_window_like_c)
+{
+	struct lim_params p = mk(LIM_SLIDING_WINDOW, 4, 400000, 0);
+	static const struct step steps[] = {
+		CW(0, 4), CW(0, 1),
+		CW(540, 2), CW(0, 1),
+		CW(400, 3), CW(0, 1), CW(0, 0),
+	};
+	char got[16];
+
+	compare(&p, steps, ARRAY_LEN(steps), "sw-time", got);
+	cr_expect_str_eq(got, "1010101");
+}
+
+/* L = 2, W = 200 ms: a at 0, b at 100 ms, c refused; at ~250 ms a has
+ * expired (ts <= now - W) and b has not (until 300 ms): d passes, e does
+ * not; 300 ms later the log is empty: cost 2 passes, then 1 is refused
+ * and a peek is allowed. */
+Test(script, sliding_log_entries_expire_like_c)
+{
+	struct lim_params p = mk(LIM_SLIDING_LOG, 2, 200000, 0);
+	static const struct step steps[] = {
+		MW(0, LIM_OP_CHECK, 1, "a"),
+		MW(100, LIM_OP_CHECK, 1, "b"), MW(0, LIM_OP_CHECK, 1, "c"),
+		MW(150, LIM_OP_CHECK, 1, "d"), MW(0, LIM_OP_CHECK, 1, "e"),
+		MW(300, LIM_OP_CHECK, 2, "f"), MW(0, LIM_OP_CHECK, 1, "g"),
+		MW(0, LIM_OP_CHECK, 0, "h"),
+	};
+	char got[16];
+
+	compare(&p, steps, ARRAY_LEN(steps), "log-time", got);
+	cr_expect_str_eq(got, "11010101");
+}
+
+/* L = 2, lease 200 ms, releases lost: c waits until a's and b's leases
+ * run out (the script's ZREMRANGEBYSCORE), then c and d hold the slots; a
+ * release frees one for e; 100 ms later f is refused, 250 ms later d's
+ * and e's leases are gone and f and g pass. */
+Test(script, concurrency_leases_expire_like_c)
+{
+	struct lim_params p = mk(LIM_CONCURRENCY, 2, 200000, 0);
+	static const struct step steps[] = {
+		MW(0, LIM_OP_CHECK, 1, "a"), MW(0, LIM_OP_CHECK, 1, "b"),
+		MW(0, LIM_OP_CHECK, 1, "c"),
+		MW(300, LIM_OP_CHECK, 1, "c"), MW(0, LIM_OP_CHECK, 1, "d"),
+		MW(0, LIM_OP_CHECK, 1, "e"), MW(0, LIM_OP_RELEASE, 1, "c"),
+		MW(0, LIM_OP_CHECK, 1, "e"),
+		MW(100, LIM_OP_CHECK, 1, "f"),
+		MW(150, LIM_OP_CHECK, 1, "f"), MW(0, LIM_OP_CHECK, 1, "g"),
+		MW(0, LIM_OP_CHECK, 1, "h"),
+	};
+	char got[16];
+
+	compare(&p, steps, ARRAY_LEN(steps), "conc-time", got);
+	cr_expect_str_eq(got, "110110110110");
 }
 
 /* ---- two-phase, shadow, batches, TTLs ------------------------------------ */
