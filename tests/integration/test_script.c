@@ -520,7 +520,9 @@ Test(script, fixed_window_matches_c)
 	compare(&p, window_steps, ARRAY_LEN(window_steps), "fw", NULL);
 }
 
-Test(script, fixed_window_calendar_month_matches_c)
+/* window_steps on the UTC calendar window <cal>, limit 5. */
+static void
+compare_calendar(enum lim_calendar cal, const char *name)
 {
 	struct lim_params p;
 	const char *err;
@@ -528,9 +530,14 @@ Test(script, fixed_window_calendar_month_matches_c)
 	memset(&p, 0, sizeof(p));
 	p.algo = LIM_FIXED_WINDOW;
 	p.rate = 5;
-	p.calendar = LIM_CAL_MONTH;
+	p.calendar = cal;
 	cr_assert_eq(lim_params_init(&p, &err), 0);
-	compare(&p, window_steps, ARRAY_LEN(window_steps), "fw-month", NULL);
+	compare(&p, window_steps, ARRAY_LEN(window_steps), name, NULL);
+}
+
+Test(script, fixed_window_calendar_month_matches_c)
+{
+	compare_calendar(LIM_CAL_MONTH, "fw-month");
 }
 
 Test(script, sliding_window_matches_c)
@@ -652,15 +659,7 @@ Test(script, fixed_window_rollover_matches_c)
 
 Test(script, fixed_window_calendar_day_matches_c)
 {
-	struct lim_params p;
-	const char *err;
-
-	memset(&p, 0, sizeof(p));
-	p.algo = LIM_FIXED_WINDOW;
-	p.rate = 5;
-	p.calendar = LIM_CAL_DAY;
-	cr_assert_eq(lim_params_init(&p, &err), 0);
-	compare(&p, window_steps, ARRAY_LEN(window_steps), "fw-day", NULL);
+	compare_calendar(LIM_CAL_DAY, "fw-day");
 }
 
 /* L = 4, W = 400 ms, from ~10 ms into window k: 4 pass. 540 ms later it
