@@ -11,6 +11,7 @@ listen: 127.0.0.1:$AP
 workers: 2
 redis: { url: "redis://127.0.0.1:$RP/0", timeout: 100ms }
 idle_timeout: 300ms
+processing_timeout: 2s
 rules:
   - name: tenant
     message: rl-request
@@ -32,6 +33,15 @@ rules:
     rate: 1/min
     burst: 2
     fail: closed
+  - name: slow
+    message: rl-slow
+    key: "slow:{tenant}"
+    algorithm: leaky-bucket
+    mode: delay
+    rate: 10/s
+    burst: 1
+    max_delay: 1s
+    store: local
 YAML
 start_agent "$TMP/policy.yaml" -l "127.0.0.1:$AP,unix:$TMP/agent.sock"
 wait_port "$AP"
@@ -133,14 +143,33 @@ out=$(c rl-login user=s:carol)
 expect_eq "$(echo "$out" | field status)/$(echo "$out" | field degraded)" "0/0" \
 	"decisions resume after Redis returns"
 
-# drain: SIGTERM answers what is in flight, then exits 0
-c -n 200 -P 20 rl-request tenant=s:drain >"$TMP/drain.out" 2>&1 &
+# drain: SIGTERM answers what is in flight, then exits 0. 10 NOTIFYs go
+# out at once to a leaky bucket in delay mode (one slot every 100 ms):
+# the first is answered, the other 9 are held 100-900 ms, in flight when
+# SIGTERM lands.
+c -n 10 -P 10 -v -W -t 3000 rl-slow tenant=s:drain >"$TMP/drain.out" 2>&1 &
 cpid=$!
-sleep 0.05
+i=0
+until [ "$(grep -c '^sent sid' "$TMP/drain.out")" -eq 10 ] &&
+	grep -q '^ack' "$TMP/drain.out" || [ $i -ge 100 ]; do
+	sleep 0.02; i=$((i + 1))
+done
+early=$(grep -c '^ack' "$TMP/drain.out")
+t0=$EPOCHREALTIME
 kill -TERM "$AGENT_PID"
+wait "$AGENT_PID"; rc=$?
+ms=$(awk -v a="$t0" -v b="$EPOCHREALTIME" 'BEGIN { printf "%d", (b - a) * 1000 }')
 wait $cpid
-acks=$(grep -c '^ack' "$TMP/drain.out")
-grep -q 'disconnect status=0' "$TMP/drain.out" || [ "$acks" = 200 ]
-ok $? "SIGTERM: in-flight NOTIFYs are answered, then a normal DISCONNECT ($acks ACKs)"
-wait "$AGENT_PID"; ok $? "the agent exits 0 after draining"
+[ "$early" -ge 1 ] && [ "$early" -le 5 ]
+ok $? "SIGTERM landed with NOTIFYs in flight ($early of 10 ACKed before it)"
+expect_eq "$(grep '^sent=' "$TMP/drain.out")" "sent=10 acked=10" \
+	"SIGTERM: every NOTIFY sent is ACKed"
+expect_eq "$(sed -n 's/^ack sid=1 fid=\([0-9]*\) .*status=0.*/\1/p' "$TMP/drain.out" | sort -n | tr '\n' ' ')" \
+	"1 2 3 4 5 6 7 8 9 10 " "SIGTERM: one ACK per frame-id, each allowed"
+expect_eq "$(grep -v '^sent' "$TMP/drain.out" | tail -n 1 | sed 's/ message=.*//')" "disconnect status=0" \
+	"SIGTERM: after the last ACK, a normal DISCONNECT"
+expect_eq "$rc" 0 "the agent exits 0 after draining"
+[ "$ms" -ge 700 ] && [ "$ms" -lt 5000 ]
+ok $? "it exits once the held ACKs are out (900 ms), within its 5 s drain (${ms} ms)"
+! grep -q 'msg=drain_timeout' "$TMP/agent.log"; ok $? "no drain timeout is logged"
 finish

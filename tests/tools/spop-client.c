@@ -34,6 +34,8 @@
 #include <arpa/inet.h>
 #include <errno.h>
 #include <netdb.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
 #include <poll.h>
 #include <signal.h>
 #include <stdio.h>
@@ -70,6 +72,7 @@ dial(const char *addr)
 	char host[256];
 	const char *colon = strrchr(addr, ':');
 	struct addrinfo hints = { .ai_socktype = SOCK_STREAM }, *ai;
+	int one = 1;
 
 	if (colon == NULL)
 		return -1;
@@ -82,6 +85,9 @@ dial(const char *addr)
 		return -1;
 	}
 	freeaddrinfo(ai);
+	/* as HAProxy: each frame leaves at once, not held by Nagle until
+	 * the agent acknowledges the one before (an ACK held in delay mode) */
+	setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
 	return fd;
 }
 
