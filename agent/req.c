@@ -101,7 +101,9 @@ req_pool_free(struct worker *w)
 /* ---- fail modes --------------------------------------------------------- */
 
 /* Evaluates check <i> in process: a store: local rule, or the fail: local
- * fallback, whose limits are divided among the pool. */
+ * fallback, whose limits are divided among the pool's agents and, since
+ * each worker keeps its own local tier, among this agent's workers: the
+ * whole pool then never admits more than the limit. */
 static void
 eval_local(struct req *r, int i, int fallback)
 {
@@ -109,7 +111,7 @@ eval_local(struct req *r, int i, int fallback)
 	struct lim_params lp = c->lim;
 
 	if (fallback)
-		local_share(&lp, r->policy->pool_size);
+		local_share(&lp, r->policy->pool_size * r->w->srv->nworkers);
 	local_eval(r->w->local, &lp, c->key, c->keylen, c->op, c->cost,
 	           c->member, c->memberlen, util_now_us(), &r->out[i].res);
 }

@@ -227,6 +227,17 @@ out=$("$CLIENT" -a "127.0.0.1:$FL_AP" rl-fw tenant=s:other)
 expect_eq "$(verdict "$out")" "0/1 " "local: another key has its own count"
 grep -q ' msg=fail_mode rule=fw mode=local reason=redis_down ' "$TMP/agent-local.log"
 ok $? "local: the fallback is logged (fail_mode mode=local reason=redis_down)"
+# Each worker keeps its own local tier, so the share is divided by the
+# workers too: pool_size 2 and -w 2 make 100 into floor(100 / 4) = 25 for
+# the one worker that serves this client's connection.
+FL2_AP=$(port 30)
+TOP="pool_size: 2
+" run_agent local2 "$FL2_AP" "{ url: \"redis://127.0.0.1:$(port 14)/0\", timeout: 50ms }" \
+'  - { name: fw, message: rl-fw, key: "fw:{tenant}", algorithm: fixed-window, limit: 100, window: 1h, fail: local }' -w 2
+wait_port "$FL2_AP"
+out=$("$CLIENT" -a "127.0.0.1:$FL2_AP" -n 40 rl-fw tenant=s:acme)
+expect_eq "$(counts "$out")" "25*0/1 15*429/1 " \
+	"local: with 2 workers, 100 over pool_size 2 is 25 per worker, so the pool stays within 100"
 
 # ---- 5. a per-request error reply ------------------------------------------
 # The rule key of one tenant holds a list: the script's HGET fails with
