@@ -1031,14 +1031,21 @@ batch_cb(redisAsyncContext *ac, void *r, void *privdata)
 		}
 		if (follow_redirect(b, reply->str))
 			return;
-		log_warn("redis_error", "host=%s port=%d error=\"%.200s\"",
-		         b->node->host, b->node->port, reply->str);
+		log_warn("redis_error", "host=%s port=%d error=\"%.200s\" outage=%d",
+		         b->node->host, b->node->port, reply->str,
+		         reqq_error_is_outage(reply->str));
 		if (strncmp(reply->str, "CLUSTERDOWN", 11) == 0)
 			refresh_soon(cl);
 	}
 	if (reply->type == REDIS_REPLY_ERROR || batch_deliver(b, reply) == -1) {
+		/* a per-key error (WRONGTYPE) shows the node answering: only
+		 * one saying it cannot serve feeds the breaker (as store.c) */
 		metrics_redis_error(cl->m, METRICS_REDIS_REPLY);
-		call_failed(cl);
+		if (reply->type != REDIS_REPLY_ERROR ||
+		    reqq_error_is_outage(reply->str))
+			call_failed(cl);
+		else
+			call_succeeded(cl);
 		batch_fail(b, STORE_EREPLY);
 	} else {
 		call_succeeded(cl);
