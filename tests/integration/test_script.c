@@ -3,12 +3,12 @@
  * (127.0.0.1:$REDIS_PORT, started by script.sh), through hiredis' sync API.
  *
  * The script takes its time from Redis TIME, which the test cannot set, so
- * each step reads TIME just before the call and runs the C twin at that
- * instant. The sequences use periods of an hour or more, where the few
- * milliseconds between the two clocks change no integer: allowed and
- * remaining must be identical, and retry/next/full equal within the time
- * elapsed so far (the tolerance is the sum of every step's TIME-to-TIME
- * span). Window tests first wait out a boundary that is too close.
+ * each step reads TIME just before and just after the call: the reply must
+ * equal the C twin's exactly at one µs of that span (cands_step), and
+ * allowed/remaining/retry/next/full must also agree step by step within
+ * the spans so far. Long periods (an hour or more) pin the decisions; the
+ * time-passing tests use 100-400 ms periods with waits far from any edge.
+ * Window tests first wait out a boundary that is too close.
  *
  * Also: a denied check vetoes its request's other checks, a shadow check
  * does not, several requests in one call, every written key has a TTL,
