@@ -36,6 +36,7 @@
 #include "req.h"
 #include "server.h"
 #include "store.h"
+#include "ratelog.h"
 #include "util.h"
 
 #define SERVER_BACKLOG   1024
@@ -191,6 +192,23 @@ peer_name(const struct sockaddr_storage *ss, char *buf, size_t size)
 	snprintf(buf, size, "%s:%d", ip, port);
 }
 
+/* A connection past max_conns was closed: one line per worker per
+ * RATELOG_INTERVAL_US, counting the refusals since the last, so that
+ * HAProxy retrying against a full agent cannot flood the log. */
+static void
+log_refused(struct worker *w)
+{
+	int64_t now = util_now_us();
+
+	w->refused++;
+	if (w->refused_log_us != 0 && now - w->refused_log_us < RATELOG_INTERVAL_US)
+		return;
+	log_warn("conn_refused", "reason=max_conns max=%d worker=%d refused=%llu",
+	         w->srv->max_conns, w->id, (unsigned long long)w->refused);
+	w->refused_log_us = now;
+	w->refused = 0;
+}
+
 static void
 accept_cb(struct ev_loop *loop, ev_io *io, int revents)
 {
@@ -212,7 +230,7 @@ accept_cb(struct ev_loop *loop, ev_io *io, int revents)
 		}
 		if (atomic_fetch_add(&s->nconns, 1) >= s->max_conns) {
 			atomic_fetch_sub(&s->nconns, 1);
-			log_warn("conn_refused", "reason=max_conns max=%d", s->max_conns);
+			log_refused(w);
 			close(fd);
 			continue;
 		}

@@ -61,6 +61,8 @@ struct worker {
 	struct req            *free_reqs;	/* recycled requests */
 	int                    draining;
 	int                    started;	/* thread created */
+	int64_t                refused_log_us;	/* last conn_refused line */
+	uint64_t               refused;	/* refused since that line */
 	atomic_int             redis_up;	/* for /healthz, read by main */
 };
 

@@ -105,6 +105,9 @@ ok $? "the $((MAX_CONNS + 1))th connection is closed without a byte, no AGENT-HE
 [ "$ms" -lt 1000 ]; ok $? "at once, not after a timeout (${ms} ms)"
 grep -q "msg=conn_refused reason=max_conns max=$MAX_CONNS" "$TMP/agent.log"
 ok $? "the refusal is logged (conn_refused reason=max_conns)"
+for i in $(seq 10); do c -t 1000 rl-request tenant=s:more >/dev/null 2>&1; done
+n=$(grep -c 'msg=conn_refused ' "$TMP/agent.log")
+[ "$n" -le 2 ]; ok $? "10 more refusals log at most one line per worker (2) per 10 s (got $n)"
 alive=0
 for p in $holders; do kill -0 "$p" 2>/dev/null && alive=$((alive + 1)); done
 expect_eq "$alive" 5 "the $MAX_CONNS connections held were open during the refusal"
