@@ -272,7 +272,8 @@ align_window(redisContext *c, const struct lim_params *p)
  * script's five values at some instant of every call so far: a reply must
  * equal the twin's at one µs of its span, from one of those states. */
 
-#define MAXCAND 4096
+#define MAXCAND        4096
+#define EXACT_SPAN_MAX 2000	/* µs: spans * states stay small */
 
 struct cands {
 	struct lim_state s[MAXCAND];
@@ -371,7 +372,7 @@ compare(const struct lim_params *p, const struct step *steps, int n,
 	struct lim_result rs, rc, rc2;
 	char key[128];
 	int64_t t1, t2, tol = 1;
-	int i, charge, charge2;
+	int i, j, charge, charge2;
 	static struct cands cs;
 
 	cs.n = 1;
@@ -396,7 +397,17 @@ compare(const struct lim_params *p, const struct step *steps, int n,
 			got[i] = rs.allowed == 1 ? '1' : rs.allowed == 0 ? '0' : 'x';
 		t2 = redis_time(c);
 		tol += t2 - t1;
-		cr_expect(cands_step(&cs, p, steps[i].op, steps[i].cost, h, t1,
+		/* A call descheduled for ms (a loaded box) would make too many
+		 * twin states: the exact check stops there, the rest goes on. */
+		if (cs.n > 0 && t2 - t1 > EXACT_SPAN_MAX) {
+			cr_log_info("%s step %d: span %lld µs, exact check ends",
+			            name, i, (long long)(t2 - t1));
+			for (j = 0; j < cs.n; j++)
+				lim_state_deinit(&cs.s[j]);
+			cs.n = 0;
+		}
+		cr_expect(cs.n == 0 ||
+		          cands_step(&cs, p, steps[i].op, steps[i].cost, h, t1,
 		                     t2, &rs),
 		          "%s step %d: no twin state gives %d %lld %lld %lld "
 		          "%lld in [%lld, %lld]", name, i, rs.allowed,
@@ -577,7 +588,7 @@ Test(script, concurrency_matches_c)
 }
 
 /* ---- twins with time passing ---------------------------------------------
- * Short periods (EI 100 ms, windows of 200-400 ms, leases of 200 ms) and
+ * Short periods (EI 200 ms, windows of 200-400 ms, leases of 200 ms) and
  * waits that leave 50 ms or more between every wait's end and the nearest
  * instant where a decision would change: refill, window rollover, the
  * previous window's weight, log entries and leases that expire. compare()
@@ -588,23 +599,25 @@ Test(script, concurrency_matches_c)
 #define FW_(ms, n)      { LIM_OP_FORCE, n, NULL, ms }
 #define MW(ms, op, n, m) { op, n, m, ms }
 
-/* 10/s burst 2: EI = 100 ms, DVT = 200 ms. From TAT <= now: C(2) takes
- * the burst (TAT now + 200), C(1) would need TAT + 100 - 200 > now: 0.
- * 150 ms later TAT - now = 50: one more fits (TAT + 100 - 200 = now - 50),
- * the next does not (+50 ms). FORCE 2 reports 0 and pushes TAT to now +
- * 350 (below the clamp now + 400); 450 ms later it is spent. */
+/* 5/s burst 2: EI = 200 ms, DVT = 400 ms. Back to back, 2 pass and the
+ * 3rd is refused (it would need 200 ms). 700 ms later the TAT is past:
+ * C(2) takes the burst (TAT now + 400), C(1) would need 200 ms. 300 ms
+ * later TAT - now = 100: one more fits (it needed 200 ms), a peek passes,
+ * the next needs TAT + 200 - 400 = now + 100 more. FORCE 2 reports 0 and
+ * pushes TAT to now + 700 (below the clamp now + 800); 900 ms later it is
+ * spent. Every wait ends 100 ms or more from the edge it is meant for. */
 static const struct step refill_steps[] = {
 	CW(0, 1), CW(0, 1), CW(0, 1),
-	CW(350, 2), CW(0, 1),
-	CW(150, 1), CW(0, 0), CW(0, 1), FW_(0, 2),
-	CW(450, 2), CW(0, 1),
+	CW(700, 2), CW(0, 1),
+	CW(300, 1), CW(0, 0), CW(0, 1), FW_(0, 2),
+	CW(900, 2), CW(0, 1),
 };
 static const char refill_want[] = "11010110010";
 
 static void
 compare_refill(enum lim_algo a, const char *name)
 {
-	struct lim_params p = mk(a, 10, S, 2);
+	struct lim_params p = mk(a, 5, S, 2);
 	char got[32];
 
 	compare(&p, refill_steps, ARRAY_LEN(refill_steps), name, got);
