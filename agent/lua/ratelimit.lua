@@ -72,6 +72,23 @@ local function muldiv_ceil(a, b, c)
 end
 
 local function num(v) if v then return tonumber(v) end return nil end
+
+-- The first read of a check's key. A key of a type this algorithm does
+-- not use was left by another algorithm (a reload changed the rule's
+-- algorithm, keeping its name and key): its state means nothing here, so
+-- it is dropped and the key starts fresh, as the local tier does. Without
+-- this, WRONGTYPE would fail the whole batch until the key expired.
+-- (GCRA and leaky bucket read with MGET, which answers nil for another
+-- type, and their SET replaces it.)
+local function read(cmd, key, ...)
+	local r = redis.pcall(cmd, key, ...)
+	if type(r) == 'table' and r.err then
+		if string.sub(r.err, 1, 9) ~= 'WRONGTYPE' then error(r) end
+		call('DEL', key)
+		r = call(cmd, key, ...)
+	end
+	return r
+end
 local function max0(v) if v > 0 then return v end return 0 end
 
 local function res(allowed, rem, retry, nxt, full)
@@ -90,7 +107,7 @@ local function tb_view(c)
 	local full = c.p3 * MICRO
 	c.ei = max(1, idiv(c.p2, c.p1))
 	local v = { tok = full, base = full, el = 0, at = now }
-	local r = call('HMGET', c.key, 't', 'l')
+	local r = read('HMGET', c.key, 't', 'l')
 	if not r[1] then return v end
 	local tok, last = tonumber(r[1]), tonumber(r[2])
 	local need = full - tok
@@ -194,7 +211,7 @@ local function fw_eval(c)
 	local idx, st, en = bounds(c)
 	c.idx = idx
 	c.en = en
-	local count = num(call('HGET', c.key, s(idx))) or 0
+	local count = num(read('HGET', c.key, s(idx))) or 0
 	local L = c.p1
 	if c.cost > L then
 		return res(-1, max0(L - count), 0, en - now, en - now), c.op == FORCE
@@ -228,7 +245,7 @@ end
 
 local function sw_eval(c)
 	local idx, st = bounds(c)
-	local r = call('HMGET', c.key, s(idx), s(idx - 1))
+	local r = read('HMGET', c.key, s(idx), s(idx - 1))
 	c.idx = idx
 	c.st = st
 	local v = {
@@ -279,7 +296,7 @@ end
 local function log_eval(c)
 	local L, W = c.p1, c.p2
 	local lo = '(' .. s(now - W)
-	local live = call('ZCOUNT', c.key, lo, '+inf')
+	local live = read('ZCOUNT', c.key, lo, '+inf')
 	local after, retry = live, 0
 	local oldest = zscore_at(c.key, lo, '+inf', 0, false) or now
 	local newest = zscore_at(c.key, lo, '+inf', 0, true) or now
@@ -345,7 +362,7 @@ end
 local function conc_eval(c)
 	local L = c.p1
 	local lo = '(' .. s(now)
-	local live = call('ZCOUNT', c.key, lo, '+inf')
+	local live = read('ZCOUNT', c.key, lo, '+inf')
 	local sc = num(call('ZSCORE', c.key, c.member))
 	local has = sc ~= nil and sc > now
 	local e, l = conc_others(c.key, lo, c.member)
