@@ -104,6 +104,51 @@ Test(nearcache, stays_bounded_under_a_flood_of_keys)
 	nearcache_free(nc);
 }
 
+/* ALGORITHMS.md: for token-bucket and fixed-window too, a cost-1 denial
+ * until T holds for every cost >= 1 request until T. */
+Test(nearcache, token_bucket_and_fixed_window_denials_are_answered_locally)
+{
+	static const enum lim_algo algos[] = { LIM_TOKEN_BUCKET, LIM_FIXED_WINDOW };
+
+	for (size_t i = 0; i < sizeof(algos) / sizeof(algos[0]); i++) {
+		struct nearcache *nc = nearcache_new();
+		struct check c = mk("rl:{t:a}", algos[i], LIM_OP_CHECK, 1);
+		struct check c2 = mk("rl:{t:a}", algos[i], LIM_OP_CHECK, 2);
+		struct lim_result r;
+
+		cr_assert(nearcache_eligible(&c));
+		nearcache_learn(nc, &c, &denied, 0);
+		cr_assert_eq(nearcache_lookup(nc, &c, 4999, &r), 1);
+		cr_assert_eq(nearcache_lookup(nc, &c2, 4999, &r), 1,
+		             "a larger cost is denied as well");
+		cr_assert_eq(nearcache_lookup(nc, &c, 5000, &r), 0);
+		nearcache_free(nc);
+	}
+}
+
+/* A full set gives up the entry that expires soonest: a long denial
+ * outlives a flood of short ones through every set. */
+Test(nearcache, a_full_set_evicts_the_entry_expiring_soonest)
+{
+	struct nearcache *nc = nearcache_new();
+	struct check lng = mk("rl:{t:long}", LIM_GCRA, LIM_OP_CHECK, 1);
+	struct lim_result far = { 0, 0, 3600000000LL, 3600000000LL, 3600000000LL };
+	struct lim_result r;
+	char key[32];
+
+	nearcache_learn(nc, &lng, &far, 0);
+	for (int i = 0; i < 200000; i++) {
+		struct check c;
+
+		snprintf(key, sizeof(key), "rl:{t:%d}", i);
+		c = mk(key, LIM_GCRA, LIM_OP_CHECK, 1);
+		nearcache_learn(nc, &c, &denied, 0);
+	}
+	cr_assert_eq(nearcache_lookup(nc, &lng, 10000, &r), 1);
+	cr_assert_eq(r.retry_after_us, 3600000000LL - 10000);
+	nearcache_free(nc);
+}
+
 Test(nearcache, a_denial_under_other_limits_does_not_apply)
 {
 	struct nearcache *nc = nearcache_new();
