@@ -98,333 +98,342 @@ end
 -- ---- GCRA and leaky bucket: p1 = EI, p2 = DVT, p3 = max_delay ----------
 -- Evaluated inline by gcra_fast() in the batch loop below: the one GCRA.
 
--- ---- token bucket: p1 = N, p2 = P, p3 = burst; hash t (millionths), l ---
--- l is the refill's anchor: one unit per EI = max(1, floor(P / N)), as
--- GCRA, and a charge keeps the anchor (lim_gcra.c says why).
+-- ---- the other algorithms -------------------------------------------
+-- Built on the first check that needs them: every closure here would
+-- otherwise be made again on every call, and a batch of GCRA or leaky
+-- bucket checks (the default) uses none of them.
 
--- the bucket now: tok, refilled from base at the anchor at = now - el
-local function tb_view(c)
-	local full = c.p3 * MICRO
-	c.ei = max(1, idiv(c.p2, c.p1))
-	local v = { tok = full, base = full, el = 0, at = now }
-	local r = read('HMGET', c.key, 't', 'l')
-	if not r[1] then return v end
-	local tok, last = tonumber(r[1]), tonumber(r[2])
-	local need = full - tok
-	if need <= 0 then return v end
-	v.tok, v.base, v.el, v.at = tok, tok, now - last, last
-	if v.el <= 0 then v.el = 0; return v end
-	if v.el >= muldiv_ceil(need, c.ei, MICRO) then
-		v.tok, v.base, v.el, v.at = full, full, 0, now
+local function other_algorithms()
+	-- ---- token bucket: p1 = N, p2 = P, p3 = burst; hash t (millionths), l -
+	-- l is the refill's anchor: one unit per EI = max(1, floor(P / N)), as
+	-- GCRA, and a charge keeps the anchor (lim_gcra.c says why).
+
+	-- the bucket now: tok, refilled from base at the anchor at = now - el
+	local function tb_view(c)
+		local full = c.p3 * MICRO
+		c.ei = max(1, idiv(c.p2, c.p1))
+		local v = { tok = full, base = full, el = 0, at = now }
+		local r = read('HMGET', c.key, 't', 'l')
+		if not r[1] then return v end
+		local tok, last = tonumber(r[1]), tonumber(r[2])
+		local need = full - tok
+		if need <= 0 then return v end
+		v.tok, v.base, v.el, v.at = tok, tok, now - last, last
+		if v.el <= 0 then v.el = 0; return v end
+		if v.el >= muldiv_ceil(need, c.ei, MICRO) then
+			v.tok, v.base, v.el, v.at = full, full, 0, now
+			return v
+		end
+		v.tok = tok + (muldiv(v.el, MICRO, c.ei))
 		return v
 	end
-	v.tok = tok + (muldiv(v.el, MICRO, c.ei))
-	return v
-end
 
-local function tb_until(c, v, level)
-	if v.tok >= level then return 0 end
-	local t = muldiv_ceil(level - v.base, c.ei, MICRO)
-	if t > v.el then return t - v.el end
-	return 0
-end
-
-local function tb_fill(c, allowed, retry, v)
-	local full = c.p3 * MICRO
-	local rem = 0
-	if v.tok > 0 then rem = idiv(v.tok, MICRO) end
-	local nxt = 0
-	if v.tok < full then
-		nxt = tb_until(c, v, v.tok - v.tok % MICRO + MICRO)
+	local function tb_until(c, v, level)
+		if v.tok >= level then return 0 end
+		local t = muldiv_ceil(level - v.base, c.ei, MICRO)
+		if t > v.el then return t - v.el end
+		return 0
 	end
-	return res(allowed, rem, retry, nxt, tb_until(c, v, full))
-end
 
-local function tb_eval(c)
-	local v = tb_view(c)
-	c.v = v
-	if c.cost > c.p3 then return tb_fill(c, -1, 0, v), c.op == FORCE end
-	local want = c.cost * MICRO
-	if v.tok < want then
-		return tb_fill(c, 0, tb_until(c, v, want), v), c.op == FORCE
+	local function tb_fill(c, allowed, retry, v)
+		local full = c.p3 * MICRO
+		local rem = 0
+		if v.tok > 0 then rem = idiv(v.tok, MICRO) end
+		local nxt = 0
+		if v.tok < full then
+			nxt = tb_until(c, v, v.tok - v.tok % MICRO + MICRO)
+		end
+		return res(allowed, rem, retry, nxt, tb_until(c, v, full))
 	end
-	local after = { tok = v.tok - want, base = v.base - want, el = v.el }
-	return tb_fill(c, 1, 0, after), c.cost > 0
-end
 
--- A FORCE below -full starts again at exactly -full now (GCRA's clamp).
-local function tb_commit(c)
-	local full, v = c.p3 * MICRO, c.v
-	local want = min(c.cost, 2 * c.p3) * MICRO
-	local w = { tok = v.tok - want, base = v.base - want, el = v.el }
-	local at = v.at
-	if w.tok < -full then
-		w.tok, w.base, w.el, at = -full, -full, 0, now
+	local function tb_eval(c)
+		local v = tb_view(c)
+		c.v = v
+		if c.cost > c.p3 then return tb_fill(c, -1, 0, v), c.op == FORCE end
+		local want = c.cost * MICRO
+		if v.tok < want then
+			return tb_fill(c, 0, tb_until(c, v, want), v), c.op == FORCE
+		end
+		local after = { tok = v.tok - want, base = v.base - want, el = v.el }
+		return tb_fill(c, 1, 0, after), c.cost > 0
 	end
-	call('HSET', c.key, 't', s(w.base), 'l', s(at))
-	call('PEXPIRE', c.key, s(max(1, ceil_ms(tb_until(c, w, full)))))
-end
 
--- ---- windows: p1 = L, p2 = W, p3 = calendar (fixed only) ----------------
-
-local function civil(z)
-	z = z + 719468
-	local era = idiv(z, 146097)
-	local doe = z - era * 146097
-	local yoe = idiv(doe - idiv(doe, 1460) + idiv(doe, 36524)
-		- idiv(doe, 146096), 365)
-	local doy = doe - (365 * yoe + idiv(yoe, 4) - idiv(yoe, 100))
-	local mp = idiv(5 * doy + 2, 153)
-	local m = mp < 10 and mp + 3 or mp - 9
-	local y = yoe + era * 400
-	if m <= 2 then y = y + 1 end
-	return y, m
-end
-
-local function days_from_civil(y, m)
-	if m <= 2 then y = y - 1 end
-	local era = idiv(y, 400)
-	local yoe = y - era * 400
-	local mm = m > 2 and m - 3 or m + 9
-	local doy = idiv(153 * mm + 2, 5)
-	local doe = yoe * 365 + idiv(yoe, 4) - idiv(yoe, 100) + doy
-	return era * 146097 + doe - 719468
-end
-
-local function bounds(c)
-	if c.algo == FW and c.p3 == 2 then
-		local y, m = civil(idiv(now, DAY))
-		local st = days_from_civil(y, m) * DAY
-		local en
-		if m == 12 then en = days_from_civil(y + 1, 1)
-		else en = days_from_civil(y, m + 1) end
-		return y * 12 + m - 1, st, en * DAY
+	-- A FORCE below -full starts again at exactly -full now (GCRA's clamp).
+	local function tb_commit(c)
+		local full, v = c.p3 * MICRO, c.v
+		local want = min(c.cost, 2 * c.p3) * MICRO
+		local w = { tok = v.tok - want, base = v.base - want, el = v.el }
+		local at = v.at
+		if w.tok < -full then
+			w.tok, w.base, w.el, at = -full, -full, 0, now
+		end
+		call('HSET', c.key, 't', s(w.base), 'l', s(at))
+		call('PEXPIRE', c.key, s(max(1, ceil_ms(tb_until(c, w, full)))))
 	end
-	local idx = idiv(now, c.p2)
-	return idx, idx * c.p2, idx * c.p2 + c.p2
-end
 
--- The window counters are fields of a hash at the declared key, so that
--- in Redis Cluster they move with it: a slot migration's ASK finds them,
--- and MIGRATE never meets a key already made on the importing node.
-local function fw_eval(c)
-	local idx, st, en = bounds(c)
-	c.idx = idx
-	c.en = en
-	local count = num(read('HGET', c.key, s(idx))) or 0
-	local L = c.p1
-	if c.cost > L then
-		return res(-1, max0(L - count), 0, en - now, en - now), c.op == FORCE
+	-- ---- windows: p1 = L, p2 = W, p3 = calendar (fixed only) -----------
+
+	local function civil(z)
+		z = z + 719468
+		local era = idiv(z, 146097)
+		local doe = z - era * 146097
+		local yoe = idiv(doe - idiv(doe, 1460) + idiv(doe, 36524)
+			- idiv(doe, 146096), 365)
+		local doy = doe - (365 * yoe + idiv(yoe, 4) - idiv(yoe, 100))
+		local mp = idiv(5 * doy + 2, 153)
+		local m = mp < 10 and mp + 3 or mp - 9
+		local y = yoe + era * 400
+		if m <= 2 then y = y + 1 end
+		return y, m
 	end
-	if count + c.cost > L then
-		return res(0, max0(L - count), en - now, en - now, en - now),
-			c.op == FORCE
+
+	local function days_from_civil(y, m)
+		if m <= 2 then y = y - 1 end
+		local era = idiv(y, 400)
+		local yoe = y - era * 400
+		local mm = m > 2 and m - 3 or m + 9
+		local doy = idiv(153 * mm + 2, 5)
+		local doe = yoe * 365 + idiv(yoe, 4) - idiv(yoe, 100) + doy
+		return era * 146097 + doe - 719468
 	end
-	return res(1, L - count - c.cost, 0, en - now, en - now), c.cost > 0
-end
 
--- The hash expires with its window, so at most the last window's field
--- is left to drop.
-local function fw_commit(c)
-	call('HINCRBY', c.key, s(c.idx), s(c.cost))
-	call('HDEL', c.key, s(c.idx - 1))
-	call('PEXPIRE', c.key, s(ceil_ms(c.en - now) + MARGIN_MS))
-end
-
--- largest x in [0, W] with floor(a * x / W) <= t, for 0 <= t < a
-local function sw_xmax(a, t, w) return muldiv_ceil(t + 1, w, a) - 1 end
-
-local function sw_until(v, target)
-	if v.cur <= target then
-		local t = target - v.cur
-		if v.prev <= t then return 0 end
-		return max0(v.w - sw_xmax(v.prev, t, v.w) - v.e)
+	local function bounds(c)
+		if c.algo == FW and c.p3 == 2 then
+			local y, m = civil(idiv(now, DAY))
+			local st = days_from_civil(y, m) * DAY
+			local en
+			if m == 12 then en = days_from_civil(y + 1, 1)
+			else en = days_from_civil(y, m + 1) end
+			return y * 12 + m - 1, st, en * DAY
+		end
+		local idx = idiv(now, c.p2)
+		return idx, idx * c.p2, idx * c.p2 + c.p2
 	end
-	return v.w - v.e + (v.w - sw_xmax(v.cur, target, v.w))
-end
 
-local function sw_eval(c)
-	local idx, st = bounds(c)
-	local r = read('HMGET', c.key, s(idx), s(idx - 1))
-	c.idx = idx
-	c.st = st
-	local v = {
-		cur = num(r[1]) or 0,
-		prev = num(r[2]) or 0,
-		w = c.p2, e = now - st,
-	}
-	local L = c.p1
-	local est = muldiv(v.prev, v.w - v.e, v.w) + v.cur
-	local allowed, retry, charge = 1, 0, c.cost > 0
-	if c.cost > L then
-		allowed, charge = -1, c.op == FORCE
-	elseif est + c.cost > L then
-		allowed, charge = 0, c.op == FORCE
-		retry = sw_until(v, L - c.cost)
-	else
-		v.cur = v.cur + c.cost
-		est = est + c.cost
+	-- The window counters are fields of a hash at the declared key, so that
+	-- in Redis Cluster they move with it: a slot migration's ASK finds them,
+	-- and MIGRATE never meets a key already made on the importing node.
+	local function fw_eval(c)
+		local idx, st, en = bounds(c)
+		c.idx = idx
+		c.en = en
+		local count = num(read('HGET', c.key, s(idx))) or 0
+		local L = c.p1
+		if c.cost > L then
+			return res(-1, max0(L - count), 0, en - now, en - now), c.op == FORCE
+		end
+		if count + c.cost > L then
+			return res(0, max0(L - count), en - now, en - now, en - now),
+				c.op == FORCE
+		end
+		return res(1, L - count - c.cost, 0, en - now, en - now), c.cost > 0
 	end
-	local nxt = 0
-	if est > 0 then nxt = sw_until(v, est - 1) end
-	return res(allowed, max0(L - est), retry, nxt, sw_until(v, 0)), charge
-end
 
--- Fields: this window and the last; the hash lives two windows.
-local function sw_commit(c)
-	call('HINCRBY', c.key, s(c.idx), s(c.cost))
-	call('HDEL', c.key, s(c.idx - 2))
-	call('PEXPIRE', c.key,
-		s(ceil_ms(c.st + 2 * c.p2 - now) + MARGIN_MS))
-end
-
--- ---- sliding log: p1 = L, p2 = W; zset of timestamps ----------------------
-
-local function zscore_at(key, lo, hi, offset, rev)
-	local r
-	if rev then
-		r = call('ZREVRANGEBYSCORE', key, hi, lo, 'WITHSCORES',
-			'LIMIT', offset, 1)
-	else
-		r = call('ZRANGEBYSCORE', key, lo, hi, 'WITHSCORES',
-			'LIMIT', offset, 1)
+	-- The hash expires with its window, so at most the last window's field
+	-- is left to drop.
+	local function fw_commit(c)
+		call('HINCRBY', c.key, s(c.idx), s(c.cost))
+		call('HDEL', c.key, s(c.idx - 1))
+		call('PEXPIRE', c.key, s(ceil_ms(c.en - now) + MARGIN_MS))
 	end
-	if r[2] then return tonumber(r[2]) end
-	return nil
-end
 
-local function log_eval(c)
-	local L, W = c.p1, c.p2
-	local lo = '(' .. s(now - W)
-	local live = read('ZCOUNT', c.key, lo, '+inf')
-	local after, retry = live, 0
-	local oldest = zscore_at(c.key, lo, '+inf', 0, false) or now
-	local newest = zscore_at(c.key, lo, '+inf', 0, true) or now
-	local allowed, charge = 1, c.cost > 0
-	if c.cost > L then
-		allowed, charge = -1, c.op == FORCE
-	elseif live + c.cost > L then
-		allowed, charge = 0, c.op == FORCE
-		retry = zscore_at(c.key, lo, '+inf', live + c.cost - L - 1, false)
-			+ W - now
-	elseif c.cost > 0 then
-		after = live + c.cost
-		newest = now
+	-- largest x in [0, W] with floor(a * x / W) <= t, for 0 <= t < a
+	local function sw_xmax(a, t, w) return muldiv_ceil(t + 1, w, a) - 1 end
+
+	local function sw_until(v, target)
+		if v.cur <= target then
+			local t = target - v.cur
+			if v.prev <= t then return 0 end
+			return max0(v.w - sw_xmax(v.prev, t, v.w) - v.e)
+		end
+		return v.w - v.e + (v.w - sw_xmax(v.cur, target, v.w))
 	end
-	local nxt, full = 0, 0
-	if after > 0 then nxt, full = oldest + W - now, newest + W - now end
-	return res(allowed, max0(L - after), retry, nxt, full), charge
-end
 
-local function log_commit(c)
-	local L, W = c.p1, c.p2
-	call('ZREMRANGEBYSCORE', c.key, '-inf', s(now - W))
-	local m = c.member
-	if m == '' then m = s(now) .. '.' .. c.idx end
-	local add, ts = min(c.cost, L), s(now)
-	for i = 1, add do
-		if i == 1 then call('ZADD', c.key, ts, m)
-		else call('ZADD', c.key, ts, m .. '#' .. i) end
+	local function sw_eval(c)
+		local idx, st = bounds(c)
+		local r = read('HMGET', c.key, s(idx), s(idx - 1))
+		c.idx = idx
+		c.st = st
+		local v = {
+			cur = num(r[1]) or 0,
+			prev = num(r[2]) or 0,
+			w = c.p2, e = now - st,
+		}
+		local L = c.p1
+		local est = muldiv(v.prev, v.w - v.e, v.w) + v.cur
+		local allowed, retry, charge = 1, 0, c.cost > 0
+		if c.cost > L then
+			allowed, charge = -1, c.op == FORCE
+		elseif est + c.cost > L then
+			allowed, charge = 0, c.op == FORCE
+			retry = sw_until(v, L - c.cost)
+		else
+			v.cur = v.cur + c.cost
+			est = est + c.cost
+		end
+		local nxt = 0
+		if est > 0 then nxt = sw_until(v, est - 1) end
+		return res(allowed, max0(L - est), retry, nxt, sw_until(v, 0)), charge
 	end
-	local card = call('ZCARD', c.key)
-	if card > L then
-		call('ZREMRANGEBYRANK', c.key, 0, card - L - 1)
+
+	-- Fields: this window and the last; the hash lives two windows.
+	local function sw_commit(c)
+		call('HINCRBY', c.key, s(c.idx), s(c.cost))
+		call('HDEL', c.key, s(c.idx - 2))
+		call('PEXPIRE', c.key,
+			s(ceil_ms(c.st + 2 * c.p2 - now) + MARGIN_MS))
 	end
-	call('PEXPIRE', c.key, s(max(1, ceil_ms(W))))
-end
 
--- ---- concurrency: p1 = L, p2 = lease; zset member -> expiry ---------------
+	-- ---- sliding log: p1 = L, p2 = W; zset of timestamps ---------------
 
--- earliest and latest live expiries of members other than <m>
-local function conc_others(key, lo, m)
-	local a = call('ZRANGEBYSCORE', key, lo, '+inf', 'WITHSCORES',
-		'LIMIT', 0, 2)
-	local b = call('ZREVRANGEBYSCORE', key, '+inf', lo, 'WITHSCORES',
-		'LIMIT', 0, 2)
-	local e, l
-	if a[1] and a[1] ~= m then e = tonumber(a[2])
-	elseif a[3] then e = tonumber(a[4]) end
-	if b[1] and b[1] ~= m then l = tonumber(b[2])
-	elseif b[3] then l = tonumber(b[4]) end
-	return e, l
-end
-
-local function conc_times(e, l, own)
-	if own > 0 then
-		if not e or own < e then e = own end
-		if not l or own > l then l = own end
-	elseif not e then
-		return 0, 0
+	local function zscore_at(key, lo, hi, offset, rev)
+		local r
+		if rev then
+			r = call('ZREVRANGEBYSCORE', key, hi, lo, 'WITHSCORES',
+				'LIMIT', offset, 1)
+		else
+			r = call('ZRANGEBYSCORE', key, lo, hi, 'WITHSCORES',
+				'LIMIT', offset, 1)
+		end
+		if r[2] then return tonumber(r[2]) end
+		return nil
 	end
-	return e - now, l - now
-end
 
-local function conc_eval(c)
-	local L = c.p1
-	local lo = '(' .. s(now)
-	local live = read('ZCOUNT', c.key, lo, '+inf')
-	local sc = num(call('ZSCORE', c.key, c.member))
-	local has = sc ~= nil and sc > now
-	local e, l = conc_others(c.key, lo, c.member)
-	local others = live
-	if has then others = live - 1 end
-	if c.op == RELEASE then
-		local nxt, full = conc_times(e, l, 0)
-		return res(1, max0(L - others), 0, nxt, full), has
+	local function log_eval(c)
+		local L, W = c.p1, c.p2
+		local lo = '(' .. s(now - W)
+		local live = read('ZCOUNT', c.key, lo, '+inf')
+		local after, retry = live, 0
+		local oldest = zscore_at(c.key, lo, '+inf', 0, false) or now
+		local newest = zscore_at(c.key, lo, '+inf', 0, true) or now
+		local allowed, charge = 1, c.cost > 0
+		if c.cost > L then
+			allowed, charge = -1, c.op == FORCE
+		elseif live + c.cost > L then
+			allowed, charge = 0, c.op == FORCE
+			retry = zscore_at(c.key, lo, '+inf', live + c.cost - L - 1, false)
+				+ W - now
+		elseif c.cost > 0 then
+			after = live + c.cost
+			newest = now
+		end
+		local nxt, full = 0, 0
+		if after > 0 then nxt, full = oldest + W - now, newest + W - now end
+		return res(allowed, max0(L - after), retry, nxt, full), charge
 	end
-	local own = 0
-	if has then own = sc end
-	local need = 0
-	if c.cost > 0 and not has then need = 1 end
-	if live + need > L then
+
+	local function log_commit(c)
+		local L, W = c.p1, c.p2
+		call('ZREMRANGEBYSCORE', c.key, '-inf', s(now - W))
+		local m = c.member
+		if m == '' then m = s(now) .. '.' .. c.idx end
+		local add, ts = min(c.cost, L), s(now)
+		for i = 1, add do
+			if i == 1 then call('ZADD', c.key, ts, m)
+			else call('ZADD', c.key, ts, m .. '#' .. i) end
+		end
+		local card = call('ZCARD', c.key)
+		if card > L then
+			call('ZREMRANGEBYRANK', c.key, 0, card - L - 1)
+		end
+		call('PEXPIRE', c.key, s(max(1, ceil_ms(W))))
+	end
+
+	-- ---- concurrency: p1 = L, p2 = lease; zset member -> expiry --------
+
+	-- earliest and latest live expiries of members other than <m>
+	local function conc_others(key, lo, m)
+		local a = call('ZRANGEBYSCORE', key, lo, '+inf', 'WITHSCORES',
+			'LIMIT', 0, 2)
+		local b = call('ZREVRANGEBYSCORE', key, '+inf', lo, 'WITHSCORES',
+			'LIMIT', 0, 2)
+		local e, l
+		if a[1] and a[1] ~= m then e = tonumber(a[2])
+		elseif a[3] then e = tonumber(a[4]) end
+		if b[1] and b[1] ~= m then l = tonumber(b[2])
+		elseif b[3] then l = tonumber(b[4]) end
+		return e, l
+	end
+
+	local function conc_times(e, l, own)
+		if own > 0 then
+			if not e or own < e then e = own end
+			if not l or own > l then l = own end
+		elseif not e then
+			return 0, 0
+		end
+		return e - now, l - now
+	end
+
+	local function conc_eval(c)
+		local L = c.p1
+		local lo = '(' .. s(now)
+		local live = read('ZCOUNT', c.key, lo, '+inf')
+		local sc = num(call('ZSCORE', c.key, c.member))
+		local has = sc ~= nil and sc > now
+		local e, l = conc_others(c.key, lo, c.member)
+		local others = live
+		if has then others = live - 1 end
+		if c.op == RELEASE then
+			local nxt, full = conc_times(e, l, 0)
+			return res(1, max0(L - others), 0, nxt, full), has
+		end
+		local own = 0
+		if has then own = sc end
+		local need = 0
+		if c.cost > 0 and not has then need = 1 end
+		if live + need > L then
+			local nxt, full = conc_times(e, l, own)
+			return res(0, max0(L - live), nxt, nxt, full), c.op == FORCE
+		end
+		if c.cost > 0 then own = now + c.p2 end
 		local nxt, full = conc_times(e, l, own)
-		return res(0, max0(L - live), nxt, nxt, full), c.op == FORCE
+		return res(1, max0(L - live - need), 0, nxt, full), c.cost > 0
 	end
-	if c.cost > 0 then own = now + c.p2 end
-	local nxt, full = conc_times(e, l, own)
-	return res(1, max0(L - live - need), 0, nxt, full), c.cost > 0
+
+	local function conc_commit(c)
+		call('ZREMRANGEBYSCORE', c.key, '-inf', s(now))
+		call('ZREM', c.key, c.member)
+		if c.op == RELEASE or c.cost <= 0 then return end
+		if call('ZCARD', c.key) >= c.p1 then
+			call('ZREMRANGEBYRANK', c.key, 0, 0)
+		end
+		call('ZADD', c.key, s(now + c.p2), c.member)
+		call('PEXPIRE', c.key, s(max(1, ceil_ms(c.p2))))
+	end
+
+	-- ---- dispatch ------------------------------------------------------
+
+	-- GCRA and leaky bucket never come here: the batch takes gcra_fast().
+	local EVAL = { [TB] = tb_eval, [FW] = fw_eval, [SW] = sw_eval,
+		[LOG] = log_eval, [CONC] = conc_eval }
+	local COMMIT = { [TB] = tb_commit, [FW] = fw_commit, [SW] = sw_commit,
+		[LOG] = log_commit, [CONC] = conc_commit }
+
+	local function eval_check(c)
+		local f = EVAL[c.algo]
+		if not f then return res(-1, 0, 0, 0, 0), false end
+		if c.op == PEEK then	-- decided as CHECK, never charged
+			c.op = CHECK
+			local r = eval_check(c)
+			c.op = PEEK
+			return r, false
+		end
+		if c.cost < 0 then c.cost = 0 end
+		if c.op == RELEASE and c.algo ~= CONC then c.cost = 0 end
+		if c.cost > COST_MAX then	-- reported as a peek, never charged
+			local op = c.op
+			c.cost, c.op = 0, CHECK
+			local r = f(c)
+			c.op = op
+			r[1], r[3] = -1, 0
+			return r, false
+		end
+		return f(c)
+	end
+	return eval_check, COMMIT
 end
 
-local function conc_commit(c)
-	call('ZREMRANGEBYSCORE', c.key, '-inf', s(now))
-	call('ZREM', c.key, c.member)
-	if c.op == RELEASE or c.cost <= 0 then return end
-	if call('ZCARD', c.key) >= c.p1 then
-		call('ZREMRANGEBYRANK', c.key, 0, 0)
-	end
-	call('ZADD', c.key, s(now + c.p2), c.member)
-	call('PEXPIRE', c.key, s(max(1, ceil_ms(c.p2))))
-end
-
--- ---- dispatch -------------------------------------------------------------
-
--- GCRA and leaky bucket never come here: the batch takes gcra_fast().
-local EVAL = { [TB] = tb_eval, [FW] = fw_eval, [SW] = sw_eval,
-	[LOG] = log_eval, [CONC] = conc_eval }
-local COMMIT = { [TB] = tb_commit, [FW] = fw_commit, [SW] = sw_commit,
-	[LOG] = log_commit, [CONC] = conc_commit }
-
-local function eval_check(c)
-	local f = EVAL[c.algo]
-	if not f then return res(-1, 0, 0, 0, 0), false end
-	if c.op == PEEK then	-- decided as CHECK, never charged
-		c.op = CHECK
-		local r = eval_check(c)
-		c.op = PEEK
-		return r, false
-	end
-	if c.cost < 0 then c.cost = 0 end
-	if c.op == RELEASE and c.algo ~= CONC then c.cost = 0 end
-	if c.cost > COST_MAX then	-- reported as a peek, never charged
-		local op = c.op
-		c.cost, c.op = 0, CHECK
-		local r = f(c)
-		c.op = op
-		r[1], r[3] = -1, 0
-		return r, false
-	end
-	return f(c)
-end
 
 -- ---- the batch ------------------------------------------------------------
 -- The hot path builds no table per check: results go straight into <out>,
@@ -502,7 +511,10 @@ for r = 1, nrule do
 	a = a + 4
 end
 
+local eval_check, COMMIT
+
 local function generic(ki, r, op, cost, member)
+	if not eval_check then eval_check, COMMIT = other_algorithms() end
 	local c = {
 		key = KEYS[ki], idx = ki, algo = ralgo[r], op = op, cost = cost,
 		p1 = rp1[r], p2 = rp2[r], p3 = rp3[r], member = member,
