@@ -220,18 +220,17 @@ refresh(struct entry *e, const struct lim_params *p, int64_t now)
 	}
 }
 
-int
-local_eval_request(struct local *l, struct local_check *c, size_t n,
-                   int64_t now_us)
+/* Evaluates every check against the state now; returns 1 if one vetoes. */
+static int
+eval_all(struct local *l, struct local_check *c, size_t n, int64_t now_us)
 {
 	static const struct lim_state fresh;
 	const struct lim_state *st;
 	struct entry *e;
 	uint64_t h, m;
-	size_t i;
 	int veto = 0;
 
-	for (i = 0; i < n; i++) {
+	for (size_t i = 0; i < n; i++) {
 		h = key_hash(c[i].key, c[i].keylen);
 		e = c[i].keylen <= LOCAL_KEY_MAX ?
 		    lookup(l, h, c[i].key, c[i].keylen) : NULL;
@@ -245,9 +244,16 @@ local_eval_request(struct local *l, struct local_check *c, size_t n,
 		                       now_us, &c[i].result);
 		veto |= lim_vetoes(c[i].op, c[i].shadow, &c[i].result);
 	}
-	if (veto)
-		return 0;
-	for (i = 0; i < n; i++) {
+	return veto;
+}
+
+static void
+commit_all(struct local *l, struct local_check *c, size_t n, int64_t now_us)
+{
+	struct entry *e;
+	uint64_t h, m;
+
+	for (size_t i = 0; i < n; i++) {
 		if (!c[i].charge || c[i].keylen > LOCAL_KEY_MAX)
 			continue;
 		h = key_hash(c[i].key, c[i].keylen);
@@ -261,7 +267,23 @@ local_eval_request(struct local *l, struct local_check *c, size_t n,
 		lim_commit(c[i].params, &e->st, c[i].op, c[i].cost, m, now_us);
 		e->idle_at = lim_state_idle_at(c[i].params, &e->st, now_us);
 	}
+}
+
+int
+local_eval_request(struct local *l, struct local_check *c, size_t n,
+                   int64_t now_us)
+{
+	if (eval_all(l, c, n, now_us))
+		return 0;
+	commit_all(l, c, n, now_us);
 	return 1;
+}
+
+int
+local_peek_request(struct local *l, struct local_check *c, size_t n,
+                   int64_t now_us)
+{
+	return !eval_all(l, c, n, now_us);
 }
 
 int

@@ -58,6 +58,13 @@ void local_free(struct local *l);
 int local_eval_request(struct local *l, struct local_check *c, size_t n,
                        int64_t now_us);
 
+/* local_eval_request() without the charge: fills every <c[i].result> as
+ * it would, and returns what it would, but changes nothing. For a request
+ * that also has Redis checks: the local ones are charged only once Redis
+ * has not vetoed either (req.c). */
+int local_peek_request(struct local *l, struct local_check *c, size_t n,
+                       int64_t now_us);
+
 /* A request of one check: local_eval_request() with n = 1 and no shadow
  * (a lone check is charged iff it is allowed, so shadow would change
  * nothing). Returns what that returns. */

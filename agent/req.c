@@ -1,23 +1,28 @@
 /*
  * One NOTIFY, from its messages to its ACK.
  *
- *   req_start: messages -> checks (policy) -> missing-key denials and
- *              local-tier rules decided at once -> the Redis checks queued
- *              on the worker's store with a deadline (redis.timeout)
- *   store_cb / deadline_cb: results, or each rule's fail mode
+ *   req_start: messages -> checks (policy) -> missing-key denials,
+ *              near-cache hits and local-tier rules decided at once -> the
+ *              Redis checks queued on the worker's store with a deadline
+ *              (redis.timeout)
+ *   store_cb / deadline_cb: results, or each rule's fail mode; then the
+ *              local-tier checks charged, unless Redis refused
  *   req_finish: decide -> ACK queued on the conn (or held, for a leaky
  *              bucket in delay mode) -> the request goes back to the pool
  *
- * A request denied by a check decided at once never reaches Redis, so it
- * is charged nowhere. Requests are recycled through a per-worker free list:
+ * A denied request is charged nowhere: one denied at once never reaches
+ * Redis, and the local-tier checks of a request that goes to Redis are only
+ * evaluated (peeked) until Redis has answered without a veto. Requests are recycled through a per-worker free list:
  * no allocation per request once the pool is warm. A request holds a
  * reference on its conn and a pin on the policy it was built under, so a reload
  * or a closed connection in the middle changes nothing for it.
  */
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
-#include <unistd.h>
 #include <string.h>
+#include <sys/random.h>
+#include <unistd.h>
 
 #include <ev.h>
 
@@ -100,23 +105,76 @@ req_pool_free(struct worker *w)
 
 /* ---- fail modes --------------------------------------------------------- */
 
-/* Evaluates check <i> in process: a store: local rule, or the fail: local
- * fallback, whose limits are divided among the pool's agents and, since
- * each worker keeps its own local tier, among this agent's workers: the
- * whole pool then never admits more than the limit. */
-static void
-eval_local(struct req *r, int i, int fallback)
+/* 1 if check <i> is decided in process: a store: local rule, or the
+ * fail: local fallback of a Redis rule. */
+static int
+is_local(const struct req *r, int i)
 {
-	struct check *c = &r->checks[i];
-	struct lim_params lp = c->lim;
+	const struct check *c = &r->checks[i];
 
-	if (fallback)
-		local_share(&lp, r->policy->pool_size * r->w->srv->nworkers);
-	local_eval(r->w->local, &lp, c->key, c->keylen, c->op, c->cost,
-	           c->member, c->memberlen, util_now_us(), &r->out[i].res);
+	return c->kind != CHECK_DENY_MISSING &&
+	       (c->rule->store == STORE_LOCAL || r->out[i].src == SRC_FAIL_LOCAL);
 }
 
-/* Redis could not decide: each Redis check follows its rule's fail mode. */
+/* Evaluates the request's in-process checks as one request of the local
+ * tier: charged together, and only when <commit> and none of them vetoes,
+ * so that a denied request is charged nowhere. The fail: local fallback's
+ * limits are divided among the pool's agents and, since each worker keeps
+ * its own local tier, among this agent's workers: the whole pool then
+ * never admits more than the limit. Returns 1 if one of them vetoes. */
+static int
+run_local(struct req *r, int commit)
+{
+	struct local_check lc[POLICY_MAX_CHECKS];
+	struct lim_params lp[POLICY_MAX_CHECKS];
+	int idx[POLICY_MAX_CHECKS], n = 0, pass;
+
+	for (int i = 0; i < r->n; i++) {
+		const struct check *c = &r->checks[i];
+
+		if (!is_local(r, i))
+			continue;
+		lp[n] = c->lim;
+		if (r->out[i].src == SRC_FAIL_LOCAL)
+			local_share(&lp[n], r->policy->pool_size * r->w->srv->nworkers);
+		lc[n] = (struct local_check){
+			.params = &lp[n], .key = c->key, .keylen = c->keylen,
+			.op = c->op, .cost = c->cost, .member = c->member,
+			.memberlen = c->memberlen,
+			.shadow = (c->flags & LIM_FL_SHADOW) != 0,
+		};
+		idx[n++] = i;
+	}
+	if (n == 0)
+		return 0;
+	pass = commit ? local_eval_request(r->w->local, lc, (size_t)n, util_now_us())
+	              : local_peek_request(r->w->local, lc, (size_t)n, util_now_us());
+	for (int j = 0; j < n; j++)
+		r->out[idx[j]].res = lc[j].result;
+	return !pass;
+}
+
+/* 1 if one of the Redis checks, as answered, vetoes the request. */
+static int
+redis_vetoed(const struct req *r)
+{
+	for (int j = 0; j < r->nredis; j++) {
+		int i = r->redis_idx[j];
+		const struct check *c = &r->checks[i];
+		int shadow = (c->flags & LIM_FL_SHADOW) != 0;
+
+		if (r->out[i].src == SRC_FAIL_CLOSED && !shadow)
+			return 1;
+		if (r->out[i].src == SRC_STORE &&
+		    lim_vetoes(c->op, shadow, &r->out[i].res))
+			return 1;
+	}
+	return 0;
+}
+
+/* Redis could not decide: each Redis check follows its rule's fail mode,
+ * and the in-process checks (store: local ones, fail: local fallbacks) are
+ * then charged together unless a fail: closed rule refuses. */
 static void
 apply_fail_modes(struct req *r)
 {
@@ -133,10 +191,10 @@ apply_fail_modes(struct req *r)
 			break;
 		case FAIL_LOCAL:
 			r->out[i].src = SRC_FAIL_LOCAL;
-			eval_local(r, i, 1);
 			break;
 		}
 	}
+	run_local(r, !redis_vetoed(r));
 }
 
 /* ---- Redis -------------------------------------------------------------- */
@@ -160,6 +218,12 @@ store_done_cb(struct store_req *sr, int err)
 				nearcache_learn(r->w->near, &r->checks[i],
 				                &r->results[i], r->sent_us);
 		}
+		/* The local checks, peeked so far, are charged now. If another
+		 * request took their last unit during the round trip, this one
+		 * is refused with Redis already charged: a window of one round
+		 * trip, as for a Redis Cluster request refused by another slot. */
+		if (!redis_vetoed(r))
+			run_local(r, 1);
 	}
 	req_finish(r);
 }
@@ -231,20 +295,40 @@ near_hit(struct req *r, int i, int64_t now)
 	return 1;
 }
 
+static uint64_t member_nonce;
+
+static void
+member_nonce_init(void)
+{
+	if (getrandom(&member_nonce, sizeof(member_nonce), 0) !=
+	    (ssize_t)sizeof(member_nonce))
+		member_nonce = (uint64_t)getpid() << 32 ^ (uint64_t)util_now_us();
+}
+
 /* A sliding log needs a member unique across the agent pool for each
- * request; the policy gives one only when the rule names an id. */
+ * request; the policy gives one only when the rule names an id. The pid
+ * is not enough: every container of the pool runs the agent as pid 1, and
+ * two agents' members then overwrote each other in the shared log (the
+ * pool admitted twice the limit). So: 64 random bits drawn once per
+ * process, the worker, a counter. */
 static void
 unique_member(struct req *r, struct check *c)
 {
+	static pthread_once_t once = PTHREAD_ONCE_INIT;
 	static _Atomic uint64_t seq;
 
+	pthread_once(&once, member_nonce_init);
 	c->memberlen = (size_t)snprintf(c->member, sizeof(c->member),
-	                                "%d.%d.%llu", (int)getpid(), r->w->id,
+	                                "%016llx.%d.%llu",
+	                                (unsigned long long)member_nonce, r->w->id,
 	                                (unsigned long long)++seq);
 }
 
 /* Decides the checks that need no Redis. Returns 1 if one of them denies
- * (so nothing is charged anywhere), 0 otherwise. */
+ * (so nothing is charged anywhere), 0 otherwise. The store: local checks
+ * are charged here only when the request has no Redis check; otherwise
+ * they are peeked, and charged once Redis has answered without a veto
+ * (store_done_cb). */
 static int
 decide_at_once(struct req *r)
 {
@@ -262,15 +346,14 @@ decide_at_once(struct req *r)
 			r->out[i].src = SRC_MISSING;
 			denied |= !(c->flags & LIM_FL_SHADOW);
 		} else if (c->rule->store == STORE_LOCAL) {
-			eval_local(r, i, 0);
-			denied |= r->out[i].res.allowed != 1 && !(c->flags & LIM_FL_SHADOW);
+			continue;		/* run_local, below */
 		} else if (near_hit(r, i, now)) {
 			denied = 1;
 		} else {
 			r->redis_idx[r->nredis++] = i;
 		}
 	}
-	return denied;
+	return run_local(r, !denied && r->nredis == 0) | denied;
 }
 
 int

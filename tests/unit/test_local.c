@@ -86,6 +86,25 @@ Test(local, denial_by_one_check_charges_none)
 	local_free(l);
 }
 
+Test(local, peek_reports_the_request_and_charges_nothing)
+{
+	struct local *l = local_new(100);
+	struct lim_params g = mk(LIM_GCRA, 10, S, 5);
+	struct local_check c[1];
+
+	check_init(&c[0], &g, "rl:{p:1}", 1, 0);
+	cr_expect_eq(local_peek_request(l, c, 1, T0), 1);
+	cr_expect_eq(c[0].result.allowed, 1);
+	cr_expect_eq(c[0].result.remaining, 4);
+	cr_expect_eq(local_peek_request(l, c, 1, T0), 1);
+	cr_expect_eq(c[0].result.remaining, 4, "a peek changes nothing");
+	cr_expect_eq(local_count(l), 0);
+	cr_expect_eq(local_eval_request(l, c, 1, T0), 1);
+	cr_expect_eq(one(l, &g, "rl:{p:1}", 0, T0).remaining, 4,
+	             "the one real request was charged once");
+	local_free(l);
+}
+
 Test(local, denial_on_a_fresh_key_stores_nothing)
 {
 	struct local *l = local_new(100);
