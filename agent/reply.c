@@ -1,12 +1,16 @@
 /*
  * Reply objects for hiredis' reader (reply.h): arrays carry their
  * elements' redisReply structs in the same block.
+ *
+ * Every size here is chosen by the peer, so nothing may be fatal: an array
+ * longer than REPLY_ARRAY_MAX, or an allocation that fails, gives NULL,
+ * which hiredis reports as an out-of-memory error on that link (the store
+ * drops it and reconnects) instead of the agent exiting.
  */
 #include <stdlib.h>
 #include <string.h>
 
 #include "reply.h"
-#include "util.h"
 
 /* The slot of element <idx> of the array being read, or NULL (top level
  * or a parent of another kind): already linked into the parent. */
@@ -33,26 +37,36 @@ in_slab(const redisReply *parent, size_t i, const redisReply *r)
 	return r == &slab[i];
 }
 
-/* A reply for <task>: its parent's slot, or a block of its own. */
+/* A reply for <task>: its parent's slot, or a block of its own (NULL if
+ * that cannot be had). */
 static redisReply *
 reply_new(const redisReadTask *task, int type)
 {
 	redisReply *r = slot(task);
 
-	if (r == NULL)
-		r = xcalloc(1, sizeof(*r));
+	if (r == NULL && (r = calloc(1, sizeof(*r))) == NULL)
+		return NULL;
 	r->type = type;
 	return r;
 }
 
+/* hiredis 0.14 calls this only once the whole bulk is in its buffer, so
+ * <len> is bounded by what the peer really sent; the copy may still fail. */
 static void *
 create_string(const redisReadTask *task, char *str, size_t len)
 {
-	redisReply *r = reply_new(task, task->type);
+	char *copy = malloc(len + 1);
+	redisReply *r;
 
-	r->str = xmalloc(len + 1);
-	memcpy(r->str, str, len);
-	r->str[len] = '\0';
+	if (copy == NULL)
+		return NULL;
+	if ((r = reply_new(task, task->type)) == NULL) {
+		free(copy);
+		return NULL;
+	}
+	memcpy(copy, str, len);
+	copy[len] = '\0';
+	r->str = copy;
 	r->len = len;
 	return r;
 }
@@ -62,7 +76,8 @@ create_integer(const redisReadTask *task, long long value)
 {
 	redisReply *r = reply_new(task, REDIS_REPLY_INTEGER);
 
-	r->integer = value;
+	if (r != NULL)
+		r->integer = value;
 	return r;
 }
 
@@ -72,14 +87,19 @@ create_nil(const redisReadTask *task)
 	return reply_new(task, REDIS_REPLY_NIL);
 }
 
-/* An array is never put in a slot: it needs a block for its elements. */
+/* An array is never put in a slot: it needs a block for its elements,
+ * sized by a count the peer chose (hiredis 0.14 takes up to INT_MAX). */
 static void *
 create_array(const redisReadTask *task, int elements)
 {
 	size_t n = elements > 0 ? (size_t)elements : 0;
-	redisReply *r = xcalloc(1, sizeof(*r) + n * (sizeof(redisReply *) +
-	                                              sizeof(redisReply)));
+	redisReply *r;
 
+	if (n > REPLY_ARRAY_MAX)
+		return NULL;
+	r = calloc(1, sizeof(*r) + n * (sizeof(redisReply *) + sizeof(redisReply)));
+	if (r == NULL)
+		return NULL;
 	r->type = REDIS_REPLY_ARRAY;
 	r->elements = n;
 	r->element = n > 0 ? (redisReply **)(r + 1) : NULL;

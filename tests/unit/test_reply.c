@@ -1,0 +1,107 @@
+/*
+ * reply: the agent's reply objects behind a hiredis reader, as store.c
+ * wires them: normal replies parse into hiredis' layout, and sizes a
+ * hostile or broken Redis announces fail the reader, never the process.
+ */
+#include <string.h>
+
+#include <criterion/criterion.h>
+
+#include "reply.h"
+
+static redisReader *rd;
+
+static void
+setup(void)
+{
+	rd = redisReaderCreateWithFunctions(&reply_fns);
+	cr_assert_not_null(rd);
+}
+
+static void
+teardown(void)
+{
+	redisReaderFree(rd);
+}
+
+TestSuite(reply, .init = setup, .fini = teardown);
+
+/* Feeds <s>; returns redisReaderGetReply's status, the reply in <*out>. */
+static int
+parse(const char *s, redisReply **out)
+{
+	void *r = NULL;
+	int rc;
+
+	cr_assert_eq(redisReaderFeed(rd, s, strlen(s)), REDIS_OK);
+	rc = redisReaderGetReply(rd, &r);
+	*out = r;
+	return rc;
+}
+
+Test(reply, a_nested_array_parses_into_hiredis_layout)
+{
+	redisReply *r, *in;
+
+	cr_assert_eq(parse("*4\r\n:7\r\n$3\r\nabc\r\n*3\r\n$-1\r\n+OK\r\n:-2\r\n"
+	                   "-ERR no\r\n", &r), REDIS_OK);
+	cr_assert_not_null(r);
+	cr_assert_eq(r->type, REDIS_REPLY_ARRAY);
+	cr_assert_eq(r->elements, 4);
+	cr_assert_eq(r->element[0]->type, REDIS_REPLY_INTEGER);
+	cr_assert_eq(r->element[0]->integer, 7);
+	cr_assert_eq(r->element[1]->type, REDIS_REPLY_STRING);
+	cr_assert_eq(r->element[1]->len, 3);
+	cr_assert_str_eq(r->element[1]->str, "abc");
+	in = r->element[2];
+	cr_assert_eq(in->type, REDIS_REPLY_ARRAY);
+	cr_assert_eq(in->elements, 3);
+	cr_assert_eq(in->element[0]->type, REDIS_REPLY_NIL);
+	cr_assert_eq(in->element[1]->type, REDIS_REPLY_STATUS);
+	cr_assert_str_eq(in->element[1]->str, "OK");
+	cr_assert_eq(in->element[2]->integer, -2);
+	cr_assert_eq(r->element[3]->type, REDIS_REPLY_ERROR);
+	cr_assert_str_eq(r->element[3]->str, "ERR no");
+	reply_fns.freeObject(r);
+}
+
+Test(reply, an_int_max_array_fails_the_reader_instead_of_exiting)
+{
+	redisReply *r;
+
+	cr_assert_eq(parse("*2147483647\r\n", &r), REDIS_ERR);
+	cr_assert_null(r);
+	cr_assert_eq(rd->err, REDIS_ERR_OOM);
+}
+
+Test(reply, an_array_past_the_bound_inside_another_fails_the_reader)
+{
+	char s[64];
+	redisReply *r;
+
+	snprintf(s, sizeof(s), "*2\r\n$2\r\nok\r\n*%d\r\n", REPLY_ARRAY_MAX + 1);
+	cr_assert_eq(parse(s, &r), REDIS_ERR);
+	cr_assert_null(r);
+	cr_assert_eq(rd->err, REDIS_ERR_OOM);
+}
+
+Test(reply, an_array_at_the_bound_is_accepted)
+{
+	char s[32];
+	redisReply *r;
+
+	snprintf(s, sizeof(s), "*%d\r\n", REPLY_ARRAY_MAX);
+	cr_assert_eq(parse(s, &r), REDIS_OK);
+	cr_assert_null(r, "incomplete: its elements are still to come");
+	cr_assert_eq(rd->err, 0);
+}
+
+/* A bulk length is only believed once that many bytes have arrived. */
+Test(reply, a_huge_bulk_length_allocates_nothing_before_its_bytes)
+{
+	redisReply *r;
+
+	cr_assert_eq(parse("$2147483647\r\nab", &r), REDIS_OK);
+	cr_assert_null(r);
+	cr_assert_eq(rd->err, 0);
+}
