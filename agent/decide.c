@@ -105,13 +105,23 @@ deny(struct decision *d, int status, int64_t retry_s)
 		d->retry_after = retry_s;
 }
 
-/* A request that passed holds a lease for each concurrency CHECK it made. */
+/* Was <o> decided by a limiter (Redis, a store: local rule, or the
+ * fail: local fallback), so that its <res> is valid? */
+static int
+evaluated(const struct outcome *o)
+{
+	return o->src == SRC_STORE || o->src == SRC_FAIL_LOCAL;
+}
+
+/* A request that passed holds a lease for each concurrency CHECK it made,
+ * in Redis or in the local tier (store: local, or fail: local while Redis
+ * is down): each one needs its release. */
 static int
 took_lease(const struct check *checks, const struct outcome *out, int n)
 {
 	for (int i = 0; i < n; i++)
 		if (checks[i].lim.algo == LIM_CONCURRENCY &&
-		    checks[i].op == LIM_OP_CHECK && out[i].src == SRC_STORE &&
+		    checks[i].op == LIM_OP_CHECK && evaluated(&out[i]) &&
 		    out[i].res.allowed == 1)
 			return 1;
 	return 0;
@@ -126,8 +136,7 @@ vetoed(const struct check *checks, const struct outcome *out, int n)
 			continue;
 		if (out[i].src == SRC_MISSING || out[i].src == SRC_FAIL_CLOSED)
 			return 1;
-		if ((out[i].src == SRC_STORE || out[i].src == SRC_FAIL_LOCAL) &&
-		    out[i].res.allowed != 1)
+		if (evaluated(&out[i]) && out[i].res.allowed != 1)
 			return 1;
 	}
 	return 0;

@@ -309,3 +309,50 @@ Test(decide, a_vetoed_request_reports_the_others_uncharged)
 	cr_assert_eq(d.status, 429);
 	cr_assert_str_eq(d.ratelimit, "\"ip\";r=0;t=2, \"tenant\";r=7;t=1");
 }
+
+/* Makes check <i> a concurrency CHECK allowed with source <src>. */
+static void
+lease(int i, enum outcome_src src)
+{
+	const char *err;
+
+	checks[i].lim.algo = LIM_CONCURRENCY;
+	checks[i].lim.rate = 2;
+	checks[i].lim.burst = 0;
+	cr_assert_eq(lim_params_init(&checks[i].lim, &err), 0);
+	checks[i].op = LIM_OP_CHECK;
+	checks[i].cost = 1;
+	out[i].src = src;
+	out[i].res = res(1, 1, 0, 1000000);
+}
+
+/* Is release set when check 1 is that lease, decided with source <src>? */
+static int
+release_asked(enum outcome_src src)
+{
+	struct decision d;
+
+	lease(1, src);
+	decide(checks, out, 2, HEADERS_IETF, &d);
+	return d.release;
+}
+
+Test(decide, a_lease_from_redis_or_store_local_asks_for_its_release)
+{
+	cr_assert_eq(release_asked(SRC_STORE), 1);
+}
+
+/* Redis down, fail: local: the local tier handed out the lease, and
+ * HAProxy sends rl-done only when release is set. */
+Test(decide, a_lease_from_the_fail_local_fallback_asks_for_its_release)
+{
+	cr_assert_eq(release_asked(SRC_FAIL_LOCAL), 1);
+}
+
+Test(decide, no_lease_no_release)
+{
+	cr_assert_eq(release_asked(SRC_FAIL_OPEN), 0);
+	out[0].res = res(0, 0, 2000000, 2000000);	/* ip denies: no lease */
+	cr_assert_eq(release_asked(SRC_FAIL_LOCAL), 0);
+	cr_assert_eq(release_asked(SRC_STORE), 0);
+}
