@@ -14,6 +14,9 @@
  *
  * Protocol errors are answered with AGENT-DISCONNECT carrying the SPOP
  * status, then the connection closes; other connections are untouched.
+ * Once an AGENT-DISCONNECT is queued (errors, idle timeout, drain) the
+ * peer has CONN_CLOSE_S to take it: a peer that never reads does not
+ * hold the socket and its max_conns slot past that.
  * Not thread-safe: a conn belongs to one worker loop.
  */
 #include <errno.h>
@@ -34,6 +37,7 @@
 #define CONN_RBUF_SIZE (SPOP_MAX_FRAME_SIZE + 4)	/* most a frame can need */
 #define CONN_RBUF_MIN  2048			/* what most connections need */
 #define CONN_ACK_MAX   (2 * DECIDE_HDR_MAX + 512)	/* ACK of any decision */
+#define CONN_CLOSE_S   2.0			/* to take our DISCONNECT, then cut */
 
 static void conn_close(struct conn *c);
 
@@ -86,6 +90,11 @@ send_disconnect(struct conn *c, int status, const char *message)
 	c->state = CONN_ST_CLOSING;
 	ev_io_stop(c->w->loop, &c->rio);
 	worker_mark_dirty(c->w, c);
+	/* A peer that never reads would keep the write at EAGAIN, and the
+	 * socket, forever: the idle timer becomes the close deadline. */
+	ev_timer_stop(c->w->loop, &c->idle);
+	ev_timer_set(&c->idle, CONN_CLOSE_S, 0.);
+	ev_timer_start(c->w->loop, &c->idle);
 }
 
 /* A protocol error from the peer: say why, then close. */
@@ -308,6 +317,12 @@ idle_cb(struct ev_loop *loop, ev_timer *w, int revents)
 	struct conn *c = container_of(w, struct conn, idle);
 	ev_tstamp left = c->last_rx + c->idle_s - ev_now(loop);
 
+	if (c->state == CONN_ST_CLOSING) {	/* the close deadline */
+		log_warn("conn_close_timeout", "peer=%s unsent=%zu", c->peer,
+		         c->wlen - c->woff);
+		conn_close(c);
+		return;
+	}
 	/* Reads only note their time: the timer moves here, once per
 	 * timeout, not on every read (the libev manual's ev_timer advice). */
 	if (c->inflight > 0 || left > 0.) {

@@ -41,7 +41,7 @@ struct conn {
 	int             dirty;		/* on the worker's dirty list */
 	uint32_t        max_frame;	/* negotiated */
 	ev_io           rio, wio;
-	ev_timer        idle;
+	ev_timer        idle;		/* idle timeout; CLOSING: close deadline */
 	ev_tstamp       idle_s;		/* the idle timeout */
 	ev_tstamp       last_rx;	/* last read, for the idle timer */
 	char           *rbuf;

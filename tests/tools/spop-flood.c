@@ -1,6 +1,7 @@
 /*
  * spop-flood: resource-bound floods against the agent, for
- * tests/integration/bounds.sh. Plays HAProxy's side of SPOP on loopback.
+ * tests/integration/bounds.sh and closing.sh. Plays HAProxy's side of
+ * SPOP on loopback; HOST:PORT may also be unix:PATH.
  *
  *   spop-flood -a HOST:PORT conns -n N [-H HOLD_SECS]
  *       Opens N connections (at most 256 handshakes in progress at once),
@@ -36,6 +37,7 @@
 #include <string.h>
 #include <sys/epoll.h>
 #include <sys/socket.h>
+#include <sys/un.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -58,7 +60,8 @@ struct fc {
 	uint8_t  *seen;			/* per frame id (1-based), notify mode */
 };
 
-static struct sockaddr_in addr;
+static struct sockaddr_storage addr;	/* -a: IPv4 or unix */
+static socklen_t addrlen;
 static int    ep;
 static double deadline;
 
@@ -107,11 +110,12 @@ dial(struct fc *c)
 {
 	int one = 1;
 
-	c->fd = socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK, 0);
+	c->fd = socket(addr.ss_family, SOCK_STREAM | SOCK_NONBLOCK, 0);
 	if (c->fd < 0)
 		return -1;
-	setsockopt(c->fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
-	if (connect(c->fd, (struct sockaddr *)&addr, sizeof(addr)) < 0 &&
+	if (addr.ss_family == AF_INET)
+		setsockopt(c->fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+	if (connect(c->fd, (struct sockaddr *)&addr, addrlen) < 0 &&
 	    errno != EINPROGRESS) {
 		close(c->fd);
 		c->fd = -1;
@@ -404,6 +408,30 @@ run_notify(long n, int nconns, long pipe, int distinct, const char *msg)
 	return acks == n && dup == 0 ? 0 : 1;
 }
 
+/* Parses -a: HOST:PORT (IPv4) or unix:PATH into <addr>. */
+static int
+parse_addr(const char *a)
+{
+	struct sockaddr_in *in = (struct sockaddr_in *)&addr;
+	struct sockaddr_un *un = (struct sockaddr_un *)&addr;
+	const char *colon = strrchr(a, ':');
+	char host[64];
+
+	if (strncmp(a, "unix:", 5) == 0) {
+		un->sun_family = AF_UNIX;
+		snprintf(un->sun_path, sizeof(un->sun_path), "%s", a + 5);
+		addrlen = sizeof(*un);
+		return 0;
+	}
+	if (colon == NULL)
+		return -1;
+	snprintf(host, sizeof(host), "%.*s", (int)(colon - a), a);
+	in->sin_family = AF_INET;
+	in->sin_port = htons((uint16_t)atoi(colon + 1));
+	addrlen = sizeof(*in);
+	return inet_pton(AF_INET, host, &in->sin_addr) == 1 ? 0 : -1;
+}
+
 int
 main(int argc, char **argv)
 {
@@ -434,15 +462,7 @@ main(int argc, char **argv)
 		default: return usage();
 		}
 	}
-	const char *colon = strrchr(a, ':');
-	char host[64];
-
-	if (colon == NULL || n < 1 || nconns < 1)
-		return usage();
-	snprintf(host, sizeof(host), "%.*s", (int)(colon - a), a);
-	addr.sin_family = AF_INET;
-	addr.sin_port = htons((uint16_t)atoi(colon + 1));
-	if (inet_pton(AF_INET, host, &addr.sin_addr) != 1)
+	if (n < 1 || nconns < 1 || parse_addr(a) == -1)
 		return usage();
 	ep = epoll_create1(0);
 	deadline = now() + total;
