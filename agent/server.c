@@ -492,17 +492,20 @@ server_reload(struct server *s, struct policy *p)
 	policy_unref(old);
 }
 
+/* Every worker is told to drain before any is joined: they drain side by
+ * side, so stopping takes one drain deadline, not one per worker. */
 void
 server_stop(struct server *s)
 {
 	atomic_store(&server_draining, 1);
+	for (int i = 0; i < s->nworkers; i++)
+		if (s->workers[i].started)
+			ev_async_send(s->workers[i].loop, &s->workers[i].wake);
 	for (int i = 0; i < s->nworkers; i++) {
 		struct worker *w = &s->workers[i];
 
-		if (w->started) {
-			ev_async_send(w->loop, &w->wake);
+		if (w->started)
 			pthread_join(w->thread, NULL);
-		}
 		worker_deinit(w);
 	}
 	for (int i = 0; i < s->nfds; i++) {

@@ -1,0 +1,57 @@
+#!/bin/bash
+# Shutdown with connections that outlast the drain on every worker: SIGTERM
+# starts the drain on all the workers at once, so the agent exits at one
+# drain deadline (SERVER_DRAIN_S, 5 s), not one per worker in turn (each
+# worker used to be woken only once the one before had been joined: N x 5 s,
+# the later ones still serving meanwhile).
+#   The held connections: 48 of them, opened 50 ms apart so that each is
+# a wakeup of its own and both workers take some (whichever accepts
+# first: often 1 in 5 go to one of them; the suite checks both did), each
+# with 16 NOTIFYs to its own leaky bucket in delay mode (one slot a
+# second): ACKs held up to 15 s, past the drain deadline.
+. "$(dirname "$0")/../lib.sh"
+RP=$(port 1); AP=$(port 2)
+CLIENT="$TOOLS/spop-client"
+CONNS=48
+start_redis "$RP"
+cat >"$TMP/policy.yaml" <<YAML
+listen: 127.0.0.1:$AP
+workers: 2
+redis: { url: "redis://127.0.0.1:$RP/0", timeout: 100ms }
+processing_timeout: 30s
+rules:
+  - name: slow
+    message: rl-slow
+    key: "slow:{tenant}"
+    algorithm: leaky-bucket
+    mode: delay
+    rate: 1/s
+    burst: 1
+    max_delay: 20s
+    store: local
+YAML
+start_agent "$TMP/policy.yaml"
+wait_port "$AP"
+ok $? "agent up"
+
+for k in $(seq $CONNS); do
+	"$CLIENT" -a "127.0.0.1:$AP" -n 16 -P 16 -v -t 30000 rl-slow tenant=s:k$k \
+		>"$TMP/held.$k" 2>&1 &
+	PIDS="$PIDS $!"
+	sleep 0.05	# one accept per wakeup: spread over the workers
+done
+sent() { cat "$TMP"/held.* | grep -c '^sent sid'; }
+i=0
+until [ "$(sent)" -eq $((CONNS * 16)) ] || [ $i -ge 100 ]; do sleep 0.05; i=$((i + 1)); done
+expect_eq "$(sent)" $((CONNS * 16)) "$CONNS connections with 16 NOTIFYs each in flight"
+
+t0=$EPOCHREALTIME
+kill -TERM "$AGENT_PID"
+wait "$AGENT_PID"
+ms=$(awk -v a="$t0" -v b="$EPOCHREALTIME" 'BEGIN { printf "%d", (b - a) * 1000 }')
+echo "# $(grep -o "drain_timeout worker=[0-9]* conns=[0-9]*" "$TMP/agent.log" | tr "\n" " ")"
+timeouts=$(sed -n 's/.*msg=drain_timeout worker=\([0-9]*\).*/\1/p' "$TMP/agent.log" | sort -u | tr '\n' ' ')
+expect_eq "$timeouts" "0 1 " "both workers still held a connection at their drain deadline"
+[ "$ms" -ge 4500 ] && [ "$ms" -lt 8000 ]
+ok $? "the agent exits at one 5 s drain deadline, not one per worker (${ms} ms)"
+finish
