@@ -159,7 +159,12 @@ local function other_algorithms()
 	end
 
 	-- A FORCE below -full starts again at exactly -full now (GCRA's clamp).
+	local committed = {}	-- keys a token bucket charge wrote this call
+
 	local function tb_commit(c)
+		-- the same key charged earlier in this request: charge on top
+		if committed[c.key] then c.v = tb_view(c) end
+		committed[c.key] = true
 		local full, v = c.p3 * MICRO, c.v
 		local want = min(c.cost, 2 * c.p3) * MICRO
 		local w = { tok = v.tok - want, base = v.base - want, el = v.el }
@@ -490,6 +495,9 @@ local function gcra_fast(ki, op, cost, ei, dvt, tol)
 end
 
 local function gcra_fast_commit(key, tat, cost, ei, tol)
+	-- the same key charged earlier in this request: charge on top of it
+	local cur = seen_[key]
+	if cur and cur > tat then tat = cur end
 	local cmax = idiv(2 * tol, ei) + 1
 	if cost > cmax then cost = cmax end
 	local new = tat + ei * cost

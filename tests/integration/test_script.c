@@ -879,6 +879,44 @@ Test(script, several_requests_in_one_call)
 	redisFree(c);
 }
 
+/* The same key twice in one request (one rule bound by two messages of a
+ * NOTIFY): both checks are decided on the state before the request, as
+ * local_eval_request() does, and both charges land, one after the other. */
+static void
+same_key_twice(enum lim_algo algo, const char *name)
+{
+	redisContext *c = setup();
+	struct lim_params p = mk(algo, 1, HOUR, 10);
+	char key[128];
+	struct chk ck[2] = {
+		{ &p, key, LIM_OP_CHECK, 1, 0, "" },
+		{ &p, key, LIM_OP_CHECK, 2, 0, "" },
+	};
+	struct lim_result r[2];
+	struct call k;
+
+	unique_key(key, sizeof(key), name);
+	call_begin(&k, 1);
+	call_request(&k, ck, 2);
+	call_send(c, &k, r, 2);
+	cr_expect(r[0].allowed == 1 && r[1].allowed == 1);
+	ck[0].cost = 0;
+	r[0] = script_one(c, &ck[0]);
+	cr_expect_eq(r[0].remaining, 7, "%s: both charges count (1 + 2 of 10)",
+	             name);
+	redisFree(c);
+}
+
+Test(script, gcra_same_key_twice_in_a_request_charges_both)
+{
+	same_key_twice(LIM_GCRA, "twice-gcra");
+}
+
+Test(script, token_bucket_same_key_twice_in_a_request_charges_both)
+{
+	same_key_twice(LIM_TOKEN_BUCKET, "twice-tb");
+}
+
 Test(script, every_written_key_has_a_ttl)
 {
 	redisContext *c = setup();

@@ -105,6 +105,24 @@ Test(local, peek_reports_the_request_and_charges_nothing)
 	local_free(l);
 }
 
+Test(local, same_key_twice_in_a_request_charges_both)
+{
+	struct local *l = local_new(100);
+	struct lim_params g = mk(LIM_GCRA, 1, 3600 * S, 10);
+	struct lim_params t = mk(LIM_TOKEN_BUCKET, 1, 3600 * S, 10);
+	struct local_check c[2];
+
+	check_init(&c[0], &g, "g", 1, 0);
+	check_init(&c[1], &g, "g", 2, 0);
+	cr_expect_eq(local_eval_request(l, c, 2, T0), 1);
+	cr_expect_eq(one(l, &g, "g", 0, T0).remaining, 7);
+	check_init(&c[0], &t, "t", 1, 0);
+	check_init(&c[1], &t, "t", 2, 0);
+	cr_expect_eq(local_eval_request(l, c, 2, T0), 1);
+	cr_expect_eq(one(l, &t, "t", 0, T0).remaining, 7);
+	local_free(l);
+}
+
 Test(local, denial_on_a_fresh_key_stores_nothing)
 {
 	struct local *l = local_new(100);
