@@ -33,10 +33,8 @@
  * Output: one line of name=value pairs on stdout. Loopback use only;
  * every phase is bounded in time. Exit status 0 unless nothing worked.
  */
-#include <arpa/inet.h>
 #include <errno.h>
 #include <fcntl.h>
-#include <netdb.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <pthread.h>
@@ -48,9 +46,10 @@
 #include <sys/epoll.h>
 #include <sys/resource.h>
 #include <sys/socket.h>
-#include <sys/un.h>
 #include <time.h>
 #include <unistd.h>
+
+#include "addr.h"
 
 #include "spop.h"
 
@@ -124,32 +123,6 @@ now_ns(void)
 
 	clock_gettime(CLOCK_MONOTONIC, &ts);
 	return (int64_t)ts.tv_sec * 1000000000LL + ts.tv_nsec;
-}
-
-static int
-resolve(const char *a)
-{
-	if (strncmp(a, "unix:", 5) == 0) {
-		struct sockaddr_un *sun = (struct sockaddr_un *)&sa;
-
-		sun->sun_family = AF_UNIX;
-		snprintf(sun->sun_path, sizeof(sun->sun_path), "%s", a + 5);
-		sa_len = sizeof(*sun);
-		return 0;
-	}
-	char host[256];
-	const char *colon = strrchr(a, ':');
-	struct addrinfo hints = { .ai_socktype = SOCK_STREAM }, *ai;
-
-	if (colon == NULL)
-		return -1;
-	snprintf(host, sizeof(host), "%.*s", (int)(colon - a), a);
-	if (getaddrinfo(host, colon + 1, &hints, &ai) != 0)
-		return -1;
-	memcpy(&sa, ai->ai_addr, ai->ai_addrlen);
-	sa_len = ai->ai_addrlen;
-	freeaddrinfo(ai);
-	return 0;
 }
 
 static uint64_t
@@ -679,7 +652,7 @@ main(int argc, char **argv)
 		usage();
 	if (nthreads > nconns)
 		nthreads = nconns;
-	if (resolve(addr) == -1) {
+	if (tool_resolve(addr, &sa, &sa_len) == -1) {
 		fprintf(stderr, "spop-bench: cannot resolve %s\n", addr);
 		return 1;
 	}

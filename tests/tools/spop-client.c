@@ -33,7 +33,6 @@
  */
 #include <arpa/inet.h>
 #include <errno.h>
-#include <netdb.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <poll.h>
@@ -42,8 +41,9 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
-#include <sys/un.h>
 #include <unistd.h>
+
+#include "addr.h"
 
 #include "spop.h"
 
@@ -58,36 +58,21 @@ static const char *rx_end = "timeout";	/* why read_frame() gave up */
 static int
 dial(const char *addr)
 {
-	int fd;
+	struct sockaddr_storage ss;
+	socklen_t len;
+	int fd, one = 1;
 
-	if (strncmp(addr, "unix:", 5) == 0) {
-		struct sockaddr_un sun = { .sun_family = AF_UNIX };
-
-		snprintf(sun.sun_path, sizeof(sun.sun_path), "%s", addr + 5);
-		fd = socket(AF_UNIX, SOCK_STREAM, 0);
-		if (connect(fd, (struct sockaddr *)&sun, sizeof(sun)) == -1)
-			return -1;
-		return fd;
-	}
-	char host[256];
-	const char *colon = strrchr(addr, ':');
-	struct addrinfo hints = { .ai_socktype = SOCK_STREAM }, *ai;
-	int one = 1;
-
-	if (colon == NULL)
+	if (tool_resolve(addr, &ss, &len) == -1 ||
+	    (fd = socket(ss.ss_family, SOCK_STREAM, 0)) == -1)
 		return -1;
-	snprintf(host, sizeof(host), "%.*s", (int)(colon - addr), addr);
-	if (getaddrinfo(host, colon + 1, &hints, &ai) != 0)
-		return -1;
-	fd = socket(ai->ai_family, SOCK_STREAM, 0);
-	if (connect(fd, ai->ai_addr, ai->ai_addrlen) == -1) {
-		freeaddrinfo(ai);
+	if (connect(fd, (struct sockaddr *)&ss, len) == -1) {
+		close(fd);
 		return -1;
 	}
-	freeaddrinfo(ai);
 	/* as HAProxy: each frame leaves at once, not held by Nagle until
 	 * the agent acknowledges the one before (an ACK held in delay mode) */
-	setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+	if (ss.ss_family != AF_UNIX)
+		setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
 	return fd;
 }
 

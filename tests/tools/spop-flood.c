@@ -26,7 +26,6 @@
  * every connection was ready (conns) or every NOTIFY got exactly one ACK
  * (notify).
  */
-#include <arpa/inet.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <netinet/in.h>
@@ -37,9 +36,10 @@
 #include <string.h>
 #include <sys/epoll.h>
 #include <sys/socket.h>
-#include <sys/un.h>
 #include <time.h>
 #include <unistd.h>
+
+#include "addr.h"
 
 #include "spop.h"
 
@@ -113,7 +113,7 @@ dial(struct fc *c)
 	c->fd = socket(addr.ss_family, SOCK_STREAM | SOCK_NONBLOCK, 0);
 	if (c->fd < 0)
 		return -1;
-	if (addr.ss_family == AF_INET)
+	if (addr.ss_family != AF_UNIX)
 		setsockopt(c->fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
 	if (connect(c->fd, (struct sockaddr *)&addr, addrlen) < 0 &&
 	    errno != EINPROGRESS) {
@@ -408,30 +408,6 @@ run_notify(long n, int nconns, long pipe, int distinct, const char *msg)
 	return acks == n && dup == 0 ? 0 : 1;
 }
 
-/* Parses -a: HOST:PORT (IPv4) or unix:PATH into <addr>. */
-static int
-parse_addr(const char *a)
-{
-	struct sockaddr_in *in = (struct sockaddr_in *)&addr;
-	struct sockaddr_un *un = (struct sockaddr_un *)&addr;
-	const char *colon = strrchr(a, ':');
-	char host[64];
-
-	if (strncmp(a, "unix:", 5) == 0) {
-		un->sun_family = AF_UNIX;
-		snprintf(un->sun_path, sizeof(un->sun_path), "%s", a + 5);
-		addrlen = sizeof(*un);
-		return 0;
-	}
-	if (colon == NULL)
-		return -1;
-	snprintf(host, sizeof(host), "%.*s", (int)(colon - a), a);
-	in->sin_family = AF_INET;
-	in->sin_port = htons((uint16_t)atoi(colon + 1));
-	addrlen = sizeof(*in);
-	return inet_pton(AF_INET, host, &in->sin_addr) == 1 ? 0 : -1;
-}
-
 int
 main(int argc, char **argv)
 {
@@ -462,7 +438,7 @@ main(int argc, char **argv)
 		default: return usage();
 		}
 	}
-	if (n < 1 || nconns < 1 || parse_addr(a) == -1)
+	if (n < 1 || nconns < 1 || tool_resolve(a, &addr, &addrlen) == -1)
 		return usage();
 	ep = epoll_create1(0);
 	deadline = now() + total;
