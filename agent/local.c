@@ -286,6 +286,13 @@ local_peek_request(struct local *l, struct local_check *c, size_t n,
 	return !eval_all(l, c, n, now_us);
 }
 
+void
+local_commit_request(struct local *l, struct local_check *c, size_t n,
+                     int64_t now_us)
+{
+	commit_all(l, c, n, now_us);
+}
+
 int
 local_eval(struct local *l, const struct lim_params *p, const char *key,
            size_t keylen, int op, int64_t cost, const char *member,

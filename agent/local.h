@@ -4,7 +4,9 @@
  * It runs the same C twins as the Redis script (lim_eval/lim_commit), on
  * the agent's monotonic clock.
  *
- * One struct local per worker thread, never shared: no locks. The table is
+ * One struct local per worker thread, never shared: no locks. (The one
+ * exception is the agent's table of concurrency leases, which a release
+ * landing on any worker must find: server.h's <leases>, under its lock.) The table is
  * bounded: it never holds more than <max_keys> keys, whatever the flood of
  * distinct keys. When full, a new key evicts one chosen by CLOCK (second
  * chance), preferring a key whose state has become equivalent to a fresh
@@ -64,6 +66,13 @@ int local_eval_request(struct local *l, struct local_check *c, size_t n,
  * has not vetoed either (req.c). */
 int local_peek_request(struct local *l, struct local_check *c, size_t n,
                        int64_t now_us);
+
+/* Charges what the local_peek_request() just before it evaluated on the
+ * same table at the same <now_us> (the <c[i].charge> it set). For the
+ * callers that must see several tables pass before charging any: the
+ * table must not change in between. */
+void local_commit_request(struct local *l, struct local_check *c, size_t n,
+                          int64_t now_us);
 
 /* A request of one check: local_eval_request() with n = 1 and no shadow
  * (a lone check is charged iff it is allowed, so shadow would change

@@ -116,41 +116,86 @@ is_local(const struct req *r, int i)
 	       (c->rule->store == STORE_LOCAL || r->out[i].src == SRC_FAIL_LOCAL);
 }
 
+/* The in-process checks of a request, split by table: a worker's own, and
+ * the agent's table of concurrency leases (server.h). */
+struct local_part {
+	struct local_check lc[POLICY_MAX_CHECKS];
+	struct lim_params  lp[POLICY_MAX_CHECKS];
+	int                idx[POLICY_MAX_CHECKS];
+	size_t             n;
+};
+
+static void
+local_add(struct local_part *part, const struct req *r, int i)
+{
+	const struct check *c = &r->checks[i];
+	struct lim_params *lp = &part->lp[part->n];
+	int pool = r->policy->pool_size;
+
+	*lp = c->lim;
+	if (r->out[i].src == SRC_FAIL_LOCAL)	/* the leases are the agent's */
+		local_share(lp, c->lim.algo == LIM_CONCURRENCY ? pool :
+		                pool * r->w->srv->nworkers);
+	part->lc[part->n] = (struct local_check){
+		.params = lp, .key = c->key, .keylen = c->keylen,
+		.op = c->op, .cost = c->cost, .member = c->member,
+		.memberlen = c->memberlen,
+		.shadow = (c->flags & LIM_FL_SHADOW) != 0,
+	};
+	part->idx[part->n++] = i;
+}
+
+/* Peeks at both parts and charges both when <commit> and neither vetoes;
+ * the leases' lock is held across, so no other worker moves them in
+ * between. Returns 1 if the request passed. */
+static int
+local_both(struct server *s, struct local *own, struct local_part *p,
+           struct local_part *q, int commit)
+{
+	int64_t now = util_now_us();
+	int pass;
+
+	if (q->n > 0)
+		pthread_mutex_lock(&s->lease_lock);
+	pass = local_peek_request(own, p->lc, p->n, now) &
+	       local_peek_request(s->leases, q->lc, q->n, now);
+	if (pass && commit) {
+		local_commit_request(own, p->lc, p->n, now);
+		local_commit_request(s->leases, q->lc, q->n, now);
+	}
+	if (q->n > 0) {
+		atomic_store_explicit(&s->nleases, local_count(s->leases),
+		                      memory_order_relaxed);
+		pthread_mutex_unlock(&s->lease_lock);
+	}
+	return pass;
+}
+
 /* Evaluates the request's in-process checks as one request of the local
  * tier: charged together, and only when <commit> and none of them vetoes,
  * so that a denied request is charged nowhere. The fail: local fallback's
  * limits are divided among the pool's agents and, since each worker keeps
- * its own local tier, among this agent's workers: the whole pool then
- * never admits more than the limit. Returns 1 if one of them vetoes. */
+ * its own local tier, among this agent's workers (the concurrency leases,
+ * kept once per agent, only among the agents): the whole pool then never
+ * admits more than the limit. Returns 1 if one of them vetoes. */
 static int
 run_local(struct req *r, int commit)
 {
-	struct local_check lc[POLICY_MAX_CHECKS];
-	struct lim_params lp[POLICY_MAX_CHECKS];
-	int idx[POLICY_MAX_CHECKS], n = 0, pass;
+	struct local_part own, leases;
+	int pass;
 
-	for (int i = 0; i < r->n; i++) {
-		const struct check *c = &r->checks[i];
-
-		if (!is_local(r, i))
-			continue;
-		lp[n] = c->lim;
-		if (r->out[i].src == SRC_FAIL_LOCAL)
-			local_share(&lp[n], r->policy->pool_size * r->w->srv->nworkers);
-		lc[n] = (struct local_check){
-			.params = &lp[n], .key = c->key, .keylen = c->keylen,
-			.op = c->op, .cost = c->cost, .member = c->member,
-			.memberlen = c->memberlen,
-			.shadow = (c->flags & LIM_FL_SHADOW) != 0,
-		};
-		idx[n++] = i;
-	}
-	if (n == 0)
+	own.n = leases.n = 0;
+	for (int i = 0; i < r->n; i++)
+		if (is_local(r, i))
+			local_add(r->checks[i].lim.algo == LIM_CONCURRENCY ?
+			          &leases : &own, r, i);
+	if (own.n + leases.n == 0)
 		return 0;
-	pass = commit ? local_eval_request(r->w->local, lc, (size_t)n, util_now_us())
-	              : local_peek_request(r->w->local, lc, (size_t)n, util_now_us());
-	for (int j = 0; j < n; j++)
-		r->out[idx[j]].res = lc[j].result;
+	pass = local_both(r->w->srv, r->w->local, &own, &leases, commit);
+	for (size_t j = 0; j < own.n; j++)
+		r->out[own.idx[j]].res = own.lc[j].result;
+	for (size_t j = 0; j < leases.n; j++)
+		r->out[leases.idx[j]].res = leases.lc[j].result;
 	return !pass;
 }
 

@@ -307,7 +307,9 @@ flush_cb(struct ev_loop *loop, ev_prepare *p, int revents)
 	store_flush(w->store);
 	atomic_store_explicit(&w->redis_up, store_up(w->store),
 	                      memory_order_relaxed);
-	metrics_local_keys(w->m, (int64_t)local_count(w->local));
+	metrics_local_keys(w->m, (int64_t)local_count(w->local) + (w->id == 0 ?
+	                   (int64_t)atomic_load_explicit(&w->srv->nleases,
+	                                                 memory_order_relaxed) : 0));
 conns:
 	while ((c = w->dirty) != NULL) {
 		w->dirty = c->next_dirty;
@@ -369,6 +371,16 @@ worker_main(void *arg)
 	return NULL;
 }
 
+/* local.max_keys is the agent's; each worker's table holds its share, and
+ * the agent's table of concurrency leases one more share. */
+static size_t
+keys_share(const struct policy *p, int nworkers)
+{
+	size_t n = p->local_max_keys / (size_t)nworkers;
+
+	return n > 0 ? n : 1;
+}
+
 static int
 worker_init(struct worker *w, struct server *s, int id, char **err)
 {
@@ -386,9 +398,7 @@ worker_init(struct worker *w, struct server *s, int id, char **err)
 	}
 	ev_set_userdata(w->loop, w);
 	w->m = metrics_worker_new();
-	/* local.max_keys is the agent's; each worker holds its share */
-	w->local = local_new(w->policy->local_max_keys / (size_t)s->nworkers > 0 ?
-	                     w->policy->local_max_keys / (size_t)s->nworkers : 1);
+	w->local = local_new(keys_share(w->policy, s->nworkers));
 	sc.url = s->redis_url ? s->redis_url : w->policy->redis_url;
 	sc.username = w->policy->redis_username;
 	sc.password = w->policy->redis_password;
@@ -446,9 +456,12 @@ server_new(struct policy *p, const char *listen, int nworkers,
 	s->redis_url = redis_url;
 	pthread_mutex_init(&s->shadow_lock, NULL);
 	s->shadow_seen = nearcache_new();
+	pthread_mutex_init(&s->lease_lock, NULL);
+	nworkers = nworkers > 0 ? nworkers : 1;
+	s->leases = local_new(keys_share(p, nworkers));
 	if (open_listeners(s, listen, err) == -1)
 		goto fail;
-	s->nworkers = nworkers > 0 ? nworkers : 1;
+	s->nworkers = nworkers;
 	s->workers = xcalloc((size_t)s->nworkers, sizeof(*s->workers));
 	for (int i = 0; i < s->nworkers; i++)
 		if (worker_init(&s->workers[i], s, i, err) == -1)
@@ -518,5 +531,7 @@ server_stop(struct server *s)
 	policy_unref(atomic_load(&s->policy));
 	nearcache_free(s->shadow_seen);
 	pthread_mutex_destroy(&s->shadow_lock);
+	local_free(s->leases);
+	pthread_mutex_destroy(&s->lease_lock);
 	free(s);
 }

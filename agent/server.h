@@ -80,6 +80,14 @@ struct server {
 	 * a key's requests over them); locked only on a would-be denial. */
 	pthread_mutex_t        shadow_lock;
 	struct nearcache      *shadow_seen;
+	/* The local tier's concurrency leases (store: local rules and the
+	 * fail: local fallback), one table for all workers: a request's
+	 * release reaches whichever worker HAProxy picks, so a lease kept
+	 * in one worker's table was found only by chance. Locked around
+	 * each request that has such a check. */
+	pthread_mutex_t        lease_lock;
+	struct local          *leases;
+	atomic_size_t          nleases;	/* keys in <leases>, for metrics */
 };
 
 /* Opens every address of <listen> (comma-separated; "host:port",
