@@ -369,6 +369,12 @@ render_spop(struct out *o)
 	for (int i = 1; i < METRICS_SPOP_STATUS_COUNT; i++)
 		out_printf(o, "%s{status=\"%d\"} %" PRIu64 "\n", name,
 		           i == 14 ? 99 : i, SUM_IDX(spop_errors, i));
+	out_head(o, "spoa_rl_notify_too_many_checks_total", "counter",
+	         "NOTIFY frames whose messages gave more checks than one "
+	         "request holds; those beyond were decided by their rules' "
+	         "fail modes.");
+	out_printf(o, "spoa_rl_notify_too_many_checks_total %" PRIu64 "\n",
+	           SUM(notify_overflows));
 }
 
 static void

@@ -86,6 +86,7 @@ struct metrics_worker {
 	_Atomic uint64_t frames[METRICS_FRM_COUNT];
 	_Atomic uint64_t spop_errors[METRICS_SPOP_STATUS_COUNT];
 	_Atomic uint64_t near_cache_hits;
+	_Atomic uint64_t notify_overflows;
 	_Atomic uint64_t conns_opened;
 	_Atomic uint64_t conns_closed;	/* written with release, see .c */
 	_Atomic int64_t  local_keys;	/* gauge */
@@ -232,6 +233,14 @@ static inline void
 metrics_near_cache_hit(struct metrics_worker *w)
 {
 	metrics__add(&w->near_cache_hits, 1);
+}
+
+/* A NOTIFY whose messages gave more checks than one request holds
+ * (spoa_rl_notify_too_many_checks_total). */
+static inline void
+metrics_notify_overflow(struct metrics_worker *w)
+{
+	metrics__add(&w->notify_overflows, 1);
 }
 
 /* An SPOP connection was accepted / was closed (each accepted one closes

@@ -440,9 +440,37 @@ build_one(const struct policy *p, const struct policy_binding *b,
 	return 1;
 }
 
+/* How much a check left out weighs on the request: a fail: closed rule
+ * would refuse it (2), or flag it in shadow (1); the others only make it
+ * degraded (0). */
+static int
+weight(const struct check *c)
+{
+	if (c->rule->fail != FAIL_CLOSED)
+		return 0;
+	return (c->flags & LIM_FL_SHADOW) ? 1 : 2;
+}
+
+/* Builds the bindings of <pm> from <i> on, which did not fit, one at a
+ * time, into <ov>. */
+static void
+overflow(const struct policy *p, const struct policy_msg *pm, int i,
+         const struct spop_message *m, int plan, struct policy_overflow *ov)
+{
+	struct check c;
+
+	for (; i < pm->n; i++) {
+		if (!build_one(p, &pm->b[i], m, plan, &c))
+			continue;
+		if (ov->n++ == 0 || weight(&c) > weight(ov->worst))
+			*ov->worst = c;
+	}
+}
+
 int
-policy_build_checks_plan(const struct policy *p, const struct spop_message *m,
-                         int plan, struct check *out, int max)
+policy_build_checks_over(const struct policy *p, const struct spop_message *m,
+                         int plan, struct check *out, int max,
+                         struct policy_overflow *ov)
 {
 	const struct policy_msg *pm = policy_find_msg(p, m->name.ptr, m->name.len);
 	int i, n = 0;
@@ -451,7 +479,16 @@ policy_build_checks_plan(const struct policy *p, const struct spop_message *m,
 		return 0;
 	for (i = 0; i < pm->n && n < max; i++)
 		n += build_one(p, &pm->b[i], m, plan, &out[n]);
+	if (ov)
+		overflow(p, pm, i, m, plan, ov);
 	return n;
+}
+
+int
+policy_build_checks_plan(const struct policy *p, const struct spop_message *m,
+                         int plan, struct check *out, int max)
+{
+	return policy_build_checks_over(p, m, plan, out, max, NULL);
 }
 
 int

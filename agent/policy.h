@@ -20,7 +20,8 @@
 
 #define POLICY_KEY_MAX    200	/* longest Redis key; longer ones are hashed */
 #define POLICY_MEMBER_MAX 128
-#define POLICY_MAX_CHECKS 16	/* rules evaluated for one message */
+#define POLICY_MAX_CHECKS 16	/* rules evaluated for one message, and
+				 * checks for one NOTIFY in all */
 
 enum fail_mode {
 	FAIL_OPEN = 0,
@@ -316,6 +317,29 @@ bool policy_needs_plan(const struct policy *p, const struct spop_message *m);
 int policy_build_checks_plan(const struct policy *p,
                              const struct spop_message *m, int plan,
                              struct check *out, int max);
+
+/* What did not fit in the <max> checks of policy_build_checks_over(): a
+ * NOTIFY may carry several messages (a spoe-group), and one request holds
+ * POLICY_MAX_CHECKS checks in all, which the validator, seeing one message
+ * at a time, cannot enforce. */
+struct policy_overflow {
+	int           n;		/* checks that did not fit */
+	struct check *worst;		/* the caller's; when n > 0, the one of
+					 * them that weighs most on the
+					 * request: a fail: closed rule not in
+					 * shadow, then one in shadow, then the
+					 * first */
+};
+
+/* policy_build_checks_plan() that also accounts for the checks beyond
+ * <max> (a binding that would give no check, say missing: skip, is no
+ * overflow): adds their number to <ov->n> and keeps the weightiest in
+ * <*ov->worst> across calls, so one <ov> (n = 0 to start) can follow all
+ * the messages of a NOTIFY. <ov> may be NULL. */
+int policy_build_checks_over(const struct policy *p,
+                             const struct spop_message *m, int plan,
+                             struct check *out, int max,
+                             struct policy_overflow *ov);
 
 /* Returns the bindings of the message named <name>, or NULL. */
 const struct policy_msg *policy_find_msg(const struct policy *p,

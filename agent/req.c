@@ -41,6 +41,10 @@
 #include "store.h"
 #include "util.h"
 
+/* A request's checks: those of its messages that fit, and one more standing
+ * for those that did not (see note_overflow). */
+#define REQ_MAX_CHECKS (POLICY_MAX_CHECKS + 1)
+
 struct req {
 	struct worker    *w;
 	struct conn      *c;
@@ -48,16 +52,18 @@ struct req {
 	struct policy_pin *pin;
 	uint64_t          sid, fid;
 	int               n;			/* checks */
+	int               spill;		/* index of the check standing for
+						 * those that did not fit, or -1 */
 	int               nredis;
 	int64_t           sent_us;		/* when the Redis call was queued */
 	ev_timer          timer;		/* Redis deadline, then ACK delay */
 	struct store_req  sr;
 	struct decision   d;
 	struct req       *next_free;
-	int               redis_idx[POLICY_MAX_CHECKS];
-	struct lim_result results[POLICY_MAX_CHECKS];
-	struct outcome    out[POLICY_MAX_CHECKS];
-	struct check      checks[POLICY_MAX_CHECKS];
+	int               redis_idx[REQ_MAX_CHECKS];
+	struct lim_result results[REQ_MAX_CHECKS];
+	struct outcome    out[REQ_MAX_CHECKS];
+	struct check      checks[REQ_MAX_CHECKS];
 };
 
 static void req_finish(struct req *r);
@@ -105,6 +111,30 @@ req_pool_free(struct worker *w)
 
 /* ---- fail modes --------------------------------------------------------- */
 
+/* What the fail mode of <c>'s rule answers when the agent cannot evaluate
+ * it: fail: local runs it in process when <local> (Redis down or late) and
+ * is open otherwise (a check that did not fit in the request). */
+static enum outcome_src
+fail_src(const struct check *c, int local)
+{
+	switch (c->rule->fail) {
+	case FAIL_CLOSED:
+		return SRC_FAIL_CLOSED;
+	case FAIL_LOCAL:
+		return local ? SRC_FAIL_LOCAL : SRC_FAIL_OPEN;
+	case FAIL_OPEN:
+	default:
+		return SRC_FAIL_OPEN;
+	}
+}
+
+/* 1 if <c>, decided by its fail mode without <local>, refuses the request. */
+static int
+fail_refuses(const struct check *c)
+{
+	return fail_src(c, 0) == SRC_FAIL_CLOSED && !(c->flags & LIM_FL_SHADOW);
+}
+
 /* 1 if check <i> is decided in process: a store: local rule, or the
  * fail: local fallback of a Redis rule. */
 static int
@@ -112,7 +142,7 @@ is_local(const struct req *r, int i)
 {
 	const struct check *c = &r->checks[i];
 
-	return c->kind != CHECK_DENY_MISSING &&
+	return c->kind != CHECK_DENY_MISSING && i != r->spill &&
 	       (c->rule->store == STORE_LOCAL || r->out[i].src == SRC_FAIL_LOCAL);
 }
 
@@ -227,17 +257,7 @@ apply_fail_modes(struct req *r)
 		int i = r->redis_idx[j];
 
 		ratelog_fail_mode(r->checks[i].rule, r->w->id, store_up(r->w->store));
-		switch (r->checks[i].rule->fail) {
-		case FAIL_OPEN:
-			r->out[i].src = SRC_FAIL_OPEN;
-			break;
-		case FAIL_CLOSED:
-			r->out[i].src = SRC_FAIL_CLOSED;
-			break;
-		case FAIL_LOCAL:
-			r->out[i].src = SRC_FAIL_LOCAL;
-			break;
-		}
+		r->out[i].src = fail_src(&r->checks[i], 1);
 	}
 	run_local(r, !redis_vetoed(r));
 }
@@ -305,24 +325,84 @@ send_to_store(struct req *r)
 
 /* ---- start and finish --------------------------------------------------- */
 
+/* The names of <f>'s messages, comma-separated, into <buf>. */
+static void
+message_names(const struct spop_frame *f, char *buf, size_t size)
+{
+	struct spop_iter it = { f->payload, f->payload + f->len };
+	struct spop_message m;
+	size_t len = 0;
+	int st;
+
+	buf[0] = '\0';
+	while (len < size && spop_next_message(&it, &m, &st) == 1)
+		len += (size_t)snprintf(buf + len, size - len, "%s%.*s",
+		                        len ? "," : "", (int)m.name.len, m.name.ptr);
+}
+
+/* One line per worker per RATELOG_INTERVAL_US at most. */
+static void
+overflow_log(const struct req *r, const struct spop_frame *f, int dropped)
+{
+	static _Thread_local int64_t last_us;
+	static _Thread_local uint64_t suppressed;
+	const struct check *c = &r->checks[r->spill];
+	int64_t now = util_now_us();
+	char names[256];
+
+	if (log_level < LOG_WARN ||
+	    (last_us != 0 && now - last_us < RATELOG_INTERVAL_US)) {
+		suppressed++;
+		return;
+	}
+	message_names(f, names, sizeof(names));
+	log_warn("notify_too_many_checks", "messages=\"%s\" checks=%d limit=%d "
+	         "dropped=%d rule=%s answer=%s worker=%d suppressed=%llu "
+	         "hint=\"split the spoe-group: one NOTIFY holds %d checks\"",
+	         names, POLICY_MAX_CHECKS + dropped, POLICY_MAX_CHECKS, dropped,
+	         c->rule->name, fail_refuses(c) ? "503" : "degraded", r->w->id,
+	         (unsigned long long)suppressed, POLICY_MAX_CHECKS);
+	last_us = now;
+	suppressed = 0;
+}
+
+/* The messages of <f> gave more checks than a request holds: the one that
+ * weighs most among those left out (policy_build_checks_over) joins the
+ * request as its last check, and decide_at_once answers it by its fail
+ * mode, as if the store could not: fail: closed refuses the request (503),
+ * open or local (which cannot run it either) leave it to the checks that
+ * fit, degraded. */
+static void
+note_overflow(struct req *r, const struct spop_frame *f,
+              const struct policy_overflow *ov)
+{
+	r->spill = r->n++;		/* == POLICY_MAX_CHECKS: ov->worst */
+	metrics_notify_overflow(r->w->m);
+	overflow_log(r, f, ov->n);
+}
+
 static int
 build_checks(struct req *r, const struct spop_frame *f, int *status)
 {
 	struct spop_iter it = { f->payload, f->payload + f->len };
+	struct policy_overflow ov = { 0, &r->checks[POLICY_MAX_CHECKS] };
 	struct spop_message m;
 	int rc;
 
 	r->n = 0;
+	r->spill = -1;
 	while ((rc = spop_next_message(&it, &m, status)) == 1) {
 		int plan = -1;
 
 		if (policy_needs_plan(r->policy, &m))
 			plan = policy_tenant_plan(r->policy, &m, plancache_resolve,
 			                          r->w->plans);
-		r->n += policy_build_checks_plan(r->policy, &m, plan,
+		r->n += policy_build_checks_over(r->policy, &m, plan,
 		                                 r->checks + r->n,
-		                                 POLICY_MAX_CHECKS - r->n);
+		                                 POLICY_MAX_CHECKS - r->n, &ov);
 	}
+	if (rc != -1 && ov.n > 0)
+		note_overflow(r, f, &ov);
 	return rc;
 }
 
@@ -385,6 +465,11 @@ decide_at_once(struct req *r)
 		const struct check *c = &r->checks[i];
 
 		r->out[i].src = SRC_STORE;
+		if (i == r->spill) {
+			r->out[i].src = fail_src(c, 0);
+			denied |= fail_refuses(c);
+			continue;
+		}
 		if (c->lim.algo == LIM_SLIDING_LOG && c->memberlen == 0)
 			unique_member(r, &r->checks[i]);
 		if (c->kind == CHECK_DENY_MISSING) {

@@ -6,11 +6,13 @@
  *
  *   spop-client [-a ADDR] [-n COUNT] [-P PIPELINE] [-H] [-x HEX] [-s SID]
  *               [-I] [-M K:MESSAGE2] [-g MS] [-W] [-v] [-D CODE:TEXT]
- *               MESSAGE [NAME=TYPE:VALUE]...
+ *               MESSAGE [NAME=TYPE:VALUE]... [+ MESSAGE [NAME=TYPE:VALUE]...]...
  *
  * ADDR is host:port or unix:/path. TYPE is s (string), i (int64), 4 (IPv4),
- * 6 (IPv6), n (null; VALUE ignored). -n sends COUNT NOTIFYs, -P keeps up to
- * PIPELINE of them in flight on the one connection. -H sends a health-check
+ * 6 (IPv6), n (null; VALUE ignored). A lone + starts another message in
+ * the same NOTIFY (as a spoe-group of several messages). -n sends COUNT
+ * NOTIFYs, -P keeps up to PIPELINE of them in flight on the one
+ * connection. -H sends a health-check
  * HELLO and prints the AGENT-HELLO. -x sends raw HEX bytes after the HELLO
  * (for malformed-input tests) and prints what comes back; -R sends them
  * instead of the HELLO. A DISCONNECT from
@@ -21,8 +23,8 @@
  * -t passes with nothing (its idle DISCONNECT, say).
  * NOTIFY i (0-based) has frame-id i+1 and stream-id SID, or SID + 2i with
  * -I (distinct ids, odd like HAProxy 3.1's when SID is). -M K:MESSAGE2
- * sends MESSAGE2 instead of MESSAGE from the (K+1)th NOTIFY on. -v prints
- * "sent sid=S fid=F" per NOTIFY and "sent=N acked=M" at the end.
+ * sends MESSAGE2 instead of the first MESSAGE from the (K+1)th NOTIFY on.
+ * -v prints "sent sid=S fid=F" per NOTIFY and "sent=N acked=M" at the end.
  * -D CODE:TEXT ends with a HAPROXY-DISCONNECT (status-code CODE, message
  * TEXT), prints the agent's reply, then "closed" once the agent closes
  * the connection (or "open after MS ms"); exit status 0 for an
@@ -217,6 +219,7 @@ send_hello(int fd, int healthcheck)
 	return send_all(fd, buf, (size_t)n);
 }
 
+/* argv: MESSAGE [ARG]... [+ MESSAGE [ARG]...]..., one NOTIFY. */
 static int
 send_notify(int fd, uint64_t sid, uint64_t fid, int argc, char **argv)
 {
@@ -224,9 +227,13 @@ send_notify(int fd, uint64_t sid, uint64_t fid, int argc, char **argv)
 	char buf[16384];
 
 	spop_w_begin(&w, buf, sizeof(buf), SPOP_FRM_NOTIFY, sid, fid);
-	spop_w_message(&w, argv[0], argc - 1);
-	for (int i = 1; i < argc; i++)
-		put_arg(&w, argv[i]);
+	for (int m = 0, e; m < argc; m = e + 1) {
+		for (e = m + 1; e < argc && strcmp(argv[e], "+") != 0; e++)
+			;
+		spop_w_message(&w, argv[m], e - m - 1);
+		for (int i = m + 1; i < e; i++)
+			put_arg(&w, argv[i]);
+	}
 	int n = spop_w_end(&w);
 	if (n < 0)
 		return -1;

@@ -648,6 +648,40 @@ Test(policy, unknown_message_yields_no_checks)
 	policy_unref(p);
 }
 
+/* A NOTIFY of several messages shares one array of checks: what does not
+ * fit is counted (checks, not bindings), and the one that weighs most on
+ * the request is kept: fail: closed, then fail: closed in shadow. */
+Test(policy, reports_checks_that_do_not_fit)
+{
+	struct policy *p = load_ok(data("checks.yaml"));
+	struct check worst;
+	struct policy_overflow ov = { 0, &worst };
+
+	msg_reset("rl-request");	/* ip (no arg: skip), tenant,
+					 * tenant-monthly, exports (no id: skip) */
+	add_str("tenant", "acme");
+	cr_assert_eq(policy_build_checks_over(p, &msg, -1, checks, 2, &ov), 2);
+	cr_assert_eq(ov.n, 0, "2 checks fit in 2");
+	cr_assert_eq(policy_build_checks_over(p, &msg, -1, checks, 1, &ov), 1);
+	cr_assert_eq(ov.n, 1, "the skipped bindings are no overflow");
+	cr_assert_str_eq(worst.rule->name, "tenant-monthly");
+
+	msg_reset("rl-login");		/* login-account (closed), login-ip
+					 * (closed, shadow) */
+	add_str("user", "bob");
+	add_ip("ip", "192.0.2.7");
+	cr_assert_eq(policy_build_checks_over(p, &msg, -1, checks, 1, &ov), 1);
+	cr_assert_eq(ov.n, 2);
+	cr_assert_str_eq(worst.rule->name, "login-ip", "shadow closed > open");
+	cr_assert(worst.flags & LIM_FL_SHADOW);
+	cr_assert_eq(policy_build_checks_over(p, &msg, -1, checks, 0, &ov), 0);
+	cr_assert_eq(ov.n, 4, "counted across messages");
+	cr_assert_str_eq(worst.rule->name, "login-account", "closed > shadow");
+	cr_assert_str_eq(worst.key, "rl:{login-account:login:user:bob}");
+	cr_assert_eq(policy_build_checks_over(p, &msg, -1, checks, 0, NULL), 0);
+	policy_unref(p);
+}
+
 Test(policy, missing_deny_gives_deny_check)
 {
 	struct policy *p = load_ok(data("checks.yaml"));
