@@ -1185,6 +1185,12 @@ cluster_flush(struct cluster *cl)
 	}
 }
 
+void
+cluster_cancel(struct cluster *cl, struct store_req *sr)
+{
+	reqq_remove(&cl->q, sr);
+}
+
 int
 cluster_submit(struct cluster *cl, struct store_req *sr)
 {

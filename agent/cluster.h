@@ -27,6 +27,8 @@ int  cluster_submit(struct cluster *cl, struct store_req *sr);
 void cluster_flush(struct cluster *cl);
 int  cluster_up(const struct cluster *cl);
 void cluster_note_timeout(struct cluster *cl);
+/* store_cancel() for a cluster: <sr> leaves the queue if still there. */
+void cluster_cancel(struct cluster *cl, struct store_req *sr);
 int  cluster_hget(struct cluster *cl, const char *hash, const char *field,
                   size_t fieldlen, store_value_cb *cb, void *arg);
 

@@ -88,7 +88,7 @@ req_release(struct req *r)
 	struct worker *w = r->w;
 
 	ev_timer_stop(w->loop, &r->timer);
-	r->sr.gen++;			/* any late store answer is now stale */
+	store_cancel(w->store, &r->sr);	/* any late answer is now stale */
 	worker_unpin(r->pin);
 	r->pin = NULL;
 	r->policy = NULL;
@@ -298,7 +298,7 @@ deadline_cb(struct ev_loop *loop, ev_timer *t, int revents)
 {
 	struct req *r = container_of(t, struct req, timer);
 
-	r->sr.gen++;			/* the reply, if it ever comes, is dropped */
+	store_cancel(r->w->store, &r->sr);
 	apply_fail_modes(r);
 	store_note_timeout(r->w->store);
 	req_finish(r);

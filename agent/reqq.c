@@ -20,12 +20,32 @@ reqq_push(struct reqq *q, struct store_req *sr)
 {
 	sr->sent_gen = sr->gen;
 	sr->next = NULL;
+	sr->prev = q->tail;
 	if (q->tail != NULL)
 		q->tail->next = sr;
 	else
 		q->head = sr;
 	q->tail = sr;
+	sr->queued = 1;
 	q->queued++;
+}
+
+void
+reqq_remove(struct reqq *q, struct store_req *sr)
+{
+	if (!sr->queued)
+		return;
+	if (sr->prev != NULL)
+		sr->prev->next = sr->next;
+	else
+		q->head = sr->next;
+	if (sr->next != NULL)
+		sr->next->prev = sr->prev;
+	else
+		q->tail = sr->prev;
+	sr->next = sr->prev = NULL;
+	sr->queued = 0;
+	q->queued--;
 }
 
 struct store_req *
@@ -33,12 +53,8 @@ reqq_pop(struct reqq *q)
 {
 	struct store_req *sr = q->head;
 
-	if (sr == NULL)
-		return NULL;
-	q->head = sr->next;
-	if (q->head == NULL)
-		q->tail = NULL;
-	q->queued--;
+	if (sr != NULL)
+		reqq_remove(q, sr);
 	return sr;
 }
 

@@ -20,8 +20,9 @@
 #define BREAKER_FAILS    5	/* consecutive failed calls that open it */
 #define BREAKER_COOLDOWN 0.5	/* seconds it then refuses work */
 
-/* Requests queued, not sent, linked through store_req.next. Embedded in
- * the store; all zero is an empty queue. */
+/* Requests queued, not sent, linked through store_req.next and .prev (a
+ * request given up on leaves from the middle). Embedded in the store; all
+ * zero is an empty queue. */
 struct reqq {
 	struct store_req *head, *tail;
 	int               queued;
@@ -32,6 +33,9 @@ void reqq_push(struct reqq *q, struct store_req *sr);
 
 /* Unlinks and returns the oldest request, or NULL when empty. */
 struct store_req *reqq_pop(struct reqq *q);
+
+/* Unlinks <sr> if it is queued in <q>; does nothing otherwise. */
+void reqq_remove(struct reqq *q, struct store_req *sr);
 
 /* Calls <sr>'s callback with <err> if its gen is still <gen> (the caller
  * has not given up on it meanwhile). */

@@ -612,6 +612,18 @@ store_hget(struct store *st, const char *hash, const char *field,
 	return reqq_hget(st->ac, hash, field, fieldlen, cb, arg, NULL, NULL);
 }
 
+void
+store_cancel(struct store *st, struct store_req *sr)
+{
+	sr->gen++;			/* the reply, if it ever comes, is dropped */
+	if (st == NULL)
+		return;
+	if (st->cl != NULL)
+		cluster_cancel(st->cl, sr);
+	else
+		reqq_remove(&st->q, sr);
+}
+
 /* A request's deadline passed with its batch unanswered: Redis is slow or
  * stopped. That counts against the breaker; when the breaker has tripped
  * twice over, the link is dropped so that the batches stuck on it fail now

@@ -49,8 +49,9 @@ struct store_req {
 	struct lim_result  *results;	/* filled at index[i], on STORE_OK */
 	store_cb           *cb;
 	uint32_t            gen;	/* bumped by the caller to cancel */
-	struct store_req   *next;	/* queue link (reqq.c) */
+	struct store_req   *next, *prev;	/* queue links (reqq.c) */
 	uint32_t            sent_gen;	/* gen when queued (reqq.c) */
+	int                 queued;	/* linked in a queue (reqq.c) */
 };
 
 struct store_cfg {
@@ -95,6 +96,12 @@ int store_script_rule(int64_t (*t)[LIM_SCRIPT_RULE], int *n, int algo,
  * breaker, and drops a link that has stopped answering. Call it from a
  * timer, never from inside a store callback. */
 void store_note_timeout(struct store *st);
+
+/* Gives up on <sr> (its deadline passed): its callback will not run, and
+ * it leaves the queue if it was still waiting there (for a connect that
+ * takes longer than the deadline), so that its memory may be reused at
+ * once. */
+void store_cancel(struct store *st, struct store_req *sr);
 
 /* 1 when connected and the breaker is closed (cluster: the slot map is
  * known and the breaker is closed). 0 for NULL. */

@@ -2,7 +2,9 @@
 # Response-phase wiring of rl-done: a concurrency rule (limit 1 in flight,
 # lease 5m) only lets sequential requests through if every response sends
 # rl-done with the key args and the unique-id that rl-request carried, and
-# refuses a second request while one is in flight. Also: the
+# refuses a second request while one is in flight. The same holds for a
+# store: local twin of the rule, whose leases the agent keeps in process
+# (integration/leases.sh: a release that reaches another worker). Also: the
 # rl-request args that come from haproxy.cfg (API key, hashed) are usable
 # as keys.
 . "$(dirname "$0")/../lib.sh"
@@ -26,6 +28,16 @@ rules:
     release: rl-done
     fail: open
     missing: skip
+  - name: inflight_local
+    message: rl-request
+    key: "linflight:{tenant}"
+    algorithm: concurrency
+    limit: 1
+    lease: 5m
+    id: "{id}"
+    release: rl-done
+    store: local
+    missing: skip
   - name: apikey
     message: rl-request
     key: "apikey:{key}"
@@ -41,7 +53,7 @@ ok $? "stack up, agent UP"
 codes=""
 for i in $(seq 8); do codes="$codes $(req -H 'X-Tenant: c1' "$URL/")"; done
 expect_eq "$codes" " 200 200 200 200 200 200 200 200" \
-	"8 sequential requests under a 1-in-flight limit pass (rl-done releases each slot)"
+	"8 sequential requests under a 1-in-flight limit pass (rl-done releases each slot, in Redis and in process)"
 
 # Two at once: the second finds the slot taken (the app's /slow holds the
 # first for 1 s); once both are done the slot is free again.

@@ -75,3 +75,31 @@ Test(reqq, outage_errors_are_the_ones_saying_redis_cannot_serve)
 	cr_assert_not(reqq_error_is_outage("OOMX not a code"));
 	cr_assert_not(reqq_error_is_outage(""));
 }
+
+/* A request given up on (its deadline passed while it waited for a
+ * connect) leaves the queue from wherever it is, so that its memory may
+ * be queued again: it used to stay linked, and queueing it again closed
+ * the list into a cycle that reqq_fail_all() never left. */
+Test(reqq, a_request_given_up_on_leaves_the_queue_and_can_be_queued_again)
+{
+	struct reqq q = { 0 };
+	struct store_req a = { 0 }, b = { 0 }, c = { 0 };
+
+	reqq_push(&q, &a);
+	reqq_push(&q, &b);
+	reqq_push(&q, &c);
+	reqq_remove(&q, &b);			/* from the middle */
+	cr_assert_eq(q.queued, 2);
+	reqq_remove(&q, &b);			/* not queued: nothing */
+	cr_assert_eq(q.queued, 2);
+	reqq_push(&q, &b);			/* reused at once */
+	cr_assert_eq(reqq_pop(&q), &a);
+	cr_assert_eq(reqq_pop(&q), &c);
+	cr_assert_eq(reqq_pop(&q), &b);
+	cr_assert_null(reqq_pop(&q));
+	cr_assert_eq(q.queued, 0);
+	reqq_push(&q, &a);
+	reqq_remove(&q, &a);			/* the only one: head and tail */
+	cr_assert_null(q.head);
+	cr_assert_null(q.tail);
+}
