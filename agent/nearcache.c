@@ -28,8 +28,11 @@ mix(uint64_t *a, uint64_t *b, uint64_t v)
 }
 
 /* Hashes the key, eight bytes at a time, and the limits it was decided
- * under: a tenant whose plan changes gets a fresh entry, not the old
- * plan's denial. */
+ * under (algorithm and every parameter of it): a tenant whose plan
+ * changes, or a rule reloaded with another algorithm for the same key,
+ * gets a fresh entry, not the old limits' denial. Op, cost and shadow need
+ * no mixing: nearcache_eligible() admits CHECKs with cost >= 1 on
+ * non-shadow rules only, and a cost-1 denial holds for any such cost. */
 static void
 hash2(const struct check *c, uint64_t *h1, uint64_t *h2)
 {
@@ -43,10 +46,12 @@ hash2(const struct check *c, uint64_t *h1, uint64_t *h2)
 	v = 0;
 	memcpy(&v, c->key + i, c->keylen - i);
 	mix(&a, &b, v ^ ((uint64_t)c->keylen << 56));
+	mix(&a, &b, (uint64_t)c->lim.algo);
 	mix(&a, &b, (uint64_t)c->lim.rate);
 	mix(&a, &b, (uint64_t)c->lim.period_us);
 	mix(&a, &b, (uint64_t)c->lim.burst);
 	mix(&a, &b, (uint64_t)c->lim.calendar);
+	mix(&a, &b, (uint64_t)c->lim.max_delay_us);
 	*h1 = a;
 	*h2 = b;
 }

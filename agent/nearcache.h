@@ -12,7 +12,7 @@
  * Bounded: 4-way set-associative, NEARCACHE_SETS sets; an insert takes an
  * empty or expired way first, else the one expiring soonest. Keys are
  * held as two independent 64-bit hashes of the key and its limits (so a
- * plan change is never answered with the old plan's denial). One per
+ * plan or algorithm change is never answered with the old denial). One per
  * worker: not thread-safe.
  */
 #ifndef NEARCACHE_H

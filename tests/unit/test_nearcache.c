@@ -176,3 +176,35 @@ Test(nearcache, once_per_key_until_the_window_ends)
 	cr_assert_eq(nearcache_once(nc, &a, 1000, 2000), 1, "a new window");
 	nearcache_free(nc);
 }
+
+/* A reload that changes a rule's algorithm (same key, same numbers) must
+ * not answer with the old algorithm's denial: Redis decides it afresh. */
+Test(nearcache, a_denial_under_another_algorithm_does_not_apply)
+{
+	static const enum lim_algo algos[] = {
+		LIM_GCRA, LIM_TOKEN_BUCKET, LIM_LEAKY_BUCKET, LIM_FIXED_WINDOW
+	};
+	struct lim_result r;
+
+	for (size_t i = 0; i < sizeof(algos) / sizeof(algos[0]); i++) {
+		struct nearcache *nc = nearcache_new();
+		struct check learned = mk("rl:{t:a}", algos[i], LIM_OP_CHECK, 1);
+
+		learned.lim.rate = 1;
+		learned.lim.period_us = 60000000;
+		learned.lim.burst = 1;
+		nearcache_learn(nc, &learned, &denied, 0);
+		cr_assert_eq(nearcache_lookup(nc, &learned, 0, &r), 1);
+		for (size_t j = 0; j < sizeof(algos) / sizeof(algos[0]); j++) {
+			struct check other = learned;
+
+			if (j == i)
+				continue;
+			other.lim.algo = algos[j];
+			cr_assert_eq(nearcache_lookup(nc, &other, 0, &r), 0,
+			             "learned under %s, looked up under %s",
+			             lim_algo_name(algos[i]), lim_algo_name(algos[j]));
+		}
+		nearcache_free(nc);
+	}
+}
