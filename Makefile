@@ -72,6 +72,11 @@ $(BUILD)/tools/%: tests/tools/%.c $(LIB)
 
 tools: $(TOOL_BINS)
 
+# make bench's measurement of msgpack as the script's batch format
+$(BUILD)/bench/batchfmt: tests/bench/batchfmt.c
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) -o $@ $< $(LIBS) -lmsgpackc
+
 # ---- dependencies (Debian 12) ------------------------------------------
 deps:
 	@sh scripts/deps.sh
@@ -124,7 +129,7 @@ asan:
 	    CFLAGS="-fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=all" \
 	    all unit integration
 
-bench: deps all
+bench: deps all $(BUILD)/bench/batchfmt
 	@BUILD=$(BUILD) sh tests/bench/run.sh
 
 install: $(BIN)

@@ -12,14 +12,17 @@
 #      CPU per decision (/proc utime+stime), Redis CPU per decision (INFO
 #      cpu), next to redis-benchmark doing one EVALSHA of the same script
 #      per decision (the naive design); then paced at half saturation and
-#      at BENCH_LOW_RATE (20,000/s), with the CPU per decision there too.
+#      at BENCH_LOW_RATE (20,000/s), with the CPU per decision there too;
+#      and tests/bench/batchfmt: the same batches as ARGV strings or as
+#      one msgpack string (the script's possible batch format).
 #   2. memory: agent RSS per 100,000 local-tier keys and per 10,000 SPOP
 #      connections.
 #   3. HTTP through the real haproxy, driven by wrk at fixed connection
 #      counts: (a) no limiter, (b) stick-table limiter, (c) agent + Redis
 #      ((b) and (c) also at BENCH_CONNS_HI, 200, connections),
 #      (d) (c) with one tenant flooding a denied key, (c_local) (c) with
-#      the rule in the agent's local tier (SPOE without Redis), the
+#      the rule in the agent's local tier (SPOE without Redis; also paced
+#      as (c) at half rate, to show the added p99 of SPOE alone), the
 #      shipped haproxy/haproxy.cfg, and (a)/(c) again at half of (c)'s
 #      rate. Then BENCH_PAIRS (3) back-to-back pairs of (b)/(c) and of
 #      paced (a)/(c), BENCH_PAIR_DURATION (4) s each: the two HTTP targets
@@ -231,6 +234,26 @@ R[nv.calls]=$((k1 - k0))
 R[nv.redis]=$(div "($r1 - $r0) * 1000000" "$k1 - $k0")
 R[redis.ratio]=$(div "${R[as.redis]}" "${R[nv.redis]}")
 
+# msgpack as the batch format (issue 6: "if it measurably beats plain
+# ARGV"): the same batches as ARGV strings and packed into one, side by
+# side on this Redis, at the saturated batch size and at one per call.
+FMT="$ROOT/$BUILD/bench/batchfmt"
+BATCH_N=$(num "x = int(${R[as.batch]:-48} + 0.5); if (x < 1) x = 1; if (x > 512) x = 512" 0)
+if [ -x "$FMT" ]; then
+	say "batch format: ARGV against msgpack, $BATCH_N and 1 decisions per call"
+	"$FMT" -s "$ROOT/agent/lua/ratelimit.lua" -p "$RP" -n "$BATCH_N" -c 2000 \
+		-k "$TENANTS" >"$OUT/batchfmt-n.out" 2>&1
+	"$FMT" -s "$ROOT/agent/lua/ratelimit.lua" -p "$RP" -n 1 -c 20000 \
+		-k "$TENANTS" >"$OUT/batchfmt-1.out" 2>&1
+	for f in argv msgpack; do
+		for b in n 1; do
+			l=$(grep "^median $f " "$OUT/batchfmt-$b.out")
+			R[fmt.$f.$b.redis]=$(echo "$l" | sed -n 's/.*redis_us_per_decision=\([0-9.]*\).*/\1/p')
+			R[fmt.$f.$b.enc]=$(echo "$l" | sed -n 's/.*encode_us_per_decision=\([0-9.]*\).*/\1/p')
+		done
+	done
+fi
+
 # ---- 2. memory -------------------------------------------------------------
 say "memory: $MEM_KEYS local-tier keys"
 start_agent "$TMP/local.yaml" -q -m "127.0.0.1:$LMP"
@@ -427,6 +450,8 @@ hap_start "$BDIR/c-spoa.cfg" BENCH_AGENT="127.0.0.1:$LAP"
 main_apid=$APID main_mp=$MP
 APID=$LPID MP=$LMP
 run_wrk c_local "$CONNS"
+# and paced as (c_half): the added p99 that SPOE costs with no Redis hop
+run_wrk c_local_half "$HALF_C" BENCH_DELAY_MS="$DELAY"
 APID=$main_apid MP=$main_mp
 hap_stop
 stop_pid "$LPID"
@@ -451,6 +476,7 @@ R[ratio.lb]=$(div "${R[c_local.rps]}" "${R[b.rps]}")
 R[ratio.cb_hi]=$(div "${R[c_hi.rps]}" "${R[b_hi.rps]}")
 R[add.p99]=$(num "x = (${R[c.p99]:-0} - ${R[a.p99]:-0}) / 1000" 2)
 R[add.p99half]=$(num "x = (${R[c_half.p99]:-0} - ${R[a_half.p99]:-0}) / 1000" 2)
+R[add.p99local]=$(num "x = (${R[c_local_half.p99]:-0} - ${R[a_half.p99]:-0}) / 1000" 2)
 R[d.calls_per_denied]=$(div "${R[d.calls]}" "${R[d.denied]}" 4)
 R[d.redis_per_denied]=$(div "${R[d.redis]} * ${R[d.n]}" "${R[d.denied]}" 2)
 R[d_hot.calls_per_denied]=$(div "${R[d_hot.calls]}" "${R[d_hot.denied]}" 4)
@@ -472,23 +498,25 @@ cpu_model=$(sed -n 's/^model name[[:space:]]*: //p' /proc/cpuinfo | head -n 1)
 	echo "| HTTP (c) >= 0.5 x (b) req/s, $CONNS connections: median of $PAIRS back-to-back pairs | ${R[pairs.cb]} (pairs:$(echo $cbs | sed 's/ /, /g'); the ${DUR} s runs: ${R[c.rps]} / ${R[b.rps]} = ${R[ratio.cb]}) | $(met "${R[pairs.cb]}" '>=' 0.5) |"
 	echo "| the same at $CONNS_HI connections ((c) bound by CPU, not latency) | ${R[c_hi.rps]} / ${R[b_hi.rps]} = ${R[ratio.cb_hi]} | $(met "${R[ratio.cb_hi]}" '>=' 0.5) |"
 	echo "| added p99 of (c) over (a) <= 1 ms at half of (c)'s rate: median of $PAIRS back-to-back pairs | ${R[pairs.add]} ms (pairs:$(echo $adds | sed 's/ /, /g'); the ${DUR} s runs: ${R[add.p99half]} ms at ${R[c_half.rps]} / ${R[a_half.rps]} req/s) | $(met "${R[pairs.add]}" '<=' 1) |"
+	echo "| (diagnostic, no target) the same for (c_local), SPOE with no Redis hop, one ${DUR} s run | ${R[add.p99local]} ms at ${R[c_local_half.rps]} req/s | |"
 	echo
 	echo "## HTTP through haproxy (wrk -t$WRK_T, ${DUR} s, X-Tenant random over $TENANTS tenants)"
 	echo
 	echo "| path | conns | req/s | p50 ms | p99 ms | non-2xx | sock err | SPOE NOTIFY/req | agent decisions/req | degraded | near-cache hits | EVALSHA/req |"
 	echo "|---|---|---|---|---|---|---|---|---|---|---|---|"
-	for p in a b b_hi c c_hi c_local d d_hot shipped a_half c_half; do
+	for p in a b b_hi c c_hi c_local d d_hot shipped a_half c_half c_local_half; do
 		case $p in
 		a) l="(a) no limiter";; b) l="(b) stick table";; c) l="(c) agent + Redis";;
 		c_local) l="(c_local) (c), rule in the agent's local tier: no Redis";;
 		b_hi) l="(b) at $CONNS_HI connections";; c_hi) l="(c) at $CONNS_HI connections";;
 		d) l="(d) flood, one denied tenant (10/s)";; d_hot) l="(d_hot) flood on a 1000/s tenant";; shipped) l="shipped haproxy.cfg";;
 		a_half) l="(a) paced";; c_half) l="(c) paced, ~half of (c)";;
+		c_local_half) l="(c_local) paced as (c)";;
 		esac
 		echo "| $l | ${R[$p.conns]} | ${R[$p.rps]} | $(ms "${R[$p.p50]}") | $(ms "${R[$p.p99]}") | ${R[$p.non2xx]} | ${R[$p.sockerr]} | ${R[$p.notify_per_req]} | ${R[$p.dec_per_req]} | ${R[$p.degraded]} | ${R[$p.nc]} | ${R[$p.calls_per_req]} |"
 	done
 	echo
-	echo "Ratios: (c)/(a) = ${R[ratio.ca]}, (c)/(b) = ${R[ratio.cb]}, (c_local)/(b) = ${R[ratio.lb]}, at $CONNS_HI connections (c)/(b) = ${R[ratio.cb_hi]} (req/s); added p99 of (c) over (a): ${R[add.p99]} ms at $CONNS connections, ${R[add.p99half]} ms paced at ~half of (c)'s rate."
+	echo "Ratios: (c)/(a) = ${R[ratio.ca]}, (c)/(b) = ${R[ratio.cb]}, (c_local)/(b) = ${R[ratio.lb]}, at $CONNS_HI connections (c)/(b) = ${R[ratio.cb_hi]} (req/s); added p99 of (c) over (a): ${R[add.p99]} ms at $CONNS connections, ${R[add.p99half]} ms paced at ~half of (c)'s rate, ${R[add.p99local]} ms for (c_local) paced the same."
 	echo "(d): ${R[d.denied]} requests denied, ${R[d.calls]} EVALSHA calls (${R[d.calls_per_denied]} per denied request), Redis CPU ${R[d.redis_per_denied]} µs per denied request. (d_hot): ${R[d_hot.denied]} denied, ${R[d_hot.calls_per_denied]} EVALSHA calls per denied request."
 	echo
 	echo "### Back-to-back pairs (${PDUR} s per run; the order swaps from one pair to the next)"
@@ -503,7 +531,7 @@ cpu_model=$(sed -n 's/^model name[[:space:]]*: //p' /proc/cpuinfo | head -n 1)
 	echo
 	echo "| path | haproxy | agent | redis | wrk | total µs/req | haproxy % | agent % | redis % | wrk % |"
 	echo "|---|---|---|---|---|---|---|---|---|---|"
-	for p in a b b_hi c c_hi c_local d d_hot shipped a_half c_half; do
+	for p in a b b_hi c c_hi c_local d d_hot shipped a_half c_half c_local_half; do
 		echo "| $p | ${R[$p.hap]} | ${R[$p.agent]} | ${R[$p.redis]} | ${R[$p.wrk]} | ${R[$p.total]} | ${R[$p.hap_pct]} | ${R[$p.agent_pct]} | ${R[$p.redis_pct]} | ${R[$p.wrk_pct]} |"
 	done
 	echo
@@ -522,6 +550,8 @@ cpu_model=$(sed -n 's/^model name[[:space:]]*: //p' /proc/cpuinfo | head -n 1)
 	echo "| Redis CPU per decision, naive (redis-benchmark, 1 EVALSHA per decision, -c $SPOP_C -P $PIPE) | ${R[nv.redis]} µs (${R[nv.rps]} EVALSHA/s) |"
 	echo "| ratio batched / naive | ${R[redis.ratio]} |"
 	echo "| load generator's own CPU per decision | ${R[as.self]} µs |"
+	echo "| batch format, Redis CPU per decision, ARGV / msgpack (median of 3 alternated rounds): $BATCH_N per call; 1 per call | ${R[fmt.argv.n.redis]} / ${R[fmt.msgpack.n.redis]} µs; ${R[fmt.argv.1.redis]} / ${R[fmt.msgpack.1.redis]} µs |"
+	echo "| batch format, client CPU per decision to encode, ARGV / msgpack (hiredis argv formatting against msgpack-c): $BATCH_N per call; 1 per call | ${R[fmt.argv.n.enc]} / ${R[fmt.msgpack.n.enc]} µs; ${R[fmt.argv.1.enc]} / ${R[fmt.msgpack.1.enc]} µs |"
 	echo "| errors / degraded (fail-mode) decisions | ${R[as.err]} / ${R[as.degraded]} |"
 	echo
 	echo "## Memory (agent VmRSS)"

@@ -1,0 +1,325 @@
+/*
+ * batchfmt: does msgpack pay as the batch format of the script call?
+ * (issue 6: "msgpack-c may serve as the batch format, if it measurably
+ * beats plain ARGV"). Side by side on one Redis, the same batches of GCRA
+ * decisions are sent as
+ *   argv:    what the agent sends: EVALSHA sha N key... nreq nrule rule...
+ *            (1 code)...: two ARGV strings per decision;
+ *   msgpack: the same numbers packed by msgpack-c into one ARGV string,
+ *            which the script unpacks with Redis' built-in cmsgpack (the
+ *            script's only change: its ARGV is cmsgpack.unpack(ARGV[1])).
+ * Prints, per format and round, Redis CPU per decision (INFO cpu deltas)
+ * and this client's CPU per decision to encode the calls, then the
+ * medians. Both scripts' replies are compared first: same input, same
+ * answer.
+ *
+ *   batchfmt -s agent/lua/ratelimit.lua [-p PORT] [-n PER_CALL]
+ *            [-c CALLS] [-r ROUNDS] [-k TENANTS]
+ *
+ * Loopback only (127.0.0.1:PORT, default 6379); FLUSHALLs that Redis.
+ * Not part of the agent: a measurement, kept so anyone can rerun it.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <hiredis/hiredis.h>
+#include <msgpack.h>
+
+#define MAX_PER_CALL 512
+#define PIPE 20
+#define ARGV_LINE "local KEYS, ARGV, unpack = KEYS, ARGV, unpack"
+#define MP_LINE "local KEYS, ARGV, unpack = KEYS, cmsgpack.unpack(ARGV[1]), unpack"
+
+/* one GCRA rule: algo 0, emission interval 1 ms, tolerance 1 s, 0 */
+static const long long rule[4] = { 0, 1000, 1000000, 0 };
+#define CODE 16		/* rule 1, op CHECK, no shadow, cost 1 */
+
+struct call {
+	int    argc;
+	const char *argv[3 + 2 * MAX_PER_CALL + 8];
+	size_t len[3 + 2 * MAX_PER_CALL + 8];
+	char   keys[MAX_PER_CALL][32];
+	char   nums[2 * MAX_PER_CALL + 8][24];
+};
+
+static double
+cpu_now(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+	return ts.tv_sec + ts.tv_nsec / 1e9;
+}
+
+static char *
+slurp(const char *path)
+{
+	FILE *f = fopen(path, "rb");
+	char *s;
+	long n;
+
+	if (f == NULL || fseek(f, 0, SEEK_END) != 0 || (n = ftell(f)) < 0) {
+		perror(path);
+		exit(1);
+	}
+	rewind(f);
+	s = malloc((size_t)n + 1);
+	if (s == NULL || fread(s, 1, (size_t)n, f) != (size_t)n)
+		exit(1);
+	s[n] = '\0';
+	fclose(f);
+	return s;
+}
+
+/* The script with its ARGV line replaced by <line>. */
+static char *
+variant(const char *src, const char *line)
+{
+	const char *at = strstr(src, ARGV_LINE);
+	size_t head, n;
+	char *s;
+
+	if (at == NULL) {
+		fprintf(stderr, "batchfmt: the script has no line '%s'\n", ARGV_LINE);
+		exit(1);
+	}
+	head = (size_t)(at - src);
+	n = strlen(src) - strlen(ARGV_LINE) + strlen(line);
+	s = malloc(n + 1);
+	memcpy(s, src, head);
+	strcpy(s + head, line);
+	strcat(s, at + strlen(ARGV_LINE));
+	return s;
+}
+
+static redisReply *
+cmd(redisContext *c, const char *fmt, const char *arg)
+{
+	redisReply *r = redisCommand(c, fmt, arg);
+
+	if (r == NULL || r->type == REDIS_REPLY_ERROR) {
+		fprintf(stderr, "batchfmt: %s: %s\n", fmt,
+		        r ? r->str : c->errstr);
+		exit(1);
+	}
+	return r;
+}
+
+static double
+redis_cpu(redisContext *c)
+{
+	redisReply *r = cmd(c, "INFO %s", "cpu");
+	double sys = 0, user = 0;
+	char *p;
+
+	if ((p = strstr(r->str, "used_cpu_sys:")) != NULL)
+		sys = atof(p + 13);
+	if ((p = strstr(r->str, "used_cpu_user:")) != NULL)
+		user = atof(p + 14);
+	freeReplyObject(r);
+	return sys + user;
+}
+
+static void
+put(struct call *k, const char *s, size_t len)
+{
+	k->argv[k->argc] = s;
+	k->len[k->argc++] = len;
+}
+
+static void
+put_num(struct call *k, int *ni, long long v)
+{
+	int n = snprintf(k->nums[*ni], sizeof(k->nums[0]), "%lld", v);
+
+	put(k, k->nums[(*ni)++], (size_t)n);
+}
+
+/* EVALSHA <sha> N key... then the numbers, as ARGV strings or packed. */
+static void
+build(struct call *k, const char *sha, int per, int tenants, int packed,
+      msgpack_sbuffer *sb)
+{
+	int ni = 0;
+
+	k->argc = 0;
+	put(k, "EVALSHA", 7);
+	put(k, sha, 40);
+	put_num(k, &ni, per);
+	for (int i = 0; i < per; i++)
+		put(k, k->keys[i], (size_t)snprintf(k->keys[i], sizeof(k->keys[0]),
+		    "rl:{tenant:t%d}", rand() % tenants));
+	if (packed) {
+		msgpack_packer pk;
+
+		msgpack_sbuffer_clear(sb);
+		msgpack_packer_init(&pk, sb, msgpack_sbuffer_write);
+		msgpack_pack_array(&pk, 6 + 2 * (size_t)per);
+		msgpack_pack_int(&pk, per);
+		msgpack_pack_int(&pk, 1);
+		for (int f = 0; f < 4; f++)
+			msgpack_pack_long_long(&pk, rule[f]);
+		for (int i = 0; i < per; i++) {
+			msgpack_pack_int(&pk, 1);
+			msgpack_pack_int(&pk, CODE);
+		}
+		put(k, sb->data, sb->size);
+		return;
+	}
+	put_num(k, &ni, per);
+	put_num(k, &ni, 1);
+	for (int f = 0; f < 4; f++)
+		put_num(k, &ni, rule[f]);
+	for (int i = 0; i < per; i++) {
+		put_num(k, &ni, 1);
+		put_num(k, &ni, CODE);
+	}
+}
+
+/* <calls> calls of <per> decisions, PIPE at a time; returns the Redis and
+ * the encoding CPU per decision, in µs. */
+static void
+run(redisContext *c, const char *sha, int packed, int per, int calls,
+    int tenants, double *redis_us, double *enc_us)
+{
+	static struct call k;
+	msgpack_sbuffer sb;
+	double r0, enc = 0, t;
+	redisReply *r;
+
+	msgpack_sbuffer_init(&sb);
+	freeReplyObject(cmd(c, "FLUSHALL%s", ""));
+	r0 = redis_cpu(c);
+	for (int done = 0; done < calls; ) {
+		int n = calls - done < PIPE ? calls - done : PIPE;
+
+		for (int j = 0; j < n; j++) {
+			t = cpu_now();
+			build(&k, sha, per, tenants, packed, &sb);
+			redisAppendCommandArgv(c, k.argc, k.argv, k.len);
+			enc += cpu_now() - t;
+		}
+		for (int j = 0; j < n; j++) {
+			if (redisGetReply(c, (void **)&r) != REDIS_OK ||
+			    r->type != REDIS_REPLY_ARRAY) {
+				fprintf(stderr, "batchfmt: bad reply\n");
+				exit(1);
+			}
+			freeReplyObject(r);
+		}
+		done += n;
+	}
+	*redis_us = (redis_cpu(c) - r0) * 1e6 / ((double)calls * per);
+	*enc_us = enc * 1e6 / ((double)calls * per);
+	msgpack_sbuffer_destroy(&sb);
+}
+
+/* Both scripts answer one fresh batch the same. */
+static void
+same_answers(redisContext *c, const char *sha[2], int per)
+{
+	static struct call k;
+	msgpack_sbuffer sb;
+	long long got[2][5 * MAX_PER_CALL];
+	redisReply *r;
+
+	msgpack_sbuffer_init(&sb);
+	for (int f = 0; f < 2; f++) {
+		freeReplyObject(cmd(c, "FLUSHALL%s", ""));
+		srand(7);
+		build(&k, sha[f], per, per * 1000, f, &sb);
+		r = redisCommandArgv(c, k.argc, k.argv, k.len);
+		if (r == NULL || r->type != REDIS_REPLY_ARRAY ||
+		    r->elements != (size_t)(5 * per)) {
+			fprintf(stderr, "batchfmt: %s: %s\n", f ? "msgpack" : "argv",
+			        r && r->type == REDIS_REPLY_ERROR ? r->str : "bad reply");
+			exit(1);
+		}
+		for (size_t i = 0; i < r->elements; i++)
+			got[f][i] = r->element[i]->integer;
+		freeReplyObject(r);
+	}
+	msgpack_sbuffer_destroy(&sb);
+	/* retry/reset values hold the call's own clock: compare allowed and
+	 * remaining, the first two of each five */
+	for (int i = 0; i < per; i++)
+		if (got[0][5 * i] != got[1][5 * i] ||
+		    got[0][5 * i + 1] != got[1][5 * i + 1]) {
+			fprintf(stderr, "batchfmt: the answers differ at %d\n", i);
+			exit(1);
+		}
+}
+
+static int
+cmp(const void *a, const void *b)
+{
+	double x = *(const double *)a, y = *(const double *)b;
+
+	return (x > y) - (x < y);
+}
+
+int
+main(int argc, char **argv)
+{
+	const char *script = NULL, *name[2] = { "argv", "msgpack" };
+	int port = 6379, per = 48, calls = 2000, rounds = 3, tenants = 10000, o;
+	double red[2][16], enc[2][16];
+	char sha[2][41], *src;
+	const char *shas[2] = { sha[0], sha[1] };
+	redisContext *c;
+
+	while ((o = getopt(argc, argv, "s:p:n:c:r:k:")) != -1) {
+		switch (o) {
+		case 's': script = optarg; break;
+		case 'p': port = atoi(optarg); break;
+		case 'n': per = atoi(optarg); break;
+		case 'c': calls = atoi(optarg); break;
+		case 'r': rounds = atoi(optarg); break;
+		case 'k': tenants = atoi(optarg); break;
+		default: return 2;
+		}
+	}
+	if (script == NULL || per < 1 || per > MAX_PER_CALL || rounds < 1 ||
+	    rounds > 16 || calls < 1 || tenants < 1) {
+		fprintf(stderr, "usage: batchfmt -s ratelimit.lua [-p PORT] "
+		        "[-n 1..%d] [-c CALLS] [-r 1..16] [-k TENANTS]\n", MAX_PER_CALL);
+		return 2;
+	}
+	c = redisConnect("127.0.0.1", port);
+	if (c == NULL || c->err) {
+		fprintf(stderr, "batchfmt: connect: %s\n", c ? c->errstr : "oom");
+		return 1;
+	}
+	src = slurp(script);
+	for (int f = 0; f < 2; f++) {
+		char *text = variant(src, f ? MP_LINE : ARGV_LINE);
+		redisReply *r = cmd(c, "SCRIPT LOAD %s", text);
+
+		snprintf(sha[f], sizeof(sha[f]), "%s", r->str);
+		freeReplyObject(r);
+		free(text);
+	}
+	same_answers(c, shas, per);
+	for (int i = 0; i < rounds; i++)
+		for (int f = 0; f < 2; f++) {
+			int g = i % 2 ? 1 - f : f;	/* alternate the order */
+
+			run(c, sha[g], g, per, calls, tenants, &red[g][i], &enc[g][i]);
+			printf("round %d %-7s redis_us_per_decision=%.3f "
+			       "encode_us_per_decision=%.3f\n", i + 1, name[g],
+			       red[g][i], enc[g][i]);
+		}
+	for (int f = 0; f < 2; f++) {
+		qsort(red[f], (size_t)rounds, sizeof(double), cmp);
+		qsort(enc[f], (size_t)rounds, sizeof(double), cmp);
+		printf("median %-7s redis_us_per_decision=%.3f "
+		       "encode_us_per_decision=%.3f (%d decisions per call)\n",
+		       name[f], red[f][rounds / 2], enc[f][rounds / 2], per);
+	}
+	redisFree(c);
+	free(src);
+	return 0;
+}
