@@ -8,6 +8,8 @@
  * never earlier than the deciding check's t. limit, remaining and reset
  * come from the check with the smallest remaining (among the denying ones
  * when denied). Shadow checks that would deny only raise <shadow>.
+ * A cost that can never fit (allowed -1) is read as a denial whose retry is
+ * DECIDE_NEVER_FITS_S: its Retry-After, t and reset all say so.
  *
  * Header values follow draft-ietf-httpapi-ratelimit-headers (-10, RFC 9651
  * structured fields): `"name";r=R;t=T` and `"name";q=Q;w=W`, members joined
@@ -78,6 +80,16 @@ add_headers(const struct check *c, const struct lim_result *r,
 	           r->remaining > 0 ? r->remaining : 0, 't', decide_ceil_s(t));
 	hdr_member(d->ratelimit_policy, &d->ratelimit_policy_len, name, nlen,
 	           'q', lim_quota(&c->lim), 'w', lim_window_s(&c->lim));
+}
+
+/* <r> as decide reads it: a cost that can never fit has no finite retry
+ * (the limiter reports 0); the answer gives it DECIDE_NEVER_FITS_S. */
+static struct lim_result
+effective(struct lim_result r)
+{
+	if (r.allowed == -1)
+		r.retry_after_us = DECIDE_NEVER_FITS_S * LIM_USEC_PER_SEC;
+	return r;
 }
 
 /* Is check <i> a better "deciding" candidate than the current one? */
@@ -176,6 +188,7 @@ decide(const struct check *checks, const struct outcome *out, int n,
 		const struct check *c = &checks[i];
 		const struct outcome *o = &out[i];
 		int shadow = (c->flags & LIM_FL_SHADOW) != 0, denies;
+		struct lim_result er;
 
 		if (o->src == SRC_NOT_RUN)
 			continue;
@@ -193,17 +206,18 @@ decide(const struct check *checks, const struct outcome *out, int n,
 				d->policy = c->rule->name;
 			continue;
 		}
-		denies = o->res.allowed != 1;
+		er = effective(o->res);
+		denies = er.allowed != 1;
 		if (denies && shadow) {
 			d->shadow = 1;
 			denies = 0;
 		}
 		if (denies)
-			deny(d, 429, decide_ceil_s(o->res.retry_after_us));
-		else if (lim_delay_us(&c->lim, &o->res) > d->delay_us)
-			d->delay_us = lim_delay_us(&c->lim, &o->res);
+			deny(d, 429, decide_ceil_s(er.retry_after_us));
+		else if (lim_delay_us(&c->lim, &er) > d->delay_us)
+			d->delay_us = lim_delay_us(&c->lim, &er);
 		if (headers == HEADERS_IETF || headers == HEADERS_BOTH) {
-			struct lim_result r = veto ? as_uncharged(c, o->res) : o->res;
+			struct lim_result r = veto ? as_uncharged(c, er) : er;
 
 			add_headers(c, &r, d);
 		}
@@ -213,7 +227,8 @@ decide(const struct check *checks, const struct outcome *out, int n,
 		}
 	}
 	if (best >= 0) {
-		const struct lim_result *r = &out[best].res;
+		struct lim_result eb = effective(out[best].res);
+		const struct lim_result *r = &eb;
 
 		d->has_limits = 1;
 		d->limit = lim_quota(&checks[best].lim);

@@ -17,6 +17,12 @@
 
 #define DECIDE_HDR_MAX 1024
 
+/* Retry-After (and the rule's t / reset) for a check whose cost can never
+ * fit (lim_result allowed -1, ALGORITHMS.md "denied with no finite
+ * retry"): no wait makes it pass, only a policy change does, so the client
+ * is told "not soon", one hour, rather than invited back every second. */
+#define DECIDE_NEVER_FITS_S 3600
+
 /* How one check was decided. */
 enum outcome_src {
 	SRC_STORE = 0,		/* by Redis or the local tier: <res> is valid */

@@ -1,14 +1,15 @@
 /*
- * Fail-mode log lines, at most one per rule per interval per worker (see
- * ratelog.h). The state is one thread-local struct ratelog (4 KiB per
- * thread that ever applies a fail mode), so workers never contend; the
- * main thread never calls this.
+ * Fail-mode and never-fits log lines, at most one per rule per interval per
+ * worker (see ratelog.h). The state is a thread-local struct ratelog per
+ * kind of line (4 KiB per thread that ever logs that kind), so workers
+ * never contend; the main thread never calls this.
  */
 #include "log.h"
 #include "ratelog.h"
 #include "util.h"
 
 static _Thread_local struct ratelog tl_state;
+static _Thread_local struct ratelog tl_never_fits;
 
 int
 ratelog_allow(struct ratelog *rl, int index, int64_t now_us,
@@ -53,6 +54,23 @@ ratelog_fail_mode(const struct rule *rule, int worker, int store_up)
 	log_warn("fail_mode", "rule=%s mode=%s reason=%s worker=%d suppressed=%llu",
 	         rule->name, mode_name(rule->fail),
 	         store_up ? "redis_timeout_or_error" : "redis_down", worker,
+	         (unsigned long long)suppressed);
+	return 1;
+}
+
+int
+ratelog_never_fits(const struct rule *rule, int worker, int64_t cost,
+                   int64_t quota, int64_t retry_after_s)
+{
+	uint64_t suppressed;
+
+	if (log_level < LOG_WARN ||
+	    !ratelog_allow(&tl_never_fits, rule->index, util_now_us(),
+	                   &suppressed))
+		return 0;
+	log_warn("cost_never_fits", "rule=%s cost=%lld quota=%lld retry_after=%lld "
+	         "worker=%d suppressed=%llu", rule->name, (long long)cost,
+	         (long long)quota, (long long)retry_after_s, worker,
 	         (unsigned long long)suppressed);
 	return 1;
 }

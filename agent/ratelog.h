@@ -44,4 +44,17 @@ int ratelog_allow(struct ratelog *rl, int index, int64_t now_us,
  * util_now_us() as the clock. Returns 1 when it logged. */
 int ratelog_fail_mode(const struct rule *rule, int worker, int store_up);
 
+/* A request was denied by <rule> because its <cost> can never fit (the
+ * limiter's allowed -1: more than the rule's <quota> at once; ALGORITHMS.md
+ * "denied with no finite retry"). Logs, with the same per-rule interval
+ * and <suppressed> count as fail_mode but a state of its own,
+ *
+ *   ts=... level=warn msg=cost_never_fits rule=upload cost=6 quota=5
+ *     retry_after=3600 worker=0 suppressed=0
+ *
+ * where retry_after is what the client was told (DECIDE_NEVER_FITS_S).
+ * Returns 1 when it logged. */
+int ratelog_never_fits(const struct rule *rule, int worker, int64_t cost,
+                       int64_t quota, int64_t retry_after_s);
+
 #endif

@@ -558,6 +558,12 @@ count_decisions(struct req *r)
 			o_kind = METRICS_ALLOWED;
 		if (o_kind == METRICS_SHADOW_DENIED)
 			shadow_log(r, i);
+		else if (o_kind == METRICS_DENIED && o->src != SRC_MISSING &&
+		         o->res.allowed == -1)
+			ratelog_never_fits(r->checks[i].rule, r->w->id,
+			                   r->checks[i].cost,
+			                   lim_quota(&r->checks[i].lim),
+			                   DECIDE_NEVER_FITS_S);
 		metrics_decision(r->w->m, idx, o_kind);
 	}
 	declog_sample(r->policy, r->checks, r->out, r->n, &r->d);

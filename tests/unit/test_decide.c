@@ -356,3 +356,51 @@ Test(decide, no_lease_no_release)
 	cr_assert_eq(release_asked(SRC_FAIL_LOCAL), 0);
 	cr_assert_eq(release_asked(SRC_STORE), 0);
 }
+
+/* ALGORITHMS.md: a cost that can never fit (allowed -1, retry_after 0) is
+ * denied with no finite retry. The answer is 429 with Retry-After
+ * DECIDE_NEVER_FITS_S, not 1 (an invitation to loop), and the rule's t and
+ * reset say the same. Here gcra 1/s burst 5, a fresh key, cost 6. */
+Test(decide, a_cost_that_never_fits_is_not_retried_soon)
+{
+	struct decision d;
+	const char *err;
+
+	checks[0].lim.rate = 1;
+	checks[0].lim.period_us = LIM_USEC_PER_SEC;
+	checks[0].lim.burst = 5;
+	cr_assert_eq(lim_params_init(&checks[0].lim, &err), 0);
+	checks[0].cost = 6;
+	out[0].res = (struct lim_result){ -1, 5, 0, 0, 0 };
+	decide(checks, out, 1, HEADERS_BOTH, &d);
+	cr_assert_eq(d.status, 429);
+	cr_assert_eq(d.retry_after, DECIDE_NEVER_FITS_S);
+	cr_assert_gt(DECIDE_NEVER_FITS_S, 60, "not soon");
+	cr_assert_eq(d.reset, DECIDE_NEVER_FITS_S);
+	cr_assert_eq(d.remaining, 5);
+	cr_assert_str_eq(d.policy, "ip");
+	{
+		char want[64];
+
+		snprintf(want, sizeof(want), "\"ip\";r=5;t=%d", DECIDE_NEVER_FITS_S);
+		cr_assert_str_eq(d.ratelimit, want);
+	}
+}
+
+/* Next to an ordinary denial the never-fits one still sets Retry-After,
+ * and the ordinary rule's own t is untouched. */
+Test(decide, a_never_fitting_cost_next_to_an_ordinary_denial)
+{
+	struct decision d;
+	char want[96];
+
+	out[0].res = res(0, 0, 4200000, 4200000);
+	out[1].res = (struct lim_result){ -1, 3, 0, 1000000, 2000000 };
+	decide(checks, out, 2, HEADERS_IETF, &d);
+	cr_assert_eq(d.status, 429);
+	cr_assert_eq(d.retry_after, DECIDE_NEVER_FITS_S);
+	cr_assert(d.retry_after >= d.reset);
+	snprintf(want, sizeof(want), "\"ip\";r=0;t=5, \"tenant\";r=3;t=%d",
+	         DECIDE_NEVER_FITS_S);
+	cr_assert_str_eq(d.ratelimit, want);
+}
