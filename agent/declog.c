@@ -66,31 +66,6 @@ outcome_name(const struct check *c, const struct outcome *o)
 	return (c->flags & LIM_FL_SHADOW) ? "shadow_denied" : "denied";
 }
 
-/* Appends <s,len> to <buf> at <*off>, escaping as declog.h says. Stops,
- * leaving room for the NUL, when <size> is reached. */
-static void
-put_escaped(char *buf, size_t size, size_t *off, const char *s, size_t len)
-{
-	static const char hex[] = "0123456789abcdef";
-
-	for (size_t i = 0; i < len; i++) {
-		unsigned char ch = (unsigned char)s[i];
-
-		if (ch > ' ' && ch < 0x7f && ch != '"' && ch != '\\') {
-			if (*off + 1 >= size)
-				return;
-			buf[(*off)++] = (char)ch;
-			continue;
-		}
-		if (*off + 4 >= size)
-			return;
-		buf[(*off)++] = '\\';
-		buf[(*off)++] = 'x';
-		buf[(*off)++] = hex[ch >> 4];
-		buf[(*off)++] = hex[ch & 15];
-	}
-}
-
 /* snprintf at <*off> that never moves <*off> past <size> - 1. */
 static void __attribute__((format(printf, 4, 5)))
 put(char *buf, size_t size, size_t *off, const char *fmt, ...)
@@ -132,7 +107,7 @@ declog_format(char *buf, size_t size, const struct check *checks,
 	for (int i = 0; i < n; i++) {
 		put(buf, size, &off, "%s%s:%s:", i ? " " : "", checks[i].rule->name,
 		    outcome_name(&checks[i], &out[i]));
-		put_escaped(buf, size, &off, checks[i].key, checks[i].keylen);
+		log_put_escaped(buf, size, &off, checks[i].key, checks[i].keylen);
 	}
 	/* The closing quote even when cut, so the line stays parseable. */
 	if (off + 1 >= size)

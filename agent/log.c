@@ -1,7 +1,8 @@
 /*
  * logfmt lines on stderr. One snprintf into a stack buffer and one write,
  * so lines from several workers never interleave. Values that may hold
- * spaces are quoted by the caller ("%s=\"%s\"").
+ * spaces are quoted by the caller ("%s=\"%s\""); values a client chose
+ * go through log_put_escaped() first.
  */
 #include <stdarg.h>
 #include <stdio.h>
@@ -22,6 +23,30 @@ log_level_from_name(const char *s)
 		if (strcmp(s, level_names[i]) == 0)
 			return i;
 	return -1;
+}
+
+void
+log_put_escaped(char *buf, size_t size, size_t *off, const char *s,
+                size_t len)
+{
+	static const char hex[] = "0123456789abcdef";
+
+	for (size_t i = 0; i < len; i++) {
+		unsigned char ch = (unsigned char)s[i];
+
+		if (ch > ' ' && ch < 0x7f && ch != '"' && ch != '\\') {
+			if (*off + 1 >= size)
+				return;
+			buf[(*off)++] = (char)ch;
+			continue;
+		}
+		if (*off + 4 >= size)
+			return;
+		buf[(*off)++] = '\\';
+		buf[(*off)++] = 'x';
+		buf[(*off)++] = hex[ch >> 4];
+		buf[(*off)++] = hex[ch & 15];
+	}
 }
 
 void

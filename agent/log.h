@@ -6,6 +6,8 @@
 #ifndef LOG_H
 #define LOG_H
 
+#include <stddef.h>
+
 enum log_level {
 	LOG_ERROR = 0,
 	LOG_WARN,
@@ -20,6 +22,15 @@ extern _Atomic int log_level;	/* written on reload, read by every worker */
 void log_msg(int level, const char *msg, const char *fmt, ...)
 	__attribute__((format(printf, 3, 4)));
 int log_level_from_name(const char *s);	/* -1 if unknown */
+
+/* Appends <s,len> to <buf> at <*off> for a quoted logfmt value: bytes that
+ * are a space, a quote, a backslash or not printable ASCII are written
+ * \xHH, so a value from a client (a key, a header) can neither end the
+ * quotes nor start a line of its own. Stops at a whole byte's escape,
+ * leaving room for the NUL, when <size> is reached; does not write the
+ * NUL. Pure. */
+void log_put_escaped(char *buf, size_t size, size_t *off, const char *s,
+                     size_t len);
 
 #define log_error(...) log_msg(LOG_ERROR, __VA_ARGS__)
 #define log_warn(...)  log_msg(LOG_WARN, __VA_ARGS__)

@@ -526,17 +526,22 @@ shadow_log(struct req *r, int i)
 	const struct check *c = &r->checks[i];
 	struct server *s = r->w->srv;
 	int64_t now = util_now_us();
+	char key[4 * 120 + 1];	/* 120 key bytes, each at worst \xHH */
+	size_t klen = 0;
 	int first;
 
 	pthread_mutex_lock(&s->shadow_lock);
 	first = nearcache_once(s->shadow_seen, c, now,
 	                       now + lim_window_s(&c->lim) * LIM_USEC_PER_SEC);
 	pthread_mutex_unlock(&s->shadow_lock);
-	if (!first)
+	if (!first || log_level < LOG_INFO)
 		return;
-	log_info("shadow_deny", "rule=%s key=\"%.*s\" remaining=%lld",
-	         c->rule->name, (int)(c->keylen > 120 ? 120 : c->keylen), c->key,
-	         (long long)r->out[i].res.remaining);
+	/* the key carries client values: escaped as the decision log's */
+	log_put_escaped(key, sizeof(key), &klen, c->key,
+	                c->keylen > 120 ? 120 : c->keylen);
+	key[klen] = '\0';
+	log_info("shadow_deny", "rule=%s key=\"%s\" remaining=%lld",
+	         c->rule->name, key, (long long)r->out[i].res.remaining);
 }
 
 static void

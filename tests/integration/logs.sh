@@ -146,4 +146,27 @@ ok $? "the connection open next to it got every ACK"
 expect_eq "$(grep -c '^ack.* status=0' "$TMP/steady.out")" 8 "all 8 of its NOTIFYs allowed"
 ! grep -q '^disconnect' "$TMP/steady.out"
 ok $? "and no DISCONNECT on it"
+# ---- client values in log lines are escaped, never raw -------------------
+# A shadow rule's would-be denial logs its key (shadow_deny), and the key
+# carries a client-supplied value: a newline in it must not start a forged
+# line. The key is written as the sampled decision log writes it, bytes
+# that are a space, a quote, a backslash or not printable ASCII as \xHH.
+cat >"$TMP/shadow.yaml" <<YAML
+redis: { url: "redis://127.0.0.1:$RP/0", timeout: 100ms }
+rules:
+  - { name: sh, message: rl-request, key: "user:{user}", rate: 1/min, burst: 1, shadow: true }
+YAML
+agent shadow 8 "$TMP/shadow.yaml"
+forged='ts=2000-01-01T00:00:00.000Z level=error msg=forged by=client'
+"$CLIENT" -a "127.0.0.1:$(port 8)" -n 2 rl-request "user=s:eve"$'\n'"$forged" \
+	>"$TMP/shadow.out"
+expect_eq "$(field status <"$TMP/shadow.out" | tr '\n' ' ')" "0 0 " \
+	"a shadow rule never denies (both requests allowed)"
+wait_log shadow 'msg=shadow_deny '
+ok $? "the second request's would-be denial is logged (shadow_deny)"
+! grep -q '^ts=2000-01-01' "$TMP/agent-shadow.log"
+ok $? "no forged line: the client's newline did not start a line of its own"
+has shadow 'level=info msg=shadow_deny rule=sh key="rl:\{sh:user:eve\\x0ats=2000-01-01T00:00:00\.000Z\\x20level=error\\x20msg=forged\\x20by=client\}" remaining=0$'
+ok $? "the key is escaped as in the decision log ($(grep shadow_deny "$TMP/agent-shadow.log" | head -n 1))"
+logfmt shadow; ok $? "every line of that log is logfmt"
 finish
