@@ -208,11 +208,16 @@ conn_handle_disconnect(struct conn *c, const struct spop_frame *f)
 {
 	struct spop_str msg = { "", 0 };
 	int code = 0, status;
+	char text[4 * 100 + 1];		/* the peer's words, escaped */
+	size_t off = 0;
 
 	if (spop_decode_disconnect(f->payload, f->len, &code, &msg, &status) == -1)
 		code = -1;
-	log_info("spop_disconnect", "peer=%s status=%d message=\"%.*s\"",
-	         c->peer, code, (int)(msg.len > 100 ? 100 : msg.len), msg.ptr);
+	log_put_escaped(text, sizeof(text), &off, msg.ptr,
+	                msg.len > 100 ? 100 : msg.len);
+	text[off] = '\0';
+	log_info("spop_disconnect", "peer=%s status=%d message=\"%s\"",
+	         c->peer, code, text);
 	metrics_frame(c->w->m, METRICS_FRM_DISCONNECT);
 	send_disconnect(c, SPOP_ST_NORMAL, "bye");
 	return -1;

@@ -82,6 +82,22 @@ errf(const char *fmt, ...)
 
 /* Splits "host:port", "[v6]:port" or ":port" into <host> and <port>
  * (both NUL-terminated, sized by the caller). Returns 0 or -1. */
+/* The debug line of a request: method and path come from the client,
+ * so they are escaped (a newline in them would forge a log line). */
+static void
+log_request(const struct hconn *c, const char *meth, size_t mlen,
+            const char *path, size_t plen)
+{
+	char m[4 * 16 + 1], p[4 * 200 + 1];
+	size_t mo = 0, po = 0;
+
+	log_put_escaped(m, sizeof(m), &mo, meth, mlen > 16 ? 16 : mlen);
+	log_put_escaped(p, sizeof(p), &po, path, plen > 200 ? 200 : plen);
+	m[mo] = p[po] = '\0';
+	log_debug("httpd_request", "method=%s path=\"%s\" status=%.3s", m, p,
+	          c->out + 9);
+}
+
 static int
 split_addr(const char *addr, char *host, size_t hsize, char *port,
            size_t psize)
@@ -423,8 +439,8 @@ examine(struct hconn *c)
 		return 1;
 	}
 	route(c, meth, mlen, path, plen);
-	log_debug("httpd_request", "method=%.*s path=%.*s status=%.3s",
-	          (int)mlen, meth, (int)plen, path, c->out + 9);
+	if (log_level >= LOG_DEBUG)
+		log_request(c, meth, mlen, path, plen);
 	return 1;
 }
 

@@ -325,7 +325,8 @@ send_to_store(struct req *r)
 
 /* ---- start and finish --------------------------------------------------- */
 
-/* The names of <f>'s messages, comma-separated, into <buf>. */
+/* The names of <f>'s messages, comma-separated and escaped (they are the
+ * peer's bytes), into <buf>. */
 static void
 message_names(const struct spop_frame *f, char *buf, size_t size)
 {
@@ -334,27 +335,26 @@ message_names(const struct spop_frame *f, char *buf, size_t size)
 	size_t len = 0;
 	int st;
 
-	buf[0] = '\0';
-	while (len < size && spop_next_message(&it, &m, &st) == 1)
-		len += (size_t)snprintf(buf + len, size - len, "%s%.*s",
-		                        len ? "," : "", (int)m.name.len, m.name.ptr);
+	while (len + 2 < size && spop_next_message(&it, &m, &st) == 1) {
+		if (len != 0)
+			buf[len++] = ',';
+		log_put_escaped(buf, size, &len, m.name.ptr, m.name.len);
+	}
+	buf[len] = '\0';
 }
 
 /* One line per worker per RATELOG_INTERVAL_US at most. */
 static void
 overflow_log(const struct req *r, const struct spop_frame *f, int dropped)
 {
-	static _Thread_local int64_t last_us;
-	static _Thread_local uint64_t suppressed;
+	static _Thread_local struct ratelog rl;	/* slot 0: one line for all */
 	const struct check *c = &r->checks[r->spill];
-	int64_t now = util_now_us();
+	uint64_t suppressed;
 	char names[256];
 
 	if (log_level < LOG_WARN ||
-	    (last_us != 0 && now - last_us < RATELOG_INTERVAL_US)) {
-		suppressed++;
+	    !ratelog_allow(&rl, 0, util_now_us(), &suppressed))
 		return;
-	}
 	message_names(f, names, sizeof(names));
 	log_warn("notify_too_many_checks", "messages=\"%s\" checks=%d limit=%d "
 	         "dropped=%d rule=%s answer=%s worker=%d suppressed=%llu "
@@ -362,8 +362,6 @@ overflow_log(const struct req *r, const struct spop_frame *f, int dropped)
 	         names, POLICY_MAX_CHECKS + dropped, POLICY_MAX_CHECKS, dropped,
 	         c->rule->name, fail_refuses(c) ? "503" : "degraded", r->w->id,
 	         (unsigned long long)suppressed, POLICY_MAX_CHECKS);
-	last_us = now;
-	suppressed = 0;
 }
 
 /* The messages of <f> gave more checks than a request holds: the one that

@@ -168,5 +168,15 @@ ok $? "the second request's would-be denial is logged (shadow_deny)"
 ok $? "no forged line: the client's newline did not start a line of its own"
 has shadow 'level=info msg=shadow_deny rule=sh key="rl:\{sh:user:eve\\x0ats=2000-01-01T00:00:00\.000Z\\x20level=error\\x20msg=forged\\x20by=client\}" remaining=0$'
 ok $? "the key is escaped as in the decision log ($(grep shadow_deny "$TMP/agent-shadow.log" | head -n 1))"
+# The same for the text of HAProxy's DISCONNECT (spop_disconnect): any
+# peer of the SPOP port writes it.
+"$CLIENT" -a "127.0.0.1:$(port 8)" -D "1:bye"$'\n'"$forged" rl-request user=s:x \
+	>/dev/null 2>&1
+wait_log shadow 'msg=spop_disconnect '
+ok $? "the peer's DISCONNECT is logged (spop_disconnect)"
+! grep -q '^ts=2000-01-01' "$TMP/agent-shadow.log"
+ok $? "no forged line from the DISCONNECT's text"
+has shadow 'msg=spop_disconnect .*message="bye\\x0ats=2000-01-01'
+ok $? "its text is escaped ($(grep spop_disconnect "$TMP/agent-shadow.log" | head -n 1))"
 logfmt shadow; ok $? "every line of that log is logfmt"
 finish
