@@ -7,9 +7,11 @@
  * even on a Redis restarted empty. Any error on the context drops it and
  * schedules a reconnect with capped exponential backoff and jitter. The
  * backoff restarts from its minimum only once the link has proved usable
- * (SCRIPT LOAD or a script call answered), not on connect: a Redis that
- * accepts and then drops us (a wrong password) is retried at the backoff
- * pace, not every 50 ms.
+ * (SCRIPT LOAD or a script call answered; on Sentinel, ROLE answered
+ * master, since a replica loads the script too), not on connect: a Redis
+ * that accepts and then drops us (a wrong password), or a sentinel that
+ * keeps giving a replica's address, is retried at the backoff pace, not
+ * in a loop.
  *
  * A batch is one EVALSHA carrying every queued request (up to
  * STORE_BATCH_MAX), written as RESP straight into the batch's own buffer
@@ -39,6 +41,7 @@
 #include "cluster.h"
 #include "log.h"
 #include "metrics.h"
+#include "ratelog.h"
 #include "reply.h"
 #include "reqq.h"
 #include "sentinel.h"
@@ -52,6 +55,12 @@ extern const char lua_ratelimit[];
 #define STORE_MAX_QUEUE        4096	/* requests waiting for a connection */
 #define STORE_MAX_INFLIGHT     256	/* batches sent and not answered */
 #define STORE_STALL_S          1.0	/* no reply for this long: stuck */
+
+/* Lines that can repeat at the reconnect pace: one per RATELOG_INTERVAL_US
+ * per store (so per worker) at most, with the count of those left out. */
+enum store_log {
+	STORE_LOG_NOT_MASTER = 0,
+};
 
 enum store_state {
 	ST_DOWN = 0,
@@ -105,6 +114,7 @@ struct store {
 	ev_timer               kick;		/* drop the link outside its
 						 * callbacks, then reconnect */
 	int                    kick_direct;	/* to addr, not rediscovering */
+	struct ratelog         logs;		/* STORE_LOG_* lines, rate-limited */
 	struct cluster        *cl;		/* redis+cluster: all goes there */
 	struct batch          *pool;		/* free batches, buffers kept */
 	int                    npool;
@@ -662,7 +672,8 @@ script_loaded_cb(redisAsyncContext *ac, void *r, void *privdata)
 	if (reply->type == REDIS_REPLY_STRING && reply->len == 40) {
 		memcpy(st->sha, reply->str, 40);
 		st->sha[40] = '\0';
-		st->backoff_us = STORE_BACKOFF_MIN_US;	/* a usable link */
+		if (st->sen == NULL)	/* a usable link; Sentinel: role_cb */
+			st->backoff_us = STORE_BACKOFF_MIN_US;
 	} else {
 		log_error("redis_script_load", "error=\"%.200s\"",
 		          reply->type == REDIS_REPLY_ERROR ? reply->str : "bad reply");
@@ -712,20 +723,27 @@ role_cb(redisAsyncContext *ac, void *r, void *privdata)
 {
 	struct store *st = privdata;
 	redisReply *reply = r;
+	uint64_t suppressed;
 
 	if (reply == NULL || st->ac != ac || st->state != ST_CONNECTING)
 		return;			/* the link is going: disconnect_cb */
 	if (reply->type == REDIS_REPLY_ARRAY && reply->elements > 0 &&
 	    reply->element[0]->type == REDIS_REPLY_STRING &&
 	    strcmp(reply->element[0]->str, "master") == 0) {
+		st->backoff_us = STORE_BACKOFF_MIN_US;	/* a usable link */
 		link_up(st);
 		return;
 	}
-	log_warn("redis_not_master", "host=%s port=%d role=%.40s", st->addr.host,
-	         st->addr.port, reply->type == REDIS_REPLY_ARRAY &&
-	         reply->elements > 0 && reply->element[0]->type == REDIS_REPLY_STRING ?
-	         reply->element[0]->str : "?");
-	kick_link(st, 0);
+	if (log_level >= LOG_WARN &&
+	    ratelog_allow(&st->logs, STORE_LOG_NOT_MASTER, util_now_us(),
+	                  &suppressed))
+		log_warn("redis_not_master", "host=%s port=%d role=%.40s "
+		         "suppressed=%llu", st->addr.host, st->addr.port,
+		         reply->type == REDIS_REPLY_ARRAY && reply->elements > 0 &&
+		         reply->element[0]->type == REDIS_REPLY_STRING ?
+		         reply->element[0]->str : "?",
+		         (unsigned long long)suppressed);
+	kick_link(st, 0);		/* rediscover, at the backoff pace */
 }
 
 static void
@@ -854,11 +872,15 @@ kick_cb(struct ev_loop *loop, ev_timer *w, int revents)
 	if (st->kick_direct)
 		connect_addr(st);
 	else
-		store_connect(st);
+		schedule_reconnect(st);
 }
 
-/* Schedules drop_link() and a reconnect, to <st->addr> when <direct>, else
- * through the sentinels. Safe from inside any callback. */
+/* Schedules drop_link() and a reconnect: at once to <st->addr> when
+ * <direct> (a sentinel announced the new master), else through the
+ * sentinels after the backoff (a replica answered: the sentinels may keep
+ * giving its address until the failover completes; the first retry comes
+ * within STORE_BACKOFF_MIN_US of a link that was good). Safe from inside
+ * any callback. */
 static void
 kick_link(struct store *st, int direct)
 {
