@@ -36,6 +36,8 @@ iter_init(struct spop_iter *it, const char *payload, size_t len)
 	it->end = payload + len;
 }
 
+#define VARINT_MAX 10		/* bytes of the longest varint (a uint64) */
+
 static size_t
 avail(const char *p, const char *end)
 {
@@ -522,28 +524,43 @@ spop_find_arg(const struct spop_message *m, const char *name, size_t len)
 
 /* ---- encoding ---------------------------------------------------------- */
 
+/* Writes <v> as a varint at <p>, which has room for VARINT_MAX bytes;
+ * returns the end. */
+static inline char *
+put_varint(char *p, uint64_t v)
+{
+	if (v < 240) {
+		*p++ = (char)v;
+		return p;
+	}
+	*p++ = (char)(v | 0xF0);
+	v = (v - 240) >> 4;
+	while (v >= 128) {
+		*p++ = (char)(v | 0x80);
+		v = (v - 128) >> 7;
+	}
+	*p++ = (char)v;
+	return p;
+}
+
 int
 spop_encode_varint(char **p, char *end, uint64_t v)
 {
-	unsigned char tmp[10];
-	int n = 0;
+	char tmp[VARINT_MAX];
+	size_t n;
 
-	if (v < 240) {
-		tmp[n++] = (unsigned char)v;
-	} else {
-		tmp[n++] = (unsigned char)(v | 0xF0);
-		v = (v - 240) >> 4;
-		while (v >= 128) {
-			tmp[n++] = (unsigned char)(v | 0x80);
-			v = (v - 128) >> 7;
-		}
-		tmp[n++] = (unsigned char)v;
-	}
-	if (*p == NULL || avail(*p, end) < (size_t)n)
+	if (*p == NULL)
 		return -1;
-	memcpy(*p, tmp, (size_t)n);
+	if (avail(*p, end) >= VARINT_MAX) {
+		n = (size_t)(put_varint(*p, v) - *p);
+	} else {
+		n = (size_t)(put_varint(tmp, v) - tmp);
+		if (avail(*p, end) < n)
+			return -1;
+		memcpy(*p, tmp, n);
+	}
 	*p += n;
-	return n;
+	return (int)n;
 }
 
 /* Appends <n> bytes of <src> or sets the sticky error flag. */
@@ -721,24 +738,58 @@ spop_w_set_var(struct spop_writer *w, int scope, const char *name,
 	spop_w_data(w, v);
 }
 
-void
-spop_w_set_var_int(struct spop_writer *w, int scope, const char *name,
-                   int64_t v)
+/* The ACK's usual action in one go, when it surely fits: SET-VAR, 3
+ * args, <scope>, a short <name> (one length byte), then <type>. Returns
+ * the position of the value, or NULL to take the general path. */
+static char *
+set_var_head(struct spop_writer *w, int scope, const char *name, size_t len,
+             uint8_t type, size_t value_max)
 {
-	struct spop_data d = { .type = SPOP_DATA_INT64, .v.i = v };
+	char *p = w->p;
 
-	spop_w_set_var(w, scope, name, strlen(name), &d);
+	if (w->err || scope < SPOP_SCOPE_PROC || scope > SPOP_SCOPE_RES ||
+	    len >= 240 || avail(p, w->end) < 5 + len + value_max)
+		return NULL;
+	p[0] = SPOP_ACT_SET_VAR;
+	p[1] = 3;
+	p[2] = (char)scope;
+	p[3] = (char)len;
+	memcpy(p + 4, name, len);
+	p[4 + len] = (char)type;
+	return p + 5 + len;
 }
 
 void
-spop_w_set_var_str(struct spop_writer *w, int scope, const char *name,
-                   const char *s, size_t len)
+spop_w_set_var_int_n(struct spop_writer *w, int scope, const char *name,
+                     size_t namelen, int64_t v)
+{
+	struct spop_data d = { .type = SPOP_DATA_INT64, .v.i = v };
+	char *p = set_var_head(w, scope, name, namelen, SPOP_DATA_INT64,
+	                       VARINT_MAX);
+
+	if (p != NULL)
+		w->p = put_varint(p, (uint64_t)v);
+	else
+		spop_w_set_var(w, scope, name, namelen, &d);
+}
+
+void
+spop_w_set_var_str_n(struct spop_writer *w, int scope, const char *name,
+                     size_t namelen, const char *s, size_t len)
 {
 	struct spop_data d = { .type = SPOP_DATA_STRING };
+	char *p = set_var_head(w, scope, name, namelen, SPOP_DATA_STRING,
+	                       VARINT_MAX + len);
 
+	if (p != NULL) {
+		p = put_varint(p, len);
+		memcpy(p, s, len);
+		w->p = p + len;
+		return;
+	}
 	d.v.str.ptr = s;
 	d.v.str.len = len;
-	spop_w_set_var(w, scope, name, strlen(name), &d);
+	spop_w_set_var(w, scope, name, namelen, &d);
 }
 
 void

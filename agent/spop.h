@@ -20,6 +20,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <string.h>
 
 #define SPOP_INCOMPLETE     0
 #define SPOP_MIN_FRAME_SIZE 256
@@ -256,10 +257,25 @@ void spop_w_kv_bool(struct spop_writer *w, const char *key, bool v);
 /* ACK actions. */
 void spop_w_set_var(struct spop_writer *w, int scope, const char *name,
                     size_t len, const struct spop_data *v);
-void spop_w_set_var_int(struct spop_writer *w, int scope, const char *name,
-                        int64_t v);
-void spop_w_set_var_str(struct spop_writer *w, int scope, const char *name,
-                        const char *s, size_t len);
+void spop_w_set_var_int_n(struct spop_writer *w, int scope, const char *name,
+                          size_t namelen, int64_t v);
+void spop_w_set_var_str_n(struct spop_writer *w, int scope, const char *name,
+                          size_t namelen, const char *s, size_t len);
+/* The two above with a NUL-terminated name (its strlen folds away when
+ * the name is a literal: the ACK's variables are). */
+static inline void
+spop_w_set_var_int(struct spop_writer *w, int scope, const char *name,
+                   int64_t v)
+{
+	spop_w_set_var_int_n(w, scope, name, strlen(name), v);
+}
+
+static inline void
+spop_w_set_var_str(struct spop_writer *w, int scope, const char *name,
+                   const char *s, size_t len)
+{
+	spop_w_set_var_str_n(w, scope, name, strlen(name), s, len);
+}
 void spop_w_unset_var(struct spop_writer *w, int scope, const char *name);
 /* NOTIFY messages (used by tests and the load generator). */
 void spop_w_message(struct spop_writer *w, const char *name, int nargs);
