@@ -28,6 +28,16 @@
  * down (its requests get their fail mode) and is retried with backoff.
  * Contexts are freed only from timers or cluster_free(), never inside one
  * of their callbacks.
+ *
+ * Failures are accounted per node: each has its own cap on calls in
+ * flight and its own breaker, so a node that stops answering costs only
+ * the parts routed to it (they get STORE_EDOWN, and a request spanning
+ * slots then its fail mode and refunds, as for a node that is down), never
+ * the requests of the healthy nodes. A node with calls in flight that has
+ * not answered for CL_STUCK_S (a SIGSTOP, a black hole: TCP stays up) is
+ * dropped from a timer whatever its breaker says, as store.c drops a
+ * stalled link: its calls fail now, its breaker opens, and it is
+ * reconnected and probed like any node that failed.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -50,14 +60,16 @@ extern const char lua_refund[];
 
 #define CL_MAX_NODES        64
 #define CL_MAX_QUEUE        4096
-#define CL_MAX_INFLIGHT     1024	/* script calls sent, not answered */
+#define CL_MAX_INFLIGHT     1024	/* per node: calls sent, not answered */
 #define CL_MAX_REDIRECTS    5
 #define CL_REFRESH_MIN_S    0.1
 #define CL_REFRESH_EVERY_S  5.0
 #define CL_REFRESH_RETRY_S  0.5
 #define CL_BACKOFF_MIN_S    0.05
 #define CL_BACKOFF_MAX_S    2.0
-#define CL_STUCK_S          0.5		/* a node silent this long is dropped */
+#define CL_STUCK_S          1.0	/* calls in flight, no reply for this
+					 * long: stuck (store.c's STORE_STALL_S) */
+#define CL_STUCK_CHECK_S    0.25	/* how often, while calls are in flight */
 
 enum node_state {
 	NODE_DOWN = 0,
@@ -74,8 +86,11 @@ struct node {
 	ev_timer           timer;	/* connect timeout */
 	ev_tstamp          retry_at;	/* no reconnect before */
 	double             backoff_s;
-	int                inflight;
-	ev_tstamp          last_reply;
+	int                serving;	/* has slots in the map */
+	int                inflight;	/* calls sent, not answered */
+	ev_tstamp          last_reply;	/* a reply, not a lost call */
+	ev_tstamp          busy_since;	/* inflight went from 0 to 1 */
+	struct breaker     br;		/* over its calls */
 };
 
 /* A check of a request that spans slots, copied: the request may be
@@ -155,11 +170,11 @@ struct cluster {
 	ev_tstamp              last_refresh;
 	/* requests */
 	struct reqq            q;
-	int                    inflight;
+	ev_timer               stimer;	/* stuck nodes, while calls are out */
 	struct batch         **open;	/* per slot, during a flush */
 	unsigned              *touched;
 	char                   sha[41], refund_sha[41];
-	struct breaker         br;	/* over script calls */
+	int                    ntripped;	/* nodes whose breaker tripped */
 	uint64_t               id;	/* member prefix, random per store */
 	uint64_t               seq;
 	int                    closing;
@@ -169,29 +184,47 @@ static void node_connect(struct node *n);
 static void refresh_soon(struct cluster *cl);
 static int batch_send(struct batch *b);
 
-/* ---- breaker ------------------------------------------------------------ */
+/* ---- breakers, one per node ---------------------------------------------- */
 
 static void
-call_failed(struct cluster *cl)
+call_failed(struct node *n)
 {
-	if (breaker_fail(&cl->br, ev_now(cl->loop)))
-		log_warn("redis_breaker_open", "cluster=1 cooldown_s=%.1f",
-		         BREAKER_COOLDOWN);
-	metrics_circuit(cl->m, breaker_tripped(&cl->br));
+	struct cluster *cl = n->cl;
+
+	if (breaker_fail(&n->br, ev_now(cl->loop))) {
+		cl->ntripped++;
+		log_warn("redis_breaker_open", "host=%s port=%d cluster=1 "
+		         "cooldown_s=%.1f", n->host, n->port, BREAKER_COOLDOWN);
+	}
+	metrics_circuit(cl->m, cl->ntripped > 0);
 }
 
 static void
-call_succeeded(struct cluster *cl)
+call_succeeded(struct node *n)
 {
-	if (breaker_ok(&cl->br))
-		log_info("redis_breaker_closed", "cluster=1");
-	metrics_circuit(cl->m, 0);
+	struct cluster *cl = n->cl;
+
+	if (breaker_ok(&n->br)) {
+		cl->ntripped--;
+		log_info("redis_breaker_closed", "host=%s port=%d cluster=1",
+		         n->host, n->port);
+	}
+	metrics_circuit(cl->m, cl->ntripped > 0);
 }
 
+/* Up: the map is known and no node serving slots has its breaker open. */
 int
 cluster_up(const struct cluster *cl)
 {
-	return cl->have_map && !breaker_is_open(&cl->br, ev_now(cl->loop));
+	ev_tstamp now = ev_now(cl->loop);
+
+	if (!cl->have_map)
+		return 0;
+	for (int i = 0; i < cl->nnodes; i++)
+		if (cl->nodes[i]->serving &&
+		    breaker_is_open(&cl->nodes[i]->br, now))
+			return 0;
+	return 1;
 }
 
 /* ---- nodes -------------------------------------------------------------- */
@@ -251,8 +284,8 @@ node_connect_cb(const redisAsyncContext *ac, int status)
 		return;
 	}
 	log_info("redis_connected", "host=%s port=%d cluster=1", n->host, n->port);
-	n->state = NODE_UP;
-	n->backoff_s = CL_BACKOFF_MIN_S;
+	n->state = NODE_UP;	/* the backoff restarts on a reply (batch_cb):
+				 * a stopped Redis still accepts connections */
 }
 
 static void
@@ -364,6 +397,15 @@ node_usable(struct node *n)
 	return n->state != NODE_DOWN;
 }
 
+/* 1 if a call may be sent to <n> now: usable, under its cap on calls in
+ * flight, and (unless <any>, for refunds) its breaker not open. */
+static int
+node_takes(struct node *n, int any)
+{
+	return n != NULL && node_usable(n) && n->inflight < CL_MAX_INFLIGHT &&
+	       (any || !breaker_is_open(&n->br, ev_now(n->cl->loop)));
+}
+
 static struct node *
 slot_node(const struct cluster *cl, unsigned slot)
 {
@@ -447,9 +489,15 @@ apply_map(struct cluster *cl, const unsigned char *map)
 			used[map[s] - 1] = 1;
 			covered++;
 		}
-	for (int i = 0; i < cl->nnodes; i++)
+	for (int i = 0; i < cl->nnodes; i++) {
+		struct node *n = cl->nodes[i];
+
+		n->serving = used[i];
 		if (used[i])
-			node_usable(cl->nodes[i]);	/* connect eagerly */
+			node_usable(n);		/* connect eagerly */
+		else if (breaker_tripped(&n->br))
+			call_succeeded(n);	/* no calls to come: forget */
+	}
 	if (!cl->have_map)
 		log_info("cluster_map", "nodes=%d slots_covered=%d", cl->nnodes,
 		         covered);
@@ -837,10 +885,13 @@ follow_redirect(struct batch *b, const char *err)
 	if (moved)
 		refresh_soon(cl);
 	if (cl->closing || b->redirects >= CL_MAX_REDIRECTS ||
-	    (n = redirect_node(cl, err)) == NULL || !node_usable(n))
+	    (n = redirect_node(cl, err)) == NULL ||
+	    !node_takes(n, b->kind == BATCH_REFUND))
 		return 0;
-	if (moved)
+	if (moved) {
 		cl->slots[b->slot] = (unsigned char)(node_index(cl, n) + 1);
+		n->serving = 1;
+	}
 	b->redirects++;
 	b->asking = !moved;
 	b->node = n;
@@ -898,8 +949,10 @@ batch_send(struct batch *b)
 	                          b->argvlen) != REDIS_OK)
 		return -1;
 	b->sent_us = util_monotonic_us();
-	n->inflight++;
-	cl->inflight++;
+	if (n->inflight++ == 0)
+		n->busy_since = ev_now(cl->loop);
+	if (!ev_is_active(&cl->stimer))
+		ev_timer_again(cl->loop, &cl->stimer);
 	return 0;
 }
 
@@ -943,7 +996,7 @@ refund_send(struct cluster *cl, struct xreq *x, unsigned slot,
 		arg_copy(b, &ap, c->member, c->memberlen);
 		arg_int(b, &ap, c->at);
 	}
-	if (n == NULL || !node_usable(n) || batch_send(b) == -1) {
+	if (!node_takes(n, 1) || batch_send(b) == -1) {
 		log_warn("redis_refund_lost", "slot=%u checks=%d error=\"node down\"",
 		         slot, m);
 		batch_free(b);
@@ -1004,11 +1057,14 @@ batch_cb(redisAsyncContext *ac, void *r, void *privdata)
 {
 	struct batch *b = privdata;
 	struct cluster *cl = b->cl;
+	struct node *n = b->node;	/* a resend may change b->node */
 	redisReply *reply = r;
 
-	b->node->inflight--;
-	b->node->last_reply = ev_now(cl->loop);
-	cl->inflight--;
+	n->inflight--;
+	if (reply != NULL) {
+		n->last_reply = ev_now(cl->loop);
+		n->backoff_s = CL_BACKOFF_MIN_S;	/* a usable link */
+	}
 	metrics_redis_latency(cl->m, util_monotonic_us() - b->sent_us);
 	if (b->kind == BATCH_REFUND) {
 		refund_done(b, reply);
@@ -1016,7 +1072,7 @@ batch_cb(redisAsyncContext *ac, void *r, void *privdata)
 	}
 	if (reply == NULL) {
 		metrics_redis_error(cl->m, METRICS_REDIS_IO);
-		call_failed(cl);
+		call_failed(n);
 		batch_fail(b, STORE_EIO);
 		batch_free(b);
 		return;
@@ -1043,12 +1099,12 @@ batch_cb(redisAsyncContext *ac, void *r, void *privdata)
 		metrics_redis_error(cl->m, METRICS_REDIS_REPLY);
 		if (reply->type != REDIS_REPLY_ERROR ||
 		    reqq_error_is_outage(reply->str))
-			call_failed(cl);
+			call_failed(n);
 		else
-			call_succeeded(cl);
+			call_succeeded(n);
 		batch_fail(b, STORE_EREPLY);
 	} else {
-		call_succeeded(cl);
+		call_succeeded(n);
 	}
 	batch_free(b);
 }
@@ -1071,7 +1127,8 @@ add_part(struct cluster *cl, unsigned slot, const struct part *p, int *ntouched)
 	struct node *n = slot_node(cl, slot);
 	struct batch *b;
 
-	if (n == NULL || !node_usable(n)) {
+	if (!node_takes(n, 0)) {	/* down, stuck or failing: this part
+					 * only gets its fail mode */
 		struct part tmp = *p;
 
 		part_fail(cl, &tmp, STORE_EDOWN);
@@ -1194,9 +1251,8 @@ cluster_cancel(struct cluster *cl, struct store_req *sr)
 int
 cluster_submit(struct cluster *cl, struct store_req *sr)
 {
-	if (!cl->have_map || cl->q.queued >= CL_MAX_QUEUE ||
-	    cl->inflight >= CL_MAX_INFLIGHT ||
-	    breaker_is_open(&cl->br, ev_now(cl->loop)))
+	/* nodes refuse at the flush, part by part (add_part) */
+	if (!cl->have_map || cl->q.queued >= CL_MAX_QUEUE)
 		return STORE_EDOWN;
 	reqq_push(&cl->q, sr);
 	return STORE_OK;
@@ -1217,34 +1273,55 @@ cluster_hget(struct cluster *cl, const char *hash, const char *field,
 {
 	struct node *n = slot_node(cl, crc16_key_slot(hash, strlen(hash)));
 
-	if (!cluster_up(cl) || n == NULL || !node_usable(n) ||
+	if (!cl->have_map || !node_takes(n, 0) ||
 	    (n->ac->c.flags & (REDIS_DISCONNECTING | REDIS_FREEING)))
 		return -1;
 	return reqq_hget(n->ac, hash, field, fieldlen, cb, arg, hget_moved, cl);
 }
 
-/* Feeds the breaker; past twice its threshold, drops the nodes that have
- * calls in flight and have been silent for CL_STUCK_S (called from a
- * timer, never from a Redis callback). */
-void
-cluster_note_timeout(struct cluster *cl)
+/* Drops every node that has calls in flight and has not answered for
+ * CL_STUCK_S: its calls fail now (a NULL reply each, which opens its
+ * breaker), and it reconnects after its backoff. Being late but answering
+ * (overload) is not stuck. From timers only. */
+static void
+drop_stuck(struct cluster *cl)
 {
 	ev_tstamp now = ev_now(cl->loop);
 
-	metrics_redis_error(cl->m, METRICS_REDIS_TIMEOUT);
-	call_failed(cl);
-	if (cl->br.fails < 2 * BREAKER_FAILS)
-		return;
 	for (int i = 0; i < cl->nnodes; i++) {
 		struct node *n = cl->nodes[i];
+		ev_tstamp seen = n->last_reply > n->busy_since ? n->last_reply :
+		                 n->busy_since;
 
-		if (n->state == NODE_UP && n->inflight > 0 &&
-		    now - n->last_reply > CL_STUCK_S) {
-			log_warn("redis_link_dropped", "host=%s port=%d inflight=%d",
-			         n->host, n->port, n->inflight);
+		if (n->inflight > 0 && n->ac != NULL && now - seen >= CL_STUCK_S) {
+			log_warn("redis_link_dropped", "host=%s port=%d cluster=1 "
+			         "inflight=%d silent_ms=%.0f", n->host, n->port,
+			         n->inflight, (now - seen) * 1e3);
 			node_drop(n);
 		}
 	}
+}
+
+static void
+stimer_cb(struct ev_loop *loop, ev_timer *w, int revents)
+{
+	struct cluster *cl = container_of(w, struct cluster, stimer);
+
+	drop_stuck(cl);
+	for (int i = 0; i < cl->nnodes; i++)	/* after: drops send refunds */
+		if (cl->nodes[i]->inflight > 0)
+			return;
+	ev_timer_stop(loop, w);		/* batch_send restarts it */
+}
+
+/* A request's deadline passed: counted; a stuck node is dropped now
+ * rather than at the next stimer tick. The breakers are fed by the calls
+ * themselves, per node: a deadline does not say which node was late. */
+void
+cluster_note_timeout(struct cluster *cl)
+{
+	metrics_redis_error(cl->m, METRICS_REDIS_TIMEOUT);
+	drop_stuck(cl);
 }
 
 /* ---- life --------------------------------------------------------------- */
@@ -1269,6 +1346,8 @@ cluster_new(struct ev_loop *loop, const struct store_topo *t,
 		node_get(cl, t->seeds[i].host, strlen(t->seeds[i].host),
 		         t->seeds[i].port);
 	ev_init(&cl->rtimer, rtimer_cb);
+	ev_init(&cl->stimer, stimer_cb);
+	cl->stimer.repeat = CL_STUCK_CHECK_S;
 	arm_rtimer(cl, 0.);
 	return cl;
 }
@@ -1283,6 +1362,7 @@ cluster_free(struct cluster *cl)
 	reqq_fail_all(&cl->q, STORE_EDOWN);
 	for (int i = 0; i < cl->nnodes; i++)
 		node_drop(cl->nodes[i]);	/* calls in flight: NULL replies */
+	ev_timer_stop(cl->loop, &cl->stimer);
 	for (int i = 0; i < cl->nnodes; i++)
 		free(cl->nodes[i]);
 	free(cl->open);

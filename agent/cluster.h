@@ -25,7 +25,10 @@ void cluster_free(struct cluster *cl);
 
 int  cluster_submit(struct cluster *cl, struct store_req *sr);
 void cluster_flush(struct cluster *cl);
+/* The map is known and no node serving slots has its breaker open. */
 int  cluster_up(const struct cluster *cl);
+/* A deadline passed: counts it, and drops the nodes that have calls in
+ * flight and have stopped answering (as a timer does every 0.25 s). */
 void cluster_note_timeout(struct cluster *cl);
 /* store_cancel() for a cluster: <sr> leaves the queue if still there. */
 void cluster_cancel(struct cluster *cl, struct store_req *sr);
