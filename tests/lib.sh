@@ -28,6 +28,26 @@ trap 'exit 1' INT TERM
 # port N: the Nth port of this run.
 port() { echo $((PORT_BASE + $1)); }
 
+# rc PORT ARGS...: redis-cli against 127.0.0.1:PORT, its errors hidden.
+rc() { p=$1; shift; redis-cli -h 127.0.0.1 -p "$p" "$@" 2>/dev/null; }
+
+# now_ms: the wall clock in milliseconds (bash 5's EPOCHREALTIME: no fork).
+now_ms() { echo $((${EPOCHREALTIME/./} / 1000)); }
+
+# until_ok TRIES CMD...: retries CMD every 0.1 s, TRIES times at most.
+# (Its counters have names no CMD uses: bash's locals are seen, and
+# changed, by the functions it calls.)
+until_ok() {
+	local _until_n=$1 _until_t=0
+	shift
+	while [ "$_until_t" -lt "$_until_n" ]; do
+		"$@" && return 0
+		sleep 0.1
+		_until_t=$((_until_t + 1))
+	done
+	return 1
+}
+
 # wait_port PORT [SECONDS]: until something listens on 127.0.0.1:PORT.
 wait_port() {
 	i=0

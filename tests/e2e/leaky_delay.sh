@@ -42,8 +42,6 @@ ok $? "the delay-mode policy passes -c"
 start_stack
 ok $? "stack up, agent UP"
 
-now_ms() { echo $(( $(date +%s%N) / 1000000 )); }
-
 # burst TENANT N: fires N requests at once; "code end_ms" lines, sorted by
 # end time, in $TMP/burst.
 burst() {

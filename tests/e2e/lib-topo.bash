@@ -3,15 +3,6 @@
 # lib-e2e.bash). Not a test itself (scripts/run-suite.sh only runs *.sh).
 # Every server started here is in $PIDS, so lib.sh's EXIT trap kills it.
 
-rc() { p=$1; shift; redis-cli -h 127.0.0.1 -p "$p" "$@" 2>/dev/null; }
-
-# until_ok TRIES CMD...: retries CMD every 0.1 s, TRIES times at most.
-until_ok() {
-	n=$1; shift; i=0
-	while [ "$i" -lt "$n" ]; do "$@" && return 0; sleep 0.1; i=$((i + 1)); done
-	return 1
-}
-
 # start_cluster_node PORT BUSPORT: one --cluster-enabled master (its pid in
 # CPID_PORT), config in $TMP/cPORT; running it again on the same PORT
 # restarts the node with its nodes.conf (it rejoins, with no data).

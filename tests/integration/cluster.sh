@@ -9,13 +9,7 @@
 . "$(dirname "$0")/../lib.sh"
 P1=$(port 1); P2=$(port 2); P3=$(port 3); AP=$(port 4)
 CLIENT="$TOOLS/spop-client"
-rc() { p=$1; shift; redis-cli -h 127.0.0.1 -p "$p" "$@" 2>/dev/null; }
 rcc() { redis-cli -c -h 127.0.0.1 -p "$P1" "$@" 2>/dev/null; }
-until_ok() {
-	i=0
-	while [ $i -lt 100 ]; do "$@" && return 0; sleep 0.1; i=$((i + 1)); done
-	return 1
-}
 
 # the cluster bus ports are this run's too (not the default port + 10000)
 bus=10
@@ -39,7 +33,7 @@ cluster_ok() {
 		rc "$p" cluster info | grep -q 'cluster_state:ok' || return 1
 	done
 }
-until_ok cluster_ok; ok $? "cluster_state is ok on every node"
+until_ok 100 cluster_ok; ok $? "cluster_state is ok on every node"
 
 cat >"$TMP/policy.yaml" <<YAML
 listen: 127.0.0.1:$AP
@@ -122,7 +116,7 @@ wait_port "$AP"
 c() { "$CLIENT" -a "127.0.0.1:$AP" "$@"; }
 field() { sed -n "s/.* $1=\([^ ]*\).*/\1/p"; }
 healthy() { [ "$(c rl-request tenant=s:probe | field degraded)" = 0 ]; }
-until_ok healthy; ok $? "decisions come from the cluster"
+until_ok 100 healthy; ok $? "decisions come from the cluster"
 
 # 1. many tenants, spread over the slots (and the three nodes), in parallel
 cpids=""

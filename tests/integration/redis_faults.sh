@@ -10,10 +10,6 @@
 . "$(dirname "$0")/../lib.sh"
 CLIENT="$TOOLS/spop-client"
 
-# now_ms: milliseconds since the epoch (UTC: modulo a day, the log's
-# time of day).
-now_ms() { echo $((${EPOCHREALTIME/./} / 1000)); }
-
 # evals PORT [AUTH ARGS]: EVAL + EVALSHA calls Redis has executed.
 evals() {
 	p=$1; shift

@@ -6,20 +6,12 @@
 . "$(dirname "$0")/../lib.sh"
 M=$(port 1); R=$(port 2); S1=$(port 3); S2=$(port 4); S3=$(port 5); AP=$(port 6)
 CLIENT="$TOOLS/spop-client"
-rc() { p=$1; shift; redis-cli -h 127.0.0.1 -p "$p" "$@" 2>/dev/null; }
-now_ms() { date +%s%3N; }
-# until CMD... : retries CMD every 0.1s for up to 20s
-until_ok() {
-	i=0
-	while [ $i -lt 200 ]; do "$@" && return 0; sleep 0.1; i=$((i + 1)); done
-	return 1
-}
 
 start_redis "$M"
 start_redis "$R"
 rc "$R" replicaof 127.0.0.1 "$M" >/dev/null
 synced() { rc "$1" info replication | grep -q 'master_link_status:up'; }
-until_ok synced "$R"; ok $? "the replica syncs with the master"
+until_ok 200 synced "$R"; ok $? "the replica syncs with the master"
 
 for s in "$S1" "$S2" "$S3"; do
 	mkdir -p "$TMP/s$s"
@@ -39,9 +31,9 @@ CONF
 done
 for s in "$S1" "$S2" "$S3"; do wait_port "$s"; done
 knows_replica() { rc "$S1" sentinel replicas mymaster | grep -q "$R"; }
-until_ok knows_replica; ok $? "the sentinels see the replica"
+until_ok 200 knows_replica; ok $? "the sentinels see the replica"
 knows_peers() { [ "$(rc "$S1" sentinel master mymaster | grep -A1 '^num-other-sentinels$' | tail -1)" = 2 ]; }
-until_ok knows_peers; ok $? "the sentinels see each other"
+until_ok 200 knows_peers; ok $? "the sentinels see each other"
 
 cat >"$TMP/policy.yaml" <<YAML
 listen: 127.0.0.1:$AP
@@ -70,7 +62,7 @@ field() { sed -n "s/.* $1=\([^ ]*\).*/\1/p"; }
 # healthy KEY: one rl-login decided by Redis (status 0, not degraded)
 healthy() { [ "$(c rl-login user=s:"$1" | field status)/$(c rl-login user=s:"$1" | field degraded)" = "0/0" ]; }
 
-until_ok healthy probe0; ok $? "decisions come from the master found through the sentinels"
+until_ok 200 healthy probe0; ok $? "decisions come from the master found through the sentinels"
 out=$(c -n 7 rl-request tenant=s:acme)
 expect_eq "$(echo "$out" | field status | tr '\n' ' ')" "0 0 0 0 0 429 429 " \
 	"the limit is enforced on the master (burst 5, then 429)"
@@ -119,9 +111,9 @@ expect_eq "$(rc "$R" exists 'rl:{tenant:tenant:after1}')" "1" "the new key lives
 grep -q 'sentinel_switch_master' "$TMP/agent.log"; ok $? "+switch-master was received"
 
 # 2. the master dies: the old master, now a replica, is promoted back
-until_ok synced "$M"; ok $? "the old master resyncs as a replica"
+until_ok 200 synced "$M"; ok $? "the old master resyncs as a replica"
 old_knows() { rc "$S2" sentinel replicas mymaster | grep -q "$M"; }
-until_ok old_knows; ok $? "the sentinels list the old master as a replica"
+until_ok 200 old_knows; ok $? "the sentinels list the old master as a replica"
 rpid=$(eval echo \$REDIS_PID_$R); kill -9 "$rpid"; wait "$rpid" 2>/dev/null
 t_kill=$(now_ms)
 o=$(c rl-login user=s:during)

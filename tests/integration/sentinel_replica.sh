@@ -14,13 +14,6 @@ CLIENT="$TOOLS/spop-client"
 MAX_CONNS=50		# the tight loop made ~2700 per second per worker
 MAX_LINES=50
 RESUME_MS=3000		# the backoff is capped at 1 s
-rc() { p=$1; shift; redis-cli -h 127.0.0.1 -p "$p" "$@" 2>/dev/null; }
-now_ms() { date +%s%3N; }
-until_ok() {
-	i=0
-	while [ $i -lt 200 ]; do "$@" && return 0; sleep 0.1; i=$((i + 1)); done
-	return 1
-}
 conns() { rc "$R" info stats | tr -d '\r' | sed -n 's/^total_connections_received://p'; }
 notmaster() { grep -c 'msg=redis_not_master' "$TMP/agent.log"; }
 
@@ -28,7 +21,7 @@ start_redis "$M"
 start_redis "$R"
 rc "$R" replicaof 127.0.0.1 "$M" >/dev/null
 synced() { rc "$R" info replication | grep -q 'master_link_status:up'; }
-until_ok synced; ok $? "the replica syncs with the master"
+until_ok 200 synced; ok $? "the replica syncs with the master"
 
 # One sentinel that monitors the replica as "mymaster"; down-after is far
 # beyond the test so that it never tries a failover of its own.
@@ -116,7 +109,7 @@ resume; ok $? "A: decisions resume once the replica is promoted (${ELAPSED} ms)"
 # one answered above, another may still be waiting out its backoff (<= 1 s).
 sleep 1.5
 rc "$R" replicaof 127.0.0.1 "$M" >/dev/null
-until_ok synced; ok $? "B: the master in use is demoted to a replica"
+until_ok 200 synced; ok $? "B: the master in use is demoted to a replica"
 c0=$(conns); l0=$(notmaster)
 fail_modes demoted
 n=$(($(conns) - c0)); l=$(($(notmaster) - l0))
