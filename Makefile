@@ -19,7 +19,7 @@ WARN     = -Wall -Wextra -Werror -Wstrict-prototypes -Wwrite-strings \
            -Wno-unused-parameter
 override CFLAGS += -std=c11 -D_GNU_SOURCE -O2 -g -pthread $(WARN) -MMD -MP \
            $(shell $(PKG_CONFIG) --cflags hiredis yaml-0.1 2>/dev/null)
-LIBS     = -lev $(shell $(PKG_CONFIG) --libs hiredis yaml-0.1 2>/dev/null) -lm -pthread
+LIBS     = -lev $(shell $(PKG_CONFIG) --libs hiredis yaml-0.1 2>/dev/null) -lmsgpackc -lm -pthread
 TEST_LIBS = $(shell $(PKG_CONFIG) --libs criterion 2>/dev/null)
 
 AGENT_SRCS = $(filter-out agent/main.c,$(wildcard agent/*.c))
@@ -75,7 +75,7 @@ tools: $(TOOL_BINS)
 # make bench's measurement of msgpack as the script's batch format
 $(BUILD)/bench/batchfmt: tests/bench/batchfmt.c
 	@mkdir -p $(dir $@)
-	$(CC) $(CFLAGS) -o $@ $< $(LIBS) -lmsgpackc
+	$(CC) $(CFLAGS) -o $@ $< $(LIBS)
 
 # ---- dependencies (Debian 12) ------------------------------------------
 deps:

@@ -1,17 +1,17 @@
 /*
- * batchfmt: does msgpack pay as the batch format of the script call?
- * (issue 6: "msgpack-c may serve as the batch format, if it measurably
- * beats plain ARGV"). Side by side on one Redis, the same batches of GCRA
- * decisions are sent as
- *   argv:    what the agent sends: EVALSHA sha N key... nreq nrule rule...
- *            (1 code)...: two ARGV strings per decision;
+ * batchfmt: msgpack against plain ARGV as the batch format of the script
+ * call (issue 6: "msgpack-c may serve as the batch format, if it
+ * measurably beats plain ARGV"). Side by side on one Redis, the same
+ * batches of GCRA decisions go to agent/lua/ratelimit.lua as
+ *   argv:    two ARGV strings per decision (EVALSHA sha N key... nreq
+ *            nrule rule... (1 code)...), what the agent sends for a
+ *            batch of fewer than 8 decisions;
  *   msgpack: the same numbers packed by msgpack-c into one ARGV string,
- *            which the script unpacks with Redis' built-in cmsgpack (the
- *            script's only change: its ARGV is cmsgpack.unpack(ARGV[1])).
+ *            which the script unpacks with Redis' built-in cmsgpack: what
+ *            the agent sends from 8 on.
  * Prints, per format and round, Redis CPU per decision (INFO cpu deltas)
  * and this client's CPU per decision to encode the calls, then the
- * medians. Both scripts' replies are compared first: same input, same
- * answer.
+ * medians. Both formats' answers are compared first.
  *
  *   batchfmt -s agent/lua/ratelimit.lua [-p PORT] [-n PER_CALL]
  *            [-c CALLS] [-r ROUNDS] [-k TENANTS]
@@ -30,8 +30,6 @@
 
 #define MAX_PER_CALL 512
 #define PIPE 20
-#define ARGV_LINE "local KEYS, ARGV, unpack = KEYS, ARGV, unpack"
-#define MP_LINE "local KEYS, ARGV, unpack = KEYS, cmsgpack.unpack(ARGV[1]), unpack"
 
 /* one GCRA rule: algo 0, emission interval 1 ms, tolerance 1 s, 0 */
 static const long long rule[4] = { 0, 1000, 1000000, 0 };
@@ -71,27 +69,6 @@ slurp(const char *path)
 		exit(1);
 	s[n] = '\0';
 	fclose(f);
-	return s;
-}
-
-/* The script with its ARGV line replaced by <line>. */
-static char *
-variant(const char *src, const char *line)
-{
-	const char *at = strstr(src, ARGV_LINE);
-	size_t head, n;
-	char *s;
-
-	if (at == NULL) {
-		fprintf(stderr, "batchfmt: the script has no line '%s'\n", ARGV_LINE);
-		exit(1);
-	}
-	head = (size_t)(at - src);
-	n = strlen(src) - strlen(ARGV_LINE) + strlen(line);
-	s = malloc(n + 1);
-	memcpy(s, src, head);
-	strcpy(s + head, line);
-	strcat(s, at + strlen(ARGV_LINE));
 	return s;
 }
 
@@ -217,9 +194,9 @@ run(redisContext *c, const char *sha, int packed, int per, int calls,
 	msgpack_sbuffer_destroy(&sb);
 }
 
-/* Both scripts answer one fresh batch the same. */
+/* Both formats get the same answers to one fresh batch. */
 static void
-same_answers(redisContext *c, const char *sha[2], int per)
+same_answers(redisContext *c, const char *sha, int per)
 {
 	static struct call k;
 	msgpack_sbuffer sb;
@@ -230,7 +207,7 @@ same_answers(redisContext *c, const char *sha[2], int per)
 	for (int f = 0; f < 2; f++) {
 		freeReplyObject(cmd(c, "FLUSHALL%s", ""));
 		srand(7);
-		build(&k, sha[f], per, per * 1000, f, &sb);
+		build(&k, sha, per, per * 1000, f, &sb);
 		r = redisCommandArgv(c, k.argc, k.argv, k.len);
 		if (r == NULL || r->type != REDIS_REPLY_ARRAY ||
 		    r->elements != (size_t)(5 * per)) {
@@ -267,8 +244,7 @@ main(int argc, char **argv)
 	const char *script = NULL, *name[2] = { "argv", "msgpack" };
 	int port = 6379, per = 48, calls = 2000, rounds = 3, tenants = 10000, o;
 	double red[2][16], enc[2][16];
-	char sha[2][41], *src;
-	const char *shas[2] = { sha[0], sha[1] };
+	char sha[41], *src;
 	redisContext *c;
 
 	while ((o = getopt(argc, argv, "s:p:n:c:r:k:")) != -1) {
@@ -294,20 +270,18 @@ main(int argc, char **argv)
 		return 1;
 	}
 	src = slurp(script);
-	for (int f = 0; f < 2; f++) {
-		char *text = variant(src, f ? MP_LINE : ARGV_LINE);
-		redisReply *r = cmd(c, "SCRIPT LOAD %s", text);
+	{
+		redisReply *r = cmd(c, "SCRIPT LOAD %s", src);
 
-		snprintf(sha[f], sizeof(sha[f]), "%s", r->str);
+		snprintf(sha, sizeof(sha), "%s", r->str);
 		freeReplyObject(r);
-		free(text);
 	}
-	same_answers(c, shas, per);
+	same_answers(c, sha, per);
 	for (int i = 0; i < rounds; i++)
 		for (int f = 0; f < 2; f++) {
 			int g = i % 2 ? 1 - f : f;	/* alternate the order */
 
-			run(c, sha[g], g, per, calls, tenants, &red[g][i], &enc[g][i]);
+			run(c, sha, g, per, calls, tenants, &red[g][i], &enc[g][i]);
 			printf("round %d %-7s redis_us_per_decision=%.3f "
 			       "encode_us_per_decision=%.3f\n", i + 1, name[g],
 			       red[g][i], enc[g][i]);

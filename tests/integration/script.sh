@@ -9,4 +9,6 @@ start_redis "$P"
 ok $? "redis-server up on $P"
 REDIS_PORT=$P "$ROOT/$BUILD/itests/test_script" --jobs 1
 ok $? "test_script: script matches the C twins"
+REDIS_PORT=$P SCRIPT_PACKED=1 "$ROOT/$BUILD/itests/test_script" --jobs 1
+ok $? "test_script: the same with ARGV packed (msgpack), as big batches are sent"
 finish

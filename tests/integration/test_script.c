@@ -13,9 +13,14 @@
  * Also: a denied check vetoes its request's other checks, a shadow check
  * does not, several requests in one call, every written key has a TTL,
  * and 8 processes hammering one key are allowed exactly the limit.
+ *
+ * With SCRIPT_PACKED=1 in the environment every call sends its ARGV packed
+ * into one msgpack array, as the agent does for a batch of 8 decisions or
+ * more (script.sh runs the suite both ways).
  */
 #include <criterion/criterion.h>
 #include <hiredis.h>
+#include <msgpack.h>
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -88,6 +93,7 @@ struct call {
 	char *keys[64];
 	int   nkeys;
 	char *args[MAXARG];
+	char  is_str[MAXARG];		/* args[i] is a member, not a number */
 	int   nargs;
 	int   nreq;
 	int64_t rules[64][LIM_SCRIPT_RULE];	/* the call's rule tuples */
@@ -100,6 +106,7 @@ add_arg(struct call *k, const char *unused, long long v, const char *s)
 	char buf[64];
 
 	cr_assert(k->nargs < MAXARG - 80);
+	k->is_str[k->nargs] = s != NULL;
 	if (s != NULL)
 		k->args[k->nargs++] = strdup(s);
 	else {
@@ -138,22 +145,55 @@ call_request(struct call *k, const struct chk *c, int n)
 	}
 }
 
+/* The call's ARGV as one msgpack array into <sb> (SCRIPT_PACKED=1). */
+static void
+pack_argv(const struct call *k, msgpack_sbuffer *sb)
+{
+	msgpack_packer pk;
+	int i;
+
+	msgpack_packer_init(&pk, sb, msgpack_sbuffer_write);
+	msgpack_pack_array(&pk, 2 + (size_t)k->nrules * LIM_SCRIPT_RULE +
+	                   (size_t)k->nargs);
+	msgpack_pack_int64(&pk, k->nreq);
+	msgpack_pack_int64(&pk, k->nrules);
+	for (i = 0; i < k->nrules * LIM_SCRIPT_RULE; i++)
+		msgpack_pack_int64(&pk, k->rules[i / LIM_SCRIPT_RULE][i % LIM_SCRIPT_RULE]);
+	for (i = 0; i < k->nargs; i++) {
+		if (k->is_str[i]) {
+			msgpack_pack_str(&pk, strlen(k->args[i]));
+			msgpack_pack_str_body(&pk, k->args[i], strlen(k->args[i]));
+		} else {
+			msgpack_pack_int64(&pk, strtoll(k->args[i], NULL, 10));
+		}
+	}
+}
+
 /* Sends the call; fills <out> (LIM_SCRIPT_RESULT per check). Returns the
  * number of checks answered. */
 static int
 call_send(redisContext *c, struct call *k, struct lim_result *out, int max)
 {
 	const char *argv[MAXARG + 70 + 2 + 64 * LIM_SCRIPT_RULE];
+	size_t argvlen[MAXARG + 70 + 2 + 64 * LIM_SCRIPT_RULE];
 	char nk[16], nr[16], nu[16], rbuf[64 * LIM_SCRIPT_RULE][24];
+	const char *packed = getenv("SCRIPT_PACKED");
+	msgpack_sbuffer sb;
 	redisReply *r;
 	int argc = 0, i, n;
 
+	msgpack_sbuffer_init(&sb);
 	argv[argc++] = "EVALSHA";
 	argv[argc++] = sha;
 	snprintf(nk, sizeof(nk), "%d", k->nkeys);
 	argv[argc++] = nk;
 	for (i = 0; i < k->nkeys; i++)
 		argv[argc++] = k->keys[i];
+	if (packed != NULL && strcmp(packed, "1") == 0) {
+		pack_argv(k, &sb);
+		argv[argc++] = sb.data;
+		goto send;
+	}
 	snprintf(nr, sizeof(nr), "%d", k->nreq);
 	argv[argc++] = nr;
 	snprintf(nu, sizeof(nu), "%d", k->nrules);
@@ -165,7 +205,12 @@ call_send(redisContext *c, struct call *k, struct lim_result *out, int max)
 	}
 	for (i = 0; i < k->nargs; i++)
 		argv[argc++] = k->args[i];
-	r = redisCommandArgv(c, argc, argv, NULL);
+send:
+	for (i = 0; i < argc; i++)
+		argvlen[i] = argv[i] == sb.data && sb.data != NULL ? sb.size :
+		             strlen(argv[i]);
+	r = redisCommandArgv(c, argc, argv, argvlen);
+	msgpack_sbuffer_destroy(&sb);
 	cr_assert(r != NULL, "EVALSHA: %s", c->errstr);
 	cr_assert(r->type == REDIS_REPLY_ARRAY, "EVALSHA: %s",
 	          r->type == REDIS_REPLY_ERROR ? r->str : "not an array");

@@ -1,0 +1,55 @@
+#!/bin/bash
+# A batch of 8 decisions or more goes to the script with its ARGV packed
+# into one msgpack array (store.c, STORE_PACK_MIN); a smaller one as plain
+# ARGV strings. Both must decide exactly the same: 200 pipelined requests,
+# each with a sliding log of 30 (a member per check, sent as a string) and
+# a GCRA burst of 50, are allowed exactly 30 times, and the denied ones are
+# charged nowhere; Redis' MONITOR shows that packed calls were made, and
+# one request alone still goes plain.
+. "$(dirname "$0")/../lib.sh"
+RP=$(port 1); AP=$(port 2)
+CLIENT="$TOOLS/spop-client"
+start_redis "$RP"
+cat >"$TMP/policy.yaml" <<YAML
+listen: 127.0.0.1:$AP
+workers: 1
+redis: { url: "redis://127.0.0.1:$RP/0", timeout: 500ms }
+rules:
+  - name: log
+    message: rl-a
+    key: "log:{tenant}"
+    algorithm: sliding-log
+    limit: 30
+    window: 1h
+  - name: g
+    message: rl-a
+    key: "g:{tenant}"
+    algorithm: gcra
+    rate: 1/hour
+    burst: 50
+YAML
+start_agent "$TMP/policy.yaml"
+wait_port "$AP"
+redis-cli -p "$RP" monitor >"$TMP/monitor" 2>&1 &
+mon=$!
+PIDS="$PIDS $mon"
+sleep 0.2
+
+out=$("$CLIENT" -a "127.0.0.1:$AP" -n 200 -P 20 rl-a tenant=s:acme)
+expect_eq "$(echo "$out" | grep -c '^ack.* status=0 ')" 30 \
+	"200 pipelined requests: exactly the log's 30 allowed"
+expect_eq "$(echo "$out" | grep -c '^ack.* status=429 ')" 170 "the other 170 denied"
+expect_eq "$(rc "$RP" zcard 'rl:{log:log:acme}')" 30 "the log holds 30 members"
+# GCRA charged only for the 30 allowed: 20 of its burst of 50 left
+expect_eq "$("$CLIENT" -a "127.0.0.1:$AP" rl-a tenant=s:acme | sed -n 's/.*"g";r=\([0-9]*\).*/\1/p')" 20 \
+	"the GCRA rule was charged for the 30 allowed only (r=20)"
+"$CLIENT" -a "127.0.0.1:$AP" rl-a tenant=s:solo >/dev/null
+sleep 0.3
+kill "$mon" 2>/dev/null
+# a packed ARGV is one string starting with msgpack's array16 marker
+packed=$(grep '"EVALSHA"' "$TMP/monitor" | grep -c '"\\xdc')
+[ "$packed" -ge 1 ]
+ok $? "packed calls were made ($packed)"
+grep '"EVALSHA"' "$TMP/monitor" | grep 'solo' | grep -vq '"\\xdc'
+ok $? "a request alone goes plain"
+finish
