@@ -15,7 +15,8 @@
  *
  * A batch is one EVALSHA carrying every queued request (up to
  * STORE_BATCH_MAX), written as RESP straight into the batch's own buffer
- * and sent with redisAsyncFormattedCommand; the batch keeps it until the
+ * (its keys as bulk strings, the rest of its arguments packed by msgpack-c
+ * into one) and sent with redisAsyncFormattedCommand; the batch keeps it until the
  * reply, so NOSCRIPT is answered by resending the same arguments with EVAL.
  * Batches and their buffers are pooled per store. Each batch entry
  * remembers the request's <gen>: a request its caller has already answered
@@ -92,7 +93,6 @@ struct batch {
 };
 
 #define BATCH_HEAD     96	/* room for "*argc $7 EVALSHA $40 <sha>" */
-#define STORE_PACK_MIN 8	/* decisions from which ARGV goes packed */
 #define BATCH_POOL_MAX 32	/* free batches kept per store */
 
 struct store {
@@ -124,7 +124,7 @@ struct store {
 	int64_t              (*rules)[LIM_SCRIPT_RULE];
 	long long             *codes;
 	int                    scratch;	/* entries of both */
-	msgpack_sbuffer        packed;	/* a packed batch's ARGV */
+	msgpack_sbuffer        packed;	/* the batch's ARGV, packed */
 };
 
 static void store_connect(struct store *st);
@@ -436,33 +436,6 @@ arg_int(struct batch *b, int64_t v)
 	arg_str(b, tmp, (size_t)(util_fmt_int(tmp, v) - tmp));
 }
 
-/* The script's ARGV as it is written: bulk strings into the batch, or
- * packed into one msgpack array (store->packed) for a big batch. */
-struct argv_out {
-	struct batch   *b;
-	msgpack_packer *pk;		/* NULL: bulk strings */
-};
-
-static void
-put_int(struct argv_out *o, int64_t v)
-{
-	if (o->pk != NULL)
-		msgpack_pack_int64(o->pk, v);
-	else
-		arg_int(o->b, v);
-}
-
-static void
-put_str(struct argv_out *o, const char *s, size_t n)
-{
-	if (o->pk != NULL) {
-		msgpack_pack_str(o->pk, n);
-		msgpack_pack_str_body(o->pk, s, n);
-	} else {
-		arg_str(o->b, s, n);
-	}
-}
-
 /* Grows the buffer to hold <need> bytes of arguments (it is kept across
  * the pool, so this reallocates only when a batch is bigger than any of
  * its predecessors). */
@@ -545,48 +518,50 @@ batch_rules(struct store *st, const struct batch *b, int nchecks,
 }
 
 /* The script's ARGV: the requests and rule tuples, then each request's
- * checks (agent/limiter.h). */
+ * checks (agent/limiter.h), as one msgpack array of <nargv> items. */
 static void
-put_argv(struct store *st, struct batch *b, int nrules, struct argv_out *o)
+pack_argv(struct store *st, struct batch *b, int nrules, size_t nargv,
+          msgpack_packer *pk)
 {
 	int k = 0;
 
-	put_int(o, b->n);
-	put_int(o, nrules);
+	msgpack_pack_array(pk, nargv);
+	msgpack_pack_int64(pk, b->n);
+	msgpack_pack_int64(pk, nrules);
 	for (int r = 0; r < nrules; r++)
 		for (int f = 0; f < LIM_SCRIPT_RULE; f++)
-			put_int(o, st->rules[r][f]);
+			msgpack_pack_int64(pk, st->rules[r][f]);
 	for (int i = 0; i < b->n; i++) {
 		const struct store_req *sr = b->ent[i].sr;
 
-		put_int(o, sr->n);
+		msgpack_pack_int64(pk, sr->n);
 		for (int j = 0; j < sr->n; j++, k++) {
 			const struct check *c = &sr->checks[sr->index[j]];
 
-			put_int(o, st->codes[k]);
+			msgpack_pack_int64(pk, st->codes[k]);
 			if (lim_script_has_cost(st->codes[k]))
-				put_int(o, c->cost);
-			if (lim_script_has_member(c->lim.algo))
-				put_str(o, c->member, c->memberlen);
+				msgpack_pack_int64(pk, c->cost);
+			if (lim_script_has_member(c->lim.algo)) {
+				msgpack_pack_str(pk, c->memberlen);
+				msgpack_pack_str_body(pk, c->member, c->memberlen);
+			}
 		}
 	}
 }
 
-/* A batch of STORE_PACK_MIN decisions or more sends its ARGV as one msgpack
- * array, which the script unpacks (Redis' cmsgpack): Redis then parses one
- * string instead of two or more per decision (-7 to -20 % of its CPU at
- * full batches, BENCHMARKS.md "msgpack as the batch format"); below that
- * the unpacking costs more than it saves. */
+/* The batch's ARGV goes as one msgpack array, which the script unpacks
+ * (Redis' cmsgpack): Redis then parses one string instead of two or more
+ * per decision and makes no Lua string of each. Instructions per decision
+ * in Redis (callgrind): -5 to -7 % at 1, 10 and 47 decisions per call;
+ * in the agent -3 % (BENCHMARKS.md, "msgpack as the batch format"). */
 static void
 put_packed(struct store *st, struct batch *b, int nrules, size_t nargv)
 {
 	msgpack_packer pk;
-	struct argv_out o = { b, &pk };
 
 	msgpack_sbuffer_clear(&st->packed);
 	msgpack_packer_init(&pk, &st->packed, msgpack_sbuffer_write);
-	msgpack_pack_array(&pk, nargv);
-	put_argv(st, b, nrules, &o);
+	pack_argv(st, b, nrules, nargv, &pk);
 	batch_reserve(b, b->len + 28 + st->packed.size);
 	arg_str(b, st->packed.data, st->packed.size);
 }
@@ -603,10 +578,9 @@ batch_take(struct store *st)
 	int nchecks = take_requests(st, b, &strings), ncosts, nmembers;
 	int nrules = batch_rules(st, b, nchecks, &ncosts, &nmembers);
 	int nints = 3 + nrules * LIM_SCRIPT_RULE + b->n + nchecks + ncosts;
-	int nargv = nints - 1 + nmembers, packed = nchecks >= STORE_PACK_MIN;
-	struct argv_out o = { b, NULL };
+	int nargv = nints - 1 + nmembers;
 
-	b->argc = 2 + 1 + nchecks + (packed ? 1 : nargv);
+	b->argc = 2 + 1 + nchecks + 1;
 	/* an argument is at most "$20\r\n" + 20 digits + "\r\n" */
 	batch_reserve(b, (size_t)(nints + nchecks + nmembers) * 28 + strings);
 	arg_int(b, nchecks);
@@ -618,10 +592,7 @@ batch_take(struct store *st)
 			arg_str(b, c->key, c->keylen);
 		}
 	}
-	if (packed)
-		put_packed(st, b, nrules, (size_t)nargv);
-	else
-		put_argv(st, b, nrules, &o);
+	put_packed(st, b, nrules, (size_t)nargv);
 	return b;
 }
 

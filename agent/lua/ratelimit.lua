@@ -12,8 +12,8 @@
 local call, tonumber, floor = redis.call, tonumber, math.floor
 local min, max, format = math.min, math.max, string.format
 local KEYS, ARGV, unpack = KEYS, ARGV, unpack
--- A big batch comes packed: its ARGV is one msgpack array (a plain one
--- has at least 8 strings).
+-- The agent packs ARGV into one msgpack array (store.c); a plain ARGV
+-- (Redis Cluster's batches, redis-benchmark) has at least 8 strings.
 if #ARGV == 1 then ARGV = cmsgpack.unpack(ARGV[1]) end
 
 local CHECK, FORCE, RELEASE, PEEK = 0, 1, 2, 3

@@ -4,11 +4,11 @@
  * measurably beats plain ARGV"). Side by side on one Redis, the same
  * batches of GCRA decisions go to agent/lua/ratelimit.lua as
  *   argv:    two ARGV strings per decision (EVALSHA sha N key... nreq
- *            nrule rule... (1 code)...), what the agent sends for a
- *            batch of fewer than 8 decisions;
+ *            nrule rule... (1 code)...), what Redis Cluster's batches and
+ *            the naive baseline send;
  *   msgpack: the same numbers packed by msgpack-c into one ARGV string,
  *            which the script unpacks with Redis' built-in cmsgpack: what
- *            the agent sends from 8 on.
+ *            the agent sends (store.c).
  * Prints, per format and round, Redis CPU per decision (INFO cpu deltas)
  * and this client's CPU per decision to encode the calls, then the
  * medians. Both formats' answers are compared first.

@@ -10,5 +10,5 @@ ok $? "redis-server up on $P"
 REDIS_PORT=$P "$ROOT/$BUILD/itests/test_script" --jobs 1
 ok $? "test_script: script matches the C twins"
 REDIS_PORT=$P SCRIPT_PACKED=1 "$ROOT/$BUILD/itests/test_script" --jobs 1
-ok $? "test_script: the same with ARGV packed (msgpack), as big batches are sent"
+ok $? "test_script: the same with ARGV packed (msgpack), as the agent sends it"
 finish

@@ -15,8 +15,8 @@
  * and 8 processes hammering one key are allowed exactly the limit.
  *
  * With SCRIPT_PACKED=1 in the environment every call sends its ARGV packed
- * into one msgpack array, as the agent does for a batch of 8 decisions or
- * more (script.sh runs the suite both ways).
+ * into one msgpack array, as the agent does (store.c; Redis Cluster's
+ * batches go plain): script.sh runs the suite both ways.
  */
 #include <criterion/criterion.h>
 #include <hiredis.h>
