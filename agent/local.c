@@ -293,27 +293,6 @@ local_commit_request(struct local *l, struct local_check *c, size_t n,
 	commit_all(l, c, n, now_us);
 }
 
-int
-local_eval(struct local *l, const struct lim_params *p, const char *key,
-           size_t keylen, int op, int64_t cost, const char *member,
-           size_t memberlen, int64_t now_us, struct lim_result *out)
-{
-	struct local_check c;
-	int rc;
-
-	memset(&c, 0, sizeof(c));
-	c.params = p;
-	c.key = key;
-	c.keylen = keylen;
-	c.op = op;
-	c.cost = cost;
-	c.member = member;
-	c.memberlen = memberlen;
-	rc = local_eval_request(l, &c, 1, now_us);
-	*out = c.result;
-	return rc;
-}
-
 /* One agent's part of <v>: rounded down, so that the pool together never
  * allows more than <v> (100 over 3 agents: 33 each, 99 in all). At least
  * 1, since 0 would deny everything: a pool larger than the limit allows

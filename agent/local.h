@@ -74,13 +74,6 @@ int local_peek_request(struct local *l, struct local_check *c, size_t n,
 void local_commit_request(struct local *l, struct local_check *c, size_t n,
                           int64_t now_us);
 
-/* A request of one check: local_eval_request() with n = 1 and no shadow
- * (a lone check is charged iff it is allowed, so shadow would change
- * nothing). Returns what that returns. */
-int local_eval(struct local *l, const struct lim_params *p, const char *key,
-               size_t keylen, int op, int64_t cost, const char *member,
-               size_t memberlen, int64_t now_us, struct lim_result *out);
-
 /* Keys held now (<= max_keys). */
 size_t local_count(const struct local *l);
 

@@ -42,6 +42,29 @@ mk(enum lim_algo a, int64_t rate, int64_t period, int64_t burst)
 	return p;
 }
 
+/* A request of one check (local_eval_request() with n = 1): what the
+ * tests below drive one step at a time. Returns what that returns. */
+static int
+local_eval(struct local *l, const struct lim_params *p, const char *key,
+           size_t keylen, int op, int64_t cost, const char *member,
+           size_t memberlen, int64_t now_us, struct lim_result *out)
+{
+	struct local_check c;
+	int rc;
+
+	memset(&c, 0, sizeof(c));
+	c.params = p;
+	c.key = key;
+	c.keylen = keylen;
+	c.op = op;
+	c.cost = cost;
+	c.member = member;
+	c.memberlen = memberlen;
+	rc = local_eval_request(l, &c, 1, now_us);
+	*out = c.result;
+	return rc;
+}
+
 static struct lim_result
 one(struct local *l, const struct lim_params *p, const char *key,
     int64_t cost, int64_t now)
