@@ -581,8 +581,9 @@ batch_take(struct store *st)
 	int nargv = nints - 1 + nmembers;
 
 	b->argc = 2 + 1 + nchecks + 1;
-	/* an argument is at most "$20\r\n" + 20 digits + "\r\n" */
-	batch_reserve(b, (size_t)(nints + nchecks + nmembers) * 28 + strings);
+	/* the key count and the keys, each at most "$20\r\n" + 20 digits
+	 * + "\r\n" around its bytes; put_packed reserves for the rest */
+	batch_reserve(b, (size_t)(1 + nchecks) * 28 + strings);
 	arg_int(b, nchecks);
 	for (int i = 0; i < b->n; i++) {
 		const struct store_req *sr = b->ent[i].sr;
