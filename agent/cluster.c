@@ -13,7 +13,7 @@
  * flush groups the queued requests' checks by slot: the checks of one
  * request that share a slot form one "part", evaluated atomically by the
  * script like a whole request on a single Redis, and the parts of all
- * requests on one slot go in one EVALSHA (up to STORE_BATCH_MAX parts).
+ * requests on one slot go in one script call (up to STORE_BATCH_MAX parts).
  *
  * A request spanning slots is tracked by an xreq holding a copy of its
  * checks. When every part has answered, if one part vetoed (or failed),
@@ -53,6 +53,7 @@
 #include "log.h"
 #include "metrics.h"
 #include "reqq.h"
+#include "scriptlib.h"
 #include "util.h"
 
 extern const char lua_ratelimit[];
@@ -91,6 +92,7 @@ struct node {
 	ev_tstamp          last_reply;	/* a reply, not a lost call */
 	ev_tstamp          busy_since;	/* inflight went from 0 to 1 */
 	struct breaker     br;		/* over its calls */
+	int                fcall;	/* this link has the library */
 };
 
 /* A check of a request that spans slots, copied: the request may be
@@ -256,6 +258,27 @@ script_cb(redisAsyncContext *ac, void *r, void *privdata)
 	}
 }
 
+/* FUNCTION LOAD answered on <n>'s link <ac>: its script batches go as
+ * FCALL from now on (store.c says why, and when they do not). */
+static void
+library_cb(redisAsyncContext *ac, void *r, void *privdata)
+{
+	struct node *n = privdata;
+
+	if (r != NULL && n->ac == ac)
+		n->fcall = scriptlib_loaded(r, n->host, n->port);
+}
+
+static void
+load_library(struct node *n)
+{
+	n->fcall = 0;
+	if (n->ac == NULL)
+		return;
+	redisAsyncCommand(n->ac, library_cb, n, "FUNCTION LOAD REPLACE %s",
+	                  scriptlib_text());
+}
+
 static void
 node_down(struct node *n)
 {
@@ -355,6 +378,7 @@ node_connect(struct node *n)
 	redisAsyncCommand(ac, script_cb, cl->sha, "SCRIPT LOAD %s", lua_ratelimit);
 	redisAsyncCommand(ac, script_cb, cl->refund_sha, "SCRIPT LOAD %s",
 	                  lua_refund);
+	load_library(n);
 	ev_timer_set(&n->timer, cl->timeout_s, 0.);
 	ev_timer_start(cl->loop, &n->timer);
 }
@@ -914,8 +938,9 @@ time_cb(redisAsyncContext *ac, void *r, void *privdata)
 		        strtoll(reply->element[1]->str, NULL, 10);
 }
 
-/* Queues <b> on its node: [TIME] [ASKING] EVALSHA (EVAL before the sha is
- * known or after NOSCRIPT). Returns -1, with nothing queued, if the node
+/* Queues <b> on its node: [TIME] [ASKING] FCALL (a script batch, once the
+ * node has the library) or EVALSHA (EVAL before the sha is known or after
+ * NOSCRIPT). Returns -1, with nothing queued, if the node
  * cannot take it; the caller then fails and frees <b>. */
 static int
 batch_send(struct batch *b)
@@ -930,7 +955,12 @@ batch_send(struct batch *b)
 		return -1;
 	if (b->argv == NULL)
 		batch_build(b);
-	if (b->retried || sha[0] == '\0') {
+	if (b->kind == BATCH_SCRIPT && n->fcall && !b->retried) {
+		b->argv[0] = "FCALL";
+		b->argvlen[0] = 5;
+		b->argv[1] = scriptlib_name();
+		b->argvlen[1] = scriptlib_name_len();
+	} else if (b->retried || sha[0] == '\0') {
 		b->argv[0] = "EVAL";
 		b->argvlen[0] = 4;
 		b->argv[1] = text;
@@ -1078,7 +1108,10 @@ batch_cb(redisAsyncContext *ac, void *r, void *privdata)
 		return;
 	}
 	if (reply->type == REDIS_REPLY_ERROR) {
-		if (strncmp(reply->str, "NOSCRIPT", 8) == 0 && !b->retried &&
+		if (scriptlib_missing(reply->str) && n->fcall && !cl->closing)
+			load_library(n);	/* this batch: EVAL, below */
+		if ((strncmp(reply->str, "NOSCRIPT", 8) == 0 ||
+		     scriptlib_missing(reply->str)) && !b->retried &&
 		    !cl->closing) {
 			metrics_redis_error(cl->m, METRICS_REDIS_NOSCRIPT);
 			b->retried = 1;

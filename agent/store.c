@@ -2,9 +2,11 @@
  * Redis store: one hiredis async context per worker loop.
  *
  * Life of a connection: DOWN -> CONNECTING (our own connect timer, since
- * hiredis 0.14 has none) -> UP. On UP we pipeline AUTH, SELECT and SCRIPT
- * LOAD ahead of any EVALSHA, so the script is there before the first call
- * even on a Redis restarted empty. Any error on the context drops it and
+ * hiredis 0.14 has none) -> UP. On UP we pipeline AUTH, SELECT, SCRIPT
+ * LOAD and FUNCTION LOAD (scriptlib.h) ahead of any call, so the script is
+ * there before the first call even on a Redis restarted empty. Batches go
+ * as FCALL once this link's FUNCTION LOAD has answered; before, or if it
+ * failed (Redis < 7, a user without FUNCTION rights), as EVALSHA. Any error on the context drops it and
  * schedules a reconnect with capped exponential backoff and jitter. The
  * backoff restarts from its minimum only once the link has proved usable
  * (SCRIPT LOAD or a script call answered; on Sentinel, ROLE answered
@@ -17,7 +19,8 @@
  * STORE_BATCH_MAX), written as RESP straight into the batch's own buffer
  * (its keys as bulk strings, the rest of its arguments packed by msgpack-c
  * into one) and sent with redisAsyncFormattedCommand; the batch keeps it until the
- * reply, so NOSCRIPT is answered by resending the same arguments with EVAL.
+ * reply, so NOSCRIPT (or a library gone missing) is answered by resending
+ * the same arguments with EVAL.
  * Batches and their buffers are pooled per store. Each batch entry
  * remembers the request's <gen>: a request its caller has already answered
  * (deadline passed) has another gen and its late result is dropped.
@@ -46,6 +49,7 @@
 #include "ratelog.h"
 #include "reply.h"
 #include "reqq.h"
+#include "scriptlib.h"
 #include "sentinel.h"
 #include "store.h"
 #include "util.h"
@@ -92,7 +96,8 @@ struct batch {
 	int                 retried;	/* resent with EVAL after NOSCRIPT */
 };
 
-#define BATCH_HEAD     96	/* room for "*argc $7 EVALSHA $40 <sha>" */
+#define BATCH_HEAD     96	/* room for "*argc $7 EVALSHA $40 <sha>" or
+				 * "*argc $5 FCALL $24 <name>" */
 #define BATCH_POOL_MAX 32	/* free batches kept per store */
 
 struct store {
@@ -105,6 +110,7 @@ struct store {
 	int64_t                backoff_us;
 	int64_t                connect_timeout_us;
 	char                   sha[41];
+	int                    fcall;		/* this link has the library */
 	int                    inflight;	/* batches sent, not answered */
 	struct breaker         br;		/* over batches */
 	ev_tstamp              last_reply;	/* when Redis last answered */
@@ -289,6 +295,7 @@ batch_fail(struct batch *b, int err)
 }
 
 static void batch_cb(redisAsyncContext *ac, void *r, void *privdata);
+static void load_library(struct store *st);
 
 /* Redis answered <b> with the error <err>: its requests get their fail
  * modes. Only an error saying Redis cannot serve at all feeds the breaker;
@@ -365,13 +372,56 @@ send_evalsha(struct store *st, struct batch *b)
 	                                  hlen + b->len);
 }
 
+/* FCALL <name>: as EVALSHA, the header just before the arguments. */
+static int
+send_fcall(struct store *st, struct batch *b)
+{
+	char head[BATCH_HEAD], *p = head;
+	size_t nlen = scriptlib_name_len(), hlen;
+
+	p = resp_len(p, '*', b->argc);
+	memcpy(p, "$5\r\nFCALL\r\n", 11);
+	p = resp_len(p + 11, '$', (int64_t)nlen);
+	memcpy(p, scriptlib_name(), nlen);
+	memcpy(p + nlen, "\r\n", 2);
+	hlen = (size_t)(p + nlen + 2 - head);
+	memcpy(b->buf + BATCH_HEAD - hlen, head, hlen);
+	return redisAsyncFormattedCommand(st->ac, batch_cb, b,
+	                                  b->buf + BATCH_HEAD - hlen,
+	                                  hlen + b->len);
+}
+
+/* FCALL if this link loaded the library, else EVALSHA, else (no sha yet,
+ * or <with_eval>) EVAL with the script's text. */
 static int
 batch_send(struct store *st, struct batch *b, int with_eval)
 {
-	if ((with_eval ? send_eval(st, b) : send_evalsha(st, b)) != REDIS_OK)
+	int rc;
+
+	if (with_eval || (!st->fcall && st->sha[0] == '\0'))
+		rc = send_eval(st, b);
+	else
+		rc = st->fcall ? send_fcall(st, b) : send_evalsha(st, b);
+	if (rc != REDIS_OK)
 		return -1;
 	st->inflight++;
 	return 0;
+}
+
+/* Is <err> a script the link lacks? A missing library is loaded again,
+ * and until it is, batches go as EVALSHA. */
+static int
+script_missing(struct store *st, const char *err)
+{
+	if (strncmp(err, "NOSCRIPT", 8) == 0)
+		return 1;
+	if (!scriptlib_missing(err))
+		return 0;
+	if (st->fcall) {
+		st->fcall = 0;
+		load_library(st);
+	}
+	return 1;
 }
 
 static void
@@ -392,9 +442,8 @@ batch_cb(redisAsyncContext *ac, void *r, void *privdata)
 		batch_free(b);
 		return;
 	}
-	if (reply->type == REDIS_REPLY_ERROR &&
-	    strncmp(reply->str, "NOSCRIPT", 8) == 0 && !b->retried &&
-	    st->state == ST_UP) {
+	if (reply->type == REDIS_REPLY_ERROR && !b->retried &&
+	    st->state == ST_UP && script_missing(st, reply->str)) {
 		metrics_redis_error(st->m, METRICS_REDIS_NOSCRIPT);
 		b->retried = 1;
 		if (batch_send(st, b, 1) == 0)
@@ -612,7 +661,7 @@ store_flush(struct store *st)
 		struct batch *b = batch_take(st);
 
 		b->sent_us = util_monotonic_us();
-		if (batch_send(st, b, st->sha[0] == '\0') == -1) {
+		if (batch_send(st, b, 0) == -1) {
 			batch_fail(b, STORE_EIO);
 			batch_free(b);
 		} else {
@@ -708,6 +757,24 @@ script_loaded_cb(redisAsyncContext *ac, void *r, void *privdata)
 	}
 }
 
+/* FUNCTION LOAD answered on link <ac>: FCALL from now on, if it is still
+ * the link and the load worked. */
+static void
+library_loaded_cb(redisAsyncContext *ac, void *r, void *privdata)
+{
+	struct store *st = privdata;
+
+	if (r != NULL && st->ac == ac)
+		st->fcall = scriptlib_loaded(r, st->addr.host, st->addr.port);
+}
+
+static void
+load_library(struct store *st)
+{
+	redisAsyncCommand(st->ac, library_loaded_cb, st,
+	                  "FUNCTION LOAD REPLACE %s", scriptlib_text());
+}
+
 static void
 setup_reply_cb(redisAsyncContext *ac, void *r, void *privdata)
 {
@@ -718,8 +785,8 @@ setup_reply_cb(redisAsyncContext *ac, void *r, void *privdata)
 		          (const char *)privdata, reply->str);
 }
 
-/* Pipelines AUTH, SELECT and SCRIPT LOAD; the password never reaches a
- * log line. */
+/* Pipelines AUTH, SELECT, SCRIPT LOAD and FUNCTION LOAD; the password
+ * never reaches a log line. */
 static void
 send_setup(struct store *st)
 {
@@ -734,6 +801,8 @@ send_setup(struct store *st)
 		redisAsyncCommand(st->ac, setup_reply_cb, (void *)"SELECT", "SELECT %d", a->db);
 	redisAsyncCommand(st->ac, script_loaded_cb, st, "SCRIPT LOAD %s",
 	                  lua_ratelimit);
+	st->fcall = 0;
+	load_library(st);
 }
 
 static void

@@ -31,6 +31,14 @@ port() { echo $((PORT_BASE + $1)); }
 # rc PORT ARGS...: redis-cli against 127.0.0.1:PORT, its errors hidden.
 rc() { p=$1; shift; redis-cli -h 127.0.0.1 -p "$p" "$@" 2>/dev/null; }
 
+# script_calls PORT [REDIS-CLI ARGS...]: the script calls Redis has run:
+# EVAL, EVALSHA and FCALL (the agent's calls on Redis 7, store.c).
+script_calls() {
+	p=$1; shift
+	redis-cli -h 127.0.0.1 -p "$p" "$@" info commandstats | tr -d '\r' |
+		awk -F'[=,:]' '/^cmdstat_(eval|evalsha|fcall):/ { n += $3 } END { print n + 0 }'
+}
+
 # now_ms: the wall clock in milliseconds (bash 5's EPOCHREALTIME: no fork).
 now_ms() { echo $((${EPOCHREALTIME/./} / 1000)); }
 

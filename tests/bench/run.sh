@@ -82,10 +82,7 @@ rcpu() {
 	redis-cli -p "$RP" info cpu | tr -d '\r' |
 		awk -F: '/^used_cpu_(sys|user):/ {s += $2} END {printf "%.6f\n", s}'
 }
-rcalls() {
-	redis-cli -p "$RP" info commandstats | tr -d '\r' |
-		awk -F'[=,:]' '/^cmdstat_(evalsha|eval):/ {s += $3} END {print s + 0}'
-}
+rcalls() { script_calls "$RP"; }
 # metric PORT NAME: the sample NAME (a name, or a name with its labels),
 # summed over the label sets when NAME has none
 metric() {

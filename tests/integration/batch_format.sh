@@ -48,9 +48,9 @@ sleep 0.3
 kill "$mon" 2>/dev/null
 # a packed ARGV is one string starting with msgpack's array16 marker (a
 # batch of 2 or more checks), or fixarray (0x90-0x9f) for a lone one
-packed=$(grep '"EVALSHA"' "$TMP/monitor" | grep -c '"\\xdc')
+packed=$(grep '"FCALL"' "$TMP/monitor" | grep -c '"\\xdc')
 [ "$packed" -ge 1 ]
 ok $? "packed calls were made ($packed)"
-grep '"EVALSHA"' "$TMP/monitor" | grep 'solo' | grep -q '"\\x9[0-9a-f]'
+grep '"FCALL"' "$TMP/monitor" | grep 'solo' | grep -q '"\\x9[0-9a-f]'
 ok $? "a request alone goes packed too"
 finish

@@ -137,6 +137,12 @@ nodes=$(for s in $slots; do
 done | sort -u | wc -l)
 expect_eq "$nodes" 3 "the tenants' keys live on all three masters"
 expect_eq "$(rcc exists 'rl:{tenant:tenant:tn7}')" 1 "a tenant key is in the cluster"
+fcalls=0
+for p in "$P1" "$P2" "$P3"; do
+	n=$(rc "$p" info commandstats | tr -d '\r' | awk -F'[=,:]' '$1 == "cmdstat_fcall" { print $3 }')
+	[ "${n:-0}" -ge 1 ] && fcalls=$((fcalls + 1))
+done
+expect_eq "$fcalls" 3 "every master was called with FCALL (each loaded the library)"
 
 # 2. exact count: 5 clients x 20 requests on one key, burst 50
 cpids=""

@@ -12,10 +12,7 @@ rules:
 YAML
 start_agent "$TMP/policy.yaml"
 wait_port "$AP"
-calls() {
-	redis-cli -p "$RP" info commandstats |
-		awk -F'[=,:]' '/^cmdstat_eval(sha)?:/ { n += $3 } END { print n + 0 }'
-}
+calls() { script_calls "$RP"; }
 before=$(calls)
 cpids=""
 for i in 1 2 3 4; do

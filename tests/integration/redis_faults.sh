@@ -10,12 +10,6 @@
 . "$(dirname "$0")/../lib.sh"
 CLIENT="$TOOLS/spop-client"
 
-# evals PORT [AUTH ARGS]: EVAL + EVALSHA calls Redis has executed.
-evals() {
-	p=$1; shift
-	redis-cli -p "$p" "$@" info commandstats | tr -d '\r' |
-		awk -F'[=,:]' '/^cmdstat_eval(sha)?:/ { n += $3 } END { print n + 0 }'
-}
 
 # log_ms FILE MSG [FROM_LINE]: the time of day, in ms, of each MSG line
 # of FILE from line FROM_LINE on (logfmt ts=...THH:MM:SS.mmmZ).
@@ -81,7 +75,7 @@ LOG1="$TMP/agent-breaker.log"
 c() { "$CLIENT" -a "127.0.0.1:$AP" "$@"; }
 expect_eq "$(verdict "$(c rl-request tenant=s:warm)")" "0/0 " "breaker: a decision from Redis before the fault"
 expect_eq "$(metric spoa_rl_redis_circuit_open)" 0 "breaker: circuit_open is 0 while Redis answers"
-before=$(evals "$RP")
+before=$(script_calls "$RP")
 RPID=$(eval echo "\$REDIS_PID_$RP")
 kill -STOP "$RPID"
 # Each request waits its 50 ms deadline; once Redis has been silent for
@@ -111,7 +105,7 @@ line=$(wc -l <"$LOG1")
 kill -CONT "$RPID"
 wait_log "$LOG1" redis_breaker_closed "$line" 3
 ok $? "breaker: the late replies after SIGCONT close it (redis_breaker_closed)"
-expect_eq "$(($(evals "$RP") - before))" "$((sent + 1))" \
+expect_eq "$(($(script_calls "$RP") - before))" "$((sent + 1))" \
 	"breaker: Redis executed the $sent calls sent before it opened and the probe, none of the cooldown's 40"
 expect_eq "$(metric spoa_rl_redis_circuit_open)" 0 "breaker: circuit_open is back to 0"
 expect_eq "$(verdict "$(c rl-request tenant=s:after)")" "0/0 " "breaker: decisions come from Redis again"

@@ -16,7 +16,11 @@
  *
  * With SCRIPT_PACKED=1 in the environment every call sends its ARGV packed
  * into one msgpack array, as the agent does (store.c; Redis Cluster's
- * batches go plain): script.sh runs the suite both ways.
+ * batches go plain). With SCRIPT_FCALL=1 every call is an FCALL of the
+ * script's FUNCTION library (scriptlib.h), as the agent's calls are on
+ * Redis 7: the library keeps its tables from call to call, so a call that
+ * leaked state into the next would show here. script.sh runs the suite
+ * in the three ways.
  */
 #include <criterion/criterion.h>
 #include <hiredis.h>
@@ -29,6 +33,7 @@
 #include <unistd.h>
 
 #include "limiter.h"
+#include "scriptlib.h"
 #include "store.h"
 
 #define S    LIM_USEC_PER_SEC
@@ -36,6 +41,14 @@
 #define ARRAY_LEN(a) ((int)(sizeof(a) / sizeof((a)[0])))
 
 static char sha[64];
+
+static int
+env_is(const char *name)
+{
+	const char *v = getenv(name);
+
+	return v != NULL && strcmp(v, "1") == 0;
+}
 
 static redisContext *
 connect_redis(void)
@@ -59,6 +72,13 @@ setup(void)
 	          r && r->type == REDIS_REPLY_ERROR ? r->str : "?");
 	snprintf(sha, sizeof(sha), "%s", r->str);
 	freeReplyObject(r);
+	if (env_is("SCRIPT_FCALL")) {
+		r = redisCommand(c, "FUNCTION LOAD REPLACE %s", scriptlib_text());
+		cr_assert(r && r->type == REDIS_REPLY_STRING &&
+		          strcmp(r->str, scriptlib_name()) == 0, "FUNCTION LOAD: %s",
+		          r && r->type == REDIS_REPLY_ERROR ? r->str : "?");
+		freeReplyObject(r);
+	}
 	return c;
 }
 
@@ -177,19 +197,18 @@ call_send(redisContext *c, struct call *k, struct lim_result *out, int max)
 	const char *argv[MAXARG + 70 + 2 + 64 * LIM_SCRIPT_RULE];
 	size_t argvlen[MAXARG + 70 + 2 + 64 * LIM_SCRIPT_RULE];
 	char nk[16], nr[16], nu[16], rbuf[64 * LIM_SCRIPT_RULE][24];
-	const char *packed = getenv("SCRIPT_PACKED");
 	msgpack_sbuffer sb;
 	redisReply *r;
 	int argc = 0, i, n;
 
 	msgpack_sbuffer_init(&sb);
-	argv[argc++] = "EVALSHA";
-	argv[argc++] = sha;
+	argv[argc++] = env_is("SCRIPT_FCALL") ? "FCALL" : "EVALSHA";
+	argv[argc++] = env_is("SCRIPT_FCALL") ? scriptlib_name() : sha;
 	snprintf(nk, sizeof(nk), "%d", k->nkeys);
 	argv[argc++] = nk;
 	for (i = 0; i < k->nkeys; i++)
 		argv[argc++] = k->keys[i];
-	if (packed != NULL && strcmp(packed, "1") == 0) {
+	if (env_is("SCRIPT_PACKED")) {
 		pack_argv(k, &sb);
 		argv[argc++] = sb.data;
 		goto send;
@@ -211,8 +230,8 @@ send:
 		             strlen(argv[i]);
 	r = redisCommandArgv(c, argc, argv, argvlen);
 	msgpack_sbuffer_destroy(&sb);
-	cr_assert(r != NULL, "EVALSHA: %s", c->errstr);
-	cr_assert(r->type == REDIS_REPLY_ARRAY, "EVALSHA: %s",
+	cr_assert(r != NULL, "%s: %s", argv[0], c->errstr);
+	cr_assert(r->type == REDIS_REPLY_ARRAY, "%s: %s", argv[0],
 	          r->type == REDIS_REPLY_ERROR ? r->str : "not an array");
 	cr_assert_eq(r->elements % LIM_SCRIPT_RESULT, 0);
 	n = (int)(r->elements / LIM_SCRIPT_RESULT);

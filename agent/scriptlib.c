@@ -1,0 +1,91 @@
+/*
+ * The decision script as a Redis 7 FUNCTION library (scriptlib.h): the
+ * library text and the function's name, built from the embedded
+ * ratelimit.lua once per process.
+ */
+#include <pthread.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "log.h"
+#include "scriptlib.h"
+#include "util.h"
+
+extern const char lua_ratelimit[];
+
+/* The line that ends ratelimit.lua: its EVAL entry point. */
+#define EVAL_TAIL "return batch(KEYS, ARGV)\n"
+
+static pthread_once_t once = PTHREAD_ONCE_INIT;
+static char          *text;
+static char           name[32];	/* "spoa_rl_" and 16 hex digits */
+
+/* FNV-1a, 64 bits: a name per script text, not a security boundary. */
+static uint64_t
+fnv1a(const char *s)
+{
+	uint64_t h = 14695981039346656037ULL;
+
+	for (; *s != '\0'; s++) {
+		h ^= (unsigned char)*s;
+		h *= 1099511628211ULL;
+	}
+	return h;
+}
+
+static void
+build(void)
+{
+	size_t len = strlen(lua_ratelimit), tail = strlen(EVAL_TAIL);
+	size_t body, cap;
+
+	if (len < tail || strcmp(lua_ratelimit + len - tail, EVAL_TAIL) != 0)
+		fatal("ratelimit.lua does not end with its EVAL entry point");
+	body = len - tail;
+	snprintf(name, sizeof(name), "spoa_rl_%016llx",
+	         (unsigned long long)fnv1a(lua_ratelimit));
+	cap = body + 2 * sizeof(name) + 64;
+	text = xmalloc(cap);
+	snprintf(text, cap, "#!lua name=%s\n%.*s"
+	         "redis.register_function('%s', batch)\n",
+	         name, (int)body, lua_ratelimit, name);
+}
+
+const char *
+scriptlib_text(void)
+{
+	pthread_once(&once, build);
+	return text;
+}
+
+const char *
+scriptlib_name(void)
+{
+	pthread_once(&once, build);
+	return name;
+}
+
+size_t
+scriptlib_name_len(void)
+{
+	return strlen(scriptlib_name());
+}
+
+int
+scriptlib_loaded(const redisReply *reply, const char *host, int port)
+{
+	if (reply->type == REDIS_REPLY_STRING)
+		return 1;
+	log_info("redis_functions_unavailable", "host=%s port=%d error=\"%.200s\"",
+	         host, port,
+	         reply->type == REDIS_REPLY_ERROR ? reply->str : "bad reply");
+	return 0;
+}
+
+int
+scriptlib_missing(const char *err)
+{
+	return err != NULL && strstr(err, "Function not found") != NULL;
+}

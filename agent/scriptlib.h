@@ -1,0 +1,38 @@
+/*
+ * The decision script as a Redis 7 FUNCTION library.
+ *
+ * agent/lua/ratelimit.lua ends with the one line that runs it under EVAL;
+ * the library is the same text with that line replaced by the function's
+ * registration, so its helpers are made once per FUNCTION LOAD instead of
+ * on every call. The library and function names carry a hash of the text:
+ * agents of different versions sharing one Redis each call their own.
+ *
+ * What this is not: the loading and the choice between FCALL and EVALSHA
+ * (store.c, cluster.c: Redis < 7, or a user without FUNCTION rights, gets
+ * EVALSHA).
+ */
+#ifndef SCRIPTLIB_H
+#define SCRIPTLIB_H
+
+#include <stddef.h>
+
+#include <hiredis/hiredis.h>
+
+/* "FUNCTION LOAD REPLACE <text>" is the load; "FCALL <name> ..." the call.
+ * Both are built once, on the first use from any thread. */
+const char *scriptlib_text(void);
+const char *scriptlib_name(void);
+size_t      scriptlib_name_len(void);
+
+/* FUNCTION LOAD's <reply> on the link to <host>:<port>: 1 if the library
+ * is there (FCALL from now on), else 0, logged at info (Redis < 7 says
+ * "unknown command", a user without the right NOPERM). */
+int         scriptlib_loaded(const redisReply *reply, const char *host,
+                             int port);
+
+/* Is <err> the error FCALL gets when the library is missing (a Redis
+ * restarted empty, FUNCTION FLUSH, a failover to a node that never got
+ * it)? The caller resends with EVAL and loads the library again. */
+int         scriptlib_missing(const char *err);
+
+#endif

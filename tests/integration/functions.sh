@@ -1,0 +1,77 @@
+#!/bin/bash
+# The decision script as a FUNCTION library (scriptlib.h, store.c): on
+# Redis 7 the agent loads it at connect and calls it with FCALL, not
+# EVALSHA; the library's name carries the script's hash; a library gone
+# missing (FUNCTION FLUSH, as after a Redis restarted empty) costs one
+# EVAL and is loaded again, with every decision still exact; and a user
+# without FUNCTION rights keeps EVALSHA, exact too, and says so once.
+. "$(dirname "$0")/../lib.sh"
+RP=$(port 1); AP=$(port 2); AP2=$(port 3)
+CLIENT="$TOOLS/spop-client"
+start_redis "$RP"
+ok $? "redis-server up on $RP"
+
+# cmdstat PORT CMD [REDIS-CLI ARGS]: calls of CMD Redis has run
+cmdstat() {
+	p=$1 cmd=$2; shift 2
+	rc "$p" "$@" info commandstats | tr -d '\r' |
+		awk -F'[=,:]' -v c="cmdstat_$cmd" '$1 == c { n += $3 } END { print n + 0 }'
+}
+# allowed N TENANT [PORT]: how many of N pipelined requests were allowed
+allowed() {
+	"$CLIENT" -a "127.0.0.1:${3:-$AP}" -n "$1" -P 10 rl-a "tenant=s:$2" |
+		grep -c '^ack.* status=0 '
+}
+policy() {	# policy LISTEN-PORT REDIS-URL
+	cat <<YAML
+listen: 127.0.0.1:$1
+workers: 2
+redis: { url: "$2", timeout: 500ms }
+rules:
+  - { name: g, message: rl-a, key: "g:{tenant}", algorithm: gcra, rate: 1/hour, burst: 10 }
+  - { name: w, message: rl-a, key: "w:{tenant}", algorithm: fixed-window, limit: 100, window: 1h }
+YAML
+}
+
+policy "$AP" "redis://127.0.0.1:$RP/0" >"$TMP/policy.yaml"
+start_agent "$TMP/policy.yaml"
+wait_port "$AP"
+
+# ---- 1. FCALL on Redis 7 ------------------------------------------------------
+until_ok 30 sh -c "redis-cli -p $RP function list | grep -q '^spoa_rl_[0-9a-f]\{16\}$'"
+ok $? "the library spoa_rl_<16 hex digits> is loaded at connect"
+expect_eq "$(allowed 25 acme)" 10 "25 requests through FCALL: exactly the burst of 10 allowed"
+[ "$(cmdstat "$RP" fcall)" -ge 1 ]
+ok $? "the calls were FCALLs ($(cmdstat "$RP" fcall))"
+expect_eq "$(cmdstat "$RP" evalsha)" 0 "and no EVALSHA"
+expect_eq "$(rc "$RP" type 'rl:{w:w:acme}')" hash \
+	"the window rule (another algorithm, on the library's lazily made helpers) charged too"
+
+# ---- 2. the library gone: one EVAL, loaded again, still exact -------------------
+rc "$RP" function flush >/dev/null
+ok $? "FUNCTION FLUSH (a Redis restarted empty looks the same)"
+expect_eq "$(allowed 25 beta)" 10 "after the flush: still exactly 10 of 25 allowed"
+[ "$(cmdstat "$RP" eval)" -ge 1 ]
+ok $? "the call that found no library was resent with EVAL ($(cmdstat "$RP" eval))"
+until_ok 30 sh -c "redis-cli -p $RP function list | grep -q '^spoa_rl_'"
+ok $? "the library is loaded again"
+expect_eq "$(allowed 5 acme)" 0 "acme's state survived: still denied"
+f0=$(cmdstat "$RP" fcall); e0=$(cmdstat "$RP" eval)
+expect_eq "$(allowed 12 delta)" 10 "a new tenant after the reload: 10 of 12 allowed"
+[ "$(cmdstat "$RP" fcall)" -gt "$f0" ] && [ "$(cmdstat "$RP" eval)" = "$e0" ]
+ok $? "through FCALL again ($f0 -> $(cmdstat "$RP" fcall) calls, no more EVAL)"
+
+# ---- 3. no FUNCTION rights: EVALSHA, exact, said once -------------------------
+rc "$RP" acl setuser nofn on '>pw-nofn-4e1b' '~*' '+@all' '-function' >/dev/null
+policy "$AP2" "redis://nofn:pw-nofn-4e1b@127.0.0.1:$RP/0" >"$TMP/policy2.yaml"
+AGENT_LOG=$TMP/agent2.log start_agent "$TMP/policy2.yaml"
+wait_port "$AP2"
+until_ok 30 grep -q 'redis_functions_unavailable' "$TMP/agent2.log"
+ok $? "an ACL user without FUNCTION: redis_functions_unavailable logged"
+s0=$(cmdstat "$RP" evalsha)
+expect_eq "$(allowed 25 gamma "$AP2")" 10 "through EVALSHA: exactly 10 of 25 allowed"
+[ "$(cmdstat "$RP" evalsha)" -gt "$s0" ]
+ok $? "those calls were EVALSHAs"
+expect_eq "$(grep -c 'redis_functions_unavailable' "$TMP/agent2.log")" 2 \
+	"said once per worker's link, not per call"
+finish
