@@ -422,12 +422,13 @@ node_usable(struct node *n)
 }
 
 /* 1 if a call may be sent to <n> now: usable, under its cap on calls in
- * flight, and (unless <any>, for refunds) its breaker not open. */
+ * flight, and (unless <any>, for refunds) admitted by its breaker (after
+ * a cooldown, only one probe at a time). */
 static int
 node_takes(struct node *n, int any)
 {
 	return n != NULL && node_usable(n) && n->inflight < CL_MAX_INFLIGHT &&
-	       (any || !breaker_is_open(&n->br, ev_now(n->cl->loop)));
+	       (any || breaker_admit(&n->br, ev_now(n->cl->loop)));
 }
 
 static struct node *

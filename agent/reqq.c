@@ -83,6 +83,17 @@ breaker_is_open(const struct breaker *b, double now)
 }
 
 int
+breaker_admit(struct breaker *b, double now)
+{
+	if (!breaker_tripped(b))
+		return 1;
+	if (now < b->until || (b->probe != 0 && now < b->probe + BREAKER_PROBE_S))
+		return 0;
+	b->probe = now;
+	return 1;
+}
+
+int
 breaker_tripped(const struct breaker *b)
 {
 	return b->fails >= BREAKER_FAILS;
@@ -95,6 +106,7 @@ breaker_fail(struct breaker *b, double now)
 
 	if (breaker_tripped(b))
 		b->until = now + BREAKER_COOLDOWN;
+	b->probe = 0;
 	return opened;
 }
 
@@ -104,6 +116,7 @@ breaker_ok(struct breaker *b)
 	int closed = breaker_tripped(b);
 
 	b->fails = 0;
+	b->probe = 0;
 	return closed;
 }
 

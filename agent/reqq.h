@@ -19,6 +19,7 @@
 
 #define BREAKER_FAILS    5	/* consecutive failed calls that open it */
 #define BREAKER_COOLDOWN 0.5	/* seconds it then refuses work */
+#define BREAKER_PROBE_S  1.0	/* a probe with no outcome by then is lost */
 
 /* Requests queued, not sent, linked through store_req.next and .prev (a
  * request given up on leaves from the middle). Embedded in the store; all
@@ -50,10 +51,18 @@ void reqq_fail_all(struct reqq *q, int err);
 struct breaker {
 	int    fails;
 	double until;		/* ev_tstamp */
+	double probe;		/* when the half-open probe was admitted, or 0 */
 };
 
 /* 1 while <b> has tripped and <now> is within its cooldown. */
 int breaker_is_open(const struct breaker *b, double now);
+
+/* 1 if work may be sent now: always while closed, never while open. Once
+ * the cooldown is over (half-open) it admits one probe, and no more until
+ * that probe's outcome is counted (breaker_fail, breaker_ok) or
+ * BREAKER_PROBE_S have passed: a Redis still stuck makes one request wait
+ * its deadline, not every request until the first timeout. */
+int breaker_admit(struct breaker *b, double now);
 
 /* 1 once BREAKER_FAILS failures in a row have been counted. */
 int breaker_tripped(const struct breaker *b);

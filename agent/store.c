@@ -28,7 +28,8 @@
  * The breaker (reqq.h) opens after BREAKER_FAILS consecutive failed
  * batches (lost, stalled, or answered with an error that says Redis cannot
  * serve: reqq_error_is_outage) and then refuses work for BREAKER_COOLDOWN,
- * after which one batch probes. A per-key error (WRONGTYPE) fails only its
+ * after which one request probes: until its outcome, nothing more is
+ * taken (breaker_admit). A per-key error (WRONGTYPE) fails only its
  * batch. While it is open, and while the link is down, store_submit()
  * refuses at once so no request waits on a dead connection.
  */
@@ -682,7 +683,7 @@ store_submit(struct store *st, struct store_req *sr)
 		return cluster_submit(st->cl, sr);
 	if (st->state == ST_DOWN || st->q.queued >= STORE_MAX_QUEUE ||
 	    st->inflight >= STORE_MAX_INFLIGHT ||
-	    breaker_is_open(&st->br, ev_now(st->loop)))
+	    !breaker_admit(&st->br, ev_now(st->loop)))
 		return STORE_EDOWN;
 	reqq_push(&st->q, sr);
 	return STORE_OK;

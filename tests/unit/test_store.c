@@ -103,3 +103,58 @@ Test(reqq, a_request_given_up_on_leaves_the_queue_and_can_be_queued_again)
 	cr_assert_null(q.head);
 	cr_assert_null(q.tail);
 }
+
+/* BREAKER_FAILS failures in a row at <now>. */
+static void
+trip(struct breaker *b, double now)
+{
+	for (int i = 0; i < BREAKER_FAILS; i++)
+		breaker_fail(b, now);
+}
+
+Test(breaker, admits_everything_while_closed)
+{
+	struct breaker b = { 0 };
+
+	for (int i = 0; i < 100; i++)
+		cr_assert(breaker_admit(&b, 10.0));
+	breaker_fail(&b, 10.0);
+	cr_assert(breaker_admit(&b, 10.0), "one failure does not open it");
+}
+
+Test(breaker, refuses_everything_during_the_cooldown)
+{
+	struct breaker b = { 0 };
+
+	trip(&b, 10.0);
+	cr_assert(breaker_is_open(&b, 10.0));
+	cr_assert_not(breaker_admit(&b, 10.0));
+	cr_assert_not(breaker_admit(&b, 10.0 + BREAKER_COOLDOWN - 0.01));
+}
+
+Test(breaker, half_open_admits_one_probe_until_its_outcome)
+{
+	struct breaker b = { 0 };
+	double t = 10.0 + BREAKER_COOLDOWN;
+
+	trip(&b, 10.0);
+	cr_assert(breaker_admit(&b, t), "the probe");
+	cr_assert_not(breaker_admit(&b, t), "a second request while it is out");
+	cr_assert_not(breaker_admit(&b, t + 0.5));
+	breaker_fail(&b, t + 0.5);	/* the probe failed: open again */
+	cr_assert_not(breaker_admit(&b, t + 0.5));
+	cr_assert(breaker_admit(&b, t + 0.5 + BREAKER_COOLDOWN), "the next probe");
+	cr_assert(breaker_ok(&b), "a good probe closes it");
+	cr_assert(breaker_admit(&b, t + 2) && breaker_admit(&b, t + 2));
+}
+
+Test(breaker, a_probe_that_never_answers_is_replaced)
+{
+	struct breaker b = { 0 };
+	double t = 10.0 + BREAKER_COOLDOWN;
+
+	trip(&b, 10.0);
+	cr_assert(breaker_admit(&b, t));
+	cr_assert_not(breaker_admit(&b, t + BREAKER_PROBE_S - 0.01));
+	cr_assert(breaker_admit(&b, t + BREAKER_PROBE_S), "lost: a new probe");
+}
