@@ -80,6 +80,13 @@ wait_port "$AP"
 until_ok 30 test "$(grep -c msg=redis_connected "$TMP/agent.log")" -ge 2
 expect_eq "$(c1 rl-request tenant=s:first1 | field limit)" 5 \
 	"after a restart, the first request of a pro tenant is judged as pro"
+# A full table evicts one entry at a time. It used to empty itself, so a
+# flood of new tenant values (more than the 65536 a worker holds) put every
+# tenant back on the default plan until its HGET answered.
+c1 -u -n 70000 -P 32 -t 10000 rl-request tenant=s:flood >/dev/null
+ok $? "a flood of 70000 new tenants is answered"
+expect_eq "$(c1 rl-request tenant=s:first1 | field limit)" 5 \
+	"after the flood, a pro tenant is still judged as pro"
 # Redis stalled (1.5 s): the lookup's wait is bounded by redis.timeout
 # (100ms), then the rule's fail mode (open) answers, degraded.
 redis-cli -p "$RP" hset plans stalled pro >/dev/null
