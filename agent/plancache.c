@@ -1,43 +1,56 @@
 /*
- * Plan cache: an open-addressing table (linear probing, power-of-two size,
- * FNV-1a) of tenant -> plan name and expiry. Plan names, not indexes, are
- * kept so that entries survive a policy reload that reorders plans.
- * Refreshes go through store_hget(); the answer lands in the entry found
- * again by tenant, so an entry evicted meanwhile costs nothing.
+ * Plan cache: a fixed array of entries (tenant, plan name, expiry, CLOCK
+ * bit, waiters) and an index over it, an open-addressing table of entry
+ * numbers (linear probing, power-of-two size, FNV-1a, backward-shift
+ * deletion). Entries never move, so an HGET in flight and its waiters hold
+ * a pointer to theirs; such an entry is not evicted until it is answered
+ * and its waiters are gone. Plan names, not indexes, are kept so that
+ * entries survive a policy reload that reorders plans.
+ *
+ * Not here: deadlines (the waiter's owner has them) and the choice of what
+ * an unknown plan means (policy_tenant_plan and req.c).
  */
 #include <stdlib.h>
 #include <string.h>
 
+#include "log.h"
 #include "plancache.h"
+#include "ratelog.h"
 #include "store.h"
 #include "util.h"
 
-#define SLOTS (PLANCACHE_MAX * 2)
+enum {
+	ST_UNKNOWN = 0,			/* no answer yet */
+	ST_PLAN,			/* <plan> is the answer */
+	ST_ABSENT,			/* not in the hash */
+};
 
 struct entry {
-	uint64_t hash;			/* 0 = empty */
-	int64_t  expires_us;
-	uint8_t  tlen;
-	uint8_t  plen;
-	uint8_t  pending;		/* an HGET is in flight */
-	uint8_t  known;			/* <plan> holds an answer */
-	char     tenant[PLANCACHE_TENANT_MAX + 1];
-	char     plan[PLANCACHE_PLAN_MAX + 1];
+	uint64_t                 hash;
+	char                    *tenant;	/* owned; NULL: entry free */
+	size_t                   tlen;
+	int64_t                  expires_us;	/* answer fresh until then */
+	int64_t                  cache_us;	/* of the HGET in flight */
+	struct plancache_waiter *waiters;
+	uint8_t                  state;
+	uint8_t                  plen;
+	uint8_t                  pending;	/* an HGET is in flight */
+	uint8_t                  used;		/* CLOCK: looked up lately */
+	char                     plan[PLANCACHE_PLAN_MAX + 1];
 };
 
 struct plancache {
-	struct store *st;
-	struct entry *slots;
-	size_t        n;
-	uint32_t      epoch;		/* bumped when the table is emptied */
-};
-
-struct refresh {
-	struct plancache *pc;
-	uint32_t          epoch;
-	int64_t           cache_us;
-	uint8_t           tlen;
-	char              tenant[PLANCACHE_TENANT_MAX + 1];
+	plancache_fetch *fetch;
+	void            *fetch_ctx;
+	struct entry    *ents;		/* <max> */
+	uint32_t        *slots;		/* <mask> + 1: entry number + 1; 0 empty */
+	uint32_t        *freed;		/* entries emptied below <hi> */
+	size_t           nfreed;
+	size_t           hi;		/* entries ever used: ents[0, hi) */
+	size_t           mask;
+	size_t           max, max_bytes;
+	size_t           n, bytes;
+	size_t           hand;		/* CLOCK */
 };
 
 static uint64_t
@@ -47,16 +60,40 @@ fnv1a(const char *s, size_t n)
 
 	for (size_t i = 0; i < n; i++)
 		h = (h ^ (unsigned char)s[i]) * 1099511628211ULL;
-	return h ? h : 1;
+	return h;
+}
+
+static int
+store_fetch(void *ctx, const char *hash, const char *field, size_t len,
+            void (*cb)(void *, const char *, size_t, int), void *arg)
+{
+	return store_hget(ctx, hash, field, len, cb, arg);
 }
 
 struct plancache *
 plancache_new(struct store *st)
 {
-	struct plancache *pc = xcalloc(1, sizeof(*pc));
+	return plancache_new_fetch(store_fetch, st, PLANCACHE_MAX,
+	                           PLANCACHE_BYTES);
+}
 
-	pc->st = st;
-	pc->slots = xcalloc(SLOTS, sizeof(*pc->slots));
+struct plancache *
+plancache_new_fetch(plancache_fetch *fetch, void *ctx, size_t max,
+                    size_t max_bytes)
+{
+	struct plancache *pc = xcalloc(1, sizeof(*pc));
+	size_t slots = 2;
+
+	while (slots < 2 * max)
+		slots *= 2;
+	pc->fetch = fetch;
+	pc->fetch_ctx = ctx;
+	pc->max = max;
+	pc->max_bytes = max_bytes;
+	pc->mask = slots - 1;
+	pc->ents = xcalloc(max, sizeof(*pc->ents));
+	pc->slots = xcalloc(slots, sizeof(*pc->slots));
+	pc->freed = xcalloc(max, sizeof(*pc->freed));
 	return pc;
 }
 
@@ -65,7 +102,11 @@ plancache_free(struct plancache *pc)
 {
 	if (pc == NULL)
 		return;
+	for (size_t i = 0; i < pc->hi; i++)
+		free(pc->ents[i].tenant);
+	free(pc->ents);
 	free(pc->slots);
+	free(pc->freed);
 	free(pc);
 }
 
@@ -75,88 +116,254 @@ plancache_count(const struct plancache *pc)
 	return pc->n;
 }
 
-/* Finds the entry of <tenant>, or the empty slot where it would go. */
-static struct entry *
-lookup(struct plancache *pc, const char *tenant, size_t len, uint64_t h)
+size_t
+plancache_bytes(const struct plancache *pc)
 {
-	size_t i = (size_t)h & (SLOTS - 1);
+	return pc->bytes;
+}
+
+/* ---- waiters ------------------------------------------------------------ */
+
+void
+plancache_waiter_init(struct plancache_waiter *w, struct plancache *pc,
+                      void (*cb)(struct plancache_waiter *w, int ok))
+{
+	*w = (struct plancache_waiter){ .pc = pc, .cb = cb };
+}
+
+static void
+park(struct plancache_waiter *w, struct plancache_waiter **head)
+{
+	w->next = *head;
+	if (w->next != NULL)
+		w->next->pprev = &w->next;
+	w->pprev = head;
+	*head = w;
+}
+
+void
+plancache_cancel(struct plancache_waiter *w)
+{
+	if (w->pprev == NULL)
+		return;
+	*w->pprev = w->next;
+	if (w->next != NULL)
+		w->next->pprev = w->pprev;
+	w->next = NULL;
+	w->pprev = NULL;
+}
+
+/* Calls back every waiter of <e>. They are moved to a list of our own
+ * first: a callback may resolve again, and so evict <e> and reuse it for
+ * another tenant, whose waiters must not be woken with this answer. */
+static void
+wake(struct entry *e, int ok)
+{
+	struct plancache_waiter *head = NULL, *w;
+
+	while ((w = e->waiters) != NULL) {
+		plancache_cancel(w);
+		park(w, &head);
+	}
+	while ((w = head) != NULL) {
+		plancache_cancel(w);
+		w->cb(w, ok);
+	}
+}
+
+/* ---- index -------------------------------------------------------------- */
+
+/* The slot holding <tenant>'s entry number, or the empty slot where it
+ * would go. */
+static size_t
+slot_of(const struct plancache *pc, const char *tenant, size_t len,
+        uint64_t h)
+{
+	size_t i = (size_t)h & pc->mask;
 
 	for (;;) {
-		struct entry *e = &pc->slots[i];
+		uint32_t s = pc->slots[i];
+		const struct entry *e;
 
-		if (e->hash == 0 || (e->hash == h && e->tlen == len &&
-		                     memcmp(e->tenant, tenant, len) == 0))
-			return e;
-		i = (i + 1) & (SLOTS - 1);
+		if (s == 0)
+			return i;
+		e = &pc->ents[s - 1];
+		if (e->hash == h && e->tlen == len &&
+		    memcmp(e->tenant, tenant, len) == 0)
+			return i;
+		i = (i + 1) & pc->mask;
 	}
 }
 
+/* Empties slot <i> and moves back the entries of its probe run that it
+ * would otherwise cut off from their home slot. */
 static void
-refresh_cb(void *arg, const char *val, size_t len, int err)
+slot_delete(struct plancache *pc, size_t i)
 {
-	struct refresh *r = arg;
-	struct plancache *pc = r->pc;
-	struct entry *e;
+	size_t j = i;
 
-	if (pc != NULL && r->epoch == pc->epoch) {
-		e = lookup(pc, r->tenant, r->tlen, fnv1a(r->tenant, r->tlen));
-		if (e->hash != 0) {
-			e->pending = 0;
-			if (err == 0) {
-				e->known = val != NULL && len <= PLANCACHE_PLAN_MAX;
-				e->plen = e->known ? (uint8_t)len : 0;
-				if (e->known)
-					memcpy(e->plan, val, len);
-				e->expires_us = util_now_us() + r->cache_us;
-			}
+	for (;;) {
+		size_t k;
+
+		j = (j + 1) & pc->mask;
+		if (pc->slots[j] == 0)
+			break;
+		k = (size_t)pc->ents[pc->slots[j] - 1].hash & pc->mask;
+		/* stays when its home k lies cyclically in (i, j] */
+		if (i <= j ? (i < k && k <= j) : (i < k || k <= j))
+			continue;
+		pc->slots[i] = pc->slots[j];
+		i = j;
+	}
+	pc->slots[i] = 0;
+}
+
+/* ---- entries ------------------------------------------------------------ */
+
+static void
+evict(struct plancache *pc, struct entry *e)
+{
+	slot_delete(pc, slot_of(pc, e->tenant, e->tlen, e->hash));
+	pc->n--;
+	pc->bytes -= e->tlen;
+	free(e->tenant);
+	memset(e, 0, sizeof(*e));
+	pc->freed[pc->nfreed++] = (uint32_t)(e - pc->ents);
+}
+
+/* Evicts one entry, CLOCK order: the hand clears the bit of a used entry
+ * and takes the first unused one, skipping the busy (HGET in flight or
+ * waiters). Returns 0, or -1 when every entry is busy. */
+static int
+evict_one(struct plancache *pc)
+{
+	for (size_t steps = 0; steps < 2 * pc->hi + 1; steps++) {
+		struct entry *e = &pc->ents[pc->hand];
+
+		pc->hand = (pc->hand + 1) % pc->hi;
+		if (e->tenant == NULL || e->pending || e->waiters != NULL)
+			continue;
+		if (e->used) {
+			e->used = 0;
+			continue;
 		}
+		evict(pc, e);
+		return 0;
 	}
-	free(r);
+	return -1;
+}
+
+/* A new, empty entry for <tenant> in slot <i>, or NULL when none can be
+ * freed for it. */
+static struct entry *
+add(struct plancache *pc, const char *tenant, size_t len, uint64_t h,
+    size_t i)
+{
+	struct entry *e;
+	int evicted = 0;
+
+	if (len > pc->max_bytes)
+		return NULL;
+	while (pc->n >= pc->max || pc->bytes + len > pc->max_bytes) {
+		if (evict_one(pc) == -1)
+			return NULL;
+		evicted = 1;
+	}
+	if (evicted)		/* the probe run moved */
+		i = slot_of(pc, tenant, len, h);
+	e = &pc->ents[pc->nfreed > 0 ? pc->freed[--pc->nfreed] : pc->hi++];
+	e->hash = h;
+	e->tenant = xmalloc(len);
+	memcpy(e->tenant, tenant, len);
+	e->tlen = len;
+	pc->slots[i] = (uint32_t)(e - pc->ents) + 1;
+	pc->n++;
+	pc->bytes += len;
+	return e;
+}
+
+static struct entry *
+find_or_add(struct plancache *pc, const char *tenant, size_t len)
+{
+	uint64_t h = fnv1a(tenant, len);
+	size_t i = slot_of(pc, tenant, len, h);
+
+	if (pc->slots[i] != 0)
+		return &pc->ents[pc->slots[i] - 1];
+	return add(pc, tenant, len, h, i);
+}
+
+/* ---- HGET --------------------------------------------------------------- */
+
+/* One line per worker per RATELOG_INTERVAL_US at most: the requests that
+ * waited have their rules' fail modes applied (and logged as fail_mode),
+ * and this line says why. */
+static void
+log_failed(void)
+{
+	static _Thread_local struct ratelog rl;	/* slot 0: one line for all */
+	uint64_t suppressed;
+
+	if (log_level < LOG_WARN ||
+	    !ratelog_allow(&rl, 0, util_now_us(), &suppressed))
+		return;
+	log_warn("plan_lookup_failed", "answer=fail_mode suppressed=%llu "
+	         "hint=\"HGET on plan_lookup.redis_hash failed: Redis down or "
+	         "not a hash\"", (unsigned long long)suppressed);
+}
+
+/* An HGET's answer. On failure a known answer is kept (and asked for
+ * again on the next lookup); waiters are woken either way. */
+static void
+fetched_cb(void *arg, const char *val, size_t len, int err)
+{
+	struct entry *e = arg;
+
+	e->pending = 0;
+	if (err == 0) {
+		e->state = val != NULL && len <= PLANCACHE_PLAN_MAX ?
+		           ST_PLAN : ST_ABSENT;
+		e->plen = e->state == ST_PLAN ? (uint8_t)len : 0;
+		if (e->state == ST_PLAN)
+			memcpy(e->plan, val, len);
+		e->expires_us = util_now_us() + e->cache_us;
+	} else if (e->waiters != NULL) {
+		log_failed();
+	}
+	wake(e, err == 0);
 }
 
 static void
-start_refresh(struct plancache *pc, struct entry *e, const struct policy *p)
+fetch(struct plancache *pc, struct entry *e, const struct policy *p)
 {
-	struct refresh *r = xmalloc(sizeof(*r));
-
-	r->pc = pc;
-	r->epoch = pc->epoch;
-	r->cache_us = p->plan_lookup.cache_us;
-	r->tlen = e->tlen;
-	memcpy(r->tenant, e->tenant, e->tlen);
-	if (store_hget(pc->st, p->plan_lookup.redis_hash, e->tenant, e->tlen,
-	               refresh_cb, r) == 0)
-		e->pending = 1;
-	else
-		free(r);
+	e->cache_us = p->plan_lookup.cache_us;
+	e->pending = 1;
+	if (pc->fetch(pc->fetch_ctx, p->plan_lookup.redis_hash, e->tenant,
+	              e->tlen, fetched_cb, e) == -1)
+		e->pending = 0;
 }
 
 int
 plancache_resolve(void *ctx, const struct policy *p, const char *tenant,
                   size_t len)
 {
-	struct plancache *pc = ctx;
-	uint64_t h;
+	struct plancache_waiter *w = ctx;
 	struct entry *e;
 
-	if (p->plan_lookup.redis_hash == NULL || len == 0 ||
-	    len > PLANCACHE_TENANT_MAX)
+	if (p->plan_lookup.redis_hash == NULL || len == 0)
 		return -1;
-	h = fnv1a(tenant, len);
-	e = lookup(pc, tenant, len, h);
-	if (e->hash == 0) {
-		if (pc->n >= PLANCACHE_MAX) {
-			memset(pc->slots, 0, SLOTS * sizeof(*pc->slots));
-			pc->n = 0;
-			pc->epoch++;
-			e = lookup(pc, tenant, len, h);
-		}
-		e->hash = h;
-		e->tlen = (uint8_t)len;
-		memcpy(e->tenant, tenant, len);
-		pc->n++;
-	}
-	if (!e->pending && e->expires_us <= util_now_us())
-		start_refresh(pc, e, p);
-	return e->known ? policy_plan_index(p, e->plan, e->plen) : -1;
+	if ((e = find_or_add(w->pc, tenant, len)) == NULL)
+		return POLICY_PLAN_UNKNOWN;
+	e->used = 1;
+	if (!e->pending && !w->nowait && e->expires_us <= util_now_us())
+		fetch(w->pc, e, p);
+	if (e->state == ST_PLAN)
+		return policy_plan_index(p, e->plan, e->plen);
+	if (e->state == ST_ABSENT)
+		return -1;
+	if (!e->pending || w->nowait)
+		return POLICY_PLAN_UNKNOWN;
+	if (w->pprev == NULL)
+		park(w, &e->waiters);
+	return POLICY_PLAN_WAIT;
 }

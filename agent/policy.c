@@ -265,9 +265,12 @@ policy_tenant_plan(const struct policy *p, const struct spop_message *m,
 	    (plan = policy_plan_index(p, pa->value.v.str.ptr,
 	                              pa->value.v.str.len)) >= 0)
 		return plan;
-	if (ta && resolve && (plan = resolve(ctx, p, s, len)) >= 0 &&
-	    plan < p->nplans)
-		return plan;
+	if (ta && resolve) {
+		plan = resolve(ctx, p, s, len);
+		if (plan == POLICY_PLAN_WAIT || plan == POLICY_PLAN_UNKNOWN ||
+		    (plan >= 0 && plan < p->nplans))
+			return plan;
+	}
 	return pl->default_plan;
 }
 

@@ -288,18 +288,24 @@ int policy_build_checks(const struct policy *p, const struct spop_message *m,
  *   3. <resolve>, when given: the Redis-hash lookup (HGET <redis_hash>
  *      <tenant>). It is a callback so the store can answer from its own
  *      cache (kept for <plan_lookup.cache_us>) without this module knowing
- *      about hiredis; it must not block or allocate, and returns a plan
- *      index or -1 ("not known (yet)": the store refreshes the entry in the
- *      background and the default applies meanwhile);
+ *      about hiredis; it must not block. It returns a plan index, -1 (the
+ *      tenant has no plan there: the default applies), or one of
+ *      POLICY_PLAN_WAIT (the answer is on its way: the caller holds the
+ *      request until it comes, then resolves again) and POLICY_PLAN_UNKNOWN
+ *      (Redis cannot say now), which policy_tenant_plan() passes on;
  *   4. plan_lookup.default.
- * A caller that wants to wait for Redis instead resolves the plan itself
- * and passes it to policy_build_checks_plan().
+ * A plan passed to policy_build_checks_plan() that is not an index (the
+ * two above included) means the default plan.
  */
+#define POLICY_PLAN_WAIT    (-2)
+#define POLICY_PLAN_UNKNOWN (-3)
+
 typedef int policy_plan_resolver(void *ctx, const struct policy *p,
                                  const char *tenant, size_t len);
 
-/* Returns the plan index for <m> (see above), or -1 when <p> has no plans.
- * Allocation-free. */
+/* Returns the plan index for <m> (see above), -1 when <p> has no plans,
+ * or what <resolve> said when it has no answer (POLICY_PLAN_WAIT,
+ * POLICY_PLAN_UNKNOWN). Allocation-free. */
 int policy_tenant_plan(const struct policy *p, const struct spop_message *m,
                        policy_plan_resolver *resolve, void *ctx);
 

@@ -1,7 +1,9 @@
 /*
  * One NOTIFY, from its messages to its ACK.
  *
- *   req_start: messages -> checks (policy) -> missing-key denials,
+ *   req_start: messages -> checks (policy; a tenant whose plan is not
+ *              known yet holds the request until its HGET answers, within
+ *              redis.timeout: plan_hold) -> missing-key denials,
  *              near-cache hits and local-tier rules decided at once -> the
  *              Redis checks queued on the worker's store with a deadline
  *              (redis.timeout)
@@ -57,6 +59,13 @@ struct req {
 	int               nredis;
 	int64_t           sent_us;		/* when the Redis call was queued */
 	ev_timer          timer;		/* Redis deadline, then ACK delay */
+	int64_t           held_us;		/* when it began to wait for a plan */
+	int64_t           waited_us;		/* on a plan lookup, of the timeout */
+	int               plan_wait;		/* a tenant's plan is on its way */
+	int               plan_failed;		/* ... could not be had */
+	struct plancache_waiter pw;
+	char             *held;			/* the payload, kept while waiting */
+	size_t            held_len, held_cap;
 	struct store_req  sr;
 	struct decision   d;
 	struct req       *next_free;
@@ -89,6 +98,7 @@ req_release(struct req *r)
 
 	ev_timer_stop(w->loop, &r->timer);
 	store_cancel(w->store, &r->sr);	/* any late answer is now stale */
+	plancache_cancel(&r->pw);
 	worker_unpin(r->pin);
 	r->pin = NULL;
 	r->policy = NULL;
@@ -105,6 +115,7 @@ req_pool_free(struct worker *w)
 
 	while ((r = w->free_reqs) != NULL) {
 		w->free_reqs = r->next_free;
+		free(r->held);
 		free(r);
 	}
 }
@@ -319,7 +330,8 @@ send_to_store(struct req *r)
 		return;
 	}
 	ev_timer_init(&r->timer, deadline_cb,
-	              (double)r->policy->redis_timeout_us / 1e6, 0.);
+	              (double)(r->policy->redis_timeout_us - r->waited_us) / 1e6,
+	              0.);
 	ev_timer_start(r->w->loop, &r->timer);
 }
 
@@ -389,17 +401,20 @@ build_checks(struct req *r, const struct spop_frame *f, int *status)
 
 	r->n = 0;
 	r->spill = -1;
+	r->plan_wait = r->plan_failed = 0;
 	while ((rc = spop_next_message(&it, &m, status)) == 1) {
 		int plan = -1;
 
 		if (policy_needs_plan(r->policy, &m))
 			plan = policy_tenant_plan(r->policy, &m, plancache_resolve,
-			                          r->w->plans);
+			                          &r->pw);
+		r->plan_wait |= plan == POLICY_PLAN_WAIT;
+		r->plan_failed |= plan == POLICY_PLAN_UNKNOWN;
 		r->n += policy_build_checks_over(r->policy, &m, plan,
 		                                 r->checks + r->n,
 		                                 POLICY_MAX_CHECKS - r->n, &ov);
 	}
-	if (rc != -1 && ov.n > 0)
+	if (rc != -1 && ov.n > 0 && !r->plan_wait)
 		note_overflow(r, f, &ov);
 	return rc;
 }
@@ -484,6 +499,86 @@ decide_at_once(struct req *r)
 	return run_local(r, !denied && r->nredis == 0) | denied;
 }
 
+/* ---- waiting for a tenant's plan ---------------------------------------- */
+
+/* Decides what needs no Redis, then sends the rest to Redis; or, when a
+ * tenant's plan could not be had (Redis down, failing or late), answers
+ * the rest by each rule's fail mode, as if the store could not: the plan
+ * lookup is part of the request's round trip and its budget. */
+static void
+req_go(struct req *r)
+{
+	if (decide_at_once(r) || r->nredis == 0) {
+		for (int j = 0; j < r->nredis; j++)	/* denied: charge nothing */
+			r->out[r->redis_idx[j]].src = SRC_NOT_RUN;
+		r->nredis = 0;
+		req_finish(r);
+	} else if (r->plan_failed) {
+		apply_fail_modes(r);
+		req_finish(r);
+	} else {
+		send_to_store(r);
+	}
+}
+
+/* Builds the checks again from the kept payload, now that a plan lookup
+ * has answered, failed (<r>->pw.nowait) or run out of time (<late>), and
+ * goes on unless another tenant of the request is still on its way. */
+static void
+plan_resume(struct req *r, int late)
+{
+	struct spop_frame f = { .payload = r->held, .len = r->held_len,
+	                        .stream_id = r->sid, .frame_id = r->fid };
+	int status;
+
+	build_checks(r, &f, &status);	/* parsed once already: cannot fail */
+	if (r->plan_wait)
+		return;
+	ev_timer_stop(r->w->loop, &r->timer);
+	r->waited_us = util_now_us() - r->held_us;
+	if (late || r->waited_us >= r->policy->redis_timeout_us)
+		r->plan_failed = 1;	/* no budget left for the checks */
+	req_go(r);
+}
+
+static void
+plan_cb(struct plancache_waiter *pw, int ok)
+{
+	struct req *r = container_of(pw, struct req, pw);
+
+	r->pw.nowait = !ok;
+	plan_resume(r, 0);
+}
+
+static void
+plan_timeout_cb(struct ev_loop *loop, ev_timer *t, int revents)
+{
+	struct req *r = container_of(t, struct req, timer);
+
+	plancache_cancel(&r->pw);
+	r->pw.nowait = 1;
+	store_note_timeout(r->w->store);
+	plan_resume(r, 1);
+}
+
+/* Holds <r> until its tenants' plans come, within redis.timeout (the
+ * checks then get what is left of it). The payload is kept: the conn's
+ * read buffer moves on. */
+static void
+plan_hold(struct req *r, const struct spop_frame *f)
+{
+	if (r->held_cap < f->len) {
+		r->held = xrealloc(r->held, f->len);
+		r->held_cap = f->len;
+	}
+	memcpy(r->held, f->payload, f->len);
+	r->held_len = f->len;
+	r->held_us = util_now_us();
+	ev_timer_init(&r->timer, plan_timeout_cb,
+	              (double)r->policy->redis_timeout_us / 1e6, 0.);
+	ev_timer_start(r->w->loop, &r->timer);
+}
+
 int
 req_start(struct conn *c, const struct spop_frame *f, int *status)
 {
@@ -492,7 +587,10 @@ req_start(struct conn *c, const struct spop_frame *f, int *status)
 
 	r->pin = worker_pin(w);
 	r->policy = r->pin->p;
+	r->waited_us = 0;
+	plancache_waiter_init(&r->pw, w->plans, plan_cb);
 	if (build_checks(r, f, status) == -1) {
+		plancache_cancel(&r->pw);
 		worker_unpin(r->pin);
 		r->pin = NULL;
 		r->policy = NULL;
@@ -505,14 +603,10 @@ req_start(struct conn *c, const struct spop_frame *f, int *status)
 	r->c = c;
 	r->sid = f->stream_id;
 	r->fid = f->frame_id;
-	if (decide_at_once(r) || r->nredis == 0) {
-		for (int j = 0; j < r->nredis; j++)	/* denied: charge nothing */
-			r->out[r->redis_idx[j]].src = SRC_NOT_RUN;
-		r->nredis = 0;
-		req_finish(r);
-	} else {
-		send_to_store(r);
-	}
+	if (r->plan_wait)
+		plan_hold(r, f);
+	else
+		req_go(r);
 	return 0;
 }
 

@@ -47,4 +47,67 @@ sleep 1.2
 "$TOOLS/spop-client" -a "127.0.0.1:$AP" -n 1 rl-request tenant=s:hashy2 >/dev/null
 sleep 0.3
 expect_eq "$(allowed hashy2)" 3 "after the cache time the new plan applies, no reload"
+
+# ---- the first requests of a tenant wait for its plan ---------------------
+# Regression: the plan cache never waited. A tenant whose plan is in the
+# Redis hash got the default plan's limits until its HGET answered: after
+# every start, for every tenant once the full table had been emptied, while
+# Redis was down, and always for tenants longer than 127 bytes. Now the
+# request is held for that one round trip (within redis.timeout).
+c1() { "$TOOLS/spop-client" -a "127.0.0.1:$AP" "$@"; }
+redis-cli -p "$RP" hset plans first1 pro first2 pro >/dev/null
+expect_eq "$(c1 rl-request tenant=s:first1 | field limit)" 5 \
+	"the first request of a tenant in the hash gets its plan (pro's burst)"
+expect_eq "$(c1 -n 8 -P 8 rl-request tenant=s:first2 | grep -c ' status=0 ')" 5 \
+	"a pipelined burst of a new tenant waits for one HGET: pro's 5 pass"
+long=$(printf 'L%.0s' $(seq 300))
+redis-cli -p "$RP" hset plans "$long" pro >/dev/null
+expect_eq "$(c1 rl-request tenant=s:"$long" | field limit)" 5 \
+	"a 300-byte tenant is looked up in the hash too"
+expect_eq "$(allowed "$long")" 4 "and its plan is cached (1 used already)"
+hgets() {
+	redis-cli -p "$RP" info commandstats |
+		sed -n 's/^cmdstat_hget:calls=\([0-9]*\),.*/\1/p'
+}
+before=$(hgets)
+c1 -n 6 rl-request tenant=s:stranger >/dev/null
+expect_eq "$(( $(hgets) - ${before:-0} ))" 1 \
+	"a tenant not in the hash costs one HGET; its absence is cached"
+# A restart empties the cache: the first request still gets pro.
+kill "$AGENT_PID"; wait "$AGENT_PID" 2>/dev/null
+start_agent "$TMP/policy.yaml"
+wait_port "$AP"
+until_ok 30 test "$(grep -c msg=redis_connected "$TMP/agent.log")" -ge 2
+expect_eq "$(c1 rl-request tenant=s:first1 | field limit)" 5 \
+	"after a restart, the first request of a pro tenant is judged as pro"
+# A full table evicts one entry at a time. It used to empty itself, so a
+# flood of new tenant values (more than the 65536 a worker holds) put every
+# tenant back on the default plan until its HGET answered.
+c1 -u -n 70000 -P 32 -t 10000 rl-request tenant=s:flood >/dev/null
+ok $? "a flood of 70000 new tenants is answered"
+expect_eq "$(c1 rl-request tenant=s:first1 | field limit)" 5 \
+	"after the flood, a pro tenant is still judged as pro"
+# Redis stalled (1.5 s): the lookup's wait is bounded by redis.timeout
+# (100ms), then the rule's fail mode (open) answers, degraded.
+redis-cli -p "$RP" hset plans stalled pro >/dev/null
+redis-cli -p "$RP" client pause 1500 all >/dev/null
+t0=$(now_ms)
+out=$(c1 rl-request tenant=s:stalled)
+t1=$(now_ms)
+expect_eq "$(echo "$out" | field status) $(echo "$out" | field degraded)" "0 1" \
+	"Redis stalled: the plan lookup gives up, fail: open applies, degraded"
+[ $((t1 - t0)) -lt 1000 ]
+ok $? "and the ACK came within the budget ($((t1 - t0)) ms)"
+sleep 1.5
+expect_eq "$(c1 rl-request tenant=s:stalled | field limit)" 5 \
+	"once Redis answers again the tenant gets its plan"
+# A lookup Redis refuses (the hash is not a hash) is not the default plan
+# either: the rule's fail mode answers, and the agent says why.
+redis-cli -p "$RP" del plans >/dev/null
+redis-cli -p "$RP" set plans oops >/dev/null
+out=$(c1 rl-request tenant=s:wrongtype)
+expect_eq "$(echo "$out" | field status) $(echo "$out" | field degraded)" "0 1" \
+	"a failed lookup: fail: open applies, degraded"
+until_ok 20 grep -q 'msg=plan_lookup_failed' "$TMP/agent.log"
+ok $? "plan_lookup_failed is logged"
 finish

@@ -5,7 +5,7 @@
  * order the ACKs arrive.
  *
  *   spop-client [-a ADDR] [-n COUNT] [-P PIPELINE] [-H] [-x HEX] [-s SID]
- *               [-I] [-M K:MESSAGE2] [-g MS] [-W] [-v] [-D CODE:TEXT]
+ *               [-I] [-M K:MESSAGE2] [-g MS] [-W] [-v] [-D CODE:TEXT] [-u]
  *               MESSAGE [NAME=TYPE:VALUE]... [+ MESSAGE [NAME=TYPE:VALUE]...]...
  *
  * ADDR is host:port or unix:/path. TYPE is s (string), i (int64), 4 (IPv4),
@@ -25,6 +25,8 @@
  * -I (distinct ids, odd like HAProxy 3.1's when SID is). -M K:MESSAGE2
  * sends MESSAGE2 instead of the first MESSAGE from the (K+1)th NOTIFY on.
  * -v prints "sent sid=S fid=F" per NOTIFY and "sent=N acked=M" at the end.
+ * -u appends ".I" to every string value of NOTIFY i (a new tenant, say,
+ * per NOTIFY).
  * -D CODE:TEXT ends with a HAPROXY-DISCONNECT (status-code CODE, message
  * TEXT), prints the agent's reply, then "closed" once the agent closes
  * the connection (or "open after MS ms"); exit status 0 for an
@@ -56,6 +58,7 @@ static uint32_t max_frame = 16380;
 static char  rbuf[BUF];
 static size_t rlen;
 static const char *rx_end = "timeout";	/* why read_frame() gave up */
+static long uniq = -1;			/* -u: the NOTIFY's index, else -1 */
 
 static int
 dial(const char *addr)
@@ -184,6 +187,7 @@ put_arg(struct spop_writer *w, const char *spec)
 {
 	const char *eq = strchr(spec, '='), *val;
 	struct spop_data d = { .type = SPOP_DATA_NULL };
+	static char ubuf[4096];
 
 	if (eq == NULL || eq[1] == '\0' || eq[2] != ':') {
 		fprintf(stderr, "bad arg '%s' (want NAME=TYPE:VALUE)\n", spec);
@@ -192,7 +196,15 @@ put_arg(struct spop_writer *w, const char *spec)
 	val = eq + 3;
 	spop_w_name(w, spec, (size_t)(eq - spec));
 	switch (eq[1]) {
-	case 's': d.type = SPOP_DATA_STRING; d.v.str.ptr = val; d.v.str.len = strlen(val); break;
+	case 's':
+		d.type = SPOP_DATA_STRING;
+		if (uniq >= 0) {
+			snprintf(ubuf, sizeof(ubuf), "%s.%ld", val, uniq);
+			val = ubuf;
+		}
+		d.v.str.ptr = val;
+		d.v.str.len = strlen(val);
+		break;
 	case 'i': d.type = SPOP_DATA_INT64; d.v.i = strtoll(val, NULL, 10); break;
 	case '4': d.type = SPOP_DATA_IPV4; inet_pton(AF_INET, val, d.v.ipv4); break;
 	case '6': d.type = SPOP_DATA_IPV6; inet_pton(AF_INET6, val, d.v.ipv6); break;
@@ -314,7 +326,7 @@ main(int argc, char **argv)
 
 	setvbuf(stdout, NULL, _IOLBF, 0);	/* tests watch it while we run */
 	signal(SIGPIPE, SIG_IGN);		/* a closed peer is a result */
-	while ((ch = getopt(argc, argv, "a:n:P:Hx:Rs:t:F:g:WIM:vD:")) != -1) {
+	while ((ch = getopt(argc, argv, "a:n:P:Hx:Rs:t:F:g:WIM:vD:u")) != -1) {
 		switch (ch) {
 		case 'a': addr = optarg; break;
 		case 'n': count = atol(optarg); break;
@@ -336,6 +348,7 @@ main(int argc, char **argv)
 			break;
 		case 'v': verbose = 1; break;
 		case 'D': discon = optarg; break;
+		case 'u': uniq = 0; break;
 		default: return 2;
 		}
 	}
@@ -383,6 +396,8 @@ main(int argc, char **argv)
 			if (msg2 != NULL && sent == first)
 				argv[0] = (char *)msg2;
 			s_id = sid + (uint64_t)(sid_step * sent);
+			if (uniq >= 0)
+				uniq = sent;
 			if (send_notify(fd, s_id, (uint64_t)sent + 1, argc, argv) == -1) {
 				summary(verbose, sent, acked);
 				return 1;

@@ -997,6 +997,38 @@ Test(policy, tenant_plan_resolution_order)
 	policy_unref(p);
 }
 
+static int
+resolver_says(void *ctx, const struct policy *p, const char *tenant,
+              size_t len)
+{
+	return *(int *)ctx;
+}
+
+/* The plan cache's "wait" and "unknown" reach the caller (which holds the
+ * request, or applies the fail modes): they are not the default plan. */
+Test(policy, tenant_plan_passes_on_wait_and_unknown)
+{
+	struct policy *p = load_ok(data("checks.yaml"));
+	int pro = policy_plan_index(p, "pro", 3);
+	int says = POLICY_PLAN_WAIT;
+
+	msg_reset("rl-request");
+	add_str("tenant", "hooli1");
+	cr_assert_eq(policy_tenant_plan(p, &msg, resolver_says, &says),
+	             POLICY_PLAN_WAIT);
+	says = POLICY_PLAN_UNKNOWN;
+	cr_assert_eq(policy_tenant_plan(p, &msg, resolver_says, &says),
+	             POLICY_PLAN_UNKNOWN);
+	says = 99;			/* not an index: the default */
+	cr_assert_eq(policy_tenant_plan(p, &msg, resolver_says, &says),
+	             p->plan_lookup.default_plan);
+	msg_reset("rl-request");
+	add_str("tenant", "acme");	/* static: never waits */
+	says = POLICY_PLAN_WAIT;
+	cr_assert_eq(policy_tenant_plan(p, &msg, resolver_says, &says), pro);
+	policy_unref(p);
+}
+
 Test(policy, plan_rate_rules_take_the_plan_limits)
 {
 	struct policy *p = load_ok(data("checks.yaml"));
