@@ -275,8 +275,7 @@ load_library(struct node *n)
 	n->fcall = 0;
 	if (n->ac == NULL)
 		return;
-	redisAsyncCommand(n->ac, library_cb, n, "FUNCTION LOAD REPLACE %s",
-	                  scriptlib_text());
+	scriptlib_load(n->ac, library_cb, n);
 }
 
 static void

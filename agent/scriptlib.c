@@ -74,9 +74,18 @@ scriptlib_name_len(void)
 }
 
 int
+scriptlib_load(redisAsyncContext *ac, redisCallbackFn *cb, void *privdata)
+{
+	return redisAsyncCommand(ac, cb, privdata, "FUNCTION LOAD %s",
+	                         scriptlib_text());
+}
+
+int
 scriptlib_loaded(const redisReply *reply, const char *host, int port)
 {
-	if (reply->type == REDIS_REPLY_STRING)
+	if (reply->type == REDIS_REPLY_STRING ||
+	    (reply->type == REDIS_REPLY_ERROR &&
+	     strstr(reply->str, "already exists") != NULL))
 		return 1;
 	log_info("redis_functions_unavailable", "host=%s port=%d error=\"%.200s\"",
 	         host, port,

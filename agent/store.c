@@ -772,8 +772,7 @@ library_loaded_cb(redisAsyncContext *ac, void *r, void *privdata)
 static void
 load_library(struct store *st)
 {
-	redisAsyncCommand(st->ac, library_loaded_cb, st,
-	                  "FUNCTION LOAD REPLACE %s", scriptlib_text());
+	scriptlib_load(st->ac, library_loaded_cb, st);
 }
 
 static void

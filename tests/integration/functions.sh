@@ -1,7 +1,8 @@
 #!/bin/bash
 # The decision script as a FUNCTION library (scriptlib.h, store.c): on
 # Redis 7 the agent loads it at connect and calls it with FCALL, not
-# EVALSHA; the library's name carries the script's hash; a library gone
+# EVALSHA (a library already there, loaded by another link, counts); the
+# library's name carries the script's hash; a library gone
 # missing (FUNCTION FLUSH, as after a Redis restarted empty) costs one
 # EVAL and is loaded again, with every decision still exact; and a user
 # without FUNCTION rights keeps EVALSHA, exact too, and says so once.
@@ -46,6 +47,17 @@ ok $? "the calls were FCALLs ($(cmdstat "$RP" fcall))"
 expect_eq "$(cmdstat "$RP" evalsha)" 0 "and no EVALSHA"
 expect_eq "$(rc "$RP" type 'rl:{w:w:acme}')" hash \
 	"the window rule (another algorithm, on the library's lazily made helpers) charged too"
+
+# ---- 1b. a restart finds the library there: no compile, FCALL still -----------
+kill "$AGENT_PID"; wait "$AGENT_PID" 2>/dev/null
+AGENT_LOG=$TMP/agent1b.log start_agent "$TMP/policy.yaml"
+wait_port "$AP"
+f0=$(cmdstat "$RP" fcall)
+expect_eq "$(allowed 12 epsilon)" 10 "a restarted agent, the library already loaded: 10 of 12 allowed"
+[ "$(cmdstat "$RP" fcall)" -gt "$f0" ] && [ "$(cmdstat "$RP" evalsha)" = 0 ]
+ok $? "through FCALL: \"already exists\" counts as loaded"
+! grep -q redis_functions_unavailable "$TMP/agent1b.log"
+ok $? "and nothing logged about it"
 
 # ---- 2. the library gone: one EVAL, loaded again, still exact -------------------
 rc "$RP" function flush >/dev/null
