@@ -15,7 +15,9 @@
 #   3. a store: local veto after Redis granted: the refused request's
 #      Redis lease is freed by the agent;
 #   4. an ACK past processing_timeout (the agent itself stalled): HAProxy
-#      has given up on it, the agent frees the lease itself.
+#      has given up on it, the agent frees the lease itself;
+#   5. releases (rl-done's and the agent's) still reach Redis while the
+#      breaker is open.
 # Redis is made late with SIGSTOP; every wait is bounded.
 . "$(dirname "$0")/../lib.sh"
 RP=$(port 1); A1=$(port 2); A2=$(port 3); A3=$(port 4)
@@ -133,6 +135,25 @@ grep -q ' status=0 ' "$TMP/s1"
 ok $? "stalled agent: the late ACK allows ($(cat "$TMP/s1"))"
 until_ok 20 is leases stall ""
 ok $? "stalled agent: the lease HAProxy will not release is freed (held: '$(leases stall)')"
+
+# 5. Releases go through an open breaker. After a second without an
+# answer each timeout counts against the breaker; the fifth opens it, and
+# the releases HAProxy sends next used to be refused at once (their fail
+# mode skipped them): the leases taken late stayed.
+kill -STOP "$RPID"
+sleep 1.2
+for id in b1 b2; do ask "$A1" rl-open "$id" >"$TMP/$id"; done
+for id in x1 x2 x3; do ask "$A1" rl-closed "$id" >/dev/null; done
+grep -q 'redis_breaker_open' "$TMP/agent1.log"
+ok $? "five timeouts in a row open the breaker"
+for id in b1 b2; do
+	grep -q ' release=1' "$TMP/$id" && ask "$A1" rl-open-done "$id" >/dev/null
+done
+kill -CONT "$RPID"
+until_ok 20 is leases open ""
+ok $? "releases sent while the breaker is open still free the slots (held: '$(leases open)')"
+until_ok 20 is leases closed ""
+ok $? "and the refused requests' leases too (held: '$(leases closed)')"
 
 kill -0 "$P1" 2>/dev/null
 ok $? "agent still running"

@@ -103,3 +103,20 @@ Test(reqq, a_request_given_up_on_leaves_the_queue_and_can_be_queued_again)
 	cr_assert_null(q.head);
 	cr_assert_null(q.tail);
 }
+
+/* Only a call that gives leases back goes through an open breaker: one
+ * charging check in it, and it waits like any other. */
+Test(reqq, releases_only_is_a_call_of_releases_alone)
+{
+	struct check c[2] = { { .op = LIM_OP_RELEASE }, { .op = LIM_OP_RELEASE } };
+	int idx[2] = { 0, 1 };
+	struct store_req sr = { .checks = c, .index = idx, .n = 2 };
+
+	cr_assert(reqq_releases_only(&sr));
+	c[1].op = LIM_OP_CHECK;
+	cr_assert_not(reqq_releases_only(&sr));
+	sr.n = 1;
+	cr_assert(reqq_releases_only(&sr));
+	sr.n = 0;
+	cr_assert_not(reqq_releases_only(&sr), "nothing to send");
+}
