@@ -146,14 +146,27 @@ fail_refuses(const struct check *c)
 }
 
 /* 1 if check <i> is decided in process: a store: local rule, or the
- * fail: local fallback of a Redis rule. */
+ * fail: local fallback of a Redis rule. The release of a fail: local
+ * lease is run in process as well as in Redis, whatever Redis answers: the
+ * lease may be in either tier (taken while Redis was down or late), and
+ * releasing one that is not there changes nothing. */
 static int
 is_local(const struct req *r, int i)
 {
 	const struct check *c = &r->checks[i];
 
 	return c->kind != CHECK_DENY_MISSING && i != r->spill &&
-	       (c->rule->store == STORE_LOCAL || r->out[i].src == SRC_FAIL_LOCAL);
+	       (c->rule->store == STORE_LOCAL || r->out[i].src == SRC_FAIL_LOCAL ||
+	        (c->op == LIM_OP_RELEASE && c->rule->fail == FAIL_LOCAL));
+}
+
+/* 1 if Redis decided check <i> of a Redis rule (a fail: local release
+ * run in both tiers keeps the answer of Redis, the shared one). */
+static int
+redis_answered(const struct req *r, int i)
+{
+	return r->checks[i].rule->store != STORE_LOCAL &&
+	       r->out[i].src == SRC_STORE;
 }
 
 /* The in-process checks of a request, split by table: a worker's own, and
@@ -173,7 +186,8 @@ local_add(struct local_part *part, const struct req *r, int i)
 	int pool = r->policy->pool_size;
 
 	*lp = c->lim;
-	if (r->out[i].src == SRC_FAIL_LOCAL)	/* the leases are the agent's */
+	if (c->rule->store != STORE_LOCAL)	/* fail: local; the leases are
+						 * the agent's */
 		local_share(lp, c->lim.algo == LIM_CONCURRENCY ? pool :
 		                pool * r->w->srv->nworkers);
 	part->lc[part->n] = (struct local_check){
@@ -235,7 +249,8 @@ run_local(struct req *r, int commit)
 	for (size_t j = 0; j < own.n; j++)
 		r->out[own.idx[j]].res = own.lc[j].result;
 	for (size_t j = 0; j < leases.n; j++)
-		r->out[leases.idx[j]].res = leases.lc[j].result;
+		if (!redis_answered(r, leases.idx[j]))
+			r->out[leases.idx[j]].res = leases.lc[j].result;
 	return !pass;
 }
 

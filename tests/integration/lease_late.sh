@@ -17,7 +17,8 @@
 #   4. an ACK past processing_timeout (the agent itself stalled): HAProxy
 #      has given up on it, the agent frees the lease itself;
 #   5. releases (rl-done's and the agent's) still reach Redis while the
-#      breaker is open.
+#      breaker is open;
+#   6. fail: local: a release frees the lease in both tiers.
 # Redis is made late with SIGSTOP; every wait is bounded.
 . "$(dirname "$0")/../lib.sh"
 RP=$(port 1); A1=$(port 2); A2=$(port 3); A3=$(port 4)
@@ -44,6 +45,7 @@ YAML
 	echo "rules:"
 	conc open rl-open; echo "    fail: open"
 	conc closed rl-closed; echo "    fail: closed"
+	LIMIT=1 conc fl rl-fl; echo "    fail: local"
 } >"$TMP/late.yaml"
 {
 	printf 'listen: 127.0.0.1:%s\nworkers: 1\n' "$A2"
@@ -154,6 +156,22 @@ until_ok 20 is leases open ""
 ok $? "releases sent while the breaker is open still free the slots (held: '$(leases open)')"
 until_ok 20 is leases closed ""
 ok $? "and the refused requests' leases too (held: '$(leases closed)')"
+
+# 6. fail: local: a lease taken while Redis was late is held in both tiers
+# (the fallback's and, once the script ran, Redis'); its release, sent once
+# Redis is back, used to reach Redis only, and the fallback's lease
+# refused the next outage's request (limit 1) until it ran out.
+out=$(late "$A1" rl-fl f1)
+echo "$out" | grep -q ' status=0 .*release=1'
+ok $? "fail: local, Redis late: allowed, release asked ($out)"
+until_ok 20 is leases fl "f1 "
+ok $? "fail: local, Redis late: the late script took the lease in Redis too"
+ask "$A1" rl-fl-done f1 >/dev/null
+until_ok 20 is leases fl ""
+ok $? "fail: local: rl-done frees the Redis lease"
+expect_eq "$(late "$A1" rl-fl f2 | field status)" 0 \
+	"fail: local: and the fallback's, so the next outage's request passes"
+ask "$A1" rl-fl-done f2 >/dev/null
 
 kill -0 "$P1" 2>/dev/null
 ok $? "agent still running"
