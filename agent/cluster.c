@@ -1153,14 +1153,16 @@ flush_one(struct cluster *cl, struct batch *b)
 	}
 }
 
-/* Adds part <p> to this flush's call for <slot>. */
+/* Adds part <p> to this flush's call for <slot>; <release>: it only gives
+ * leases back, and goes even through an open breaker (reqq_releases_only). */
 static void
-add_part(struct cluster *cl, unsigned slot, const struct part *p, int *ntouched)
+add_part(struct cluster *cl, unsigned slot, const struct part *p, int *ntouched,
+         int release)
 {
 	struct node *n = slot_node(cl, slot);
 	struct batch *b;
 
-	if (!node_takes(n, 0)) {	/* down, stuck or failing: this part
+	if (!node_takes(n, release)) {	/* down, stuck or failing: this part
 					 * only gets its fail mode */
 		struct part tmp = *p;
 
@@ -1211,6 +1213,7 @@ route(struct cluster *cl, struct store_req *sr, int *ntouched)
 	unsigned slot[POLICY_MAX_CHECKS];
 	int nslots = 1, n = sr->n;
 	struct part p = { .sr = sr, .gen = sr->sent_gen };
+	int release = reqq_releases_only(sr);
 	struct xreq *x;
 
 	if (n <= 0 || n > POLICY_MAX_CHECKS) {
@@ -1228,7 +1231,7 @@ route(struct cluster *cl, struct store_req *sr, int *ntouched)
 		p.n = n;
 		for (int j = 0; j < n; j++)
 			p.idx[j] = (unsigned char)j;
-		add_part(cl, slot[0], &p, ntouched);
+		add_part(cl, slot[0], &p, ntouched, release);
 		return;
 	}
 	x = xcalloc(1, sizeof(*x));
@@ -1256,7 +1259,8 @@ route(struct cluster *cl, struct store_req *sr, int *ntouched)
 	}
 	x->pending = np;
 	for (int i = 0; i < np; i++)
-		add_part(cl, slot[parts[i].idx[0]], &parts[i], ntouched);
+		add_part(cl, slot[parts[i].idx[0]], &parts[i], ntouched,
+		         release);
 }
 
 void

@@ -125,18 +125,63 @@ evaluated(const struct outcome *o)
 	return o->src == SRC_STORE || o->src == SRC_FAIL_LOCAL;
 }
 
+/* A concurrency CHECK: the request takes a lease if it passes. */
+static int
+is_lease(const struct check *c)
+{
+	return c->lim.algo == LIM_CONCURRENCY && c->op == LIM_OP_CHECK;
+}
+
 /* A request that passed holds a lease for each concurrency CHECK it made,
  * in Redis or in the local tier (store: local, or fail: local while Redis
- * is down): each one needs its release. */
+ * is down), and may hold one in Redis for a CHECK whose answer was lost
+ * (sent, then its deadline passed or the link failed: the script may have
+ * run late). Each one needs its release: a lease left without one blocks
+ * its slot for the whole lease. */
 static int
 took_lease(const struct check *checks, const struct outcome *out, int n)
 {
 	for (int i = 0; i < n; i++)
-		if (checks[i].lim.algo == LIM_CONCURRENCY &&
-		    checks[i].op == LIM_OP_CHECK && evaluated(&out[i]) &&
-		    out[i].res.allowed == 1)
+		if (is_lease(&checks[i]) &&
+		    ((evaluated(&out[i]) && out[i].res.allowed == 1) ||
+		     out[i].redis_lease))
 			return 1;
 	return 0;
+}
+
+void
+decide_mark_leases(const struct check *checks, struct outcome *out,
+                   const int *idx, int n, int answered)
+{
+	int veto = 0;
+
+	for (int j = 0; answered && j < n; j++) {
+		const struct check *c = &checks[idx[j]];
+
+		veto |= lim_vetoes(c->op, (c->flags & LIM_FL_SHADOW) != 0,
+		                   &out[idx[j]].res);
+	}
+	for (int j = 0; j < n; j++) {
+		struct outcome *o = &out[idx[j]];
+
+		o->redis_lease = is_lease(&checks[idx[j]]) &&
+		                 (!answered || (!veto && o->res.allowed == 1));
+	}
+}
+
+int
+decide_orphan(const struct check *c, const struct outcome *o, int status,
+              int lost)
+{
+	int what = 0, local;
+
+	if (o->redis_lease && (status != 0 || lost))
+		what |= DECIDE_FREE_REDIS;
+	local = o->src == SRC_FAIL_LOCAL ||
+	        (o->src == SRC_STORE && c->rule->store == STORE_LOCAL);
+	if (status == 0 && lost && is_lease(c) && local && o->res.allowed == 1)
+		what |= DECIDE_FREE_LOCAL;
+	return what;
 }
 
 /* Does some non-shadow check deny, so that nothing was charged? */

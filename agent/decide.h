@@ -36,6 +36,10 @@ enum outcome_src {
 struct outcome {
 	enum outcome_src  src;
 	struct lim_result res;
+	int               redis_lease;	/* a concurrency CHECK whose lease
+					 * Redis holds, or may hold: granted
+					 * (decide_mark_leases), or sent and
+					 * never answered */
 };
 
 struct decision {
@@ -71,6 +75,29 @@ void decide_encode(const struct decision *d, struct spop_writer *w);
 /* The verdict alone (status, retry_after, degraded, shadow): for a peer
  * whose frame size cannot hold the header values. */
 void decide_encode_min(const struct decision *d, struct spop_writer *w);
+
+/* Marks which of the Redis checks <idx>[0..<n>) of a request hold a lease
+ * in Redis (outcome redis_lease). <answered>: Redis answered them (<out>
+ * filled): a concurrency CHECK holds its lease if it was allowed and no
+ * other check vetoed the call, whatever the local tier says after. Not
+ * <answered>: the call was sent and its answer lost (deadline, link
+ * failure, error reply): the script may have run, so every concurrency
+ * CHECK may hold one. */
+void decide_mark_leases(const struct check *checks, struct outcome *out,
+                        const int *idx, int n, int answered);
+
+/* The leases of check <c> that the agent must release itself because
+ * HAProxy will not send the release: DECIDE_FREE_REDIS for a lease Redis
+ * holds or may hold, DECIDE_FREE_LOCAL for one the local tier (store:
+ * local, fail: local) handed out; 0 when HAProxy's release covers it. That
+ * is every Redis lease of a request refused with <status> 429 or 503
+ * (release is only set on status 0), and, when <lost> (the ACK missed
+ * HAProxy's timeout processing, or its connection is gone), every lease an
+ * allowed request took. Releasing a lease never taken is a no-op. */
+#define DECIDE_FREE_REDIS 0x1
+#define DECIDE_FREE_LOCAL 0x2
+int decide_orphan(const struct check *c, const struct outcome *o, int status,
+                  int lost);
 
 /* Seconds from microseconds, rounded up, never negative. */
 int64_t decide_ceil_s(int64_t us);

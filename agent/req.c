@@ -10,14 +10,22 @@
  *   store_cb / deadline_cb: results, or each rule's fail mode; then the
  *              local-tier checks charged, unless Redis refused
  *   req_finish: decide -> ACK queued on the conn (or held, for a leaky
- *              bucket in delay mode) -> the request goes back to the pool
+ *              bucket in delay mode) -> the leases HAProxy will not
+ *              release given back (give_back) -> the request goes back to
+ *              the pool
  *
  * A denied request is charged nowhere: one denied at once never reaches
  * Redis, and the local-tier checks of a request that goes to Redis are only
- * evaluated (peeked) until Redis has answered without a veto. Requests are recycled through a per-worker free list:
- * no allocation per request once the pool is warm. A request holds a
- * reference on its conn and a pin on the policy it was built under, so a reload
- * or a closed connection in the middle changes nothing for it.
+ * evaluated (peeked) until Redis has answered without a veto. A lease that
+ * Redis took anyway (a late answer, a local veto after Redis) is released
+ * by the agent when HAProxy will not.
+ *
+ * Requests are recycled through a per-worker free list: no allocation per
+ * request once the pool is warm. A request holds a reference on its conn
+ * and a pin on the policy it was built under, so a reload or a closed
+ * connection in the middle changes nothing for it. A request giving leases
+ * back drops its conn once the ACK is queued and keeps its pin until Redis
+ * has answered the release.
  */
 #include <pthread.h>
 #include <stdio.h>
@@ -57,6 +65,7 @@ struct req {
 	int               spill;		/* index of the check standing for
 						 * those that did not fit, or -1 */
 	int               nredis;
+	int64_t           start_us;		/* when the NOTIFY was read */
 	int64_t           sent_us;		/* when the Redis call was queued */
 	ev_timer          timer;		/* Redis deadline, then ACK delay */
 	int64_t           held_us;		/* when it began to wait for a plan */
@@ -102,7 +111,8 @@ req_release(struct req *r)
 	worker_unpin(r->pin);
 	r->pin = NULL;
 	r->policy = NULL;
-	conn_req_done(r->c);
+	if (r->c != NULL)		/* NULL once answered (give_back) */
+		conn_req_done(r->c);
 	r->c = NULL;
 	r->next_free = w->free_reqs;
 	w->free_reqs = r;
@@ -147,14 +157,27 @@ fail_refuses(const struct check *c)
 }
 
 /* 1 if check <i> is decided in process: a store: local rule, or the
- * fail: local fallback of a Redis rule. */
+ * fail: local fallback of a Redis rule. The release of a fail: local
+ * lease is run in process as well as in Redis, whatever Redis answers: the
+ * lease may be in either tier (taken while Redis was down or late), and
+ * releasing one that is not there changes nothing. */
 static int
 is_local(const struct req *r, int i)
 {
 	const struct check *c = &r->checks[i];
 
 	return c->kind != CHECK_DENY_MISSING && i != r->spill &&
-	       (c->rule->store == STORE_LOCAL || r->out[i].src == SRC_FAIL_LOCAL);
+	       (c->rule->store == STORE_LOCAL || r->out[i].src == SRC_FAIL_LOCAL ||
+	        (c->op == LIM_OP_RELEASE && c->rule->fail == FAIL_LOCAL));
+}
+
+/* 1 if Redis decided check <i> of a Redis rule (a fail: local release
+ * run in both tiers keeps the answer of Redis, the shared one). */
+static int
+redis_answered(const struct req *r, int i)
+{
+	return r->checks[i].rule->store != STORE_LOCAL &&
+	       r->out[i].src == SRC_STORE;
 }
 
 /* The in-process checks of a request, split by table: a worker's own, and
@@ -174,7 +197,8 @@ local_add(struct local_part *part, const struct req *r, int i)
 	int pool = r->policy->pool_size;
 
 	*lp = c->lim;
-	if (r->out[i].src == SRC_FAIL_LOCAL)	/* the leases are the agent's */
+	if (c->rule->store != STORE_LOCAL)	/* fail: local; the leases are
+						 * the agent's */
 		local_share(lp, c->lim.algo == LIM_CONCURRENCY ? pool :
 		                pool * r->w->srv->nworkers);
 	part->lc[part->n] = (struct local_check){
@@ -236,7 +260,8 @@ run_local(struct req *r, int commit)
 	for (size_t j = 0; j < own.n; j++)
 		r->out[own.idx[j]].res = own.lc[j].result;
 	for (size_t j = 0; j < leases.n; j++)
-		r->out[leases.idx[j]].res = leases.lc[j].result;
+		if (!redis_answered(r, leases.idx[j]))
+			r->out[leases.idx[j]].res = leases.lc[j].result;
 	return !pass;
 }
 
@@ -260,9 +285,11 @@ redis_vetoed(const struct req *r)
 
 /* Redis could not decide: each Redis check follows its rule's fail mode,
  * and the in-process checks (store: local ones, fail: local fallbacks) are
- * then charged together unless a fail: closed rule refuses. */
+ * then charged together unless a fail: closed rule refuses. <sent>: the
+ * call had left for Redis, which may still run it and take its leases
+ * (decide_mark_leases). */
 static void
-apply_fail_modes(struct req *r)
+apply_fail_modes(struct req *r, int sent)
 {
 	for (int j = 0; j < r->nredis; j++) {
 		int i = r->redis_idx[j];
@@ -270,6 +297,8 @@ apply_fail_modes(struct req *r)
 		ratelog_fail_mode(r->checks[i].rule, r->w->id, store_up(r->w->store));
 		r->out[i].src = fail_src(&r->checks[i], 1);
 	}
+	if (sent)
+		decide_mark_leases(r->checks, r->out, r->redis_idx, r->nredis, 0);
 	run_local(r, !redis_vetoed(r));
 }
 
@@ -283,7 +312,7 @@ store_done_cb(struct store_req *sr, int err)
 	ev_timer_stop(r->w->loop, &r->timer);
 	sr->gen++;
 	if (err != STORE_OK) {
-		apply_fail_modes(r);
+		apply_fail_modes(r, 1);
 	} else {
 		for (int j = 0; j < r->nredis; j++) {
 			int i = r->redis_idx[j];
@@ -297,7 +326,9 @@ store_done_cb(struct store_req *sr, int err)
 		/* The local checks, peeked so far, are charged now. If another
 		 * request took their last unit during the round trip, this one
 		 * is refused with Redis already charged: a window of one round
-		 * trip, as for a Redis Cluster request refused by another slot. */
+		 * trip, as for a Redis Cluster request refused by another slot.
+		 * Its leases are given back (give_back); other charges stay. */
+		decide_mark_leases(r->checks, r->out, r->redis_idx, r->nredis, 1);
 		if (!redis_vetoed(r))
 			run_local(r, 1);
 	}
@@ -308,9 +339,10 @@ static void
 deadline_cb(struct ev_loop *loop, ev_timer *t, int revents)
 {
 	struct req *r = container_of(t, struct req, timer);
+	int sent = !r->sr.queued;	/* still queued: Redis never saw it */
 
 	store_cancel(r->w->store, &r->sr);
-	apply_fail_modes(r);
+	apply_fail_modes(r, sent);
 	store_note_timeout(r->w->store);
 	req_finish(r);
 }
@@ -325,7 +357,7 @@ send_to_store(struct req *r)
 	r->sr.cb = store_done_cb;
 	r->sent_us = util_now_us();
 	if (store_submit(r->w->store, &r->sr) != STORE_OK) {
-		apply_fail_modes(r);
+		apply_fail_modes(r, 0);
 		req_finish(r);
 		return;
 	}
@@ -478,6 +510,7 @@ decide_at_once(struct req *r)
 		const struct check *c = &r->checks[i];
 
 		r->out[i].src = SRC_STORE;
+		r->out[i].redis_lease = 0;
 		if (i == r->spill) {
 			r->out[i].src = fail_src(c, 0);
 			denied |= fail_refuses(c);
@@ -514,7 +547,7 @@ req_go(struct req *r)
 		r->nredis = 0;
 		req_finish(r);
 	} else if (r->plan_failed) {
-		apply_fail_modes(r);
+		apply_fail_modes(r, 0);	/* nothing left for Redis */
 		req_finish(r);
 	} else {
 		send_to_store(r);
@@ -603,6 +636,7 @@ req_start(struct conn *c, const struct spop_frame *f, int *status)
 	r->c = c;
 	r->sid = f->stream_id;
 	r->fid = f->frame_id;
+	r->start_us = util_now_us();
 	if (r->plan_wait)
 		plan_hold(r, f);
 	else
@@ -666,13 +700,115 @@ count_decisions(struct req *r)
 	declog_sample(r->policy, r->checks, r->out, r->n, &r->d);
 }
 
+/* ---- leases HAProxy will not release ----------------------------------
+ *
+ * HAProxy sends a lease's release (rl-done) only when the ACK it used set
+ * release. A request refused after Redis took its lease (a late answer
+ * followed by fail: closed, a local-tier veto after Redis), or whose ACK
+ * HAProxy never used (past its timeout processing, connection gone), would
+ * hold that slot for the whole lease. The agent releases those itself,
+ * with the same RELEASE op rl-done sends, after the ACK: on a single Redis
+ * the release follows the charging call on the same link, so it runs after
+ * it even when that call is late. The request then lives on, detached from
+ * its connection, until the release is answered or its deadline passes. */
+
+static void
+release_done_cb(struct store_req *sr, int err)
+{
+	struct req *r = container_of(sr, struct req, sr);
+
+	if (err != STORE_OK)
+		log_debug("lease_release_lost", "worker=%d err=%d", r->w->id, err);
+	req_release(r);
+}
+
+static void
+release_deadline_cb(struct ev_loop *loop, ev_timer *t, int revents)
+{
+	req_release(container_of(t, struct req, timer));
+}
+
+/* Releases the local-tier leases flagged in <orphan>. */
+static void
+release_local(struct req *r, const int *orphan)
+{
+	struct local_part own, leases;
+
+	own.n = leases.n = 0;
+	for (int i = 0; i < r->n; i++)
+		if (orphan[i] & DECIDE_FREE_LOCAL)
+			local_add(&leases, r, i);
+	if (leases.n > 0)
+		local_both(r->w->srv, r->w->local, &own, &leases, 1);
+}
+
+/* Sends the release of the Redis leases flagged in <orphan>. Returns 1 if
+ * the request now waits for it. */
+static int
+release_redis(struct req *r, const int *orphan)
+{
+	int n = 0;
+
+	for (int i = 0; i < r->n; i++)
+		if (orphan[i] & DECIDE_FREE_REDIS)
+			r->redis_idx[n++] = i;
+	if (n == 0)
+		return 0;
+	store_cancel(r->w->store, &r->sr);	/* drop the charging call's */
+	r->nredis = r->sr.n = n;
+	r->sr.cb = release_done_cb;
+	if (store_submit(r->w->store, &r->sr) != STORE_OK) {
+		log_debug("lease_release_lost", "worker=%d err=down", r->w->id);
+		return 0;
+	}
+	ev_timer_init(&r->timer, release_deadline_cb,
+	              (double)r->policy->redis_timeout_us / 1e6, 0.);
+	ev_timer_start(r->w->loop, &r->timer);
+	return 1;
+}
+
+/* After the ACK of <r>: releases the leases HAProxy will not (above). Returns
+ * 1 if the request waits for Redis, detached from its connection. */
+static int
+give_back(struct req *r)
+{
+	int orphan[REQ_MAX_CHECKS], any = 0, lost;
+
+	lost = r->c->state != CONN_ST_READY ||
+	       util_now_us() - r->start_us >= r->policy->processing_timeout_us;
+	if (r->d.status == 0 && !(lost && r->d.release))
+		return 0;
+	for (int i = 0; i < r->n; i++) {
+		orphan[i] = decide_orphan(&r->checks[i], &r->out[i],
+		                          r->d.status, lost);
+		if (orphan[i] != 0) {
+			r->checks[i].op = LIM_OP_RELEASE;
+			r->checks[i].cost = 0;
+		}
+		any |= orphan[i];
+	}
+	if (any == 0)
+		return 0;
+	release_local(r, orphan);
+	conn_req_done(r->c);
+	r->c = NULL;
+	return release_redis(r, orphan);
+}
+
+/* Sends the ACK, gives back what HAProxy will not release, and recycles
+ * the request (now or once that release is answered). */
+static void
+req_answer(struct req *r)
+{
+	conn_send_ack(r->c, r->sid, r->fid, &r->d);
+	if (!give_back(r))
+		req_release(r);
+}
+
 static void
 delay_cb(struct ev_loop *loop, ev_timer *t, int revents)
 {
-	struct req *r = container_of(t, struct req, timer);
-
-	conn_send_ack(r->c, r->sid, r->fid, &r->d);
-	req_release(r);
+	req_answer(container_of(t, struct req, timer));
 }
 
 static void
@@ -685,6 +821,5 @@ req_finish(struct req *r)
 		ev_timer_start(r->w->loop, &r->timer);
 		return;
 	}
-	conn_send_ack(r->c, r->sid, r->fid, &r->d);
-	req_release(r);
+	req_answer(r);
 }

@@ -74,6 +74,15 @@ reqq_fail_all(struct reqq *q, int err)
 		reqq_answer(sr, sr->sent_gen, err);
 }
 
+int
+reqq_releases_only(const struct store_req *sr)
+{
+	for (int j = 0; j < sr->n; j++)
+		if (sr->checks[sr->index[j]].op != LIM_OP_RELEASE)
+			return 0;
+	return sr->n > 0;
+}
+
 /* ---- breaker ------------------------------------------------------------ */
 
 int

@@ -683,7 +683,8 @@ store_submit(struct store *st, struct store_req *sr)
 		return cluster_submit(st->cl, sr);
 	if (st->state == ST_DOWN || st->q.queued >= STORE_MAX_QUEUE ||
 	    st->inflight >= STORE_MAX_INFLIGHT ||
-	    !breaker_admit(&st->br, ev_now(st->loop)))
+	    (!reqq_releases_only(sr) &&
+	     !breaker_admit(&st->br, ev_now(st->loop))))
 		return STORE_EDOWN;
 	reqq_push(&st->q, sr);
 	return STORE_OK;

@@ -70,7 +70,8 @@ void store_free(struct store *st);
 
 /* Queues <sr>. If the store cannot take it now (down, breaker open) the
  * callback is NOT called and STORE_EDOWN is returned: the caller decides
- * at once. Returns STORE_OK when queued. */
+ * at once. Returns STORE_OK when queued. A call of releases alone
+ * (reqq_releases_only) is taken even while the breaker is open. */
 int store_submit(struct store *st, struct store_req *sr);
 
 /* Sends what is queued. Called once per loop iteration. NULL is a no-op

@@ -357,6 +357,117 @@ Test(decide, no_lease_no_release)
 	cr_assert_eq(release_asked(SRC_STORE), 0);
 }
 
+/* Check 1 is a lease sent to Redis whose answer was lost, then decided by
+ * the fail mode <src>; fills <d>. */
+static void
+lost_answer(enum outcome_src src, struct decision *d)
+{
+	int idx[] = { 1 };
+
+	lease(1, src);
+	decide_mark_leases(checks, out, idx, 1, 0);
+	cr_assert_eq(out[1].redis_lease, 1);
+	decide(checks, out, 2, HEADERS_IETF, d);
+}
+
+/* The lease's answer was lost (deadline, link failure) after its call had
+ * left: Redis may run the script late and take it. Before the fix the
+ * fail mode answered without release, HAProxy sent no rl-done, and the
+ * slot stayed taken for the whole lease. */
+Test(decide, a_lease_whose_answer_was_lost_asks_for_its_release)
+{
+	struct decision d;
+
+	lost_answer(SRC_FAIL_OPEN, &d);
+	cr_assert_eq(d.status, 0);
+	cr_assert_eq(d.release, 1);
+	cr_assert_eq(decide_orphan(&checks[1], &out[1], d.status, 0), 0,
+	             "HAProxy's rl-done covers it");
+}
+
+Test(decide, only_concurrency_checks_may_hold_a_lost_lease)
+{
+	int idx[] = { 0, 1 };
+
+	lease(1, SRC_FAIL_OPEN);
+	checks[1].op = LIM_OP_RELEASE;		/* an rl-done: takes nothing */
+	out[0].src = SRC_FAIL_OPEN;		/* check 0 is a GCRA */
+	decide_mark_leases(checks, out, idx, 2, 0);
+	cr_assert_eq(out[0].redis_lease, 0);
+	cr_assert_eq(out[1].redis_lease, 0);
+}
+
+/* fail: closed answered 503 while the script may still take the lease:
+ * HAProxy sends no rl-done for a refused request, the agent must. */
+Test(decide, a_refused_request_leaves_its_redis_lease_to_the_agent)
+{
+	struct decision d;
+
+	lost_answer(SRC_FAIL_CLOSED, &d);
+	cr_assert_eq(d.status, 503);
+	cr_assert_eq(d.release, 0);
+	cr_assert_eq(decide_orphan(&checks[1], &out[1], d.status, 0),
+	             DECIDE_FREE_REDIS);
+}
+
+/* Redis granted the lease, then a store: local check (check 0) refused
+ * the request: Redis holds a lease nobody will release but the agent. */
+Test(decide, a_local_veto_after_redis_leaves_the_lease_to_the_agent)
+{
+	int idx[] = { 1 };
+	struct decision d;
+
+	lease(1, SRC_STORE);
+	decide_mark_leases(checks, out, idx, 1, 1);
+	cr_assert_eq(out[1].redis_lease, 1);
+	rules[0].store = STORE_LOCAL;
+	out[0].res = res(0, 0, 2000000, 2000000);
+	decide(checks, out, 2, HEADERS_IETF, &d);
+	cr_assert_eq(d.status, 429);
+	cr_assert_eq(decide_orphan(&checks[1], &out[1], d.status, 0),
+	             DECIDE_FREE_REDIS);
+	cr_assert_eq(decide_orphan(&checks[0], &out[0], d.status, 0), 0);
+}
+
+/* Redis refused the call itself (check 0 denied in the same script): the
+ * script charged nothing, so there is no lease to give back. */
+Test(decide, a_call_vetoed_in_redis_holds_no_lease)
+{
+	int idx[] = { 0, 1 };
+
+	lease(1, SRC_STORE);
+	out[0].res = res(0, 0, 2000000, 2000000);
+	decide_mark_leases(checks, out, idx, 2, 1);
+	cr_assert_eq(out[1].redis_lease, 0);
+	checks[1].flags = LIM_FL_SHADOW;	/* a shadow lease: denied, not held */
+	out[0].res = res(1, 5, 0, 1000000);
+	out[1].res = res(0, 0, 1000000, 1000000);
+	decide_mark_leases(checks, out, idx, 2, 1);
+	cr_assert_eq(out[1].redis_lease, 0);
+}
+
+/* The ACK came after HAProxy's timeout processing (or its connection is
+ * gone): HAProxy uses none of it, so no rl-done comes for any lease the
+ * request took, in Redis or in the local tier. */
+Test(decide, a_lost_ack_leaves_every_lease_to_the_agent)
+{
+	int idx[] = { 1 };
+
+	lease(1, SRC_STORE);
+	decide_mark_leases(checks, out, idx, 1, 1);
+	cr_assert_eq(decide_orphan(&checks[1], &out[1], 0, 1), DECIDE_FREE_REDIS);
+	lease(1, SRC_FAIL_LOCAL);
+	decide_mark_leases(checks, out, idx, 1, 0);	/* Redis late, too */
+	cr_assert_eq(decide_orphan(&checks[1], &out[1], 0, 1),
+	             DECIDE_FREE_REDIS | DECIDE_FREE_LOCAL);
+	lease(1, SRC_STORE);
+	out[1].redis_lease = 0;
+	rules[1].store = STORE_LOCAL;
+	cr_assert_eq(decide_orphan(&checks[1], &out[1], 0, 1), DECIDE_FREE_LOCAL);
+	/* refused: the local tier charged nothing */
+	cr_assert_eq(decide_orphan(&checks[1], &out[1], 429, 1), 0);
+}
+
 /* ALGORITHMS.md: a cost that can never fit (allowed -1, retry_after 0) is
  * denied with no finite retry. The answer is 429 with Retry-After
  * DECIDE_NEVER_FITS_S, not 1 (an invitation to loop), and the rule's t and

@@ -158,3 +158,20 @@ Test(breaker, a_probe_that_never_answers_is_replaced)
 	cr_assert_not(breaker_admit(&b, t + BREAKER_PROBE_S - 0.01));
 	cr_assert(breaker_admit(&b, t + BREAKER_PROBE_S), "lost: a new probe");
 }
+
+/* Only a call that gives leases back goes through an open breaker: one
+ * charging check in it, and it waits like any other. */
+Test(reqq, releases_only_is_a_call_of_releases_alone)
+{
+	struct check c[2] = { { .op = LIM_OP_RELEASE }, { .op = LIM_OP_RELEASE } };
+	int idx[2] = { 0, 1 };
+	struct store_req sr = { .checks = c, .index = idx, .n = 2 };
+
+	cr_assert(reqq_releases_only(&sr));
+	c[1].op = LIM_OP_CHECK;
+	cr_assert_not(reqq_releases_only(&sr));
+	sr.n = 1;
+	cr_assert(reqq_releases_only(&sr));
+	sr.n = 0;
+	cr_assert_not(reqq_releases_only(&sr), "nothing to send");
+}
