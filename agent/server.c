@@ -13,6 +13,10 @@
  * stops accepting, lets each connection answer what is in flight, sends a
  * normal AGENT-DISCONNECT and closes; the loop ends when the worker has no
  * connection left, or at the drain deadline.
+ *
+ * A unix listener never takes its path over from a live instance (one
+ * that answers a connect): only a stale socket file is replaced, and at
+ * stop the file is removed only if it is still the one this process bound.
  */
 #include <errno.h>
 #include <netdb.h>
@@ -47,32 +51,95 @@ static atomic_int server_draining;
 /* ---- listening sockets -------------------------------------------------- */
 
 static int
-listen_unix(const char *path, char **err)
+path_error(const char *path, int e, char **err)
+{
+	asprintf(err, "unix:%s: %s", path, strerror(e));
+	return -1;
+}
+
+/* Makes <sun>'s path free to bind. Nothing there, or a stale socket (a
+ * connect() is refused: its agent is gone), which is removed. A socket
+ * something answers on (another instance, live) or a file that is not a
+ * socket is an error: unlinking it would cut that one off silently. */
+static int
+unix_path_free(const struct sockaddr_un *sun, char **err)
+{
+	const char *path = sun->sun_path;
+	struct stat st;
+	int fd, rc, e;
+
+	if (lstat(path, &st) == -1)
+		return errno == ENOENT ? 0 : path_error(path, errno, err);
+	if (!S_ISSOCK(st.st_mode)) {
+		asprintf(err, "unix:%s: exists and is not a socket", path);
+		return -1;
+	}
+	fd = socket(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+	if (fd == -1)
+		return path_error(path, errno, err);
+	rc = connect(fd, (const struct sockaddr *)sun, sizeof(*sun));
+	e = errno;
+	close(fd);
+	if (rc == 0 || e == EAGAIN || e == EINPROGRESS) {
+		asprintf(err, "unix:%s: in use: something answers on it "
+		         "(another instance?); not taking it over", path);
+		return -1;
+	}
+	if (e != ECONNREFUSED && e != ENOENT)
+		return path_error(path, e, err);
+	if (unlink(path) == -1 && errno != ENOENT)
+		return path_error(path, errno, err);
+	log_info("stale_socket_removed", "path=%s", path);
+	return 0;
+}
+
+/* Binds and listens on unix:<path>; <*st> gets the socket file's device
+ * and inode, so that stopping removes it only if it is still ours. */
+static int
+listen_unix(const char *path, struct stat *st, char **err)
 {
 	struct sockaddr_un sun = { .sun_family = AF_UNIX };
-	int fd;
+	int fd = -1;
 
 	if (strlen(path) >= sizeof(sun.sun_path)) {
 		asprintf(err, "unix:%s: path too long", path);
 		return -1;
 	}
 	strcpy(sun.sun_path, path);
+	if (unix_path_free(&sun, err) == -1)
+		return -1;
 	fd = socket(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
 	if (fd == -1)
 		goto fail;
-	unlink(path);			/* a stale socket from a previous run */
 	/* HAProxy runs as its own user (Debian drops supplementary groups),
 	 * so the socket must be reachable by others; it grants nothing but
 	 * rate-limit answers. Restrict access with the directory's mode. */
 	if (bind(fd, (struct sockaddr *)&sun, sizeof(sun)) == -1 ||
+	    lstat(path, st) == -1 ||
 	    chmod(path, 0666) == -1 || listen(fd, SERVER_BACKLOG) == -1)
 		goto fail;
 	return fd;
 fail:
-	asprintf(err, "unix:%s: %s", path, strerror(errno));
+	path_error(path, errno, err);
 	if (fd != -1)
 		close(fd);
 	return -1;
+}
+
+/* Removes unix:<path> at stop if it is still the socket this process
+ * bound (<st>): another instance may have replaced it since. */
+static void
+unlink_if_ours(const char *path, const struct stat *st)
+{
+	struct stat now;
+
+	if (lstat(path, &now) == -1)
+		return;
+	if (now.st_dev == st->st_dev && now.st_ino == st->st_ino)
+		unlink(path);
+	else
+		log_warn("socket_not_removed", "path=%s reason=\"not the one "
+		         "this process bound\"", path);
 }
 
 /* Splits "host:port" or "[v6]:port" into <host> and <port>. */
@@ -158,8 +225,9 @@ open_listeners(struct server *s, const char *listen, char **err)
 			rc = -1;
 			break;
 		}
-		fd = strncmp(tok, "unix:", 5) == 0 ? listen_unix(tok + 5, err)
-		                                   : listen_tcp(tok, err);
+		fd = strncmp(tok, "unix:", 5) == 0
+		     ? listen_unix(tok + 5, &s->bound[s->nfds], err)
+		     : listen_tcp(tok, err);
 		if (fd == -1) {
 			rc = -1;
 			break;
@@ -524,7 +592,7 @@ server_stop(struct server *s)
 	for (int i = 0; i < s->nfds; i++) {
 		close(s->fds[i]);
 		if (strncmp(s->addrs[i], "unix:", 5) == 0)
-			unlink(s->addrs[i] + 5);
+			unlink_if_ours(s->addrs[i] + 5, &s->bound[i]);
 		free(s->addrs[i]);
 	}
 	free(s->workers);

@@ -14,6 +14,7 @@
 
 #include <pthread.h>
 #include <stdatomic.h>
+#include <sys/stat.h>
 
 #include <ev.h>
 
@@ -69,6 +70,7 @@ struct worker {
 struct server {
 	int                    fds[SERVER_MAX_LISTEN];
 	char                  *addrs[SERVER_MAX_LISTEN];
+	struct stat            bound[SERVER_MAX_LISTEN];	/* unix: the file bound */
 	int                    nfds;
 	struct worker         *workers;
 	int                    nworkers;
