@@ -131,6 +131,7 @@ listen: 127.0.0.1:$AP
 workers: 2
 max_conns: 20000
 redis: { url: "redis://127.0.0.1:$RP/0", timeout: 100ms }
+processing_timeout: 1s
 plans:
   std:   { rate: 1000/s, burst: 1000 }
   small: { rate: 10/s, burst: 10 }

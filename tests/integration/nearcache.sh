@@ -7,6 +7,7 @@ cat >"$TMP/policy.yaml" <<YAML
 listen: 127.0.0.1:$AP
 workers: 2
 redis: { url: "redis://127.0.0.1:$RP/0", timeout: 100ms }
+processing_timeout: 1s
 rules:
   - { name: tenant, message: rl-request, key: "tenant:{tenant}", rate: 1/min, burst: 1 }
 YAML
@@ -41,6 +42,7 @@ near_policy() {
 listen: 127.0.0.1:$AP2
 workers: 1
 redis: { url: "redis://127.0.0.1:$RP/0", timeout: 100ms }
+processing_timeout: 1s
 rules:
   - { name: algo, message: rl-request, key: "tenant:{tenant}", algorithm: $1, rate: 1/min, burst: 1 }
 YAML
@@ -70,6 +72,7 @@ cat >"$TMP/month.yaml" <<YAML
 listen: 127.0.0.1:$AP3
 workers: 1
 redis: { url: "redis://127.0.0.1:$RP/0", timeout: 100ms }
+processing_timeout: 1s
 rules:
   - { name: monthly, message: rl-request, key: "t:{tenant}", algorithm: fixed-window, limit: 3, window: month }
 YAML

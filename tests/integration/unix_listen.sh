@@ -15,6 +15,7 @@ cat >"$TMP/policy.yaml" <<YAML
 listen: unix:$SOCK
 workers: 1
 redis: { url: "redis://127.0.0.1:$RP/0", timeout: 100ms }
+processing_timeout: 1s
 rules: []
 YAML
 answers() { "$TOOLS/spop-client" -a "unix:$SOCK" -H -t 1000 >/dev/null 2>&1; }
