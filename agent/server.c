@@ -272,7 +272,7 @@ log_refused(struct worker *w)
 	if (w->refused_log_us != 0 && now - w->refused_log_us < RATELOG_INTERVAL_US)
 		return;
 	log_warn("conn_refused", "reason=max_conns max=%d worker=%d refused=%llu",
-	         w->srv->max_conns, w->id, (unsigned long long)w->refused);
+	         atomic_load_explicit(&w->srv->max_conns, memory_order_relaxed), w->id, (unsigned long long)w->refused);
 	w->refused_log_us = now;
 	w->refused = 0;
 }
@@ -296,7 +296,8 @@ accept_cb(struct ev_loop *loop, ev_io *io, int revents)
 				log_warn("accept_failed", "error=\"%s\"", strerror(errno));
 			return;
 		}
-		if (atomic_fetch_add(&s->nconns, 1) >= s->max_conns) {
+		if (atomic_fetch_add(&s->nconns, 1) >=
+		    atomic_load_explicit(&s->max_conns, memory_order_relaxed)) {
 			atomic_fetch_sub(&s->nconns, 1);
 			log_refused(w);
 			close(fd);
@@ -414,7 +415,8 @@ worker_start_drain(struct worker *w)
 	ev_timer_start(w->loop, &w->drain_timer);
 }
 
-/* Swaps in the newest policy; requests in flight keep their own ref. */
+/* Swaps in the newest policy; requests in flight keep their own ref.
+ * A new idle_timeout applies to the open connections too. */
 static void
 wake_cb(struct ev_loop *loop, ev_async *a, int revents)
 {
@@ -422,6 +424,9 @@ wake_cb(struct ev_loop *loop, ev_async *a, int revents)
 	struct policy *p = atomic_load(&w->srv->policy);
 
 	if (p != w->policy) {
+		if (p->idle_timeout_us != w->policy->idle_timeout_us)
+			for (struct conn *c = w->conns; c != NULL; c = c->next)
+				conn_set_idle(c, p->idle_timeout_us);
 		pin_retire(w->pin);
 		w->pin = pin_new(p);
 		w->policy = p;
@@ -513,6 +518,12 @@ worker_deinit(struct worker *w)
 
 /* ---- server ------------------------------------------------------------- */
 
+static int
+conns_cap(const struct policy *p)
+{
+	return p->max_conns > 0 ? p->max_conns : 10000;
+}
+
 struct server *
 server_new(struct policy *p, const char *listen, int nworkers,
            const char *redis_url, char **err)
@@ -520,7 +531,7 @@ server_new(struct policy *p, const char *listen, int nworkers,
 	struct server *s = xcalloc(1, sizeof(*s));
 
 	atomic_init(&s->policy, policy_ref(p));
-	s->max_conns = p->max_conns > 0 ? p->max_conns : 10000;
+	atomic_init(&s->max_conns, conns_cap(p));
 	s->redis_url = redis_url;
 	pthread_mutex_init(&s->shadow_lock, NULL);
 	s->shadow_seen = nearcache_new();
@@ -568,6 +579,7 @@ server_reload(struct server *s, struct policy *p)
 {
 	struct policy *old = atomic_exchange(&s->policy, policy_ref(p));
 
+	atomic_store(&s->max_conns, conns_cap(p));
 	for (int i = 0; i < s->nworkers; i++)
 		ev_async_send(s->workers[i].loop, &s->workers[i].wake);
 	policy_unref(old);
