@@ -438,6 +438,21 @@ conn_abort(struct conn *c)
 }
 
 void
+conn_set_idle(struct conn *c, int64_t idle_us)
+{
+	struct ev_loop *loop = c->w->loop;
+	ev_tstamp left;
+
+	c->idle_s = (double)idle_us / 1e6;
+	if (c->state == CONN_ST_CLOSING || c->state == CONN_ST_CLOSED)
+		return;
+	left = c->last_rx + c->idle_s - ev_now(loop);
+	ev_timer_stop(loop, &c->idle);
+	ev_timer_set(&c->idle, left > 0. ? left : 0., 0.);
+	ev_timer_start(loop, &c->idle);
+}
+
+void
 conn_drain(struct conn *c)
 {
 	if (c->state == CONN_ST_CLOSED || c->state == CONN_ST_CLOSING)

@@ -71,5 +71,8 @@ void conn_flush(struct conn *c);
 void conn_drain(struct conn *c);
 /* Closes the socket now, whatever is in flight. */
 void conn_abort(struct conn *c);
+/* A reload's idle_timeout for an open connection, counted from its last
+ * read; a closing one keeps its close deadline. */
+void conn_set_idle(struct conn *c, int64_t idle_us);
 
 #endif

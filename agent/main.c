@@ -314,6 +314,43 @@ load(int startup)
 	return p;
 }
 
+/* The policy the agent started with: what a reload cannot change runs
+ * as it says until the next restart. */
+static struct policy *booted;
+
+static int
+str_differs(const char *a, const char *b)
+{
+	return (a == NULL) != (b == NULL) || (a != NULL && strcmp(a, b) != 0);
+}
+
+static void
+restart_only(const char *field, int differs)
+{
+	if (differs)
+		log_warn("needs_restart", "field=%s kept=running", field);
+}
+
+/* Logs each field of <p> a reload cannot apply and that differs from what
+ * runs (a command-line -l, -w or -r makes the file's value moot). The
+ * local tier's tables are sized at startup and hold state (fail: local
+ * counts, leases): resizing them would forget it. */
+static void
+warn_restart_only(const struct policy *p)
+{
+	const struct policy *b = booted;
+
+	restart_only("listen", !opts.listen && str_differs(b->listen, p->listen));
+	restart_only("workers", !opts.workers && b->workers != p->workers);
+	restart_only("redis.url", !opts.redis_url &&
+	             str_differs(b->redis_url, p->redis_url));
+	restart_only("redis.username",
+	             str_differs(b->redis_username, p->redis_username));
+	restart_only("redis.password",
+	             str_differs(b->redis_password, p->redis_password));
+	restart_only("local.max_keys", b->local_max_keys != p->local_max_keys);
+}
+
 static void
 sighup_cb(struct ev_loop *loop, ev_signal *w, int revents)
 {
@@ -325,6 +362,7 @@ sighup_cb(struct ev_loop *loop, ev_signal *w, int revents)
 		return;
 	}
 	publish_rule_names(p);
+	warn_restart_only(p);
 	server_reload(server, p);
 	metrics_bind(metrics_addr(p));
 	log_info("reloaded", "path=%s rules=%d", opts.path, p->nrules);
@@ -385,7 +423,7 @@ main(int argc, char **argv)
 		ev_loop_destroy(loop);
 		return 1;
 	}
-	policy_unref(p);
+	booted = p;			/* its reference, until exit */
 	ev_signal_init(&shup, sighup_cb, SIGHUP);
 	ev_signal_init(&sterm, sigterm_cb, SIGTERM);
 	ev_signal_init(&sint, sigterm_cb, SIGINT);
@@ -397,6 +435,7 @@ main(int argc, char **argv)
 	ev_run(loop, 0);
 	server_stop(server);
 	metrics_bind(NULL);
+	policy_unref(booted);
 	ev_loop_destroy(loop);
 	log_info("stopped", NULL);
 	return 0;

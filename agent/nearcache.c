@@ -1,7 +1,9 @@
 /*
  * Near-cache table: NEARCACHE_SETS x NEARCACHE_WAYS entries of (two key
- * hashes, deny-until). The set comes from the first hash; both must match
- * for a hit, so a false hit needs a 128-bit collision.
+ * hashes, deny-until, held-until). The set comes from the first hash; both
+ * must match for a hit, so a false hit needs a 128-bit collision. An entry
+ * is live until held-until (<= deny-until); its answers count to
+ * deny-until. Not here: which requests may use it (req.c asks eligible()).
  */
 #include <stdlib.h>
 #include <string.h>
@@ -11,7 +13,8 @@
 
 struct nc_entry {
 	uint64_t h1, h2;
-	int64_t  until_us;		/* 0 = empty */
+	int64_t  until_us;		/* the denial ends */
+	int64_t  hold_us;		/* the entry ends; 0 = empty */
 };
 
 struct nearcache {
@@ -96,7 +99,7 @@ nearcache_lookup(struct nearcache *nc, const struct check *c,
 	hash2(c, &h1, &h2);
 	set = nc->e[h1 % NEARCACHE_SETS];
 	for (int i = 0; i < NEARCACHE_WAYS; i++) {
-		if (set[i].h1 == h1 && set[i].h2 == h2 && set[i].until_us > now_us) {
+		if (set[i].h1 == h1 && set[i].h2 == h2 && set[i].hold_us > now_us) {
 			int64_t left = set[i].until_us - now_us;
 
 			out->allowed = 0;
@@ -110,10 +113,12 @@ nearcache_lookup(struct nearcache *nc, const struct check *c,
 	return 0;
 }
 
-/* Remembers <c>'s key until <until_us> in its set: in the key's own way,
- * else an empty or expired one, else the one expiring soonest. */
+/* Remembers <c>'s key, denied until <until_us>, held until <hold_us>, in
+ * its set: in the key's own way, else an empty or expired one, else the
+ * one expiring soonest. */
 static void
-remember(struct nearcache *nc, const struct check *c, int64_t until_us)
+remember(struct nearcache *nc, const struct check *c, int64_t until_us,
+         int64_t hold_us)
 {
 	uint64_t h1, h2;
 	struct nc_entry *set, *victim;
@@ -126,21 +131,26 @@ remember(struct nearcache *nc, const struct check *c, int64_t until_us)
 			victim = &set[i];
 			break;
 		}
-		if (set[i].until_us < victim->until_us)
+		if (set[i].hold_us < victim->hold_us)
 			victim = &set[i];
 	}
 	victim->h1 = h1;
 	victim->h2 = h2;
 	victim->until_us = until_us;
+	victim->hold_us = hold_us;
 }
 
 void
 nearcache_learn(struct nearcache *nc, const struct check *c,
                 const struct lim_result *r, int64_t sent_us)
 {
+	int64_t hold;
+
 	if (r->allowed != 0 || c->cost != 1 || r->retry_after_us <= 0)
 		return;
-	remember(nc, c, sent_us + r->retry_after_us);
+	hold = r->retry_after_us < NEARCACHE_HOLD_US ? r->retry_after_us
+	                                             : NEARCACHE_HOLD_US;
+	remember(nc, c, sent_us + r->retry_after_us, sent_us + hold);
 }
 
 int
@@ -151,7 +161,7 @@ nearcache_once(struct nearcache *nc, const struct check *c, int64_t now_us,
 
 	if (nearcache_lookup(nc, c, now_us, &ignored))
 		return 0;
-	remember(nc, c, until_us);
+	remember(nc, c, until_us, until_us);
 	return 1;
 }
 
@@ -162,6 +172,6 @@ nearcache_count(const struct nearcache *nc, int64_t now_us)
 
 	for (int s = 0; s < NEARCACHE_SETS; s++)
 		for (int i = 0; i < NEARCACHE_WAYS; i++)
-			n += nc->e[s][i].until_us > now_us;
+			n += nc->e[s][i].hold_us > now_us;
 	return n;
 }

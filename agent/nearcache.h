@@ -1,6 +1,7 @@
 /*
- * Near-cache: keys Redis has just denied, answered locally until they can
- * pass again, so a flood on a denied key costs Redis nothing.
+ * Near-cache: keys Redis has just denied, answered locally for a moment
+ * (until they can pass again, 2 s at most), so a flood on a denied key
+ * costs Redis next to nothing.
  *
  * Exact, not a guess: for gcra, token-bucket, leaky-bucket (meter) and
  * fixed-window, a key denied to a cost-1 request until T stays denied to
@@ -8,6 +9,12 @@
  * the state later, never earlier (ALGORITHMS.md). T is taken from the time
  * the request was sent, so the local view never outlasts Redis's.
  * Only CHECK requests with cost >= 1 on non-shadow rules use it.
+ *
+ * Held briefly, not until T: Redis's state is the truth, and it can move
+ * earlier than "other agents only push it later" allows: an operator's
+ * DEL, a Redis restarting empty, a failover that loses writes. An entry
+ * answers for NEARCACHE_HOLD_US at most, then Redis is asked again; the
+ * Retry-After it answers is still the true time left, T - now.
  *
  * Bounded: 4-way set-associative, NEARCACHE_SETS sets; an insert takes an
  * empty or expired way first, else the one expiring soonest. Keys are
@@ -26,6 +33,12 @@
 #define NEARCACHE_SETS 4096
 #define NEARCACHE_WAYS 4
 
+/* The longest a denial is answered locally (2 s): how late a reset in
+ * Redis is seen. A flood on a denied key then costs Redis one call per
+ * worker per 2 s, 0.01 per denied request from 50 requests a second on a
+ * worker, which is where a flood starts to matter. */
+#define NEARCACHE_HOLD_US 2000000LL
+
 struct nearcache;
 
 struct nearcache *nearcache_new(void);
@@ -34,19 +47,22 @@ void nearcache_free(struct nearcache *nc);
 /* 1 if <c>'s algorithm, op, cost and rule allow near-caching. */
 int nearcache_eligible(const struct check *c);
 
-/* If <c>'s key is denied at <now_us>, fills <out> as Redis would answer
- * (allowed 0, remaining 0, retry/next/full until the end) and returns 1. */
+/* If <c>'s key is held as denied at <now_us>, fills <out> as Redis would
+ * answer (allowed 0, remaining 0, retry/next/full until the denial's end,
+ * not the hold's) and returns 1. */
 int nearcache_lookup(struct nearcache *nc, const struct check *c,
                      int64_t now_us, struct lim_result *out);
 
 /* Records Redis's answer <r> to <c>, sent at <sent_us>: a cost-1 denial
- * is kept until sent_us + retry_after. Other answers are ignored. */
+ * is denied until sent_us + retry_after, and held for NEARCACHE_HOLD_US
+ * at most. Other answers are ignored. */
 void nearcache_learn(struct nearcache *nc, const struct check *c,
                      const struct lim_result *r, int64_t sent_us);
 
 /* The same table as a "seen" set: returns 1 (and remembers <c>'s key
  * until <until_us>) unless the key is already remembered at <now_us>.
- * Used to log a shadow rule's denial once per key per window. */
+ * Used to log a shadow rule's denial once per key per window: it answers
+ * no request, so it is held the whole window. */
 int nearcache_once(struct nearcache *nc, const struct check *c,
                    int64_t now_us, int64_t until_us);
 

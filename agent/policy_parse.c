@@ -745,6 +745,25 @@ map_get(struct ctx *c, yaml_node_t *map, const char *key)
 	return v == map ? NULL : v;
 }
 
+/* A decision waits redis.timeout at most, then the rule's fail mode
+ * answers; HAProxy waits processing_timeout (its timeout processing). At
+ * or above it HAProxy gives up first, and the fail modes never apply. */
+static void
+check_timeouts(struct ctx *c, yaml_node_t *redis, yaml_node_t *processing)
+{
+	const struct policy *p = c->p;
+	yaml_node_t *n = map_get(c, redis, "timeout");
+
+	if (p->redis_timeout_us < p->processing_timeout_us)
+		return;
+	error_at(c, n ? n : processing, n ? "redis.timeout" : "processing_timeout",
+	         "redis.timeout (%lldms) must stay below processing_timeout "
+	         "(HAProxy's timeout processing, %lldms): past it HAProxy gives "
+	         "up first and the rules' fail modes never apply",
+	         (long long)(p->redis_timeout_us / 1000),
+	         (long long)(p->processing_timeout_us / 1000));
+}
+
 /* metrics.listen: what httpd_new() takes, "host:port", "[v6]:port" or
  * ":port" (all IPv4 interfaces); no unix sockets (Prometheus scrapes TCP). */
 static void
@@ -1609,6 +1628,7 @@ parse_root(struct ctx *c, yaml_node_t *root)
 	}
 	check_listen(c, seen[TK_LISTEN]);
 	check_redis_url(c, map_find(c, seen[TK_REDIS], "url"));
+	check_timeouts(c, seen[TK_REDIS], seen[TK_PROCESSING]);
 	redis_env(c, seen[TK_REDIS], "password_env", "password", &c->p->redis_password);
 	redis_env(c, seen[TK_REDIS], "username_env", "username", &c->p->redis_username);
 	if (seen[TK_METRICS])

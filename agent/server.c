@@ -13,6 +13,10 @@
  * stops accepting, lets each connection answer what is in flight, sends a
  * normal AGENT-DISCONNECT and closes; the loop ends when the worker has no
  * connection left, or at the drain deadline.
+ *
+ * A unix listener never takes its path over from a live instance (one
+ * that answers a connect): only a stale socket file is replaced, and at
+ * stop the file is removed only if it is still the one this process bound.
  */
 #include <errno.h>
 #include <netdb.h>
@@ -47,32 +51,95 @@ static atomic_int server_draining;
 /* ---- listening sockets -------------------------------------------------- */
 
 static int
-listen_unix(const char *path, char **err)
+path_error(const char *path, int e, char **err)
+{
+	asprintf(err, "unix:%s: %s", path, strerror(e));
+	return -1;
+}
+
+/* Makes <sun>'s path free to bind. Nothing there, or a stale socket (a
+ * connect() is refused: its agent is gone), which is removed. A socket
+ * something answers on (another instance, live) or a file that is not a
+ * socket is an error: unlinking it would cut that one off silently. */
+static int
+unix_path_free(const struct sockaddr_un *sun, char **err)
+{
+	const char *path = sun->sun_path;
+	struct stat st;
+	int fd, rc, e;
+
+	if (lstat(path, &st) == -1)
+		return errno == ENOENT ? 0 : path_error(path, errno, err);
+	if (!S_ISSOCK(st.st_mode)) {
+		asprintf(err, "unix:%s: exists and is not a socket", path);
+		return -1;
+	}
+	fd = socket(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+	if (fd == -1)
+		return path_error(path, errno, err);
+	rc = connect(fd, (const struct sockaddr *)sun, sizeof(*sun));
+	e = errno;
+	close(fd);
+	if (rc == 0 || e == EAGAIN || e == EINPROGRESS) {
+		asprintf(err, "unix:%s: in use: something answers on it "
+		         "(another instance?); not taking it over", path);
+		return -1;
+	}
+	if (e != ECONNREFUSED && e != ENOENT)
+		return path_error(path, e, err);
+	if (unlink(path) == -1 && errno != ENOENT)
+		return path_error(path, errno, err);
+	log_info("stale_socket_removed", "path=%s", path);
+	return 0;
+}
+
+/* Binds and listens on unix:<path>; <*st> gets the socket file's device
+ * and inode, so that stopping removes it only if it is still ours. */
+static int
+listen_unix(const char *path, struct stat *st, char **err)
 {
 	struct sockaddr_un sun = { .sun_family = AF_UNIX };
-	int fd;
+	int fd = -1;
 
 	if (strlen(path) >= sizeof(sun.sun_path)) {
 		asprintf(err, "unix:%s: path too long", path);
 		return -1;
 	}
 	strcpy(sun.sun_path, path);
+	if (unix_path_free(&sun, err) == -1)
+		return -1;
 	fd = socket(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
 	if (fd == -1)
 		goto fail;
-	unlink(path);			/* a stale socket from a previous run */
 	/* HAProxy runs as its own user (Debian drops supplementary groups),
 	 * so the socket must be reachable by others; it grants nothing but
 	 * rate-limit answers. Restrict access with the directory's mode. */
 	if (bind(fd, (struct sockaddr *)&sun, sizeof(sun)) == -1 ||
+	    lstat(path, st) == -1 ||
 	    chmod(path, 0666) == -1 || listen(fd, SERVER_BACKLOG) == -1)
 		goto fail;
 	return fd;
 fail:
-	asprintf(err, "unix:%s: %s", path, strerror(errno));
+	path_error(path, errno, err);
 	if (fd != -1)
 		close(fd);
 	return -1;
+}
+
+/* Removes unix:<path> at stop if it is still the socket this process
+ * bound (<st>): another instance may have replaced it since. */
+static void
+unlink_if_ours(const char *path, const struct stat *st)
+{
+	struct stat now;
+
+	if (lstat(path, &now) == -1)
+		return;
+	if (now.st_dev == st->st_dev && now.st_ino == st->st_ino)
+		unlink(path);
+	else
+		log_warn("socket_not_removed", "path=%s reason=\"not the one "
+		         "this process bound\"", path);
 }
 
 /* Splits "host:port" or "[v6]:port" into <host> and <port>. */
@@ -158,8 +225,9 @@ open_listeners(struct server *s, const char *listen, char **err)
 			rc = -1;
 			break;
 		}
-		fd = strncmp(tok, "unix:", 5) == 0 ? listen_unix(tok + 5, err)
-		                                   : listen_tcp(tok, err);
+		fd = strncmp(tok, "unix:", 5) == 0
+		     ? listen_unix(tok + 5, &s->bound[s->nfds], err)
+		     : listen_tcp(tok, err);
 		if (fd == -1) {
 			rc = -1;
 			break;
@@ -204,7 +272,7 @@ log_refused(struct worker *w)
 	if (w->refused_log_us != 0 && now - w->refused_log_us < RATELOG_INTERVAL_US)
 		return;
 	log_warn("conn_refused", "reason=max_conns max=%d worker=%d refused=%llu",
-	         w->srv->max_conns, w->id, (unsigned long long)w->refused);
+	         atomic_load_explicit(&w->srv->max_conns, memory_order_relaxed), w->id, (unsigned long long)w->refused);
 	w->refused_log_us = now;
 	w->refused = 0;
 }
@@ -228,7 +296,8 @@ accept_cb(struct ev_loop *loop, ev_io *io, int revents)
 				log_warn("accept_failed", "error=\"%s\"", strerror(errno));
 			return;
 		}
-		if (atomic_fetch_add(&s->nconns, 1) >= s->max_conns) {
+		if (atomic_fetch_add(&s->nconns, 1) >=
+		    atomic_load_explicit(&s->max_conns, memory_order_relaxed)) {
 			atomic_fetch_sub(&s->nconns, 1);
 			log_refused(w);
 			close(fd);
@@ -346,7 +415,8 @@ worker_start_drain(struct worker *w)
 	ev_timer_start(w->loop, &w->drain_timer);
 }
 
-/* Swaps in the newest policy; requests in flight keep their own ref. */
+/* Swaps in the newest policy; requests in flight keep their own ref.
+ * A new idle_timeout applies to the open connections too. */
 static void
 wake_cb(struct ev_loop *loop, ev_async *a, int revents)
 {
@@ -354,6 +424,9 @@ wake_cb(struct ev_loop *loop, ev_async *a, int revents)
 	struct policy *p = atomic_load(&w->srv->policy);
 
 	if (p != w->policy) {
+		if (p->idle_timeout_us != w->policy->idle_timeout_us)
+			for (struct conn *c = w->conns; c != NULL; c = c->next)
+				conn_set_idle(c, p->idle_timeout_us);
 		pin_retire(w->pin);
 		w->pin = pin_new(p);
 		w->policy = p;
@@ -445,6 +518,12 @@ worker_deinit(struct worker *w)
 
 /* ---- server ------------------------------------------------------------- */
 
+static int
+conns_cap(const struct policy *p)
+{
+	return p->max_conns > 0 ? p->max_conns : 10000;
+}
+
 struct server *
 server_new(struct policy *p, const char *listen, int nworkers,
            const char *redis_url, char **err)
@@ -452,7 +531,7 @@ server_new(struct policy *p, const char *listen, int nworkers,
 	struct server *s = xcalloc(1, sizeof(*s));
 
 	atomic_init(&s->policy, policy_ref(p));
-	s->max_conns = p->max_conns > 0 ? p->max_conns : 10000;
+	atomic_init(&s->max_conns, conns_cap(p));
 	s->redis_url = redis_url;
 	pthread_mutex_init(&s->shadow_lock, NULL);
 	s->shadow_seen = nearcache_new();
@@ -500,6 +579,7 @@ server_reload(struct server *s, struct policy *p)
 {
 	struct policy *old = atomic_exchange(&s->policy, policy_ref(p));
 
+	atomic_store(&s->max_conns, conns_cap(p));
 	for (int i = 0; i < s->nworkers; i++)
 		ev_async_send(s->workers[i].loop, &s->workers[i].wake);
 	policy_unref(old);
@@ -524,7 +604,7 @@ server_stop(struct server *s)
 	for (int i = 0; i < s->nfds; i++) {
 		close(s->fds[i]);
 		if (strncmp(s->addrs[i], "unix:", 5) == 0)
-			unlink(s->addrs[i] + 5);
+			unlink_if_ours(s->addrs[i] + 5, &s->bound[i]);
 		free(s->addrs[i]);
 	}
 	free(s->workers);

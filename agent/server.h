@@ -14,6 +14,7 @@
 
 #include <pthread.h>
 #include <stdatomic.h>
+#include <sys/stat.h>
 
 #include <ev.h>
 
@@ -69,12 +70,13 @@ struct worker {
 struct server {
 	int                    fds[SERVER_MAX_LISTEN];
 	char                  *addrs[SERVER_MAX_LISTEN];
+	struct stat            bound[SERVER_MAX_LISTEN];	/* unix: the file bound */
 	int                    nfds;
 	struct worker         *workers;
 	int                    nworkers;
 	_Atomic(struct policy *) policy;	/* the newest policy */
 	atomic_int             nconns;	/* all workers */
-	int                    max_conns;
+	atomic_int             max_conns;	/* set again at reload */
 	const char            *redis_url;	/* override of policy redis.url */
 	/* Shadow denials logged, one set for all workers (HAProxy spreads
 	 * a key's requests over them); locked only on a would-be denial. */
@@ -97,7 +99,9 @@ struct server *server_new(struct policy *p, const char *listen, int nworkers,
                           const char *redis_url, char **err);
 /* Starts the worker threads. */
 int server_start(struct server *s);
-/* Publishes <p> (the server takes a reference) to every worker. */
+/* Publishes <p> (the server takes a reference) to every worker, with
+ * its max_conns (for the next accepts; connections over a lowered cap stay
+ * open) and idle_timeout (new and open connections). */
 void server_reload(struct server *s, struct policy *p);
 /* Stops accepting, answers what is in flight, closes connections with a
  * normal AGENT-DISCONNECT, joins the workers (bounded by a drain timeout),

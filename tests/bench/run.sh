@@ -121,13 +121,14 @@ cat >"$TMP/agent.yaml" <<YAML
 # on plan small (10/s), so a flood from it hits a denied key (path d, the
 # near-cache case); tenant "hot" floods a std key (path d_hot: at 1000/s a
 # denial lasts 1 ms, so the near-cache can hold it only that long).
-# timeout 100ms (= the SPOE timeout processing) so that a saturated Redis
-# shows up as latency, not as fail-open ("degraded") answers that would
-# flatter decisions/s.
+# timeout 90ms, just under the SPOE timeout processing (100ms, the
+# policy's default processing_timeout), so that a saturated Redis shows up
+# as latency, not as fail-open ("degraded") answers that would flatter
+# decisions/s.
 listen: 127.0.0.1:$AP
 workers: 2
 max_conns: 20000
-redis: { url: "redis://127.0.0.1:$RP/0", timeout: 100ms }
+redis: { url: "redis://127.0.0.1:$RP/0", timeout: 90ms }
 plans:
   std:   { rate: 1000/s, burst: 1000 }
   small: { rate: 10/s, burst: 10 }

@@ -22,6 +22,7 @@ for n in 1 2 3; do
 listen: 127.0.0.1:$(port $((n + 1)))
 workers: 2
 redis: { url: "redis://127.0.0.1:$RP/0", timeout: 500ms }
+processing_timeout: 1s
 rules:
   - name: cc
     message: rl-conc

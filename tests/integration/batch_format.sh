@@ -14,6 +14,7 @@ cat >"$TMP/policy.yaml" <<YAML
 listen: 127.0.0.1:$AP
 workers: 1
 redis: { url: "redis://127.0.0.1:$RP/0", timeout: 500ms }
+processing_timeout: 1s
 rules:
   - name: log
     message: rl-a

@@ -33,6 +33,7 @@ listen: 127.0.0.1:$AP
 workers: 2
 max_conns: 12000
 redis: { url: "redis://127.0.0.1:$RP/0", timeout: 100ms }
+processing_timeout: 1s
 local: { max_keys: $MAX_KEYS }
 rules:
   - name: flood

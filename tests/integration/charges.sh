@@ -21,6 +21,7 @@ policy() { # FILE LISTEN REDIS_PORT
 listen: $2
 workers: 1		# one local tier: every connection sees the same counts
 redis: { url: "redis://127.0.0.1:$3/0", timeout: 100ms }
+processing_timeout: 1s
 rules:
   - name: wide
     message: rl-two

@@ -24,6 +24,7 @@ cat >"$TMP/policy.yaml" <<YAML
 listen: unix:$SOCK
 workers: 1
 redis: { url: "redis://127.0.0.1:$RP/0", timeout: 100ms }
+processing_timeout: 1s
 idle_timeout: ${IDLE_S}s
 rules:
   - name: tenant

@@ -39,6 +39,7 @@ cat >"$TMP/policy.yaml" <<YAML
 listen: 127.0.0.1:$AP
 workers: 2
 redis: { url: "redis+cluster://127.0.0.1:$P1,127.0.0.1:$P2", timeout: 200ms }
+processing_timeout: 1s
 rules:
   - name: tenant
     message: rl-request

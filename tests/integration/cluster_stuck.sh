@@ -27,6 +27,7 @@ listen: 127.0.0.1:$AP
 workers: 2
 metrics: { listen: 127.0.0.1:$MP }
 redis: { url: "redis+cluster://127.0.0.1:$P1,127.0.0.1:$P2", timeout: 100ms }
+processing_timeout: 1s
 rules:
   - name: tenant
     message: rl-request

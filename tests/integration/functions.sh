@@ -28,6 +28,7 @@ policy() {	# policy LISTEN-PORT REDIS-URL
 listen: 127.0.0.1:$1
 workers: 2
 redis: { url: "$2", timeout: 500ms }
+processing_timeout: 1s
 rules:
   - { name: g, message: rl-a, key: "g:{tenant}", algorithm: gcra, rate: 1/hour, burst: 10 }
   - { name: w, message: rl-a, key: "w:{tenant}", algorithm: fixed-window, limit: 100, window: 1h }

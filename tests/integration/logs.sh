@@ -21,6 +21,7 @@ start_redis "$RP"
 policy() {
 	cat >"$1" <<YAML
 redis: { url: "redis://127.0.0.1:$RP/0", timeout: 100ms }
+processing_timeout: 1s
 rules:
   - name: tenant
     message: rl-request
@@ -153,6 +154,7 @@ ok $? "and no DISCONNECT on it"
 # that are a space, a quote, a backslash or not printable ASCII as \xHH.
 cat >"$TMP/shadow.yaml" <<YAML
 redis: { url: "redis://127.0.0.1:$RP/0", timeout: 100ms }
+processing_timeout: 1s
 rules:
   - { name: sh, message: rl-request, key: "user:{user}", rate: 1/min, burst: 1, shadow: true }
 YAML

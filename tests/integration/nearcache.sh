@@ -7,6 +7,7 @@ cat >"$TMP/policy.yaml" <<YAML
 listen: 127.0.0.1:$AP
 workers: 2
 redis: { url: "redis://127.0.0.1:$RP/0", timeout: 100ms }
+processing_timeout: 1s
 rules:
   - { name: tenant, message: rl-request, key: "tenant:{tenant}", rate: 1/min, burst: 1 }
 YAML
@@ -38,6 +39,7 @@ near_policy() {
 listen: 127.0.0.1:$AP2
 workers: 1
 redis: { url: "redis://127.0.0.1:$RP/0", timeout: 100ms }
+processing_timeout: 1s
 rules:
   - { name: algo, message: rl-request, key: "tenant:{tenant}", algorithm: $1, rate: 1/min, burst: 1 }
 YAML
@@ -57,4 +59,34 @@ done
 "$TOOLS/spop-client" -a "127.0.0.1:$AP2" rl-request tenant=s:switch >"$TMP/sw2"
 expect_eq "$(field status <"$TMP/sw2")" 0 \
 	"after a reload to token-bucket the key is decided afresh, not by the old denial"
+# Redis's state is the truth: after an operator resets a tenant (DEL; a
+# Redis restarting empty or a failover losing writes alike), a key the
+# near-cache holds as denied until the end of the month passes again
+# within the hold (2 s), not at the end of the window. While held, the
+# Retry-After is still the time left in the window, not the hold.
+AP3=$(port 4)
+cat >"$TMP/month.yaml" <<YAML
+listen: 127.0.0.1:$AP3
+workers: 1
+redis: { url: "redis://127.0.0.1:$RP/0", timeout: 100ms }
+processing_timeout: 1s
+rules:
+  - { name: monthly, message: rl-request, key: "t:{tenant}", algorithm: fixed-window, limit: 3, window: month }
+YAML
+AGENT_LOG="$TMP/agent-month.log" start_agent "$TMP/month.yaml"
+wait_port "$AP3"
+"$TOOLS/spop-client" -a "127.0.0.1:$AP3" -n 4 rl-request tenant=s:cust >"$TMP/m1"
+expect_eq "$(field status <"$TMP/m1" | tr '\n' ' ')" "0 0 0 429 " \
+	"limit 3 a month: three pass, the fourth is denied (and learned)"
+rc "$RP" del "rl:{monthly:t:cust}" >/dev/null
+"$TOOLS/spop-client" -a "127.0.0.1:$AP3" rl-request tenant=s:cust >"$TMP/m2"
+ra=$(field retry_after <"$TMP/m2")
+[ "$(field status <"$TMP/m2")" = 429 ] && [ "${ra:-0}" -gt 5 ]
+ok $? "right after the reset, held: Retry-After is the month's remainder ($ra s), not the hold"
+month_passes() {
+	"$TOOLS/spop-client" -a "127.0.0.1:$AP3" rl-request tenant=s:cust >"$TMP/m3"
+	[ "$(field status <"$TMP/m3")" = 0 ]
+}
+until_ok 50 month_passes
+ok $? "after the reset the key passes again within seconds, not at the end of the month"
 finish

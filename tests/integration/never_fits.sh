@@ -12,6 +12,7 @@ cat >"$TMP/policy.yaml" <<YAML
 listen: 127.0.0.1:$AP
 workers: 1
 redis: { url: "redis://127.0.0.1:$RP/0", timeout: 100ms }
+processing_timeout: 1s
 rules:
   - { name: upload, message: rl-request, key: "user:{user}", rate: 1/s, burst: 5, cost: "{c}" }
 YAML

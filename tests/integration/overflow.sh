@@ -24,6 +24,7 @@ rule() { # NAME MESSAGE LIMIT [EXTRA]
 listen: 127.0.0.1:$AP
 workers: 1		# one worker: one log line per 10 s in all
 redis: { url: "redis://127.0.0.1:$RP/0", timeout: 200ms }
+processing_timeout: 1s
 metrics: { listen: "127.0.0.1:$MP" }
 rules:
 YAML

@@ -7,6 +7,7 @@ cat >"$TMP/policy.yaml" <<YAML
 listen: 127.0.0.1:$AP
 workers: 1
 redis: { url: "redis://127.0.0.1:$RP/0", timeout: 100ms }
+processing_timeout: 1s
 plans:
   free: { rate: 1/min, burst: 2 }
   pro:  { rate: 1/min, burst: 5 }

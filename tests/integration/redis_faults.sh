@@ -254,7 +254,8 @@ expect_eq "$(counts "$out")" "25*0/1 15*429/1 " \
 # fixed-window...). The script drops what it cannot read and starts the key
 # fresh, as the local tier does: no WRONGTYPE, no fail mode for the batch,
 # no breaker, and the other keys go on.
-redis_and_agent wrongtype 15 100ms \
+TOP="processing_timeout: 1s
+" redis_and_agent wrongtype 15 100ms \
 	'  - { name: w, message: rl-request, key: "w:{tenant}", algorithm: fixed-window, limit: 100, window: 1h, fail: closed }
   - { name: z, message: rl-log, key: "z:{tenant}", algorithm: sliding-log, limit: 3, window: 1h, fail: closed }'
 LOG5="$TMP/agent-wrongtype.log"

@@ -39,6 +39,7 @@ cat >"$TMP/policy.yaml" <<YAML
 listen: 127.0.0.1:$AP
 workers: 2
 redis: { url: "redis+sentinel://127.0.0.1:$S1,127.0.0.1:$S2,127.0.0.1:$S3/mymaster", timeout: 100ms }
+processing_timeout: 1s
 rules:
   - name: tenant
     message: rl-request

@@ -32,6 +32,7 @@ policy() {
 listen: 127.0.0.1:$AP
 workers: 2
 redis: { url: "redis://127.0.0.1:$RP/0", timeout: 2s }
+processing_timeout: 5s
 metrics: { listen: "127.0.0.1:$1" }
 log: { level: debug, sample: 1 }
 plans:

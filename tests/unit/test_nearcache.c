@@ -208,3 +208,32 @@ Test(nearcache, a_denial_under_another_algorithm_does_not_apply)
 		nearcache_free(nc);
 	}
 }
+
+/* Redis's state is the truth and can be reset (DEL, a restart, a
+ * failover): a denial until the end of a month is held a few seconds,
+ * not a month, for every algorithm; while held, its Retry-After is the
+ * true time left, not the hold. */
+Test(nearcache, a_long_denial_is_held_briefly_with_the_true_retry_after)
+{
+	static const enum lim_algo algos[] = {
+		LIM_GCRA, LIM_TOKEN_BUCKET, LIM_LEAKY_BUCKET, LIM_FIXED_WINDOW
+	};
+	const int64_t month = 30LL * 86400 * 1000000;
+	struct lim_result far = { 0, 0, month, month, month }, r;
+
+	for (size_t i = 0; i < sizeof(algos) / sizeof(algos[0]); i++) {
+		struct nearcache *nc = nearcache_new();
+		struct check c = mk("rl:{t:a}", algos[i], LIM_OP_CHECK, 1);
+
+		nearcache_learn(nc, &c, &far, 1000);
+		cr_assert_eq(nearcache_lookup(nc, &c, 1000 + 1000000, &r), 1);
+		cr_assert_eq(r.retry_after_us, month - 1000000,
+		             "the time left in the window, not the hold");
+		cr_assert_eq(r.full_us, month - 1000000);
+		cr_assert_eq(nearcache_lookup(nc, &c, 1000 + 10000000, &r), 0,
+		             "%s: after 10 s Redis is asked again",
+		             lim_algo_name(algos[i]));
+		cr_assert_eq(nearcache_count(nc, 1000 + 10000000), 0);
+		nearcache_free(nc);
+	}
+}

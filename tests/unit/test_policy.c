@@ -554,6 +554,22 @@ Test(policy, max_delay_over_the_processing_budget_is_an_error)
 	free(err);
 }
 
+/* Past redis.timeout the rule's fail mode answers; HAProxy stops waiting
+ * at its timeout processing. At or above it, HAProxy gives up first and
+ * the fail modes never apply, whatever the rules' algorithms. */
+Test(policy, redis_timeout_at_or_over_processing_timeout_is_an_error)
+{
+	char *err = load_fails("redis_timeout.yaml");
+
+	has_error(err, "redis_timeout.yaml", "1:52", "redis.timeout",
+	          "below processing_timeout");
+	free(err);
+	err = load_fails("processing_timeout.yaml");
+	has_error(err, "processing_timeout.yaml", "1:21", "processing_timeout",
+	          "redis.timeout (10ms) must stay below processing_timeout");
+	free(err);
+}
+
 Test(policy, warns_without_failing)
 {
 	char *err = NULL, *warn = NULL;
