@@ -15,7 +15,8 @@
 #              reconnects are refused), then an empty Redis on the port
 #   sigstop    SIGSTOP for 3 s: connected but silent, past redis.timeout
 #   restart    SHUTDOWN NOSAVE and an empty Redis at once (scripts lost)
-#   flush      SCRIPT FLUSH on the live connection (NOSCRIPT, reload)
+#   flush      SCRIPT FLUSH and FUNCTION FLUSH on the live connection:
+#              the library and the script gone (EVAL resend, reload)
 #   refusing   maxclients reached for 3 s: the agent's connections are
 #              killed and every reconnect is accepted, then refused with
 #              "-ERR max number of clients reached"
@@ -135,9 +136,10 @@ event back restart
 expect_eq "$(rcli exists canary)" 0 "restart: the new Redis is empty"
 sleep $((RESUME_S + 2))
 
-# flush: scripts gone on the live connection: NOSCRIPT.
+# flush: the library and the script gone on the live connection.
 event start flush
-expect_eq "$(rcli script flush)" OK "flush: SCRIPT FLUSH"
+expect_eq "$(rcli script flush)/$(rcli function flush)" OK/OK \
+	"flush: SCRIPT FLUSH and FUNCTION FLUSH"
 event back flush
 sleep $((RESUME_S + 2))
 
@@ -270,8 +272,10 @@ for f in killed sigstop restart flush refusing; do
 	wspoe=$(awk -v a="$ts" -v z="$tb" -v r=$RESUME_S '$1 >= a && $1 <= z + r && $10 + 0 > m { m = $10 + 0 } END { printf "%d", m }' "$TMP/joined")
 	echo "# $f: worst-case decision latency ${wspoe} ms (rl_ms, budget ${BUDGET_MS} ms); worst end to end ${worst} ms (curl)"
 done
-ns=$(rcli info errorstats | tr -d '\r' | sed -n 's/^errorstat_NOSCRIPT:count=//p')
+ns=$(rcli info commandstats | tr -d '\r' | sed -n 's/^cmdstat_eval:calls=\([0-9]*\).*/\1/p')
 is_posint "$ns"
-ok $? "the flush was seen as NOSCRIPT by the agent (Redis errorstat_NOSCRIPT=${ns:-0}) and decisions resumed (above)"
+ok $? "the flush was answered by resending with EVAL (Redis cmdstat_eval calls=${ns:-0}) and decisions resumed (above)"
+rcli function list | grep -q '^spoa_rl_'
+ok $? "the library was loaded again after the flush"
 [ -n "${KEEP_TMP:-}" ] && cp -r "$TMP" "$KEEP_TMP"
 finish
