@@ -29,7 +29,9 @@ local MARGIN_MS = 1000
 -- One call's state. Every function below is made once per chunk run:
 -- once per call under EVAL, once per FUNCTION LOAD under FCALL (the
 -- last line of this file says which); batch() sets these on each call.
-local KEY, ARG, now, out, o, val_, seen_
+-- (committed: the keys a token bucket charge wrote in this call, made on
+-- the first; a table made once would grow for the library's life.)
+local KEY, ARG, now, out, o, val_, seen_, committed
 
 -- Integers as decimal strings. '%d' formats a C long (exact below 2^53
 -- here); '%.0f' and passing numbers to redis.call (%.17g) go through the
@@ -166,10 +168,9 @@ local function other_algorithms()
 	end
 
 	-- A FORCE below -full starts again at exactly -full now (GCRA's clamp).
-	local committed = {}	-- keys a token bucket charge wrote this call
-
 	local function tb_commit(c)
-		-- the same key charged earlier in this request: charge on top
+		-- the same key charged earlier in this call: charge on top
+		if not committed then committed = {} end
 		if committed[c.key] then c.v = tb_view(c) end
 		committed[c.key] = true
 		local full, v = c.p3 * MICRO, c.v
@@ -557,7 +558,7 @@ local function batch(keys, argv)
 	if #ARG == 1 then ARG = mp_unpack(ARG[1]) end
 	local t = call('TIME')
 	now = tonumber(t[1]) * 1000000 + tonumber(t[2])
-	out, o, seen_ = {}, 0, {}	-- seen_: TATs written by this call
+	out, o, seen_, committed = {}, 0, {}, nil	-- seen_: TATs written by this call
 	val_ = read_bases()
 	local a, ki = read_rules(), 1
 	-- the hot loop's upvalues as locals (registers)

@@ -49,6 +49,21 @@ expect_eq "$(cmdstat "$RP" evalsha)" 0 "and no EVALSHA"
 expect_eq "$(rc "$RP" type 'rl:{w:w:acme}')" hash \
 	"the window rule (another algorithm, on the library's lazily made helpers) charged too"
 
+# ---- 1a. the library keeps no state from call to call ---------------------------
+# 20,000 token-bucket charges on distinct keys, straight through FCALL (one
+# check each: rule algo 1 = token bucket, 10/s, burst 10; code 16 = rule 1
+# CHECK): a per-call table kept by the library would hold ~100 B per key.
+LIB=$(rc "$RP" function list | grep '^spoa_rl_' | head -1)
+vmf() { rc "$RP" info memory | tr -d '\r' | sed -n 's/^used_memory_vm_functions://p'; }
+m0=$(vmf)
+for k in $(seq 20000); do
+	printf 'FCALL %s 1 rl:{tb:%d} 1 1 1 10 1000000 10 1 16\n' "$LIB" "$k"
+done | redis-cli -p "$RP" >/dev/null
+m1=$(vmf)
+expect_eq "$(rc "$RP" exists 'rl:{tb:20000}')" 1 "20,000 token-bucket keys charged through FCALL"
+[ $((m1 - m0)) -lt 1000000 ]
+ok $? "the library's Lua memory did not grow with them ($m0 -> $m1 bytes)"
+
 # ---- 1b. a restart finds the library there: no compile, FCALL still -----------
 kill "$AGENT_PID"; wait "$AGENT_PID" 2>/dev/null
 AGENT_LOG=$TMP/agent1b.log start_agent "$TMP/policy.yaml"
