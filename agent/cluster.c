@@ -149,7 +149,8 @@ struct batch {
 	int64_t          at;		/* TIME just before the call */
 	int              want_time;
 	int              redirects;
-	int              retried;	/* resent with EVAL after NOSCRIPT */
+	int              retried;	/* resent with EVAL (scriptlib_resend) */
+	int              fcalled;	/* last sent as FCALL */
 	int              asking;
 	struct part      parts[];	/* BATCH_SCRIPT: STORE_BATCH_MAX */
 };
@@ -955,7 +956,8 @@ batch_send(struct batch *b)
 		return -1;
 	if (b->argv == NULL)
 		batch_build(b);
-	if (b->kind == BATCH_SCRIPT && n->fcall && !b->retried) {
+	b->fcalled = b->kind == BATCH_SCRIPT && n->fcall && !b->retried;
+	if (b->fcalled) {
 		b->argv[0] = "FCALL";
 		b->argvlen[0] = 5;
 		b->argv[1] = scriptlib_name();
@@ -1108,12 +1110,13 @@ batch_cb(redisAsyncContext *ac, void *r, void *privdata)
 		return;
 	}
 	if (reply->type == REDIS_REPLY_ERROR) {
+		int why = scriptlib_resend(reply->str, b->fcalled);
+
 		if (scriptlib_missing(reply->str) && n->fcall && !cl->closing)
 			load_library(n);	/* this batch: EVAL, below */
-		if ((strncmp(reply->str, "NOSCRIPT", 8) == 0 ||
-		     scriptlib_missing(reply->str)) && !b->retried &&
-		    !cl->closing) {
-			metrics_redis_error(cl->m, METRICS_REDIS_NOSCRIPT);
+		if (why != 0 && !b->retried && !cl->closing) {
+			if (why == SCRIPTLIB_MISSING)
+				metrics_redis_error(cl->m, METRICS_REDIS_NOSCRIPT);
 			b->retried = 1;
 			if (batch_send(b) == 0)
 				return;

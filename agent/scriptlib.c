@@ -98,3 +98,13 @@ scriptlib_missing(const char *err)
 {
 	return err != NULL && strstr(err, "Function not found") != NULL;
 }
+
+int
+scriptlib_resend(const char *err, int fcalled)
+{
+	if (strncmp(err, "NOSCRIPT", 8) == 0 || scriptlib_missing(err))
+		return SCRIPTLIB_MISSING;
+	if (fcalled && strncmp(err, "OOM", 3) == 0)
+		return SCRIPTLIB_OOM;
+	return 0;
+}

@@ -43,4 +43,15 @@ int         scriptlib_loaded(const redisReply *reply, const char *host,
  * it)? The caller resends with EVAL and loads the library again. */
 int         scriptlib_missing(const char *err);
 
+/* Would the batch that got <err> do better resent once as EVAL? 0: no.
+ * SCRIPTLIB_MISSING: the script (NOSCRIPT) or the library
+ * (scriptlib_missing) is not there. SCRIPTLIB_OOM: OOM to an FCALL
+ * (<fcalled>): Redis refuses a function that may write, when over
+ * maxmemory, before it runs, where a script is refused only at a command
+ * that would use memory, so a batch of lease releases (ZREM) still runs
+ * as EVAL. */
+#define SCRIPTLIB_MISSING 1
+#define SCRIPTLIB_OOM     2
+int         scriptlib_resend(const char *err, int fcalled);
+
 #endif

@@ -94,7 +94,8 @@ struct batch {
 	size_t              len;	/* bytes used, from BATCH_HEAD */
 	size_t              cap;
 	int64_t             sent_us;
-	int                 retried;	/* resent with EVAL after NOSCRIPT */
+	int                 retried;	/* resent with EVAL (scriptlib_resend) */
+	int                 fcalled;	/* last sent as FCALL */
 };
 
 #define BATCH_HEAD     96	/* room for "*argc $7 EVALSHA $40 <sha>" or
@@ -399,6 +400,7 @@ batch_send(struct store *st, struct batch *b, int with_eval)
 {
 	int rc;
 
+	b->fcalled = !with_eval && st->fcall;
 	if (with_eval || (!st->fcall && st->sha[0] == '\0'))
 		rc = send_eval(st, b);
 	else
@@ -409,20 +411,25 @@ batch_send(struct store *st, struct batch *b, int with_eval)
 	return 0;
 }
 
-/* Is <err> a script the link lacks? A missing library is loaded again,
- * and until it is, batches go as EVALSHA. */
+/* Resends <b>, answered <err>, once as EVAL when that may help
+ * (scriptlib_resend); a missing library is loaded again, and until it is,
+ * batches go as EVALSHA. Returns 1 if <b> is on its way again. */
 static int
-script_missing(struct store *st, const char *err)
+resend_as_eval(struct store *st, struct batch *b, const char *err)
 {
-	if (strncmp(err, "NOSCRIPT", 8) == 0)
-		return 1;
-	if (!scriptlib_missing(err))
+	int why = scriptlib_resend(err, b->fcalled);
+
+	if (why == 0 || b->retried || st->state != ST_UP)
 		return 0;
-	if (st->fcall) {
-		st->fcall = 0;
-		load_library(st);
+	if (why == SCRIPTLIB_MISSING) {
+		metrics_redis_error(st->m, METRICS_REDIS_NOSCRIPT);
+		if (scriptlib_missing(err) && st->fcall) {
+			st->fcall = 0;
+			load_library(st);
+		}
 	}
-	return 1;
+	b->retried = 1;
+	return batch_send(st, b, 1) == 0;
 }
 
 static void
@@ -443,13 +450,8 @@ batch_cb(redisAsyncContext *ac, void *r, void *privdata)
 		batch_free(b);
 		return;
 	}
-	if (reply->type == REDIS_REPLY_ERROR && !b->retried &&
-	    st->state == ST_UP && script_missing(st, reply->str)) {
-		metrics_redis_error(st->m, METRICS_REDIS_NOSCRIPT);
-		b->retried = 1;
-		if (batch_send(st, b, 1) == 0)
-			return;
-	}
+	if (reply->type == REDIS_REPLY_ERROR && resend_as_eval(st, b, reply->str))
+		return;
 	if (reply->type == REDIS_REPLY_ERROR) {
 		batch_error(st, b, reply->str);
 	} else if (batch_deliver(b, reply) == -1) {

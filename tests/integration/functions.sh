@@ -89,6 +89,35 @@ expect_eq "$(allowed 12 delta)" 10 "a new tenant after the reload: 10 of 12 allo
 [ "$(cmdstat "$RP" fcall)" -gt "$f0" ] && [ "$(cmdstat "$RP" eval)" = "$e0" ]
 ok $? "through FCALL again ($f0 -> $(cmdstat "$RP" fcall) calls, no more EVAL)"
 
+# ---- 2b. over maxmemory, a release still runs ---------------------------------
+# Redis refuses an FCALL that may write before it runs when over maxmemory;
+# an EVAL only at a command that would use memory, and ZREM is not one. So
+# a batch refused OOM as FCALL is resent as EVAL: the release goes through.
+cat >"$TMP/policy-oom.yaml" <<YAML
+listen: 127.0.0.1:$AP
+workers: 1
+redis: { url: "redis://127.0.0.1:$RP/0", timeout: 100ms }
+processing_timeout: 1s
+rules:
+  - { name: conc, message: rl-req, key: "c:{tenant}", algorithm: concurrency,
+      limit: 1, lease: 10m, id: "{id}", release: rl-done, fail: open }
+YAML
+kill "$AGENT_PID"; wait "$AGENT_PID" 2>/dev/null
+AGENT_LOG=$TMP/agent-oom.log start_agent "$TMP/policy-oom.yaml"
+wait_port "$AP"
+cv() { "$CLIENT" -a "127.0.0.1:$AP" "$@" | grep '^ack' | sed 's/.* status=\([0-9]*\).* degraded=\([0-9]*\).*/\1\/\2/'; }
+rejected() { rc "$RP" info commandstats | tr -d '\r' | sed -n 's/^cmdstat_fcall:.*rejected_calls=\([0-9]*\).*/\1/p'; }
+expect_eq "$(cv rl-req tenant=s:oom id=s:req1)" "0/0" "concurrency limit 1: the first request takes the lease"
+rc "$RP" config set maxmemory 1 >/dev/null
+j0=$(rejected)
+expect_eq "$(cv rl-done tenant=s:oom id=s:req1)" "0/0" \
+	"over maxmemory: its release runs (resent as EVAL), not degraded"
+rc "$RP" config set maxmemory 0 >/dev/null
+[ "$(rejected)" -gt "$j0" ]
+ok $? "the release went as FCALL first, refused OOM by Redis ($j0 -> $(rejected))"
+expect_eq "$(rc "$RP" zcard 'rl:{conc:c:oom}')" 0 "no lease is left in Redis"
+expect_eq "$(cv rl-req tenant=s:oom id=s:req2)" "0/0" "so the next request gets the slot"
+
 # ---- 3. no FUNCTION rights: EVALSHA, exact, said once -------------------------
 rc "$RP" acl setuser nofn on '>pw-nofn-4e1b' '~*' '+@all' '-function' >/dev/null
 policy "$AP2" "redis://nofn:pw-nofn-4e1b@127.0.0.1:$RP/0" >"$TMP/policy2.yaml"
