@@ -1313,7 +1313,10 @@ cluster_hget(struct cluster *cl, const char *hash, const char *field,
 {
 	struct node *n = slot_node(cl, crc16_key_slot(hash, strlen(hash)));
 
-	if (!cl->have_map || !node_takes(n, 0) ||
+	/* Not while its breaker is open, but never as the half-open probe
+	 * either: an HGET's answer does not close the breaker (as store_hget). */
+	if (!cl->have_map || !node_takes(n, 1) ||
+	    breaker_is_open(&n->br, ev_now(cl->loop)) ||
 	    (n->ac->c.flags & (REDIS_DISCONNECTING | REDIS_FREEING)))
 		return -1;
 	return reqq_hget(n->ac, hash, field, fieldlen, cb, arg, hget_moved, cl);
