@@ -102,7 +102,10 @@ expect_eq "$(counts "$out")" "10*0/1 " \
 	"breaker: the failed probe reopens it: 10 more at once"
 [ "$ms" -lt 200 ]; ok $? "breaker: reopened, nothing waits ($ms ms for 10)"
 # Half-open again, 10 clients at once: one batch probes and waits its
-# deadline; the others are answered at once instead of waiting too.
+# deadline; the others are answered at once instead of waiting too. The
+# proof is Redis' call count below (two probes in all): the clients' own
+# times say little, 10 processes starting at once (under ASan, say) take
+# longer than the 50 ms deadline.
 sleep 0.6
 hp=""
 for k in $(seq 10); do
@@ -113,11 +116,6 @@ done
 wait $hp
 expect_eq "$(cat "$TMP"/half* | awk '{ print $2 }' | sort -u | tr '\n' ' ')" "0/1 " \
 	"breaker: half-open, 10 clients at once: all get the fail mode"
-# (Under its 50 ms deadline: 10 processes starting at once on a loaded
-# machine take a while; the exact count is the calls check below.)
-fast=$(cat "$TMP"/half* | awk '$1 < 45' | wc -l)
-[ "$fast" -ge 5 ]
-ok $? "breaker: half-open admits one probe, the rest do not wait for it ($fast of 10 under 45 ms)"
 line=$(wc -l <"$LOG1")
 kill -CONT "$RPID"
 wait_log "$LOG1" redis_breaker_closed "$line" 3
