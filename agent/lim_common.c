@@ -331,14 +331,7 @@ lim_window_bounds(const struct lim_params *p, int64_t now_us,
 uint64_t
 lim_member_hash(const char *s, size_t len)
 {
-	uint64_t h = 0xcbf29ce484222325ULL;
-	size_t i;
-
-	for (i = 0; i < len; i++) {
-		h ^= (unsigned char)s[i];
-		h *= 0x100000001b3ULL;
-	}
-	return h;
+	return util_fnv1a(s, len);
 }
 
 /* ---- state and dispatch ------------------------------------------------- */

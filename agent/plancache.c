@@ -53,16 +53,6 @@ struct plancache {
 	size_t           hand;		/* CLOCK */
 };
 
-static uint64_t
-fnv1a(const char *s, size_t n)
-{
-	uint64_t h = 1469598103934665603ULL;
-
-	for (size_t i = 0; i < n; i++)
-		h = (h ^ (unsigned char)s[i]) * 1099511628211ULL;
-	return h;
-}
-
 static int
 store_fetch(void *ctx, const char *hash, const char *field, size_t len,
             void (*cb)(void *, const char *, size_t, int), void *arg)
@@ -285,7 +275,7 @@ add(struct plancache *pc, const char *tenant, size_t len, uint64_t h,
 static struct entry *
 find_or_add(struct plancache *pc, const char *tenant, size_t len)
 {
-	uint64_t h = fnv1a(tenant, len);
+	uint64_t h = util_fnv1a(tenant, len);
 	size_t i = slot_of(pc, tenant, len, h);
 
 	if (pc->slots[i] != 0)

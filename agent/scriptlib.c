@@ -21,19 +21,7 @@ extern const char lua_ratelimit[];
 static pthread_once_t once = PTHREAD_ONCE_INIT;
 static char          *text;
 static char           name[32];	/* "spoa_rl_" and 16 hex digits */
-
-/* FNV-1a, 64 bits: a name per script text, not a security boundary. */
-static uint64_t
-fnv1a(const char *s)
-{
-	uint64_t h = 14695981039346656037ULL;
-
-	for (; *s != '\0'; s++) {
-		h ^= (unsigned char)*s;
-		h *= 1099511628211ULL;
-	}
-	return h;
-}
+static size_t         name_len;	/* read on every FCALL */
 
 static void
 build(void)
@@ -44,8 +32,8 @@ build(void)
 	if (len < tail || strcmp(lua_ratelimit + len - tail, EVAL_TAIL) != 0)
 		fatal("ratelimit.lua does not end with its EVAL entry point");
 	body = len - tail;
-	snprintf(name, sizeof(name), "spoa_rl_%016llx",
-	         (unsigned long long)fnv1a(lua_ratelimit));
+	name_len = (size_t)snprintf(name, sizeof(name), "spoa_rl_%016llx",
+	         (unsigned long long)util_fnv1a(lua_ratelimit, len));
 	cap = body + 2 * sizeof(name) + 64;
 	text = xmalloc(cap);
 	snprintf(text, cap, "#!lua name=%s\n%.*s"
@@ -70,7 +58,8 @@ scriptlib_name(void)
 size_t
 scriptlib_name_len(void)
 {
-	return strlen(scriptlib_name());
+	pthread_once(&once, build);
+	return name_len;
 }
 
 int

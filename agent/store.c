@@ -423,10 +423,8 @@ resend_as_eval(struct store *st, struct batch *b, const char *err)
 		return 0;
 	if (why == SCRIPTLIB_MISSING) {
 		metrics_redis_error(st->m, METRICS_REDIS_NOSCRIPT);
-		if (scriptlib_missing(err) && st->fcall) {
-			st->fcall = 0;
+		if (scriptlib_missing(err) && st->fcall)
 			load_library(st);
-		}
 	}
 	b->retried = 1;
 	return batch_send(st, b, 1) == 0;
@@ -772,9 +770,11 @@ library_loaded_cb(redisAsyncContext *ac, void *r, void *privdata)
 		st->fcall = scriptlib_loaded(r, st->addr.host, st->addr.port);
 }
 
+/* EVALSHA until this link's FUNCTION LOAD has answered. */
 static void
 load_library(struct store *st)
 {
+	st->fcall = 0;
 	scriptlib_load(st->ac, library_loaded_cb, st);
 }
 
@@ -804,7 +804,6 @@ send_setup(struct store *st)
 		redisAsyncCommand(st->ac, setup_reply_cb, (void *)"SELECT", "SELECT %d", a->db);
 	redisAsyncCommand(st->ac, script_loaded_cb, st, "SCRIPT LOAD %s",
 	                  lua_ratelimit);
-	st->fcall = 0;
 	load_library(st);
 }
 

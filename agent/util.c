@@ -104,3 +104,13 @@ util_fmt_int(char *p, int64_t v)
 		*p++ = tmp[--n];
 	return p;
 }
+
+uint64_t
+util_fnv1a(const char *s, size_t n)
+{
+	uint64_t h = 14695981039346656037ULL;
+
+	for (size_t i = 0; i < n; i++)
+		h = (h ^ (unsigned char)s[i]) * 1099511628211ULL;
+	return h;
+}

@@ -25,6 +25,10 @@ void fatal(const char *fmt, ...) __attribute__((format(printf, 1, 2), noreturn))
  * end. A hot-path replacement for snprintf("%lld"). */
 char *util_fmt_int(char *p, int64_t v);
 
+/* FNV-1a, 64 bits, of <n> bytes at <s>: for in-memory tables and names,
+ * not against an adversary who picks the keys. */
+uint64_t util_fnv1a(const char *s, size_t n);
+
 /* Monotonic time in µs. The local tier's clock; tests may replace it. */
 extern int64_t (*util_now_us)(void);
 int64_t util_monotonic_us(void);
