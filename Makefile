@@ -73,9 +73,9 @@ $(BUILD)/tools/%: tests/tools/%.c $(LIB)
 tools: $(TOOL_BINS)
 
 # make bench's measurement of msgpack as the script's batch format
-$(BUILD)/bench/batchfmt: tests/bench/batchfmt.c
+$(BUILD)/bench/batchfmt: tests/bench/batchfmt.c $(LIB)
 	@mkdir -p $(dir $@)
-	$(CC) $(CFLAGS) -o $@ $< $(LIBS)
+	$(CC) $(CFLAGS) -Iagent -o $@ $< $(LIB) $(LIBS)
 
 # ---- dependencies (Debian 12) ------------------------------------------
 deps:
@@ -108,12 +108,13 @@ e2e: $(BIN) $(TOOL_BINS)
 	@BUILD=$(BUILD) sh scripts/run-suite.sh tests/e2e
 
 # libFuzzer needs clang. The targets link the pure modules only (no libev,
-# no hiredis): what turns untrusted bytes into decisions.
+# no hiredis): what turns untrusted bytes into decisions, and the script's
+# reply from Redis (results.c).
 FUZZ_SRCS = $(wildcard tests/fuzz/fuzz_*.c)
 FUZZ_BINS = $(patsubst tests/fuzz/%.c,$(BUILD)/fuzz/%,$(FUZZ_SRCS))
 FUZZ_LIB_SRCS = agent/spop.c agent/policy.c agent/policy_parse.c agent/keys.c \
 	agent/decide.c agent/util.c agent/log.c $(wildcard agent/lim_*.c) \
-	agent/httpd.c agent/metrics.c
+	agent/httpd.c agent/metrics.c agent/results.c
 $(BUILD)/fuzz/%: tests/fuzz/%.c $(FUZZ_LIB_SRCS) $(wildcard agent/*.h)
 	@mkdir -p $(dir $@)
 	clang -std=c11 -D_GNU_SOURCE -g -O1 -fsanitize=fuzzer,address,undefined \

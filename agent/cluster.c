@@ -53,6 +53,7 @@
 #include "log.h"
 #include "metrics.h"
 #include "reqq.h"
+#include "results.h"
 #include "scriptlib.h"
 #include "util.h"
 
@@ -181,6 +182,7 @@ struct cluster {
 	uint64_t               id;	/* member prefix, random per store */
 	uint64_t               seq;
 	int                    closing;
+	struct results         res;	/* the last reply, decoded */
 };
 
 static void node_connect(struct node *n);
@@ -803,17 +805,6 @@ batch_fail(struct batch *b, int err)
 		part_fail(b->cl, &b->parts[i], err);
 }
 
-static int
-read_result(redisReply **r, struct lim_result *res)
-{
-	res->allowed = (int)r[0]->integer;
-	res->remaining = r[1]->integer;
-	res->retry_after_us = r[2]->integer;
-	res->next_us = r[3]->integer;
-	res->full_us = r[4]->integer;
-	return 0;
-}
-
 /* What the script charged for a check of a part that was not vetoed
  * (ratelimit.lua: eval_check and the *_eval functions). Releases are not
  * refunded: a lease cannot be given back with its old expiry. */
@@ -826,9 +817,12 @@ was_charged(const struct xcheck *c)
 	return c->res.allowed == 1 || c->op == LIM_OP_FORCE;
 }
 
+/* The results of part <p>, whose first check is result <k> of the reply
+ * decoded in cl->res. */
 static void
-part_deliver(struct batch *b, struct part *p, redisReply **r)
+part_deliver(struct batch *b, struct part *p, size_t k)
 {
+	const struct results *rs = &b->cl->res;
 	struct xreq *x = p->x;
 	int veto = 0;
 
@@ -837,23 +831,23 @@ part_deliver(struct batch *b, struct part *p, redisReply **r)
 
 		if (sr->gen != p->gen)
 			return;
-		for (int k = 0; k < p->n; k++)
-			read_result(r + k * LIM_SCRIPT_RESULT,
-			            &sr->results[sr->index[p->idx[k]]]);
+		for (int i = 0; i < p->n; i++)
+			results_get(rs, k + (size_t)i,
+			            &sr->results[sr->index[p->idx[i]]]);
 		sr->cb(sr, STORE_OK);
 		return;
 	}
-	for (int k = 0; k < p->n; k++) {
-		struct xcheck *c = &x->c[p->idx[k]];
+	for (int i = 0; i < p->n; i++) {
+		struct xcheck *c = &x->c[p->idx[i]];
 
-		read_result(r + k * LIM_SCRIPT_RESULT, &c->res);
+		results_get(rs, k + (size_t)i, &c->res);
 		c->at = b->at;
 		if (c->op == LIM_OP_CHECK && !(c->flags & LIM_FL_SHADOW) &&
 		    c->res.allowed != 1)
 			veto = 1;
 	}
-	for (int k = 0; k < p->n && !veto; k++)
-		x->c[p->idx[k]].charged = was_charged(&x->c[p->idx[k]]);
+	for (int i = 0; i < p->n && !veto; i++)
+		x->c[p->idx[i]].charged = was_charged(&x->c[p->idx[i]]);
 	x->vetoed |= veto;
 	if (--x->pending == 0)
 		x_finish(b->cl, x);
@@ -864,15 +858,13 @@ batch_deliver(struct batch *b, redisReply *reply)
 {
 	size_t k = 0;
 
-	if (reply->type != REDIS_REPLY_ARRAY ||
-	    reply->elements != (size_t)b->nchecks * LIM_SCRIPT_RESULT)
+	if (reply->type != REDIS_REPLY_STRING ||
+	    results_decode(&b->cl->res, reply->str, reply->len,
+	                   (size_t)b->nchecks) == -1)
 		return -1;
-	for (size_t i = 0; i < reply->elements; i++)
-		if (reply->element[i]->type != REDIS_REPLY_INTEGER)
-			return -1;
 	for (int i = 0; i < b->nparts; i++) {
-		part_deliver(b, &b->parts[i], reply->element + k);
-		k += (size_t)b->parts[i].n * LIM_SCRIPT_RESULT;
+		part_deliver(b, &b->parts[i], k);
+		k += (size_t)b->parts[i].n;
 	}
 	return 0;
 }
@@ -1376,6 +1368,7 @@ cluster_new(struct ev_loop *loop, const struct store_topo *t,
 {
 	struct cluster *cl = xcalloc(1, sizeof(*cl));
 
+	results_init(&cl->res);
 	cl->loop = loop;
 	cl->m = m;
 	snprintf(cl->user, sizeof(cl->user), "%s", user);
@@ -1410,5 +1403,6 @@ cluster_free(struct cluster *cl)
 		free(cl->nodes[i]);
 	free(cl->open);
 	free(cl->touched);
+	results_free(&cl->res);
 	free(cl);
 }

@@ -24,7 +24,8 @@
  *         shadow 1 for LIM_FL_SHADOW, has_cost 0 when the cost is 1 and
  *         not sent), and member a unique id (sliding-log) or the request
  *         id (concurrency).
- *   Reply a flat array, LIM_SCRIPT_RESULT ints per check, in order:
+ *   Reply one bulk string: a msgpack array of LIM_SCRIPT_RESULT integers
+ *         per check, in order (results.h reads it):
  *           allowed remaining retry_after_us next_us full_us
  *         allowed is 1, 0, or -1 for a cost that can never fit.
  *   Requests are evaluated in order, each one atomically: if any check of a

@@ -50,6 +50,7 @@
 #include "ratelog.h"
 #include "reply.h"
 #include "reqq.h"
+#include "results.h"
 #include "scriptlib.h"
 #include "sentinel.h"
 #include "store.h"
@@ -133,6 +134,7 @@ struct store {
 	long long             *codes;
 	int                    scratch;	/* entries of both */
 	msgpack_sbuffer        packed;	/* the batch's ARGV, packed */
+	struct results         res;	/* the last reply, decoded */
 };
 
 static void store_connect(struct store *st);
@@ -236,21 +238,6 @@ pool_free(struct store *st)
 	st->npool = 0;
 }
 
-/* Copies one check's five integers out of <r>; returns -1 on a bad shape. */
-static int
-read_result(redisReply **r, struct lim_result *res)
-{
-	for (int i = 0; i < LIM_SCRIPT_RESULT; i++)
-		if (r[i]->type != REDIS_REPLY_INTEGER)
-			return -1;
-	res->allowed = (int)r[0]->integer;
-	res->remaining = r[1]->integer;
-	res->retry_after_us = r[2]->integer;
-	res->next_us = r[3]->integer;
-	res->full_us = r[4]->integer;
-	return 0;
-}
-
 static int
 batch_nchecks(const struct batch *b)
 {
@@ -265,24 +252,23 @@ batch_nchecks(const struct batch *b)
  * was fixed when the batch was sent, so a request whose caller gave up (gen
  * changed) still takes its slots; only its callback is skipped. */
 static int
-batch_deliver(struct batch *b, redisReply *reply)
+batch_deliver(struct store *st, struct batch *b, redisReply *reply)
 {
 	size_t k = 0;
 
-	if (reply->type != REDIS_REPLY_ARRAY ||
-	    reply->elements != (size_t)batch_nchecks(b) * LIM_SCRIPT_RESULT)
+	if (reply->type != REDIS_REPLY_STRING ||
+	    results_decode(&st->res, reply->str, reply->len,
+	                   (size_t)batch_nchecks(b)) == -1)
 		return -1;
 	for (int i = 0; i < b->n; i++) {
 		struct store_req *sr = b->ent[i].sr;
-		int live = sr->gen == b->ent[i].gen;
 
-		for (int j = 0; j < b->ent[i].n; j++, k += LIM_SCRIPT_RESULT) {
-			struct lim_result tmp;
-
-			if (read_result(reply->element + k, live ?
-			                &sr->results[sr->index[j]] : &tmp) == -1)
-				return -1;
+		if (sr->gen != b->ent[i].gen) {
+			k += (size_t)b->ent[i].n;
+			continue;
 		}
+		for (int j = 0; j < b->ent[i].n; j++)
+			results_get(&st->res, k++, &sr->results[sr->index[j]]);
 	}
 	for (int i = 0; i < b->n; i++)
 		reqq_answer(b->ent[i].sr, b->ent[i].gen, STORE_OK);
@@ -452,7 +438,7 @@ batch_cb(redisAsyncContext *ac, void *r, void *privdata)
 		return;
 	if (reply->type == REDIS_REPLY_ERROR) {
 		batch_error(st, b, reply->str);
-	} else if (batch_deliver(b, reply) == -1) {
+	} else if (batch_deliver(st, b, reply) == -1) {
 		metrics_redis_error(st->m, METRICS_REDIS_REPLY);
 		batch_failed(st);
 		batch_fail(b, STORE_EREPLY);
@@ -1043,6 +1029,8 @@ store_new(struct ev_loop *loop, const struct store_cfg *cfg,
 	struct store *st = xcalloc(1, sizeof(*st));
 	struct store_topo t;
 
+	results_init(&st->res);
+
 	if (strncmp(cfg->url, "redis+", 6) == 0) {
 		if (store_parse_topo_url(cfg->url, &t) == -1) {
 			*err = "bad redis url (want redis+sentinel://host:port[,host:port...]/master[?db=N] or redis+cluster://host:port[,host:port...])";
@@ -1099,5 +1087,6 @@ store_free(struct store *st)
 	free(st->rules);
 	free(st->codes);
 	msgpack_sbuffer_destroy(&st->packed);
+	results_free(&st->res);
 	free(st);
 }

@@ -28,6 +28,8 @@
 #include <hiredis/hiredis.h>
 #include <msgpack.h>
 
+#include "results.h"
+
 #define MAX_PER_CALL 512
 #define PIPE 20
 
@@ -200,31 +202,39 @@ same_answers(redisContext *c, const char *sha, int per)
 {
 	static struct call k;
 	msgpack_sbuffer sb;
-	long long got[2][5 * MAX_PER_CALL];
+	long long got[2][2 * MAX_PER_CALL];
+	struct results rs;
 	redisReply *r;
 
+	results_init(&rs);
 	msgpack_sbuffer_init(&sb);
 	for (int f = 0; f < 2; f++) {
 		freeReplyObject(cmd(c, "FLUSHALL%s", ""));
 		srand(7);
 		build(&k, sha, per, per * 1000, f, &sb);
 		r = redisCommandArgv(c, k.argc, k.argv, k.len);
-		if (r == NULL || r->type != REDIS_REPLY_ARRAY ||
-		    r->elements != (size_t)(5 * per)) {
+		if (r == NULL || r->type != REDIS_REPLY_STRING ||
+		    results_decode(&rs, r->str, r->len, (size_t)per) == -1) {
 			fprintf(stderr, "batchfmt: %s: %s\n", f ? "msgpack" : "argv",
 			        r && r->type == REDIS_REPLY_ERROR ? r->str : "bad reply");
 			exit(1);
 		}
-		for (size_t i = 0; i < r->elements; i++)
-			got[f][i] = r->element[i]->integer;
+		for (int i = 0; i < per; i++) {
+			struct lim_result res;
+
+			results_get(&rs, (size_t)i, &res);
+			got[f][2 * i] = res.allowed;
+			got[f][2 * i + 1] = res.remaining;
+		}
 		freeReplyObject(r);
 	}
 	msgpack_sbuffer_destroy(&sb);
+	results_free(&rs);
 	/* retry/reset values hold the call's own clock: compare allowed and
 	 * remaining, the first two of each five */
 	for (int i = 0; i < per; i++)
-		if (got[0][5 * i] != got[1][5 * i] ||
-		    got[0][5 * i + 1] != got[1][5 * i + 1]) {
+		if (got[0][2 * i] != got[1][2 * i] ||
+		    got[0][2 * i + 1] != got[1][2 * i + 1]) {
 			fprintf(stderr, "batchfmt: the answers differ at %d\n", i);
 			exit(1);
 		}

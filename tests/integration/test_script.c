@@ -33,6 +33,7 @@
 #include <unistd.h>
 
 #include "limiter.h"
+#include "results.h"
 #include "scriptlib.h"
 #include "store.h"
 
@@ -198,6 +199,7 @@ call_send(redisContext *c, struct call *k, struct lim_result *out, int max)
 	size_t argvlen[MAXARG + 70 + 2 + 64 * LIM_SCRIPT_RULE];
 	char nk[16], nr[16], nu[16], rbuf[64 * LIM_SCRIPT_RULE][24];
 	msgpack_sbuffer sb;
+	struct results rs;
 	redisReply *r;
 	int argc = 0, i, n;
 
@@ -231,20 +233,16 @@ send:
 	r = redisCommandArgv(c, argc, argv, argvlen);
 	msgpack_sbuffer_destroy(&sb);
 	cr_assert(r != NULL, "%s: %s", argv[0], c->errstr);
-	cr_assert(r->type == REDIS_REPLY_ARRAY, "%s: %s", argv[0],
-	          r->type == REDIS_REPLY_ERROR ? r->str : "not an array");
-	cr_assert_eq(r->elements % LIM_SCRIPT_RESULT, 0);
-	n = (int)(r->elements / LIM_SCRIPT_RESULT);
+	cr_assert(r->type == REDIS_REPLY_STRING, "%s: %s", argv[0],
+	          r->type == REDIS_REPLY_ERROR ? r->str : "not a string");
+	n = k->nkeys;	/* one key per check */
 	cr_assert(n <= max);
-	for (i = 0; i < n; i++) {
-		redisReply **e = r->element + i * LIM_SCRIPT_RESULT;
-
-		out[i].allowed = (int)e[0]->integer;
-		out[i].remaining = e[1]->integer;
-		out[i].retry_after_us = e[2]->integer;
-		out[i].next_us = e[3]->integer;
-		out[i].full_us = e[4]->integer;
-	}
+	results_init(&rs);
+	cr_assert_eq(results_decode(&rs, r->str, r->len, (size_t)n), 0,
+	             "%s: not %d checks' results", argv[0], n);
+	for (i = 0; i < n; i++)
+		results_get(&rs, (size_t)i, &out[i]);
+	results_free(&rs);
 	freeReplyObject(r);
 	for (i = 0; i < k->nkeys; i++)
 		free(k->keys[i]);

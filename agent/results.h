@@ -1,0 +1,46 @@
+/*
+ * The decision script's reply: one bulk string, a msgpack array of
+ * LIM_SCRIPT_RESULT integers per check (agent/limiter.h).
+ *
+ * Why not the plain array of integers Redis would make of the Lua table:
+ * hiredis builds a reply object per integer, which was a sixth of the
+ * agent's instructions per decision; Redis' cmsgpack packs the table for
+ * what converting it would cost Redis (callgrind), in a third of the bytes.
+ *
+ * Why not msgpack-c's unpacker: its C API allocates for whatever count a
+ * container claims before reading it, with no limit (the fuzz target
+ * found a 256 GiB allocation from a 26-byte reply in a second). Only the
+ * integer forms are valid here, and reading those is a switch on the
+ * first byte.
+ *
+ * What this is not: where the results go (store.c, cluster.c), and the
+ * arguments' packing (store.c, with msgpack-c).
+ */
+#ifndef RESULTS_H
+#define RESULTS_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "limiter.h"
+
+struct results {
+	int64_t *v;		/* the last good reply's integers */
+	size_t   cap;		/* kept from one reply to the next */
+};
+
+void results_init(struct results *rs);
+void results_free(struct results *rs);
+
+/* Decodes <len> bytes at <buf>: 0 if they are exactly one msgpack array
+ * of <nchecks> x LIM_SCRIPT_RESULT integers, each a signed 64-bit value,
+ * and each check's allowed one of -1, 0, 1; else -1 (a reply of another
+ * shape, from another script or a damaged link, is refused whole). Memory
+ * is sized by <nchecks>, never by what the reply claims. */
+int  results_decode(struct results *rs, const char *buf, size_t len,
+                    size_t nchecks);
+
+/* The results of check <k> (0-based) of the last good decode. */
+void results_get(const struct results *rs, size_t k, struct lim_result *res);
+
+#endif
