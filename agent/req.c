@@ -355,7 +355,7 @@ send_to_store(struct req *r)
 	r->sr.n = r->nredis;
 	r->sr.results = r->results;
 	r->sr.cb = store_done_cb;
-	r->sent_us = util_now_us();
+	r->sent_us = util_loop_us();
 	if (store_submit(r->w->store, &r->sr) != STORE_OK) {
 		apply_fail_modes(r, 0);
 		req_finish(r);
@@ -502,7 +502,7 @@ unique_member(struct req *r, struct check *c)
 static int
 decide_at_once(struct req *r)
 {
-	int64_t now = util_now_us();
+	int64_t now = util_loop_us();
 	int denied = 0;
 
 	r->nredis = 0;
@@ -636,7 +636,7 @@ req_start(struct conn *c, const struct spop_frame *f, int *status)
 	r->c = c;
 	r->sid = f->stream_id;
 	r->fid = f->frame_id;
-	r->start_us = util_now_us();
+	r->start_us = util_loop_us();
 	if (r->plan_wait)
 		plan_hold(r, f);
 	else
@@ -775,7 +775,7 @@ give_back(struct req *r)
 	int orphan[REQ_MAX_CHECKS], any = 0, lost;
 
 	lost = r->c->state != CONN_ST_READY ||
-	       util_now_us() - r->start_us >= r->policy->processing_timeout_us;
+	       util_loop_us() - r->start_us >= r->policy->processing_timeout_us;
 	if (r->d.status == 0 && !(lost && r->d.release))
 		return 0;
 	for (int i = 0; i < r->n; i++) {

@@ -435,12 +435,20 @@ wake_cb(struct ev_loop *loop, ev_async *a, int revents)
 		worker_start_drain(w);
 }
 
+static void
+tick_cb(struct ev_loop *loop, ev_check *c, int revents)
+{
+	util_loop_tick();
+}
+
 static void *
 worker_main(void *arg)
 {
 	struct worker *w = arg;
 
+	util_loop_tick();
 	ev_run(w->loop, 0);
+	util_loop_untick();
 	return NULL;
 }
 
@@ -490,6 +498,11 @@ worker_init(struct worker *w, struct server *s, int id, char **err)
 	ev_async_start(w->loop, &w->wake);
 	ev_prepare_init(&w->flush, flush_cb);
 	ev_prepare_start(w->loop, &w->flush);
+	/* checks run after the poll, before the I/O callbacks of the same or
+	 * lower priority: the clock is read before any request is handled */
+	ev_check_init(&w->tick, tick_cb);
+	ev_set_priority(&w->tick, EV_MAXPRI);
+	ev_check_start(w->loop, &w->tick);
 	return 0;
 }
 

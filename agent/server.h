@@ -48,6 +48,7 @@ struct worker {
 	ev_io                  accept_io[SERVER_MAX_LISTEN];
 	ev_async               wake;	/* reload or drain requested */
 	ev_prepare             flush;	/* once per loop iteration */
+	ev_check               tick;	/* after each poll: util_loop_tick */
 	ev_timer               drain_timer;
 	struct store          *store;
 	struct local          *local;

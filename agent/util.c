@@ -79,6 +79,26 @@ util_monotonic_us(void)
 	return (int64_t)ts.tv_sec * 1000000 + ts.tv_nsec / 1000;
 }
 
+static _Thread_local int64_t loop_us;
+
+int64_t
+util_loop_us(void)
+{
+	return loop_us != 0 ? loop_us : util_now_us();
+}
+
+void
+util_loop_tick(void)
+{
+	loop_us = util_now_us();
+}
+
+void
+util_loop_untick(void)
+{
+	loop_us = 0;
+}
+
 int64_t
 util_wall_us(void)
 {

@@ -1,6 +1,7 @@
 /*
  * util.c: the integer formatter of the hot path (the script call's
- * arguments, the RateLimit header values) against printf.
+ * arguments, the RateLimit header values) against printf; the loop clock
+ * against a fake clock.
  */
 #include <criterion/criterion.h>
 #include <inttypes.h>
@@ -35,4 +36,41 @@ Test(util, fmt_int_writes_what_printf_writes)
 		same_as_printf((int64_t)(x >> 1));
 		same_as_printf(-(int64_t)(x >> 1));
 	}
+}
+
+static int64_t fake_us;
+
+static int64_t
+fake_clock(void)
+{
+	return fake_us;
+}
+
+Test(util, loop_clock_holds_the_time_of_the_last_tick)
+{
+	int64_t (*real)(void) = util_now_us;
+
+	util_now_us = fake_clock;
+	fake_us = 1000;
+	util_loop_tick();
+	fake_us = 1700;
+	cr_assert_eq(util_loop_us(), 1000);
+	util_loop_tick();
+	cr_assert_eq(util_loop_us(), 1700);
+	util_loop_untick();
+	util_now_us = real;
+}
+
+Test(util, loop_clock_reads_the_clock_without_a_tick)
+{
+	int64_t (*real)(void) = util_now_us;
+
+	util_now_us = fake_clock;
+	fake_us = 42;
+	cr_assert_eq(util_loop_us(), 42);	/* never ticked */
+	util_loop_tick();
+	util_loop_untick();
+	fake_us = 43;
+	cr_assert_eq(util_loop_us(), 43);	/* ticked, then stopped */
+	util_now_us = real;
 }
