@@ -7,7 +7,7 @@
  *              near-cache hits and local-tier rules decided at once -> the
  *              Redis checks queued on the worker's store with a deadline
  *              (redis.timeout)
- *   store_cb / deadline_cb: results, or each rule's fail mode; then the
+ *   store_done_cb / req_deadline_passed: results, or each rule's fail mode; then the
  *              local-tier checks charged, unless Redis refused
  *   req_finish: decide -> ACK queued on the conn (or held, for a leaky
  *              bucket in delay mode) -> the leases HAProxy will not
@@ -37,6 +37,7 @@
 #include <ev.h>
 
 #include "conn.h"
+#include "deadline.h"
 #include "decide.h"
 #include "declog.h"
 #include "local.h"
@@ -67,7 +68,8 @@ struct req {
 	int               nredis;
 	int64_t           start_us;		/* when the NOTIFY was read */
 	int64_t           sent_us;		/* when the Redis call was queued */
-	ev_timer          timer;		/* Redis deadline, then ACK delay */
+	struct deadline   deadline;		/* while Redis has it */
+	ev_timer          timer;		/* plan wait, release, ACK delay */
 	int64_t           held_us;		/* when it began to wait for a plan */
 	int64_t           waited_us;		/* on a plan lookup, of the timeout */
 	int               plan_wait;		/* a tenant's plan is on its way */
@@ -106,6 +108,7 @@ req_release(struct req *r)
 	struct worker *w = r->w;
 
 	ev_timer_stop(w->loop, &r->timer);
+	deadlines_remove(&r->deadline);
 	store_cancel(w->store, &r->sr);	/* any late answer is now stale */
 	plancache_cancel(&r->pw);
 	worker_unpin(r->pin);
@@ -309,7 +312,7 @@ store_done_cb(struct store_req *sr, int err)
 {
 	struct req *r = container_of(sr, struct req, sr);
 
-	ev_timer_stop(r->w->loop, &r->timer);
+	deadlines_remove(&r->deadline);
 	sr->gen++;
 	if (err != STORE_OK) {
 		apply_fail_modes(r, 1);
@@ -335,10 +338,10 @@ store_done_cb(struct store_req *sr, int err)
 	req_finish(r);
 }
 
-static void
-deadline_cb(struct ev_loop *loop, ev_timer *t, int revents)
+void
+req_deadline_passed(struct deadlines *dl, struct deadline *d)
 {
-	struct req *r = container_of(t, struct req, timer);
+	struct req *r = container_of(d, struct req, deadline);
 	int sent = !r->sr.queued;	/* still queued: Redis never saw it */
 
 	store_cancel(r->w->store, &r->sr);
@@ -361,10 +364,8 @@ send_to_store(struct req *r)
 		req_finish(r);
 		return;
 	}
-	ev_timer_init(&r->timer, deadline_cb,
-	              (double)(r->policy->redis_timeout_us - r->waited_us) / 1e6,
-	              0.);
-	ev_timer_start(r->w->loop, &r->timer);
+	deadlines_add(&r->w->deadlines, &r->deadline, r->sent_us +
+	              r->policy->redis_timeout_us - r->waited_us);
 }
 
 /* ---- start and finish --------------------------------------------------- */

@@ -14,11 +14,17 @@
 #include "spop.h"
 
 struct conn;
+struct deadline;
+struct deadlines;
 struct worker;
 
 /* Starts the request for NOTIFY <f> on <c>. Returns 0, or -1 with an SPOP
  * status in <*status> when the payload is malformed (no request made). */
 int req_start(struct conn *c, const struct spop_frame *f, int *status);
+
+/* A request's Redis deadline passed (the worker's struct deadlines calls
+ * it): its checks get their fail modes. */
+void req_deadline_passed(struct deadlines *dl, struct deadline *d);
 
 /* Frees the worker's pool of recycled requests (at worker exit). */
 void req_pool_free(struct worker *w);

@@ -503,6 +503,7 @@ worker_init(struct worker *w, struct server *s, int id, char **err)
 	ev_check_init(&w->tick, tick_cb);
 	ev_set_priority(&w->tick, EV_MAXPRI);
 	ev_check_start(w->loop, &w->tick);
+	deadlines_init(&w->deadlines, w->loop, req_deadline_passed);
 	return 0;
 }
 
@@ -517,6 +518,7 @@ worker_deinit(struct worker *w)
 		conn_abort(c);
 	store_free(w->store);		/* pending requests get their fail mode */
 	w->store = NULL;
+	deadlines_stop(&w->deadlines);
 	flush_cb(w->loop, &w->flush, 0);
 	req_pool_free(w);
 	plancache_free(w->plans);

@@ -18,6 +18,7 @@
 
 #include <ev.h>
 
+#include "deadline.h"
 #include "policy.h"
 
 #define SERVER_MAX_LISTEN 8
@@ -50,6 +51,7 @@ struct worker {
 	ev_prepare             flush;	/* once per loop iteration */
 	ev_check               tick;	/* after each poll: util_loop_tick */
 	ev_timer               drain_timer;
+	struct deadlines       deadlines;	/* of requests Redis has */
 	struct store          *store;
 	struct local          *local;
 	struct plancache      *plans;	/* tenant -> plan from Redis */
