@@ -108,21 +108,37 @@ util_wall_us(void)
 	return (int64_t)ts.tv_sec * 1000000 + ts.tv_nsec / 1000;
 }
 
+/* "00" to "99": two digits per division. */
+static const char digits2[] =
+	"00010203040506070809101112131415161718192021222324252627282930313233"
+	"34353637383940414243444546474849505152535455565758596061626364656667"
+	"6869707172737475767778798081828384858687888990919293949596979899";
+
 char *
 util_fmt_int(char *p, int64_t v)
 {
-	char tmp[24];
+	char tmp[24], *q = tmp + sizeof(tmp);
 	uint64_t u = v < 0 ? 0 - (uint64_t)v : (uint64_t)v;
-	int n = 0;
+	size_t n;
 
 	if (v < 0)
 		*p++ = '-';
-	do
-		tmp[n++] = (char)('0' + u % 10);
-	while ((u /= 10) != 0);
-	while (n > 0)
-		*p++ = tmp[--n];
-	return p;
+	while (u >= 100) {
+		unsigned d = (unsigned)(u % 100) * 2;
+
+		u /= 100;
+		*--q = digits2[d + 1];
+		*--q = digits2[d];
+	}
+	if (u >= 10) {
+		*--q = digits2[u * 2 + 1];
+		*--q = digits2[u * 2];
+	} else {
+		*--q = (char)('0' + u);
+	}
+	n = (size_t)(tmp + sizeof(tmp) - q);
+	memcpy(p, q, n);
+	return p + n;
 }
 
 uint64_t
