@@ -500,7 +500,7 @@ cpu_model=$(sed -n 's/^model name[[:space:]]*: //p' /proc/cpuinfo | head -n 1)
 	echo
 	echo "## HTTP through haproxy (wrk -t$WRK_T, ${DUR} s, X-Tenant random over $TENANTS tenants)"
 	echo
-	echo "| path | conns | req/s | p50 ms | p99 ms | non-2xx | sock err | SPOE NOTIFY/req | agent decisions/req | degraded | near-cache hits | EVALSHA/req |"
+	echo "| path | conns | req/s | p50 ms | p99 ms | non-2xx | sock err | SPOE NOTIFY/req | agent decisions/req | degraded | near-cache hits | script calls/req |"
 	echo "|---|---|---|---|---|---|---|---|---|---|---|---|"
 	for p in a b b_hi c c_hi c_local d d_hot shipped a_half c_half c_local_half; do
 		case $p in
@@ -515,7 +515,7 @@ cpu_model=$(sed -n 's/^model name[[:space:]]*: //p' /proc/cpuinfo | head -n 1)
 	done
 	echo
 	echo "Ratios: (c)/(a) = ${R[ratio.ca]}, (c)/(b) = ${R[ratio.cb]}, (c_local)/(b) = ${R[ratio.lb]}, at $CONNS_HI connections (c)/(b) = ${R[ratio.cb_hi]} (req/s); added p99 of (c) over (a): ${R[add.p99]} ms at $CONNS connections, ${R[add.p99half]} ms paced at ~half of (c)'s rate, ${R[add.p99local]} ms for (c_local) paced the same."
-	echo "(d): ${R[d.denied]} requests denied, ${R[d.calls]} EVALSHA calls (${R[d.calls_per_denied]} per denied request), Redis CPU ${R[d.redis_per_denied]} µs per denied request. (d_hot): ${R[d_hot.denied]} denied, ${R[d_hot.calls_per_denied]} EVALSHA calls per denied request."
+	echo "(d): ${R[d.denied]} requests denied, ${R[d.calls]} script calls (${R[d.calls_per_denied]} per denied request), Redis CPU ${R[d.redis_per_denied]} µs per denied request. (d_hot): ${R[d_hot.denied]} denied, ${R[d_hot.calls_per_denied]} script calls per denied request."
 	echo
 	echo "### Back-to-back pairs (${PDUR} s per run; the order swaps from one pair to the next)"
 	echo
@@ -540,11 +540,11 @@ cpu_model=$(sed -n 's/^model name[[:space:]]*: //p' /proc/cpuinfo | head -n 1)
 	echo "| decisions/s (saturated) | ${R[as.dps]} |"
 	echo "| ACK latency p50 / p99 (saturated, $((SPOP_C * PIPE)) in flight) | $(ms "${R[as.p50]}") / $(ms "${R[as.p99]}") ms |"
 	for p in ah al; do
-		echo "| paced at ${R[$p.dps]} decisions/s ($([ $p = ah ] && echo half || echo moderate)): ACK latency p50 / p99; agent, Redis CPU per decision; decisions per EVALSHA | $(ms "${R[$p.p50]}") / $(ms "${R[$p.p99]}") ms; ${R[$p.agent]} µs, ${R[$p.redis]} µs; ${R[$p.batch]} |"
+		echo "| paced at ${R[$p.dps]} decisions/s ($([ $p = ah ] && echo half || echo moderate)): ACK latency p50 / p99; agent, Redis CPU per decision; decisions per script call | $(ms "${R[$p.p50]}") / $(ms "${R[$p.p99]}") ms; ${R[$p.agent]} µs, ${R[$p.redis]} µs; ${R[$p.batch]} |"
 	done
 	echo "| agent CPU per decision | ${R[as.agent]} µs |"
-	echo "| Redis CPU per decision, agent (batched EVALSHA) | ${R[as.redis]} µs |"
-	echo "| decisions per EVALSHA | ${R[as.batch]} |"
+	echo "| Redis CPU per decision, agent (batched FCALL) | ${R[as.redis]} µs |"
+	echo "| decisions per script call (FCALL) | ${R[as.batch]} |"
 	echo "| Redis CPU per decision, naive (redis-benchmark, 1 EVALSHA per decision, -c $SPOP_C -P $PIPE) | ${R[nv.redis]} µs (${R[nv.rps]} EVALSHA/s) |"
 	echo "| ratio batched / naive | ${R[redis.ratio]} |"
 	echo "| load generator's own CPU per decision | ${R[as.self]} µs |"
