@@ -183,7 +183,7 @@ run(redisContext *c, const char *sha, int packed, int per, int calls,
 		}
 		for (int j = 0; j < n; j++) {
 			if (redisGetReply(c, (void **)&r) != REDIS_OK ||
-			    r->type != REDIS_REPLY_ARRAY) {
+			    r->type != REDIS_REPLY_STRING) {
 				fprintf(stderr, "batchfmt: bad reply\n");
 				exit(1);
 			}

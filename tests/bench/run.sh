@@ -240,9 +240,11 @@ BATCH_N=$(num "x = int(${R[as.batch]:-48} + 0.5); if (x < 1) x = 1; if (x > 512)
 if [ -x "$FMT" ]; then
 	say "batch format: ARGV against msgpack, $BATCH_N and 1 decisions per call"
 	"$FMT" -s "$ROOT/agent/lua/ratelimit.lua" -p "$RP" -n "$BATCH_N" -c 2000 \
-		-k "$TENANTS" >"$OUT/batchfmt-n.out" 2>&1
+		-k "$TENANTS" >"$OUT/batchfmt-n.out" 2>&1 ||
+		say "batch format: batchfmt failed: $(tail -n 1 "$OUT/batchfmt-n.out")"
 	"$FMT" -s "$ROOT/agent/lua/ratelimit.lua" -p "$RP" -n 1 -c 20000 \
-		-k "$TENANTS" >"$OUT/batchfmt-1.out" 2>&1
+		-k "$TENANTS" >"$OUT/batchfmt-1.out" 2>&1 ||
+		say "batch format: batchfmt failed: $(tail -n 1 "$OUT/batchfmt-1.out")"
 	for f in argv msgpack; do
 		for b in n 1; do
 			l=$(grep "^median $f " "$OUT/batchfmt-$b.out")
