@@ -31,6 +31,8 @@ struct entry {
 	size_t                   tlen;
 	int64_t                  expires_us;	/* answer fresh until then */
 	int64_t                  cache_us;	/* of the HGET in flight */
+	int64_t                  retry_us;	/* the last HGET failed: no
+						 * other before then */
 	struct plancache_waiter *waiters;
 	uint8_t                  state;
 	uint8_t                  plen;
@@ -302,12 +304,14 @@ log_failed(void)
 	         "not a hash\"", (unsigned long long)suppressed);
 }
 
-/* An HGET's answer. On failure a known answer is kept (and asked for
- * again on the next lookup); waiters are woken either way. */
+/* An HGET's answer. On failure a known answer is kept, and the tenant is
+ * not asked for again before PLANCACHE_RETRY_US; waiters are woken either
+ * way. */
 static void
 fetched_cb(void *arg, const char *val, size_t len, int err)
 {
 	struct entry *e = arg;
+	int64_t now = util_now_us();
 
 	e->pending = 0;
 	if (err == 0) {
@@ -316,9 +320,12 @@ fetched_cb(void *arg, const char *val, size_t len, int err)
 		e->plen = e->state == ST_PLAN ? (uint8_t)len : 0;
 		if (e->state == ST_PLAN)
 			memcpy(e->plan, val, len);
-		e->expires_us = util_now_us() + e->cache_us;
-	} else if (e->waiters != NULL) {
-		log_failed();
+		e->expires_us = now + e->cache_us;
+		e->retry_us = 0;
+	} else {
+		e->retry_us = now + PLANCACHE_RETRY_US;
+		if (e->waiters != NULL)
+			log_failed();
 	}
 	wake(e, err == 0);
 }
@@ -345,8 +352,12 @@ plancache_resolve(void *ctx, const struct policy *p, const char *tenant,
 	if ((e = find_or_add(w->pc, tenant, len)) == NULL)
 		return POLICY_PLAN_UNKNOWN;
 	e->used = 1;
-	if (!e->pending && !w->nowait && e->expires_us <= util_now_us())
-		fetch(w->pc, e, p);
+	if (!e->pending && !w->nowait) {
+		int64_t now = util_now_us();
+
+		if (e->expires_us <= now && e->retry_us <= now)
+			fetch(w->pc, e, p);
+	}
 	if (e->state == ST_PLAN)
 		return policy_plan_index(p, e->plan, e->plen);
 	if (e->state == ST_ABSENT)

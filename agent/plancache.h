@@ -12,7 +12,11 @@
  * unknown tenant costs one round trip per cache time, not one per request.
  * An answer older than the cache time is still used at once while one
  * HGET refreshes it in the background, so a plan changed in Redis applies
- * within the cache time plus one round trip, with no reload.
+ * within the cache time plus one round trip, with no reload. An HGET that
+ * fails (an error reply such as WRONGTYPE, a lost link) is not sent again
+ * for that tenant for PLANCACHE_RETRY_US: meanwhile a tenant with no
+ * answer yet gets its rules' fail modes at once instead of a round trip
+ * per request, and one with an older answer keeps it.
  *
  * What it does not do: time. The caller bounds the wait (its own deadline)
  * and gives up with plancache_cancel().
@@ -35,6 +39,7 @@
 #define PLANCACHE_MAX        65536
 #define PLANCACHE_BYTES      (16u << 20)	/* tenant bytes per worker */
 #define PLANCACHE_PLAN_MAX   63		/* longer plan names: not a plan */
+#define PLANCACHE_RETRY_US   1000000	/* after a failed HGET */
 
 struct plancache;
 struct store;

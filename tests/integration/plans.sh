@@ -111,4 +111,20 @@ expect_eq "$(echo "$out" | field status) $(echo "$out" | field degraded)" "0 1" 
 	"a failed lookup: fail: open applies, degraded"
 until_ok 20 grep -q 'msg=plan_lookup_failed' "$TMP/agent.log"
 ok $? "plan_lookup_failed is logged"
+# ... and is not asked again on every request: 20 more requests of that
+# tenant cost at most one HGET (one if the 1 s retry time ran out among
+# them), where each used to send its own.
+hgets() {
+	redis-cli -p "$RP" info commandstats | tr -d '\r' |
+		awk -F'[=,:]' '/^cmdstat_hget:/ { print $3 }'
+}
+h0=$(hgets)
+out=$(c1 -n 20 rl-request tenant=s:wrongtype | field degraded | sort -u)
+h1=$(hgets)
+expect_eq "$out" 1 "the 20 requests get the fail mode, degraded"
+[ $((h1 - h0)) -le 1 ]
+ok $? "a failed lookup is not retried per request ($((h1 - h0)) HGETs for 20)"
+sleep 1.1
+c1 rl-request tenant=s:wrongtype >/dev/null
+expect_eq "$(($(hgets) - h1))" 1 "past the retry time, the tenant is asked for again"
 finish

@@ -162,8 +162,26 @@ Test(plancache, a_failed_lookup_wakes_its_waiters_and_caches_nothing)
 	cr_assert_eq(resolve(&w, "bigco"), POLICY_PLAN_UNKNOWN);
 	cr_assert_eq(nfetch, 1, "nowait asks nothing");
 	w.nowait = 0;
+	now += PLANCACHE_RETRY_US;
 	cr_assert_eq(resolve(&w, "bigco"), POLICY_PLAN_WAIT, "asked again");
 	cr_assert_eq(nfetch, 2);
+}
+
+Test(plancache, a_failed_lookup_is_not_asked_again_before_the_retry_time)
+{
+	cr_assert_eq(resolve(&w, "bigco"), POLICY_PLAN_WAIT);
+	answer(0, NULL, -1);		/* say, WRONGTYPE: not a hash */
+	for (int i = 0; i < 100; i++)
+		cr_assert_eq(resolve(&w, "bigco"), POLICY_PLAN_UNKNOWN,
+		             "fail modes at once, no wait");
+	now += PLANCACHE_RETRY_US - 1;
+	cr_assert_eq(resolve(&w, "bigco"), POLICY_PLAN_UNKNOWN);
+	cr_assert_eq(nfetch, 1, "no round trip per request");
+	now += 1;
+	cr_assert_eq(resolve(&w, "bigco"), POLICY_PLAN_WAIT);
+	cr_assert_eq(nfetch, 2);
+	answer(1, "pro", 0);
+	cr_assert_eq(resolve(&w, "bigco"), 1);
 }
 
 Test(plancache, a_known_plan_survives_a_failed_refresh)
@@ -173,7 +191,12 @@ Test(plancache, a_known_plan_survives_a_failed_refresh)
 	now += pol.plan_lookup.cache_us;
 	cr_assert_eq(resolve(&w, "bigco"), 1, "stale, at once");
 	answer(1, NULL, -1);
+	for (int i = 0; i < 10; i++)
+		cr_assert_eq(resolve(&w, "bigco"), 1);
+	cr_assert_eq(nfetch, 2, "the refresh waits for the retry time");
+	now += PLANCACHE_RETRY_US;
 	cr_assert_eq(resolve(&w, "bigco"), 1);
+	cr_assert_eq(nfetch, 3, "then refreshes again");
 }
 
 Test(plancache, store_down_is_unknown_at_once)
