@@ -375,6 +375,12 @@ render_spop(struct out *o)
 	         "fail modes.");
 	out_printf(o, "spoa_rl_notify_too_many_checks_total %" PRIu64 "\n",
 	           SUM(notify_overflows));
+	out_head(o, "spoa_rl_lease_self_releases_total", "counter",
+	         "Concurrency leases the agent released itself: taken for a "
+	         "request it refused, or whose ACK HAProxy did not use, so "
+	         "HAProxy would never send their release.");
+	out_printf(o, "spoa_rl_lease_self_releases_total %" PRIu64 "\n",
+	           SUM(self_releases));
 }
 
 static void

@@ -87,6 +87,7 @@ struct metrics_worker {
 	_Atomic uint64_t spop_errors[METRICS_SPOP_STATUS_COUNT];
 	_Atomic uint64_t near_cache_hits;
 	_Atomic uint64_t notify_overflows;
+	_Atomic uint64_t self_releases;
 	_Atomic uint64_t conns_opened;
 	_Atomic uint64_t conns_closed;	/* written with release, see .c */
 	_Atomic int64_t  local_keys;	/* gauge */
@@ -241,6 +242,14 @@ static inline void
 metrics_notify_overflow(struct metrics_worker *w)
 {
 	metrics__add(&w->notify_overflows, 1);
+}
+
+/* <n> concurrency leases the agent released itself, HAProxy being
+ * unable to (spoa_rl_lease_self_releases_total). */
+static inline void
+metrics_self_release(struct metrics_worker *w, uint64_t n)
+{
+	metrics__add(&w->self_releases, n);
 }
 
 /* An SPOP connection was accepted / was closed (each accepted one closes

@@ -774,6 +774,7 @@ static int
 give_back(struct req *r)
 {
 	int orphan[REQ_MAX_CHECKS], any = 0, lost;
+	uint64_t n = 0;
 
 	lost = r->c->state != CONN_ST_READY ||
 	       util_loop_us() - r->start_us >= r->policy->processing_timeout_us;
@@ -785,11 +786,13 @@ give_back(struct req *r)
 		if (orphan[i] != 0) {
 			r->checks[i].op = LIM_OP_RELEASE;
 			r->checks[i].cost = 0;
+			n++;
 		}
 		any |= orphan[i];
 	}
 	if (any == 0)
 		return 0;
+	metrics_self_release(r->w->m, n);
 	release_local(r, orphan);
 	conn_req_done(r->c);
 	r->c = NULL;

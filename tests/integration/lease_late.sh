@@ -21,7 +21,7 @@
 #   6. fail: local: a release frees the lease in both tiers.
 # Redis is made late with SIGSTOP; every wait is bounded.
 . "$(dirname "$0")/../lib.sh"
-RP=$(port 1); A1=$(port 2); A2=$(port 3); A3=$(port 4)
+RP=$(port 1); A1=$(port 2); A2=$(port 3); A3=$(port 4); M2=$(port 5)
 CLIENT="$TOOLS/spop-client"
 start_redis "$RP"
 eval "RPID=\$REDIS_PID_$RP"
@@ -49,6 +49,7 @@ YAML
 } >"$TMP/late.yaml"
 {
 	printf 'listen: 127.0.0.1:%s\nworkers: 1\n' "$A2"
+	printf 'metrics: { listen: "127.0.0.1:%s" }\n' "$M2"
 	printf 'redis: { url: "redis://127.0.0.1:%s/0", timeout: 1s }\n' "$RP"
 	echo "processing_timeout: 2s"
 	echo "rules:"
@@ -119,6 +120,9 @@ expect_eq "$st" "0 429 " "local veto after Redis: one allowed, one refused"
 won=v1; grep -q ' status=0 ' "$TMP/v2" && won=v2
 until_ok 20 is leases vr "$won "
 ok $? "local veto after Redis: only the allowed request holds a Redis lease (held: '$(leases vr)', want '$won ')"
+expect_eq "$(curl -s "127.0.0.1:$M2/metrics" |
+	awk '$1 == "spoa_rl_lease_self_releases_total" { print $2 }')" 1 \
+	"that release is counted: spoa_rl_lease_self_releases_total 1"
 
 # 4. The agent stalls (SIGSTOP) between reading the NOTIFY and its
 # deadline: its ACK comes after processing_timeout, which HAProxy has
