@@ -255,6 +255,15 @@ out_head(struct out *o, const char *name, const char *type, const char *help)
 	out_printf(o, "# HELP %s %s\n# TYPE %s %s\n", name, help, name, type);
 }
 
+/* A family of one unlabelled sample. */
+static void
+out_scalar(struct out *o, const char *name, const char *type,
+           const char *help, uint64_t v)
+{
+	out_head(o, name, type, help);
+	out_printf(o, "%s %" PRIu64 "\n", name, v);
+}
+
 /* Integer microseconds as decimal seconds, trailing zeros dropped:
  * 50 -> "0.00005", 1000000 -> "1". */
 static void
@@ -354,12 +363,10 @@ render_spop(struct out *o)
 		opened += op;
 		closed += c <= op ? c : op;
 	}
-	out_head(o, "spoa_rl_spop_connections", "gauge",
-	         "SPOP connections from HAProxy open now.");
-	out_printf(o, "spoa_rl_spop_connections %" PRIu64 "\n", opened - closed);
-	out_head(o, "spoa_rl_spop_connections_total", "counter",
-	         "SPOP connections accepted.");
-	out_printf(o, "spoa_rl_spop_connections_total %" PRIu64 "\n", opened);
+	out_scalar(o, "spoa_rl_spop_connections", "gauge",
+	           "SPOP connections from HAProxy open now.", opened - closed);
+	out_scalar(o, "spoa_rl_spop_connections_total", "counter",
+	           "SPOP connections accepted.", opened);
 	render_labelled(o, "spoa_rl_spop_frames_total",
 	                "SPOP frames received (ack: sent).", "type",
 	                frame_names, offsetof(struct metrics_worker, frames),
@@ -369,17 +376,14 @@ render_spop(struct out *o)
 	for (int i = 1; i < METRICS_SPOP_STATUS_COUNT; i++)
 		out_printf(o, "%s{status=\"%d\"} %" PRIu64 "\n", name,
 		           i == 14 ? 99 : i, SUM_IDX(spop_errors, i));
-	out_head(o, "spoa_rl_notify_too_many_checks_total", "counter",
-	         "NOTIFY frames whose messages gave more checks than one "
-	         "request holds; those beyond were decided by their rules' "
-	         "fail modes.");
-	out_printf(o, "spoa_rl_notify_too_many_checks_total %" PRIu64 "\n",
-	           SUM(notify_overflows));
-	out_head(o, "spoa_rl_lease_self_releases_total", "counter",
-	         "Concurrency leases the agent released itself: taken for a "
-	         "request it refused, or whose ACK HAProxy did not use, so "
-	         "HAProxy would never send their release.");
-	out_printf(o, "spoa_rl_lease_self_releases_total %" PRIu64 "\n",
+	out_scalar(o, "spoa_rl_notify_too_many_checks_total", "counter",
+	           "NOTIFY frames whose messages gave more checks than one "
+	           "request holds; those beyond were decided by their rules' "
+	           "fail modes.", SUM(notify_overflows));
+	out_scalar(o, "spoa_rl_lease_self_releases_total", "counter",
+	           "Concurrency leases the agent released itself: taken for a "
+	           "request it refused, or whose ACK HAProxy did not use, so "
+	           "HAProxy would never send their release.",
 	           SUM(self_releases));
 }
 
@@ -396,15 +400,14 @@ render_gauges(struct out *o)
 		open |= atomic_load_explicit(&w->circuit_open,
 		                             memory_order_relaxed);
 	}
-	out_head(o, "spoa_rl_redis_circuit_open", "gauge",
-	         "1 while Redis is considered down and fail modes apply.");
-	out_printf(o, "spoa_rl_redis_circuit_open %d\n", open ? 1 : 0);
-	out_head(o, "spoa_rl_local_keys", "gauge",
-	         "Keys held in the local tier and near-cache.");
-	out_printf(o, "spoa_rl_local_keys %" PRId64 "\n", keys < 0 ? 0 : keys);
-	out_head(o, "spoa_rl_near_cache_hits_total", "counter",
-	         "Requests denied from the near-cache without asking Redis.");
-	out_printf(o, "spoa_rl_near_cache_hits_total %" PRIu64 "\n",
+	out_scalar(o, "spoa_rl_redis_circuit_open", "gauge",
+	           "1 while Redis is considered down and fail modes apply.",
+	           open ? 1 : 0);
+	out_scalar(o, "spoa_rl_local_keys", "gauge",
+	           "Keys held in the local tier and near-cache.",
+	           keys < 0 ? 0 : (uint64_t)keys);
+	out_scalar(o, "spoa_rl_near_cache_hits_total", "counter",
+	           "Requests denied from the near-cache without asking Redis.",
 	           SUM(near_cache_hits));
 }
 
