@@ -818,7 +818,9 @@ was_charged(const struct xcheck *c)
 }
 
 /* The results of part <p>, whose first check is result <k> of the reply
- * decoded in cl->res. */
+ * decoded in cl->res. The callbacks run here (sr->cb, x_finish) may start
+ * requests and send calls, never read a reply, so cl->res holds until
+ * the last part is delivered. */
 static void
 part_deliver(struct batch *b, struct part *p, size_t k)
 {

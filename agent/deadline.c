@@ -24,7 +24,7 @@ static void
 timer_cb(struct ev_loop *loop, ev_timer *t, int revents)
 {
 	struct deadlines *dl = container_of(t, struct deadlines, timer);
-	int64_t now = util_now_us();
+	int64_t now = util_loop_us();	/* the clock the deadlines were set on */
 
 	while (dl->head.next != &dl->head && dl->head.next->at <= now) {
 		struct deadline *d = dl->head.next;
@@ -32,7 +32,7 @@ timer_cb(struct ev_loop *loop, ev_timer *t, int revents)
 		deadlines_remove(d);
 		dl->expired(dl, d);
 	}
-	arm(dl, util_now_us);
+	arm(dl, util_loop_us);
 }
 
 void
@@ -51,13 +51,31 @@ deadlines_stop(struct deadlines *dl)
 	ev_timer_stop(dl->loop, &dl->timer);
 }
 
+/* The entry <at> goes after: found from the end nearer in time, so that
+ * the usual deadline (the latest) costs no step, and one that waited for
+ * its plan while Redis is slow walks the shorter way. */
+static struct deadline *
+place(struct deadlines *dl, int64_t at)
+{
+	struct deadline *first = dl->head.next, *last = dl->head.prev, *e;
+
+	if (last == &dl->head || last->at <= at)
+		return last;
+	if (at - first->at < last->at - at) {
+		for (e = first; e != &dl->head && e->at <= at; e = e->next)
+			;
+		return e->prev;
+	}
+	for (e = last; e != &dl->head && e->at > at; e = e->prev)
+		;
+	return e;
+}
+
 void
 deadlines_add(struct deadlines *dl, struct deadline *d, int64_t at)
 {
-	struct deadline *after = dl->head.prev;
+	struct deadline *after = place(dl, at);
 
-	while (after != &dl->head && after->at > at)
-		after = after->prev;
 	d->at = at;
 	d->prev = after;
 	d->next = after->next;

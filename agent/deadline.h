@@ -12,7 +12,9 @@
  * time, finds nothing due, and is set again.
  *
  * What this is not: the other timers of a request (plan wait, ACK delay),
- * which stay ev_timers. Times are util_now_us()'s. One per worker: not
+ * which stay ev_timers. Times are util_loop_us()'s, the clock the
+ * worker's requests are stamped with; the timer compares with it too, as
+ * an ev_timer compares with the loop's time. One per worker: not
  * thread-safe.
  */
 #ifndef DEADLINE_H
@@ -23,7 +25,7 @@
 #include <ev.h>
 
 struct deadline {
-	int64_t          at;		/* µs, util_now_us()'s clock */
+	int64_t          at;		/* µs, util_loop_us()'s clock */
 	struct deadline *prev, *next;	/* NULL, NULL: not listed */
 };
 

@@ -7,8 +7,9 @@
  *              near-cache hits and local-tier rules decided at once -> the
  *              Redis checks queued on the worker's store with a deadline
  *              (redis.timeout)
- *   store_done_cb / req_deadline_passed: results, or each rule's fail mode; then the
- *              local-tier checks charged, unless Redis refused
+ *   store_done_cb / req_deadline_passed: results, or each rule's fail
+ *              mode; then the local-tier checks charged, unless Redis
+ *              refused
  *   req_finish: decide -> ACK queued on the conn (or held, for a leaky
  *              bucket in delay mode) -> the leases HAProxy will not
  *              release given back (give_back) -> the request goes back to

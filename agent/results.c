@@ -6,9 +6,11 @@
  * allocated for what the reply claims. The formats are msgpack's
  * (github.com/msgpack/msgpack/blob/master/spec.md): fixarray 0x90-0x9f,
  * array 16 0xdc, array 32 0xdd; positive fixint 0x00-0x7f, negative
- * fixint 0xe0-0xff, uint 8-64 0xcc-0xcf, int 8-64 0xd0-0xd3, big-endian.
+ * fixint 0xe0-0xff, float 32 0xca, float 64 0xcb, uint 8-64 0xcc-0xcf,
+ * int 8-64 0xd0-0xd3, big-endian.
  */
 #include <stdlib.h>
+#include <string.h>
 
 #include "results.h"
 
@@ -45,10 +47,30 @@ read_array(const unsigned char **p, const unsigned char *end)
 	return (int64_t)be(q + 1, w);
 }
 
-/* The integer at <*p> into <out>: 0, or -1 if it is not one that fits a
- * signed 64-bit value. */
+/* <v> within the script's range (limiter.h: every value below 2^53). */
+static int64_t
+clamp(int64_t v)
+{
+	return v > RESULTS_MAX ? RESULTS_MAX : v < -RESULTS_MAX ? -RESULTS_MAX : v;
+}
+
+/* An IEEE 754 double as the script's integer: truncated toward zero, as
+ * Redis' own conversion of a Lua number did; NaN is 0. */
+static int64_t
+from_double(double d)
+{
+	if (d != d)
+		return 0;
+	if (d >= (double)RESULTS_MAX)
+		return RESULTS_MAX;
+	if (d <= -(double)RESULTS_MAX)
+		return -RESULTS_MAX;
+	return (int64_t)d;
+}
+
+/* The number at <*p> into <out>: 0, or -1 if it is not a number. */
 static int
-read_int(const unsigned char **p, const unsigned char *end, int64_t *out)
+read_num(const unsigned char **p, const unsigned char *end, int64_t *out)
 {
 	const unsigned char *q = *p;
 	size_t w;
@@ -56,25 +78,38 @@ read_int(const unsigned char **p, const unsigned char *end, int64_t *out)
 
 	if (q >= end)
 		return -1;
-	if (*q <= 0x7f || *q >= 0xe0) {
+	if (*q <= 0x7f || *q >= 0xe0) {		/* fixint */
 		*out = *q <= 0x7f ? *q : (int64_t)*q - 256;
 		*p = q + 1;
 		return 0;
 	}
-	if (*q < 0xcc || *q > 0xd3)
+	if (*q < 0xca || *q > 0xd3)
 		return -1;
-	w = (size_t)1 << ((*q - 0xcc) % 4);
+	w = *q <= 0xcb ? (size_t)4 << (*q - 0xca) :
+	    (size_t)1 << ((*q - 0xcc) % 4);
 	if ((size_t)(end - q - 1) < w)
 		return -1;
 	u = be(q + 1, w);
-	if (*q <= 0xcf) {		/* unsigned */
-		if (u > INT64_MAX)
-			return -1;
-		*out = (int64_t)u;
-	} else if (w < 8 && u >> (8 * w - 1)) {	/* signed, negative */
-		*out = (int64_t)u - ((int64_t)1 << (8 * w));
+	if (*q == 0xca) {			/* float 32 */
+		uint32_t b32 = (uint32_t)u;
+		float f;
+
+		memcpy(&f, &b32, sizeof(f));
+		*out = from_double(f);
+	} else if (*q == 0xcb) {		/* float 64 */
+		double d;
+
+		memcpy(&d, &u, sizeof(d));
+		*out = from_double(d);
+	} else if (*q <= 0xcf) {		/* uint 8-64 */
+		*out = u > (uint64_t)RESULTS_MAX ? RESULTS_MAX : (int64_t)u;
+	} else if (u >> (8 * w - 1)) {		/* int 8-64, negative */
+		uint64_t mask = w == 8 ? ~(uint64_t)0 :
+		                ((uint64_t)1 << (8 * w)) - 1;
+
+		*out = clamp(-(int64_t)(~u & mask) - 1);
 	} else {
-		*out = (int64_t)u;	/* int 64: two's complement */
+		*out = clamp((int64_t)u);
 	}
 	*p = q + 1 + w;
 	return 0;
@@ -122,7 +157,7 @@ results_decode(struct results *rs, const char *buf, size_t len,
 	if (read_array(&p, end) != (int64_t)n || reserve(rs, n) == -1)
 		return -1;
 	for (size_t i = 0; i < n; i++)
-		if (read_int(&p, end, &rs->v[i]) == -1)
+		if (read_num(&p, end, &rs->v[i]) == -1)
 			return -1;
 	if (p != end)
 		return -1;

@@ -9,9 +9,17 @@
  *
  * Why not msgpack-c's unpacker: its C API allocates for whatever count a
  * container claims before reading it, with no limit (the fuzz target
- * found a 256 GiB allocation from a 26-byte reply in a second). Only the
- * integer forms are valid here, and reading those is a switch on the
- * first byte.
+ * found a 256 GiB allocation from a 26-byte reply in a second). Only
+ * numbers are valid here, and reading those is a switch on the first
+ * byte.
+ *
+ * The script only writes integers, but it computes from what it reads:
+ * a key another writer left holding "12.5" makes a result a float, which
+ * cmsgpack packs as one. Such a value is read as Redis' conversion of a
+ * Lua number to a reply did (truncated toward zero), and every value is
+ * clamped to the script's range, +-2^53 (limiter.h): one bad key must
+ * not fail the other requests of its batch, nor overflow what decide.c
+ * adds to it.
  *
  * What this is not: where the results go (store.c, cluster.c), and the
  * arguments' packing (store.c, with msgpack-c).
@@ -24,8 +32,11 @@
 
 #include "limiter.h"
 
+#define RESULTS_MAX ((int64_t)1 << 53)
+
 struct results {
-	int64_t *v;		/* the last good reply's integers */
+	int64_t *v;		/* the values of the reply being read (after
+				 * a good decode, of that reply) */
 	size_t   cap;		/* kept from one reply to the next */
 };
 
@@ -33,10 +44,10 @@ void results_init(struct results *rs);
 void results_free(struct results *rs);
 
 /* Decodes <len> bytes at <buf>: 0 if they are exactly one msgpack array
- * of <nchecks> x LIM_SCRIPT_RESULT integers, each a signed 64-bit value,
- * and each check's allowed one of -1, 0, 1; else -1 (a reply of another
- * shape, from another script or a damaged link, is refused whole). Memory
- * is sized by <nchecks>, never by what the reply claims. */
+ * of <nchecks> x LIM_SCRIPT_RESULT numbers (read as above), each check's
+ * allowed one of -1, 0, 1; else -1 (a reply of another shape, from
+ * another script or a damaged link, is refused whole). Memory is sized by
+ * <nchecks>, never by what the reply claims. */
 int  results_decode(struct results *rs, const char *buf, size_t len,
                     size_t nchecks);
 

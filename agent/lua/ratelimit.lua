@@ -547,8 +547,9 @@ end
 -- KEYS and ARGV as agent/limiter.h says; the reply is five integers per
 -- check, in order, packed into one msgpack array (agent/results.h: packing
 -- costs Redis what converting the table would, and the agent reads one
--- string instead of an object per integer). The request loop is inline: under FCALL a function
--- call per request, and upvalues instead of locals in the loop, cost 3.5 %
+-- string instead of an object per integer). The request loop is inline:
+-- under FCALL a function call per request, and upvalues instead of locals
+-- in the loop, cost 3.5 %
 -- of Redis' instructions at 47 decisions per call (callgrind).
 local function batch(keys, argv)
 	if not call then

@@ -941,6 +941,38 @@ Test(script, several_requests_in_one_call)
 	redisFree(c);
 }
 
+/* A key another writer left holding a fraction ("<tat>.5"): the script
+ * computes with it and cmsgpack packs those results as floats. The reply
+ * still decodes (the float truncated, as Redis' own conversion of a Lua
+ * number did), so the other request of the call is decided as usual. */
+Test(script, a_fractional_value_in_redis_fails_no_other_request)
+{
+	redisContext *c = setup();
+	struct lim_params g = mk(LIM_GCRA, 1, HOUR, 10);
+	char ka[128], kb[128];
+	struct chk a = { &g, ka, LIM_OP_CHECK, 1, 0, "" };
+	struct chk b = { &g, kb, LIM_OP_CHECK, 1, 0, "" };
+	struct lim_result r[2];
+	struct call k;
+	redisReply *set;
+
+	unique_key(ka, sizeof(ka), "frac-a");
+	unique_key(kb, sizeof(kb), "frac-b");
+	set = redisCommand(c, "SET %s %lld.5", kb,
+	                   (long long)redis_time(c) + 500000);
+	cr_assert(set != NULL && set->type == REDIS_REPLY_STATUS);
+	freeReplyObject(set);
+	call_begin(&k, 2);
+	call_request(&k, &a, 1);
+	call_request(&k, &b, 1);
+	cr_assert_eq(call_send(c, &k, r, 2), 2);
+	cr_expect(r[0].allowed == 1 && r[0].remaining == 9,
+	          "the other key: allowed, 9 left (%d, %lld)", r[0].allowed,
+	          (long long)r[0].remaining);
+	cr_expect_eq(r[1].allowed, 1, "the fractional key: still decided");
+	redisFree(c);
+}
+
 /* The same key twice in one request (one rule bound by two messages of a
  * NOTIFY): both checks are decided on the state before the request, as
  * local_eval_request() does, and both charges land, one after the other. */

@@ -114,6 +114,22 @@ Test(deadline, an_earlier_deadline_added_last_goes_to_its_place)
 	cr_assert_eq(order[3], 1);
 }
 
+Test(deadline, a_deadline_near_the_first_is_placed_from_the_front)
+{
+	deadlines_add(&dl, &d[0], fake_us + 1000);
+	deadlines_add(&dl, &d[1], fake_us + 9000);
+	deadlines_add(&dl, &d[2], fake_us + 10000);
+	deadlines_add(&dl, &d[3], fake_us + 2000);	/* nearer the front */
+	deadlines_add(&dl, &d[4], fake_us + 1000);	/* equal to the first */
+	advance(fake_us + 10000, 12);
+	cr_assert_eq(nfired, 5);
+	cr_assert_eq(order[0], 0);
+	cr_assert_eq(order[1], 4, "after the equal one added before it");
+	cr_assert_eq(order[2], 3);
+	cr_assert_eq(order[3], 1);
+	cr_assert_eq(order[4], 2);
+}
+
 Test(deadline, equal_deadlines_fire_in_the_order_added)
 {
 	for (int i = 0; i < 4; i++)

@@ -58,7 +58,7 @@ Test(results, reads_each_checks_five_fields_in_order)
 	msgpack_pack_int64(&pk, 0);
 	msgpack_pack_int64(&pk, 2419200000000LL);	/* 28 days in µs */
 	msgpack_pack_int64(&pk, 5);
-	msgpack_pack_int64(&pk, INT64_MAX);
+	msgpack_pack_int64(&pk, RESULTS_MAX);
 	cr_assert_eq(results_decode(&rs, sb.data, sb.size, 2), 0);
 	results_get(&rs, 0, &r);
 	cr_assert_eq(r.allowed, 1);
@@ -71,7 +71,7 @@ Test(results, reads_each_checks_five_fields_in_order)
 	cr_assert_eq(r.remaining, 0);
 	cr_assert_eq(r.retry_after_us, 2419200000000LL);
 	cr_assert_eq(r.next_us, 5);
-	cr_assert_eq(r.full_us, INT64_MAX);
+	cr_assert_eq(r.full_us, RESULTS_MAX);
 }
 
 Test(results, reads_a_cost_that_can_never_fit_as_minus_one)
@@ -135,7 +135,7 @@ Test(results, refuses_an_array_not_of_five_per_check)
 	cr_assert_eq(results_decode(&rs, sb.data, sb.size, 1), -1);
 }
 
-Test(results, refuses_a_value_that_is_not_an_integer)
+Test(results, refuses_a_value_that_is_not_a_number)
 {
 	for (int bad = 0; bad < 4; bad++) {
 		msgpack_sbuffer_clear(&sb);
@@ -143,13 +143,13 @@ Test(results, refuses_a_value_that_is_not_an_integer)
 		msgpack_pack_int64(&pk, 1);
 		msgpack_pack_int64(&pk, 1);
 		if (bad == 0)
-			msgpack_pack_double(&pk, 1.5);
-		else if (bad == 1)
 			msgpack_pack_nil(&pk);
-		else if (bad == 2)
+		else if (bad == 1)
 			msgpack_pack_str_with_body(&pk, "1", 1);
+		else if (bad == 2)
+			msgpack_pack_true(&pk);
 		else
-			msgpack_pack_uint64(&pk, (uint64_t)INT64_MAX + 1);
+			msgpack_pack_bin_with_body(&pk, "\x01", 1);
 		msgpack_pack_int64(&pk, 1);
 		msgpack_pack_int64(&pk, 1);
 		cr_assert_eq(results_decode(&rs, sb.data, sb.size, 1), -1,
@@ -186,26 +186,84 @@ Test(results, reads_every_integer_width_and_sign)
 	msgpack_pack_fix_int8(&pk, -1);
 	msgpack_pack_fix_int16(&pk, -30000);
 	msgpack_pack_fix_int32(&pk, -2000000000);
-	msgpack_pack_fix_int64(&pk, INT64_MIN);
-	msgpack_pack_fix_int64(&pk, INT64_MAX);
+	msgpack_pack_fix_int64(&pk, -RESULTS_MAX);
+	msgpack_pack_fix_int64(&pk, 5000000000000LL);
 	msgpack_pack_fix_uint8(&pk, 1);
 	msgpack_pack_fix_uint8(&pk, 200);
 	msgpack_pack_fix_uint16(&pk, 60000);
 	msgpack_pack_fix_uint32(&pk, 4000000000U);
-	msgpack_pack_fix_uint64(&pk, (uint64_t)INT64_MAX);
+	msgpack_pack_fix_uint64(&pk, (uint64_t)RESULTS_MAX);
 	cr_assert_eq(results_decode(&rs, sb.data, sb.size, 2), 0);
 	results_get(&rs, 0, &r);
 	cr_assert_eq(r.allowed, -1);
 	cr_assert_eq(r.remaining, -30000);
 	cr_assert_eq(r.retry_after_us, -2000000000);
-	cr_assert_eq(r.next_us, INT64_MIN);
-	cr_assert_eq(r.full_us, INT64_MAX);
+	cr_assert_eq(r.next_us, -RESULTS_MAX);
+	cr_assert_eq(r.full_us, 5000000000000LL);
 	results_get(&rs, 1, &r);
 	cr_assert_eq(r.allowed, 1);
 	cr_assert_eq(r.remaining, 200);
 	cr_assert_eq(r.retry_after_us, 60000);
 	cr_assert_eq(r.next_us, 4000000000LL);
-	cr_assert_eq(r.full_us, INT64_MAX);
+	cr_assert_eq(r.full_us, RESULTS_MAX);
+}
+
+Test(results, clamps_values_to_the_scripts_range)
+{
+	struct lim_result r;
+
+	msgpack_pack_array(&pk, 5);
+	msgpack_pack_int64(&pk, 0);
+	msgpack_pack_fix_int64(&pk, INT64_MIN);
+	msgpack_pack_fix_int64(&pk, INT64_MAX);
+	msgpack_pack_fix_uint64(&pk, UINT64_MAX);
+	msgpack_pack_fix_int64(&pk, -RESULTS_MAX - 1);
+	cr_assert_eq(results_decode(&rs, sb.data, sb.size, 1), 0);
+	results_get(&rs, 0, &r);
+	cr_assert_eq(r.remaining, -RESULTS_MAX);
+	cr_assert_eq(r.retry_after_us, RESULTS_MAX);
+	cr_assert_eq(r.next_us, RESULTS_MAX);
+	cr_assert_eq(r.full_us, -RESULTS_MAX);
+}
+
+Test(results, reads_a_float_as_an_integer_truncated_toward_zero)
+{
+	/* what cmsgpack packs when a key another writer set held "12.5" */
+	struct lim_result r;
+
+	msgpack_pack_array(&pk, 10);
+	msgpack_pack_double(&pk, 1.0);
+	msgpack_pack_double(&pk, 12.5);
+	msgpack_pack_double(&pk, -2.7);
+	msgpack_pack_float(&pk, 1000.75f);
+	msgpack_pack_double(&pk, 1e300);
+	msgpack_pack_float(&pk, 0.0f);
+	msgpack_pack_double(&pk, 0.0 / 0.0);		/* NaN */
+	msgpack_pack_double(&pk, -1e300);
+	msgpack_pack_double(&pk, 1.0 / 0.0);		/* inf */
+	msgpack_pack_double(&pk, 9007199254740991.0);
+	cr_assert_eq(results_decode(&rs, sb.data, sb.size, 2), 0);
+	results_get(&rs, 0, &r);
+	cr_assert_eq(r.allowed, 1);
+	cr_assert_eq(r.remaining, 12);
+	cr_assert_eq(r.retry_after_us, -2);
+	cr_assert_eq(r.next_us, 1000);
+	cr_assert_eq(r.full_us, RESULTS_MAX);
+	results_get(&rs, 1, &r);
+	cr_assert_eq(r.allowed, 0);
+	cr_assert_eq(r.remaining, 0);
+	cr_assert_eq(r.retry_after_us, -RESULTS_MAX);
+	cr_assert_eq(r.next_us, RESULTS_MAX);
+	cr_assert_eq(r.full_us, 9007199254740991LL);
+}
+
+Test(results, refuses_an_allowed_that_is_a_fraction_of_another)
+{
+	msgpack_pack_array(&pk, 5);
+	msgpack_pack_double(&pk, 2.5);		/* 2 once truncated */
+	for (int i = 0; i < 4; i++)
+		msgpack_pack_int64(&pk, 0);
+	cr_assert_eq(results_decode(&rs, sb.data, sb.size, 1), -1);
 }
 
 Test(results, refuses_a_container_inside_the_array)
