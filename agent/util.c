@@ -2,6 +2,7 @@
  * xmalloc and friends, and the clocks. OOM is fatal by design; nothing
  * here logs through log.c so that log.c may use it.
  */
+#include <pthread.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -10,7 +11,7 @@
 
 #include "util.h"
 
-int64_t (*util_now_us)(void) = util_monotonic_us;
+int64_t (*util_now_us)(void) = util_clock_us;
 
 void
 fatal(const char *fmt, ...)
@@ -77,6 +78,22 @@ util_monotonic_us(void)
 
 	clock_gettime(CLOCK_MONOTONIC, &ts);
 	return (int64_t)ts.tv_sec * 1000000 + ts.tv_nsec / 1000;
+}
+
+static int64_t epoch_shift;		/* wall - monotonic, at the first read */
+static pthread_once_t epoch_once = PTHREAD_ONCE_INIT;
+
+static void
+epoch_init(void)
+{
+	epoch_shift = util_wall_us() - util_monotonic_us();
+}
+
+int64_t
+util_clock_us(void)
+{
+	pthread_once(&epoch_once, epoch_init);
+	return util_monotonic_us() + epoch_shift;
 }
 
 static _Thread_local int64_t loop_us;

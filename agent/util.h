@@ -29,8 +29,14 @@ char *util_fmt_int(char *p, int64_t v);
  * not against an adversary who picks the keys. */
 uint64_t util_fnv1a(const char *s, size_t n);
 
-/* Monotonic time in µs. The local tier's clock; tests may replace it. */
+/* The agent's clock in µs: util_clock_us() unless a test replaces it.
+ * util_clock_us() is the monotonic clock moved onto the Unix epoch once,
+ * at its first read: it never steps back, and the local tier's windows
+ * (epoch-aligned, the UTC day, the calendar month: lim_window_bounds)
+ * fall where Redis' TIME puts them, give or take the wall clock's drift
+ * since the agent started. */
 extern int64_t (*util_now_us)(void);
+int64_t util_clock_us(void);
 int64_t util_monotonic_us(void);
 /* The calling thread's util_now_us() as of its last util_loop_tick(): a
  * worker ticks once per loop iteration, after the poll, so a request's

@@ -9,9 +9,12 @@
 #   4. an over-limit failure counted in the local tier (op FORCE) does not
 #      stop a Redis rule from counting the same failure (a FORCE never
 #      vetoes);
-#   5. two agents whose pids are equal (containers run the agent as pid 1)
+#   5. the local tier's 1d window is the UTC day, as in Redis;
+#   6. two agents whose pids are equal (containers run the agent as pid 1)
 #      share one sliding log: each request keeps its own member, so the pool
 #      admits the limit, not twice it. Needs root for a pid namespace.
+# Every window is 1h or more: a window boundary inside a step would reset
+# counts the step reads, which 60 s windows did about once in a hundred runs.
 . "$(dirname "$0")/../lib.sh"
 RP=$(port 1); AP=$(port 2); BP=$(port 3); DP=$(port 4)
 CLIENT="$TOOLS/spop-client"
@@ -28,21 +31,21 @@ rules:
     key: "w:{tenant}"
     algorithm: fixed-window
     limit: 100
-    window: 60s
+    window: 1h
     store: local
   - name: narrow
     message: rl-two
     key: "n:{tenant}"
     algorithm: fixed-window
     limit: 2
-    window: 60s
+    window: 1h
     store: local
   - name: lcap
     message: rl-mixed
     key: "l:{tenant}"
     algorithm: fixed-window
     limit: 5
-    window: 60s
+    window: 1h
     store: local
   - name: rgate
     message: rl-mixed
@@ -56,7 +59,7 @@ rules:
     key: "ipf:{ip}"
     algorithm: fixed-window
     limit: 1
-    window: 60s
+    window: 1h
     count: failures
     store: local
   - name: userfail
@@ -64,15 +67,22 @@ rules:
     key: "uf:{user}"
     algorithm: fixed-window
     limit: 100
-    window: 60s
+    window: 1h
     count: failures
     fail: open
+  - name: daily
+    message: rl-daily
+    key: "d:{tenant}"
+    algorithm: fixed-window
+    limit: 5
+    window: 1d
+    store: local
   - name: log
     message: rl-log
     key: "log:{user}"
     algorithm: sliding-log
     limit: 10
-    window: 60s
+    window: 1h
 YAML
 }
 policy "$TMP/policy.yaml" "127.0.0.1:$AP" "$RP"
@@ -129,7 +139,15 @@ done
 expect_eq "$(redis-cli -p "$RP" --raw hgetall 'rl:{userfail:uf:bob}' | sed -n 2p)" "4" \
 	"failures: the Redis rule counts all 4, though the local one was over its limit after 1"
 
-# ---- 5. sliding-log members across agents with the same pid ---------------
+# ---- 5. the local tier's windows fall where Redis' do ----------------------
+# A 1d window is the UTC day (lim_window.c). The local tier used to count
+# time from the machine's boot, so its day ended at boot time + N days.
+reset=$(c -n 1 rl-daily tenant=s:acme | grep '^ack' | field reset)
+left=$(( 86400 - $(date -u +%s) % 86400 ))
+[ -n "$reset" ] && [ $((reset - left)) -ge -2 ] && [ $((reset - left)) -le 2 ]
+ok $? "a local 1d window ends at UTC midnight (reset=$reset, want $left)"
+
+# ---- 6. sliding-log members across agents with the same pid ---------------
 if [ "$(id -u)" = 0 ] && unshare --pid --fork --kill-child true 2>/dev/null; then
 	policy "$TMP/b.yaml" "127.0.0.1:$BP" "$RP"
 	policy "$TMP/d.yaml" "127.0.0.1:$DP" "$RP"

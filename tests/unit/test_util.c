@@ -1,7 +1,7 @@
 /*
  * util.c: the integer formatter of the hot path (the script call's
  * arguments, the RateLimit header values) against printf; the loop clock
- * against a fake clock.
+ * against a fake clock; the agent's clock against the wall clock.
  */
 #include <criterion/criterion.h>
 #include <inttypes.h>
@@ -73,4 +73,18 @@ Test(util, loop_clock_reads_the_clock_without_a_tick)
 	fake_us = 43;
 	cr_assert_eq(util_loop_us(), 43);	/* ticked, then stopped */
 	util_now_us = real;
+}
+
+Test(util, clock_counts_from_the_unix_epoch_and_never_steps_back)
+{
+	int64_t a = util_clock_us(), wall = util_wall_us(), b;
+
+	cr_assert(a - wall < 2000000 && wall - a < 2000000,
+	          "within 2 s of the wall clock (%lld against %lld)",
+	          (long long)a, (long long)wall);
+	for (int i = 0; i < 100000; i++) {
+		b = util_clock_us();
+		cr_assert(b >= a);
+		a = b;
+	}
 }
