@@ -317,6 +317,17 @@ resp_len(char *p, char mark, int64_t n)
 	return p;
 }
 
+/* Writes the bulk string <s> ("$<n>\r\n<s>\r\n") at <p>; returns the end. */
+static char *
+put_bulk(char *p, const char *s, size_t n)
+{
+	p = resp_len(p, '$', (int64_t)n);
+	memcpy(p, s, n);
+	p[n] = '\r';
+	p[n + 1] = '\n';
+	return p + n + 2;
+}
+
 /* EVAL <script> then the batch's arguments, in a buffer of its own (the
  * rare NOSCRIPT path: hiredis copies it, so it is freed at once). */
 static int
@@ -327,12 +338,8 @@ send_eval(struct store *st, struct batch *b)
 	int rc;
 
 	p = resp_len(p, '*', b->argc);
-	memcpy(p, "$4\r\nEVAL\r\n", 10);
-	p = resp_len(p + 10, '$', (int64_t)slen);
-	memcpy(p, lua_ratelimit, slen);
-	p += slen;
-	*p++ = '\r';
-	*p++ = '\n';
+	p = put_bulk(p, "EVAL", 4);
+	p = put_bulk(p, lua_ratelimit, slen);
 	memcpy(p, b->buf + BATCH_HEAD, b->len);
 	p += b->len;
 	rc = redisAsyncFormattedCommand(st->ac, batch_cb, b, cmd,
@@ -341,38 +348,20 @@ send_eval(struct store *st, struct batch *b)
 	return rc;
 }
 
-/* EVALSHA <sha>: the header goes into the BATCH_HEAD bytes just before the
- * arguments, so the command is sent from the batch's buffer as it is. */
+/* <cmd> <name> (EVALSHA <sha>, FCALL <library function>): the header goes
+ * into the BATCH_HEAD bytes just before the arguments, so the command is
+ * sent from the batch's buffer as it is. */
 static int
-send_evalsha(struct store *st, struct batch *b)
+send_named(struct store *st, struct batch *b, const char *cmd,
+           const char *name, size_t nlen)
 {
 	char head[BATCH_HEAD], *p = head;
 	size_t hlen;
 
 	p = resp_len(p, '*', b->argc);
-	memcpy(p, "$7\r\nEVALSHA\r\n$40\r\n", 18);
-	memcpy(p + 18, st->sha, 40);
-	memcpy(p + 58, "\r\n", 2);
-	hlen = (size_t)(p + 60 - head);
-	memcpy(b->buf + BATCH_HEAD - hlen, head, hlen);
-	return redisAsyncFormattedCommand(st->ac, batch_cb, b,
-	                                  b->buf + BATCH_HEAD - hlen,
-	                                  hlen + b->len);
-}
-
-/* FCALL <name>: as EVALSHA, the header just before the arguments. */
-static int
-send_fcall(struct store *st, struct batch *b)
-{
-	char head[BATCH_HEAD], *p = head;
-	size_t nlen = scriptlib_name_len(), hlen;
-
-	p = resp_len(p, '*', b->argc);
-	memcpy(p, "$5\r\nFCALL\r\n", 11);
-	p = resp_len(p + 11, '$', (int64_t)nlen);
-	memcpy(p, scriptlib_name(), nlen);
-	memcpy(p + nlen, "\r\n", 2);
-	hlen = (size_t)(p + nlen + 2 - head);
+	p = put_bulk(p, cmd, strlen(cmd));
+	p = put_bulk(p, name, nlen);
+	hlen = (size_t)(p - head);
 	memcpy(b->buf + BATCH_HEAD - hlen, head, hlen);
 	return redisAsyncFormattedCommand(st->ac, batch_cb, b,
 	                                  b->buf + BATCH_HEAD - hlen,
@@ -390,7 +379,10 @@ batch_send(struct store *st, struct batch *b, int with_eval)
 	if (with_eval || (!st->fcall && st->sha[0] == '\0'))
 		rc = send_eval(st, b);
 	else
-		rc = st->fcall ? send_fcall(st, b) : send_evalsha(st, b);
+		rc = st->fcall ?
+		     send_named(st, b, "FCALL", scriptlib_name(),
+		                scriptlib_name_len()) :
+		     send_named(st, b, "EVALSHA", st->sha, 40);
 	if (rc != REDIS_OK)
 		return -1;
 	st->inflight++;
@@ -454,12 +446,8 @@ batch_cb(redisAsyncContext *ac, void *r, void *privdata)
 static void
 arg_str(struct batch *b, const char *s, size_t n)
 {
-	char *p = resp_len(b->buf + BATCH_HEAD + b->len, '$', (int64_t)n);
+	char *p = put_bulk(b->buf + BATCH_HEAD + b->len, s, n);
 
-	memcpy(p, s, n);
-	p += n;
-	*p++ = '\r';
-	*p++ = '\n';
 	b->len = (size_t)(p - (b->buf + BATCH_HEAD));
 }
 
