@@ -71,7 +71,6 @@ struct req {
 	int64_t           sent_us;		/* when the Redis call was queued */
 	struct deadline   deadline;		/* while Redis has it */
 	ev_timer          timer;		/* plan wait, release, ACK delay */
-	int64_t           held_us;		/* when it began to wait for a plan */
 	int64_t           waited_us;		/* on a plan lookup, of the timeout */
 	int               plan_wait;		/* a tenant's plan is on its way */
 	int               plan_failed;		/* ... could not be had */
@@ -570,7 +569,7 @@ plan_resume(struct req *r, int late)
 	if (r->plan_wait)
 		return;
 	ev_timer_stop(r->w->loop, &r->timer);
-	r->waited_us = util_now_us() - r->held_us;
+	r->waited_us = util_loop_us() - r->start_us;
 	if (late || r->waited_us >= r->policy->redis_timeout_us)
 		r->plan_failed = 1;	/* no budget left for the checks */
 	req_go(r);
@@ -608,7 +607,6 @@ plan_hold(struct req *r, const struct spop_frame *f)
 	}
 	memcpy(r->held, f->payload, f->len);
 	r->held_len = f->len;
-	r->held_us = util_now_us();
 	ev_timer_init(&r->timer, plan_timeout_cb,
 	              (double)r->policy->redis_timeout_us / 1e6, 0.);
 	ev_timer_start(r->w->loop, &r->timer);
@@ -774,7 +772,7 @@ release_redis(struct req *r, const int *orphan)
 static int
 give_back(struct req *r)
 {
-	int orphan[REQ_MAX_CHECKS], any = 0, lost;
+	int orphan[REQ_MAX_CHECKS], lost;
 	uint64_t n = 0;
 
 	lost = r->c->state != CONN_ST_READY ||
@@ -789,9 +787,8 @@ give_back(struct req *r)
 			r->checks[i].cost = 0;
 			n++;
 		}
-		any |= orphan[i];
 	}
-	if (any == 0)
+	if (n == 0)
 		return 0;
 	metrics_self_release(r->w->m, n);
 	release_local(r, orphan);
