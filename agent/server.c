@@ -272,7 +272,8 @@ log_refused(struct worker *w)
 	if (w->refused_log_us != 0 && now - w->refused_log_us < RATELOG_INTERVAL_US)
 		return;
 	log_warn("conn_refused", "reason=max_conns max=%d worker=%d refused=%llu",
-	         atomic_load_explicit(&w->srv->max_conns, memory_order_relaxed), w->id, (unsigned long long)w->refused);
+	         atomic_load_explicit(&w->srv->max_conns, memory_order_relaxed),
+	         w->id, (unsigned long long)w->refused);
 	w->refused_log_us = now;
 	w->refused = 0;
 }
