@@ -1286,7 +1286,7 @@ int
 cluster_submit(struct cluster *cl, struct store_req *sr)
 {
 	/* nodes refuse at the flush, part by part (add_part) */
-	if (!cl->have_map || cl->q.queued >= CL_MAX_QUEUE)
+	if (!cl->have_map || cl->closing || cl->q.queued >= CL_MAX_QUEUE)
 		return STORE_EDOWN;
 	reqq_push(&cl->q, sr);
 	return STORE_OK;
@@ -1309,7 +1309,7 @@ cluster_hget(struct cluster *cl, const char *hash, const char *field,
 
 	/* Not while its breaker is open, but never as the half-open probe
 	 * either: an HGET's answer does not close the breaker (as store_hget). */
-	if (!cl->have_map || !node_takes(n, 1) ||
+	if (!cl->have_map || cl->closing || !node_takes(n, 1) ||
 	    breaker_is_open(&n->br, ev_now(cl->loop)) ||
 	    (n->ac->c.flags & (REDIS_DISCONNECTING | REDIS_FREEING)))
 		return -1;

@@ -80,6 +80,8 @@ struct req {
 	struct store_req  sr;
 	struct decision   d;
 	struct req       *next_free;
+	struct req       *next_all;		/* every request of the worker */
+	int               live;			/* out of the pool */
 	int               redis_idx[REQ_MAX_CHECKS];
 	struct lim_result results[REQ_MAX_CHECKS];
 	struct outcome    out[REQ_MAX_CHECKS];
@@ -95,10 +97,13 @@ req_alloc(struct worker *w)
 
 	if (r != NULL) {
 		w->free_reqs = r->next_free;
-		return r;
+	} else {
+		r = xcalloc(1, sizeof(*r));
+		r->w = w;
+		r->next_all = w->all_reqs;
+		w->all_reqs = r;
 	}
-	r = xcalloc(1, sizeof(*r));
-	r->w = w;
+	r->live = 1;
 	return r;
 }
 
@@ -117,6 +122,7 @@ req_release(struct req *r)
 	if (r->c != NULL)		/* NULL once answered (give_back) */
 		conn_req_done(r->c);
 	r->c = NULL;
+	r->live = 0;
 	r->next_free = w->free_reqs;
 	w->free_reqs = r;
 }
@@ -126,11 +132,15 @@ req_pool_free(struct worker *w)
 {
 	struct req *r;
 
-	while ((r = w->free_reqs) != NULL) {
-		w->free_reqs = r->next_free;
+	for (r = w->all_reqs; r != NULL; r = r->next_all)
+		if (r->live)
+			req_release(r);
+	while ((r = w->all_reqs) != NULL) {
+		w->all_reqs = r->next_all;
 		free(r->held);
 		free(r);
 	}
+	w->free_reqs = NULL;
 }
 
 /* ---- fail modes --------------------------------------------------------- */

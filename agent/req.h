@@ -26,7 +26,9 @@ int req_start(struct conn *c, const struct spop_frame *f, int *status);
  * it): its checks get their fail modes. */
 void req_deadline_passed(struct deadlines *dl, struct deadline *d);
 
-/* Frees the worker's pool of recycled requests (at worker exit). */
+/* Frees every request of the worker at its exit, with those still waiting
+ * (on a timer, or on a store already freed) released first: their conns
+ * and policy pins go too. Call before the plan cache and the loop go. */
 void req_pool_free(struct worker *w);
 
 #endif

@@ -63,6 +63,7 @@ struct worker {
 	int                    nconns;
 	struct conn           *dirty;	/* connections with output to flush */
 	struct req            *free_reqs;	/* recycled requests */
+	struct req            *all_reqs;	/* every request, for the exit */
 	int                    draining;
 	int                    started;	/* thread created */
 	int64_t                refused_log_us;	/* last conn_refused line */

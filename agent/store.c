@@ -1062,6 +1062,7 @@ store_free(struct store *st)
 {
 	if (st == NULL)
 		return;
+	st->state = ST_DOWN;	/* what the callbacks below re-submit fails */
 	ev_timer_stop(st->loop, &st->retry);
 	ev_timer_stop(st->loop, &st->kick);
 	sentinel_free(st->sen);

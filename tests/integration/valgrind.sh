@@ -173,6 +173,16 @@ expect_eq "$(c rl-request tenant=s:r3 ip=4:10.6.0.1 | statuses)" "0 " "the old p
 curl -sf --max-time 10 "http://127.0.0.1:$MP2/metrics" >/dev/null
 ok $? "metrics after the reloads"
 
+# ---- a lease in flight at the exit ------------------------------------------------
+# Redis stopped, and a concurrency request whose client gives up: at SIGTERM
+# the workers have no connection left and exit with its charging call
+# unanswered. The call's NULL reply refuses it (fail: closed) and the agent
+# gives the lease back itself; that release must fail at once, not wait on
+# the store being freed (the request and its conn leaked before).
+eval "rpid=\$REDIS_PID_$RP"
+kill -STOP "$rpid"
+c -t 500 rl-export tenant=s:exit1 id=s:e1 >/dev/null 2>&1
+
 # ---- stop and the verdict ----------------------------------------------------------
 kill -TERM "$AGENT_PID"
 i=0
@@ -180,6 +190,7 @@ while kill -0 "$AGENT_PID" 2>/dev/null && [ $i -lt 600 ]; do sleep 0.1; i=$((i +
 wait "$AGENT_PID"
 rc=$?
 PIDS=$(echo "$PIDS" | sed "s/ $AGENT_PID\b//")
+kill -CONT "$rpid"
 [ "$rc" -ne 3 ]
 ok $? "valgrind found no memory error and no definite/indirect leak (exit $rc)"
 expect_eq "$rc" 0 "the agent exits 0 on SIGTERM"
