@@ -56,6 +56,7 @@
 /* A request's checks: those of its messages that fit, and one more standing
  * for those that did not (see note_overflow). */
 #define REQ_MAX_CHECKS (POLICY_MAX_CHECKS + 1)
+_Static_assert(REQ_MAX_CHECKS <= 32, "plan_lost has a bit per check");
 
 struct req {
 	struct worker    *w;
@@ -73,7 +74,9 @@ struct req {
 	ev_timer          timer;		/* plan wait, release, ACK delay */
 	int64_t           waited_us;		/* on a plan lookup, of the timeout */
 	int               plan_wait;		/* a tenant's plan is on its way */
-	int               plan_failed;		/* ... could not be had */
+	int               plan_failed;		/* ... came too late for Redis */
+	uint32_t          plan_lost;		/* checks whose plan could not
+						 * be had (bit i: check i) */
 	struct plancache_waiter pw;
 	char             *held;			/* the payload, kept while waiting */
 	size_t            held_len, held_cap;
@@ -434,6 +437,17 @@ note_overflow(struct req *r, const struct spop_frame *f,
 	overflow_log(r, f, ov->n);
 }
 
+/* The plan of the message whose checks start at <first> could not be had
+ * (the lookup failed): its plan rules get their fail modes; its other
+ * rules, and other messages', are decided as usual. */
+static void
+note_plan_lost(struct req *r, int first)
+{
+	for (int i = first; i < r->n; i++)
+		if (r->checks[i].rule->plan != RULE_PLAN_NONE)
+			r->plan_lost |= UINT32_C(1) << i;
+}
+
 static int
 build_checks(struct req *r, const struct spop_frame *f, int *status)
 {
@@ -445,17 +459,19 @@ build_checks(struct req *r, const struct spop_frame *f, int *status)
 	r->n = 0;
 	r->spill = -1;
 	r->plan_wait = r->plan_failed = 0;
+	r->plan_lost = 0;
 	while ((rc = spop_next_message(&it, &m, status)) == 1) {
-		int plan = -1;
+		int plan = -1, first = r->n;
 
 		if (policy_needs_plan(r->policy, &m))
 			plan = policy_tenant_plan(r->policy, &m, plancache_resolve,
 			                          &r->pw);
 		r->plan_wait |= plan == POLICY_PLAN_WAIT;
-		r->plan_failed |= plan == POLICY_PLAN_UNKNOWN;
 		r->n += policy_build_checks_over(r->policy, &m, plan,
 		                                 r->checks + r->n,
 		                                 POLICY_MAX_CHECKS - r->n, &ov);
+		if (plan == POLICY_PLAN_UNKNOWN)
+			note_plan_lost(r, first);
 	}
 	if (rc != -1 && ov.n > 0 && !r->plan_wait)
 		note_overflow(r, f, &ov);
@@ -534,6 +550,11 @@ decide_at_once(struct req *r)
 			denied |= !(c->flags & LIM_FL_SHADOW);
 		} else if (c->rule->store == STORE_LOCAL) {
 			continue;		/* run_local, below */
+		} else if (r->plan_lost & (UINT32_C(1) << i)) {
+			ratelog_fail_mode(c->rule, r->w->id,
+			                  store_up(r->w->store));
+			r->out[i].src = fail_src(c, 1);
+			denied |= fail_refuses(c);
 		} else if (near_hit(r, i, now)) {
 			denied = 1;
 		} else {
@@ -545,10 +566,11 @@ decide_at_once(struct req *r)
 
 /* ---- waiting for a tenant's plan ---------------------------------------- */
 
-/* Decides what needs no Redis, then sends the rest to Redis; or, when a
- * tenant's plan could not be had (Redis down, failing or late), answers
- * the rest by each rule's fail mode, as if the store could not: the plan
- * lookup is part of the request's round trip and its budget. */
+/* Decides what needs no Redis (the plan rules of a tenant whose lookup
+ * failed among it: note_plan_lost), then sends the rest to Redis; or, when
+ * the plan came too late, answers the rest by each rule's fail mode, as if
+ * the store could not: the plan lookup is part of the request's round trip
+ * and its budget. */
 static void
 req_go(struct req *r)
 {

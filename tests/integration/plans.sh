@@ -18,6 +18,12 @@ rules:
     message: rl-request
     key: "tenant:{tenant}"
     plan: rate
+  - name: ip
+    message: rl-request
+    key: "ip:{ip}"
+    rate: 1/min
+    burst: 1
+    missing: skip
 YAML
 start_agent "$TMP/policy.yaml"
 wait_port "$AP"
@@ -127,4 +133,12 @@ ok $? "a failed lookup is not retried per request ($((h1 - h0)) HGETs for 20)"
 sleep 1.1
 c1 rl-request tenant=s:wrongtype >/dev/null
 expect_eq "$(($(hgets) - h1))" 1 "past the retry time, the tenant is asked for again"
+# A failed lookup fails the rules that need the plan, not the others: the
+# ip rule is still decided by Redis (it failed open with the plan before).
+out=$(c1 -n 2 rl-request tenant=s:wrongtype ip=4:10.1.2.3)
+expect_eq "$(echo "$out" | field status | tr '\n' ' ')" "0 429 " \
+	"a failed lookup leaves the rules without a plan to Redis"
+expect_eq "$(echo "$out" | field policy | tail -1)" ip "the 429 is the ip rule's"
+expect_eq "$(redis-cli -p "$RP" exists 'rl:{ip:ip:10.1.2.3}')" 1 \
+	"and Redis holds the ip key"
 finish
