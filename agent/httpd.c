@@ -35,6 +35,8 @@
 #include "metrics.h"
 #include "util.h"
 
+#define HTTPD_RETRY_S 1.0	/* accepting again after EMFILE and friends */
+
 struct hconn {
 	ev_io         io;		/* EV_READ, then EV_WRITE */
 	ev_timer      timer;		/* deadline of the whole exchange */
@@ -215,7 +217,7 @@ httpd_new(struct ev_loop *loop, const char *addr, int (*healthy)(void *),
 	h->arg = arg;
 	h->timeout = HTTPD_TIMEOUT;
 	ev_io_init(&h->accept_io, accept_cb, fd, EV_READ);
-	ev_timer_init(&h->retry, retry_cb, 1.0, 0.0);
+	ev_timer_init(&h->retry, retry_cb, HTTPD_RETRY_S, 0.0);
 	ev_io_start(loop, &h->accept_io);
 	log_info("httpd_listening", "addr=%s port=%d", addr, h->port);
 	return h;
@@ -281,6 +283,9 @@ accept_cb(struct ev_loop *loop, ev_io *w, int revents)
 			 * stop watching it for a while instead of spinning. */
 			log_warn("httpd_accept_failed", "error=\"%s\"", strerror(errno));
 			ev_io_stop(loop, &h->accept_io);
+			/* set again: once fired, a one-shot timer's delay
+			 * is spent, and it would fire at once (a spin) */
+			ev_timer_set(&h->retry, HTTPD_RETRY_S, 0.0);
 			ev_timer_start(loop, &h->retry);
 			return;
 		}

@@ -45,6 +45,7 @@
 
 #define SERVER_BACKLOG   1024
 #define SERVER_DRAIN_S   5.0
+#define SERVER_ACCEPT_RETRY_S 0.1	/* after accept4() ran out of fds */
 
 static atomic_int server_draining;
 
@@ -278,6 +279,41 @@ log_refused(struct worker *w)
 	w->refused = 0;
 }
 
+/* accept4() failed for want of a descriptor or memory (EMFILE, ENFILE,
+ * ENOBUFS, ENOMEM, ...): the listener stays readable, so accepting again
+ * at once would spin a core and flood the log. The worker stops watching
+ * its listeners for SERVER_ACCEPT_RETRY_S and says so at most once per
+ * RATELOG_INTERVAL_US. */
+static void
+accept_pause(struct worker *w, int err)
+{
+	int64_t now = util_now_us();
+
+	for (int i = 0; i < w->srv->nfds; i++)
+		ev_io_stop(w->loop, &w->accept_io[i]);
+	/* set again: a fired one-shot timer keeps no delay of its own */
+	ev_timer_set(&w->accept_retry, SERVER_ACCEPT_RETRY_S, 0.);
+	ev_timer_start(w->loop, &w->accept_retry);
+	w->pauses++;
+	if (w->paused_log_us != 0 && now - w->paused_log_us < RATELOG_INTERVAL_US)
+		return;
+	log_warn("accept_paused", "error=\"%s\" worker=%d conns=%d pauses=%llu",
+	         strerror(err), w->id, w->nconns, (unsigned long long)w->pauses);
+	w->paused_log_us = now;
+	w->pauses = 0;
+}
+
+static void
+accept_retry_cb(struct ev_loop *loop, ev_timer *t, int revents)
+{
+	struct worker *w = container_of(t, struct worker, accept_retry);
+
+	if (w->draining)
+		return;
+	for (int i = 0; i < w->srv->nfds; i++)
+		ev_io_start(loop, &w->accept_io[i]);
+}
+
 static void
 accept_cb(struct ev_loop *loop, ev_io *io, int revents)
 {
@@ -293,8 +329,10 @@ accept_cb(struct ev_loop *loop, ev_io *io, int revents)
 		fd = accept4(io->fd, (struct sockaddr *)&ss, &len,
 		             SOCK_NONBLOCK | SOCK_CLOEXEC);
 		if (fd == -1) {
-			if (errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR)
-				log_warn("accept_failed", "error=\"%s\"", strerror(errno));
+			if (errno == EINTR || errno == ECONNABORTED)
+				continue;
+			if (errno != EAGAIN && errno != EWOULDBLOCK)
+				accept_pause(w, errno);
 			return;
 		}
 		if (atomic_fetch_add(&s->nconns, 1) >=
@@ -406,6 +444,7 @@ worker_start_drain(struct worker *w)
 	struct conn *c, *next;
 
 	w->draining = 1;
+	ev_timer_stop(w->loop, &w->accept_retry);
 	for (int i = 0; i < w->srv->nfds; i++)
 		ev_io_stop(w->loop, &w->accept_io[i]);
 	for (c = w->conns; c != NULL; c = next) {
@@ -495,6 +534,7 @@ worker_init(struct worker *w, struct server *s, int id, char **err)
 		ev_io_init(&w->accept_io[i], accept_cb, s->fds[i], EV_READ);
 		ev_io_start(w->loop, &w->accept_io[i]);
 	}
+	ev_timer_init(&w->accept_retry, accept_retry_cb, SERVER_ACCEPT_RETRY_S, 0.);
 	ev_async_init(&w->wake, wake_cb);
 	ev_async_start(w->loop, &w->wake);
 	ev_prepare_init(&w->flush, flush_cb);

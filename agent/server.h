@@ -47,6 +47,9 @@ struct worker {
 	struct ev_loop        *loop;
 	pthread_t              thread;
 	ev_io                  accept_io[SERVER_MAX_LISTEN];
+	ev_timer               accept_retry;	/* resumes accepting (EMFILE) */
+	int64_t                paused_log_us;	/* last accept_paused line */
+	uint64_t               pauses;		/* since that line */
 	ev_async               wake;	/* reload or drain requested */
 	ev_prepare             flush;	/* once per loop iteration */
 	ev_check               tick;	/* after each poll: util_loop_tick */
