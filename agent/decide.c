@@ -79,7 +79,7 @@ add_headers(const struct check *c, const struct lim_result *r,
 	hdr_member(d->ratelimit, &d->ratelimit_len, name, nlen, 'r',
 	           r->remaining > 0 ? r->remaining : 0, 't', decide_ceil_s(t));
 	hdr_member(d->ratelimit_policy, &d->ratelimit_policy_len, name, nlen,
-	           'q', lim_quota(&c->lim), 'w', lim_window_s(&c->lim));
+	           'q', lim_header_quota(&c->lim), 'w', lim_window_s(&c->lim));
 }
 
 /* <r> as decide reads it: a cost that can never fit has no finite retry

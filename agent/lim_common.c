@@ -120,6 +120,19 @@ lim_window_s(const struct lim_params *p)
 	return (us + LIM_USEC_PER_SEC - 1) / LIM_USEC_PER_SEC;
 }
 
+/* For the GCRA family q is the burst and w its tolerance, a rate of one
+ * per EI. A tolerance that is not whole seconds is rounded up, and the
+ * burst per that w would understate the rate: 100/s with a burst of 1
+ * would read 1 per second. Then q is the emission intervals that fit in
+ * w: never more than the rate, and at least the burst. */
+int64_t
+lim_header_quota(const struct lim_params *p)
+{
+	if (!is_gcra_family(p->algo) || p->dvt_us % LIM_USEC_PER_SEC == 0)
+		return lim_quota(p);
+	return lim_window_s(p) * LIM_USEC_PER_SEC / p->ei_us;
+}
+
 void
 lim_script_params(const struct lim_params *p, int64_t out[3])
 {

@@ -119,9 +119,14 @@ struct lim_result {
  * static message in <*err>. */
 int lim_params_init(struct lim_params *p, const char **err);
 
-/* The quota reported in headers (IETF q) and its window in seconds (w). */
+/* The rule's quota (the limit, or the burst: what one key may spend at
+ * once) and the window in seconds it refills in (IETF w), rounded up. */
 int64_t lim_quota(const struct lim_params *p);
 int64_t lim_window_s(const struct lim_params *p);
+/* The IETF q that goes with w = lim_window_s(): the quota, unless a GCRA
+ * family tolerance of a fraction of a second makes it understate the rate
+ * (then the units the rate gives in w). */
+int64_t lim_header_quota(const struct lim_params *p);
 
 /* Fills p1..p3 of the script's ARGV for <p>. */
 void lim_script_params(const struct lim_params *p, int64_t out[3]);

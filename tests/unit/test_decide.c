@@ -63,6 +63,22 @@ Test(decide, all_allowed_reports_smallest_remaining)
 	cr_assert_str_eq(d.ratelimit_policy, "\"ip\";q=10;w=10, \"tenant\";q=10;w=10");
 }
 
+Test(decide, policy_header_states_a_fast_rate_in_whole_seconds)
+{
+	struct decision d;
+	const char *err;
+
+	checks[0].lim.rate = 100;			/* 100/s, burst 1 */
+	checks[0].lim.period_us = LIM_USEC_PER_SEC;
+	checks[0].lim.burst = 1;
+	cr_assert_eq(lim_params_init(&checks[0].lim, &err), 0);
+	out[0].res.remaining = 0;			/* ip decides */
+	decide(checks, out, 2, HEADERS_IETF, &d);
+	cr_assert_str_eq(d.ratelimit_policy, "\"ip\";q=100;w=1, \"tenant\";q=10;w=10");
+	cr_assert_str_eq(d.policy, "ip");
+	cr_assert_eq(d.limit, 1, "the limit variable stays the burst");
+}
+
 Test(decide, one_denial_denies_with_largest_retry)
 {
 	struct decision d;

@@ -244,6 +244,41 @@ rounding_7_per_minute(enum lim_algo a)
 	lim_state_deinit(&s);
 }
 
+/* The RateLimit-Policy q and w: for the GCRA family the burst per its
+ * tolerance, unless the tolerance is a fraction of a second: w is then
+ * rounded up to whole seconds and q is what the rate gives in w, so the
+ * header never states a rate 100 times too low (100/s, burst 1 read
+ * q=1;w=1 before). */
+Test(gcra, header_quota_keeps_the_rate_of_a_subsecond_tolerance)
+{
+	struct lim_params p = mk(LIM_GCRA, 100, S, 0);
+
+	cr_expect_eq(lim_header_quota(&p), 100);
+	cr_expect_eq(lim_window_s(&p), 1);
+	cr_expect_eq(lim_quota(&p), 1, "the limit stays the burst");
+	p = mk(LIM_LEAKY_BUCKET, 100, S, 0);
+	cr_expect_eq(lim_header_quota(&p), 100);
+	p = mk(LIM_TOKEN_BUCKET, 1000, S, 10);		/* tolerance 10 ms */
+	cr_expect_eq(lim_header_quota(&p), 1000);
+	cr_expect_eq(lim_window_s(&p), 1);
+	p = mk(LIM_GCRA, 3, S, 3);			/* 999,999 µs */
+	cr_expect_eq(lim_header_quota(&p), 3);
+	p = mk(LIM_GCRA, 7, 60 * S, 0);			/* 8,571,428 µs */
+	cr_expect_eq(lim_header_quota(&p), 1);
+	cr_expect_eq(lim_window_s(&p), 9);
+}
+
+Test(gcra, header_quota_is_the_burst_over_whole_seconds)
+{
+	struct lim_params p = mk(LIM_GCRA, 600, 60 * S, 100);	/* 10 s */
+
+	cr_expect_eq(lim_header_quota(&p), 100);
+	cr_expect_eq(lim_window_s(&p), 10);
+	p = mk(LIM_FIXED_WINDOW, 50, 60 * S, 0);
+	cr_expect_eq(lim_header_quota(&p), 50);
+	cr_expect_eq(lim_window_s(&p), 60);
+}
+
 Test(gcra, microsecond_rounding_3_per_second)
 {
 	rounding_3_per_second(LIM_GCRA);
