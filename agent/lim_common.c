@@ -95,9 +95,12 @@ lim_params_init(struct lim_params *p, const char **err)
 	}
 	if (p->burst == 0)
 		p->burst = 1;
+	/* EI is whole microseconds: a faster rate would silently be capped
+	 * at 1000000/s, a lower limit than the policy says */
 	p->ei_us = p->period_us / p->rate;
 	if (p->ei_us < 1)
-		p->ei_us = 1;
+		return *err = "rate above 1000000/s (one per microsecond): count "
+		              "in larger units (a cost in KB, say)", -1;
 	if (p->burst > LIM_TIME_MAX / p->ei_us)
 		return *err = "burst * emission interval too long", -1;
 	p->dvt_us = p->ei_us * p->burst;

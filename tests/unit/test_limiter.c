@@ -268,6 +268,27 @@ Test(gcra, header_quota_keeps_the_rate_of_a_subsecond_tolerance)
 	cr_expect_eq(lim_window_s(&p), 9);
 }
 
+/* EI is whole microseconds: 1000000/s is the fastest rate it can state,
+ * and a faster one is refused rather than capped there. */
+Test(gcra, a_rate_above_one_per_microsecond_is_refused)
+{
+	struct lim_params p;
+	const char *err = NULL;
+
+	for (int a = LIM_GCRA; a <= LIM_LEAKY_BUCKET; a++) {
+		memset(&p, 0, sizeof(p));
+		p.algo = (enum lim_algo)a;
+		p.rate = 2000000;
+		p.period_us = S;
+		cr_expect_eq(lim_params_init(&p, &err), -1, "algo %d", a);
+		cr_expect(err != NULL && strstr(err, "1000000/s") != NULL);
+	}
+	p = mk(LIM_GCRA, 1000000, S, 0);
+	cr_expect_eq(p.ei_us, 1);
+	p = mk(LIM_TOKEN_BUCKET, 1000000000LL, 1000 * S, 5);
+	cr_expect_eq(p.ei_us, 1);
+}
+
 Test(gcra, header_quota_is_the_burst_over_whole_seconds)
 {
 	struct lim_params p = mk(LIM_GCRA, 600, 60 * S, 100);	/* 10 s */
@@ -1240,10 +1261,8 @@ Test(limiter, params_init_rejects_bad_values)
 	p.burst = 1LL << 40;
 	cr_expect_eq(lim_params_init(&p, &err), -1);
 	p.burst = 0;
-	p.rate = 2000000;			/* EI clamps to 1 µs */
-	cr_expect_eq(lim_params_init(&p, &err), 0);
-	cr_expect_eq(p.ei_us, 1);
-	cr_expect_eq(p.burst, 1);
+	p.rate = 2000000;			/* EI under 1 µs: refused */
+	cr_expect_eq(lim_params_init(&p, &err), -1);
 }
 
 Test(limiter, parse_rate)
