@@ -222,7 +222,11 @@ struct check {
 							 * timeout processing */
 #define POLICY_DEF_POOL_SIZE     1
 #define POLICY_DEF_MAX_CONNS     10000
-#define POLICY_DEF_IDLE_TIMEOUT  (30 * LIM_USEC_PER_SEC)
+#define POLICY_DEF_IDLE_TIMEOUT  (120 * LIM_USEC_PER_SEC)	/* past HAProxy's
+							 * timeout idle (30s)
+							 * and the shipped
+							 * timeout server (1m):
+							 * HAProxy closes first */
 #define POLICY_DEF_PROCESSING    (100 * 1000)	/* the shipped timeout processing */
 #define POLICY_DEF_LOCAL_KEYS    100000
 #define POLICY_DEF_PLAN_CACHE    (30 * LIM_USEC_PER_SEC)

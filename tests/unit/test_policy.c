@@ -344,7 +344,7 @@ Test(policy, applies_defaults)
 	cr_assert_null(p->redis_password);
 	cr_assert_eq(p->pool_size, 1);
 	cr_assert_eq(p->max_conns, 10000);
-	cr_assert_eq(p->idle_timeout_us, 30 * LIM_USEC_PER_SEC);
+	cr_assert_eq(p->idle_timeout_us, 120 * LIM_USEC_PER_SEC);
 	cr_assert_eq(p->headers, HEADERS_IETF);
 	cr_assert_eq(p->shadow_all, false);
 	cr_assert_eq(p->nplans, 0);
