@@ -109,6 +109,7 @@ struct store {
 	struct metrics_worker *m;
 	redisAsyncContext     *ac;
 	enum store_state       state;
+	int                    in_connect;	/* inside hiredis' connect callback */
 	ev_timer               retry;	/* reconnect backoff / connect timeout */
 	int64_t                backoff_us;
 	int64_t                connect_timeout_us;
@@ -645,8 +646,11 @@ store_flush(struct store *st)
 	}
 	/* hiredis only queues the command and waits for EV_WRITE: a loop
 	 * turn and an epoll_ctl pair per batch. Write now instead, unless
-	 * inside one of its callbacks (a failed write frees the context). */
-	if (sent && st->ac != NULL && !(st->ac->c.flags & REDIS_IN_CALLBACK))
+	 * inside one of its callbacks (a failed write frees the context).
+	 * hiredis 0.14 does not flag its connect callback, which it runs from
+	 * its own write handler, and writes right after it anyway. */
+	if (sent && st->ac != NULL && !st->in_connect &&
+	    !(st->ac->c.flags & REDIS_IN_CALLBACK))
 		redisAsyncHandleWrite(st->ac);
 }
 
@@ -843,7 +847,9 @@ connect_cb(const redisAsyncContext *ac, int status)
 		ev_timer_start(st->loop, &st->retry);
 		return;
 	}
+	st->in_connect = 1;
 	link_up(st);
+	st->in_connect = 0;
 }
 
 static void
