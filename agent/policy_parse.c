@@ -21,6 +21,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <yaml.h>
 
 #include "keys.h"
@@ -1389,6 +1390,23 @@ rule_count(struct rule_ctx *rc)
 		         "must differ from message");
 }
 
+/* 1 if <v>, a missing: value that is not deny or skip, reads as a mode
+ * rather than a key: taken as a fallback key, every request without the
+ * arg would share one bucket named after it. */
+static int
+looks_like_mode(const char *v)
+{
+	static const char *const modes[] = {
+		"deny", "skip", "allow", "open", "closed", "close", "none",
+		"pass", "ignore", "reject", "fail", "block", "drop",
+	};
+
+	for (size_t i = 0; i < sizeof(modes) / sizeof(modes[0]); i++)
+		if (strcasecmp(v, modes[i]) == 0)
+			return 1;
+	return 0;
+}
+
 /* missing: and cost:. */
 static void
 rule_missing_cost(struct rule_ctx *rc)
@@ -1402,6 +1420,10 @@ rule_missing_cost(struct rule_ctx *rc)
 		r->missing = MISSING_DENY;
 	} else if (strcmp(s->missing, "skip") == 0) {
 		r->missing = MISSING_SKIP;
+	} else if (looks_like_mode(s->missing)) {
+		error_at(rc->c, rnode(rc, RK_MISSING), rpath(rc, RK_MISSING),
+		         "\"%s\" is not a mode: deny, skip, or a fallback key "
+		         "such as \"ip:{ip}\"", s->missing);
 	} else if ((r->fallback = compile_tmpl(rc, RK_MISSING, s->missing))) {
 		r->missing = MISSING_FALLBACK;
 	}

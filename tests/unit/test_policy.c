@@ -498,6 +498,21 @@ Test(policy, reports_unknown_plan_names)
 	free(err);
 }
 
+/* A missing: value that reads as a mode (misspelt, or one that does not
+ * exist) is refused, not taken as a constant fallback key shared by every
+ * request without the arg; a constant key chosen as such still loads. */
+Test(policy, reports_a_missing_mode_that_does_not_exist)
+{
+	char *err = load_fails("missing-modes.yaml");
+
+	has_error(err, "missing-modes.yaml", "6:14", "rules[0].missing",
+	          "\"allow\" is not a mode: deny, skip, or a fallback key");
+	has_error(err, "missing-modes.yaml", "11:14", "rules[1].missing",
+	          "\"Deny\" is not a mode");
+	cr_assert_eq(count_lines(err), 2, "got:\n%s", err);
+	free(err);
+}
+
 Test(policy, reports_fields_meaningless_for_the_algorithm)
 {
 	char *err = load_fails("errors.yaml");
