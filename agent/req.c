@@ -110,6 +110,15 @@ req_alloc(struct worker *w)
 	return r;
 }
 
+/* Puts <r>, holding nothing any more, back on its worker's free list. */
+static void
+req_recycle(struct req *r)
+{
+	r->live = 0;
+	r->next_free = r->w->free_reqs;
+	r->w->free_reqs = r;
+}
+
 static void
 req_release(struct req *r)
 {
@@ -125,9 +134,7 @@ req_release(struct req *r)
 	if (r->c != NULL)		/* NULL once answered (give_back) */
 		conn_req_done(r->c);
 	r->c = NULL;
-	r->live = 0;
-	r->next_free = w->free_reqs;
-	w->free_reqs = r;
+	req_recycle(r);
 }
 
 void
@@ -659,8 +666,7 @@ req_start(struct conn *c, const struct spop_frame *f, int *status)
 		worker_unpin(r->pin);
 		r->pin = NULL;
 		r->policy = NULL;
-		r->next_free = w->free_reqs;
-		w->free_reqs = r;
+		req_recycle(r);
 		return -1;
 	}
 	conn_ref(c);

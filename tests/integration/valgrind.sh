@@ -182,6 +182,11 @@ ok $? "metrics after the reloads"
 eval "rpid=\$REDIS_PID_$RP"
 kill -STOP "$rpid"
 c -t 500 rl-export tenant=s:exit1 id=s:e1 >/dev/null 2>&1
+# and a NOTIFY refused for a bad message as the last request of a worker:
+# its request is back in the pool, not live (the exit released it again)
+for i in 1 2 3 4; do
+	c -x "00000012 03 00000001 01 01 06 726c2d726571 01 01 78 08" >/dev/null 2>&1
+done
 
 # ---- stop and the verdict ----------------------------------------------------------
 kill -TERM "$AGENT_PID"
