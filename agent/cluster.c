@@ -4,7 +4,10 @@
  * Slot map: CLUSTER SLOTS, asked of one node at a time (our own timer
  * bounds each try, as hiredis 0.14 has no timeouts), at start, every few
  * seconds, and soon (rate-limited) after a MOVED or a node error. Slots map
- * to master nodes; every node has one hiredis async context, opened lazily
+ * to master nodes; a node that left the map is forgotten (its link closed)
+ * before the next refresh, unless it is a seed or has calls out, so the
+ * table holds what the cluster is now, not every address it ever had.
+ * Every node has one hiredis async context, opened lazily
  * and with AUTH and SCRIPT LOAD pipelined ahead of anything else, so
  * commands may be queued on a node still connecting.
  *
@@ -162,6 +165,7 @@ struct cluster {
 	char                   user[128], pass[256];
 	double                 timeout_s;
 	int                    nnodes;
+	int                    nseeds;	/* nodes[0..nseeds): never forgotten */
 	struct node           *nodes[CL_MAX_NODES];
 	unsigned char          slots[CRC16_SLOTS];	/* node index + 1; 0: none */
 	int                    have_map;
@@ -599,12 +603,66 @@ refresh_try(struct cluster *cl)
 	arm_rtimer(cl, cl->timeout_s);
 }
 
+/* Frees <n>, which serves no slot and has no call out; its link's pending
+ * setup commands get NULL replies, which their callbacks ignore. */
+static void
+node_forget(struct node *n)
+{
+	struct cluster *cl = n->cl;
+
+	log_info("cluster_node_forgotten", "host=%s port=%d", n->host, n->port);
+	if (breaker_tripped(&n->br)) {
+		cl->ntripped--;
+		metrics_circuit(cl->m, cl->ntripped > 0);
+	}
+	ev_timer_stop(cl->loop, &n->timer);
+	if (n->ac != NULL) {
+		n->ac->data = NULL;
+		redisAsyncFree(n->ac);
+	}
+	free(n);
+}
+
+/* Forgets the nodes that left the map and have no call out, the seeds
+ * excepted, and renumbers the map: addresses come and go (a node
+ * restarted elsewhere, a pod with a new IP), and a table that only grew
+ * would fill, leaving the slots of the next new node unmapped. From the
+ * refresh timer, between refreshes: no try and no callback holds a node. */
+static void
+forget_unmapped(struct cluster *cl)
+{
+	unsigned char used[CL_MAX_NODES] = { 0 }, to[CL_MAX_NODES] = { 0 };
+	int k = 0;
+
+	for (int s = 0; s < CRC16_SLOTS; s++)
+		if (cl->slots[s] != 0)
+			used[cl->slots[s] - 1] = 1;
+	for (int i = 0; i < cl->nnodes; i++) {
+		struct node *n = cl->nodes[i];
+
+		if (i >= cl->nseeds && !used[i] && n->inflight == 0) {
+			node_forget(n);
+			continue;
+		}
+		to[i] = (unsigned char)(k + 1);
+		cl->nodes[k++] = n;
+	}
+	if (k == cl->nnodes)
+		return;
+	for (int s = 0; s < CRC16_SLOTS; s++)
+		if (cl->slots[s] != 0)
+			cl->slots[s] = to[cl->slots[s] - 1];
+	cl->nnodes = k;
+	cl->rnext = 0;
+}
+
 static void
 rtimer_cb(struct ev_loop *loop, ev_timer *w, int revents)
 {
 	struct cluster *cl = container_of(w, struct cluster, rtimer);
 
 	if (!cl->refreshing) {
+		forget_unmapped(cl);
 		cl->refreshing = 1;
 		cl->rtries = 0;
 	} else {
@@ -1383,6 +1441,7 @@ cluster_new(struct ev_loop *loop, const struct store_topo *t,
 	for (int i = 0; i < t->nseeds; i++)
 		node_get(cl, t->seeds[i].host, strlen(t->seeds[i].host),
 		         t->seeds[i].port);
+	cl->nseeds = cl->nnodes;	/* duplicates are one node */
 	ev_init(&cl->rtimer, rtimer_cb);
 	ev_init(&cl->stimer, stimer_cb);
 	cl->stimer.repeat = CL_STUCK_CHECK_S;
