@@ -27,6 +27,7 @@
 #include "keys.h"
 #include "log.h"
 #include "policy.h"
+#include "store.h"
 #include "util.h"
 
 #define PATH_MAX_LEN 160
@@ -693,24 +694,30 @@ map_find(struct ctx *c, yaml_node_t *map, const char *key)
 	return map;
 }
 
+/* The whole URL is parsed here, as the store will, so that -c refuses
+ * what the agent could not start with. */
 static void
 check_redis_url(struct ctx *c, yaml_node_t *n)
 {
-	static const char *const schemes[] = {
-		"redis://", "redis+sentinel://", "redis+cluster://", "unix:", NULL
-	};
 	const char *u = c->p->redis_url;
-	int i;
+	struct store_addr a;
+	struct store_topo t;
 
-	for (i = 0; schemes[i]; i++)
-		if (strncmp(u, schemes[i], strlen(schemes[i])) == 0 &&
-		    u[strlen(schemes[i])])
-			return;
-	if (strncmp(u, "rediss://", 9) == 0)
+	if (strncmp(u, "redis+sentinel://", 17) == 0) {
+		if (store_parse_topo_url(u, &t) == -1)
+			error_at(c, n, "redis.url", "expected redis+sentinel://"
+			         "[user:pass@]host[:port][,host[:port]...]/master[?db=N]");
+	} else if (strncmp(u, "redis+cluster://", 16) == 0) {
+		if (store_parse_topo_url(u, &t) == -1)
+			error_at(c, n, "redis.url", "expected redis+cluster://"
+			         "[user:pass@]host[:port][,host[:port]...]");
+	} else if (strncmp(u, "rediss://", 9) == 0) {
 		error_at(c, n, "redis.url", "TLS (rediss://) is not supported by hiredis 0.14");
-	else
-		error_at(c, n, "redis.url", "expected redis://host:port/db, "
-		         "redis+sentinel://..., redis+cluster://... or unix:/path");
+	} else if (store_parse_url(u, &a) == -1) {
+		error_at(c, n, "redis.url", "expected redis://[user:pass@]host[:port][/db] "
+		         "or unix:/path (a '@', ':' or '/' in the password is "
+		         "written %%40, %%3A, %%2F)");
+	}
 }
 
 static void

@@ -10,7 +10,9 @@
  *
  * Sentinel ports default to 26379, others to 6379. An IPv6 host is written
  * in brackets: [::1]:26379. The userinfo is for the data nodes (master,
- * cluster nodes), not for the sentinels.
+ * cluster nodes), not for the sentinels; it is percent-decoded (a password
+ * with '@', ':' or '/' is written %40, %3A, %2F), and the last '@' before
+ * the path ends it.
  */
 #include <errno.h>
 #include <stdlib.h>
@@ -29,16 +31,56 @@ copy_part(char *dst, size_t size, const char *s, size_t n)
 }
 
 static int
+hex_digit(char c)
+{
+	if (c >= '0' && c <= '9')
+		return c - '0';
+	if (c >= 'a' && c <= 'f')
+		return c - 'a' + 10;
+	if (c >= 'A' && c <= 'F')
+		return c - 'A' + 10;
+	return -1;
+}
+
+/* copy_part, percent-decoding %XX; -1 on a bad escape or a %00. */
+static int
+copy_decoded(char *dst, size_t size, const char *s, size_t n)
+{
+	size_t o = 0;
+
+	for (size_t i = 0; i < n; i++) {
+		int c = (unsigned char)s[i];
+
+		if (c == '%') {
+			int hi, lo;
+
+			if (i + 2 >= n)
+				return -1;
+			hi = hex_digit(s[i + 1]);
+			lo = hex_digit(s[i + 2]);
+			if (hi < 0 || lo < 0 || (c = hi << 4 | lo) == 0)
+				return -1;
+			i += 2;
+		}
+		if (o + 1 >= size)
+			return -1;
+		dst[o++] = (char)c;
+	}
+	dst[o] = '\0';
+	return 0;
+}
+
+static int
 parse_userinfo(const char *s, size_t n, char *user, size_t usize,
                char *pass, size_t psize)
 {
 	const char *colon = memchr(s, ':', n);
 
 	if (colon == NULL)
-		return copy_part(pass, psize, s, n);
-	if (copy_part(user, usize, s, colon - s) == -1)
+		return copy_decoded(pass, psize, s, n);
+	if (copy_decoded(user, usize, s, colon - s) == -1)
 		return -1;
-	return copy_part(pass, psize, colon + 1, n - (colon - s) - 1);
+	return copy_decoded(pass, psize, colon + 1, n - (colon - s) - 1);
 }
 
 static int
@@ -103,7 +145,7 @@ store_parse_url(const char *url, struct store_addr *a)
 	slash = strchr(p, '/');
 	if (slash == NULL)
 		slash = end;
-	at = memchr(p, '@', slash - p);
+	at = memrchr(p, '@', slash - p);
 	if (at != NULL) {
 		if (parse_userinfo(p, at - p, a->user, sizeof(a->user), a->pass,
 		                   sizeof(a->pass)) == -1)
@@ -191,7 +233,7 @@ store_parse_topo_url(const char *url, struct store_topo *t)
 		return -1;
 	}
 	tail = p + strcspn(p, "/?");
-	at = memchr(p, '@', tail - p);
+	at = memrchr(p, '@', tail - p);
 	if (at != NULL) {
 		if (parse_userinfo(p, at - p, t->user, sizeof(t->user), t->pass,
 		                   sizeof(t->pass)) == -1)

@@ -585,6 +585,19 @@ Test(policy, redis_timeout_at_or_over_processing_timeout_is_an_error)
 	free(err);
 }
 
+/* The check parses the URL as the store will: a URL the agent could not
+ * start with is a policy error (before: -c passed it, the start failed).
+ * The error does not quote the URL, which holds the password. */
+Test(policy, a_redis_url_the_store_cannot_parse_is_an_error)
+{
+	char *err = load_fails("url-escape.yaml");
+
+	has_error(err, "url-escape.yaml", "1:15", "redis.url",
+	          "expected redis+cluster://");
+	cr_assert_null(strstr(err, "hunter2"), "got:\n%s", err);
+	free(err);
+}
+
 Test(policy, warns_without_failing)
 {
 	char *err = NULL, *warn = NULL;

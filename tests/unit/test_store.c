@@ -37,6 +37,33 @@ Test(store, url_with_user_and_password)
 	cr_assert_str_eq(a.pass, "only");
 }
 
+/* RFC 3986: a password holding '@', ':' or '/' is percent-encoded, and a
+ * literal '%' is %25; the last '@' before the path ends the userinfo. */
+Test(store, url_userinfo_is_percent_decoded)
+{
+	struct store_addr a;
+
+	cr_assert_eq(store_parse_url("redis://ag%65nt:p%40ss%3Aw%2Fd%25@h:7/1", &a), 0);
+	cr_assert_str_eq(a.user, "agent");
+	cr_assert_str_eq(a.pass, "p@ss:w/d%");
+	cr_assert_str_eq(a.host, "h");
+	cr_assert_eq(a.port, 7);
+	cr_assert_eq(a.db, 1);
+	cr_assert_eq(store_parse_url("redis://:a@b@h", &a), 0);
+	cr_assert_str_eq(a.pass, "a@b");
+	cr_assert_str_eq(a.host, "h");
+}
+
+Test(store, url_rejects_a_bad_percent_escape)
+{
+	struct store_addr a;
+
+	cr_assert_eq(store_parse_url("redis://:50%@h", &a), -1);
+	cr_assert_eq(store_parse_url("redis://:50%4@h", &a), -1);
+	cr_assert_eq(store_parse_url("redis://:x%zz@h", &a), -1);
+	cr_assert_eq(store_parse_url("redis://:x%00y@h", &a), -1);
+}
+
 Test(store, url_unix_socket)
 {
 	struct store_addr a;

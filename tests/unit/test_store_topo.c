@@ -80,6 +80,18 @@ Test(store_topo, sentinel_url_db_and_userinfo)
 	cr_assert_eq(t.db, 3);
 }
 
+Test(store_topo, topology_userinfo_is_percent_decoded)
+{
+	struct store_topo t;
+
+	cr_assert_eq(store_parse_topo_url(
+		"redis+cluster://agent:p%40%2Fw@h1:1,h2:2", &t), 0);
+	cr_assert_str_eq(t.pass, "p@/w");
+	cr_assert_eq(t.nseeds, 2);
+	cr_assert_str_eq(t.seeds[0].host, "h1");
+	cr_assert_eq(store_parse_topo_url("redis+sentinel://:p%4@h1/m", &t), -1);
+}
+
 Test(store_topo, sentinel_url_rejects)
 {
 	struct store_topo t;
