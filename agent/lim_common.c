@@ -136,6 +136,14 @@ lim_header_quota(const struct lim_params *p)
 	return lim_window_s(p) * LIM_USEC_PER_SEC / p->ei_us;
 }
 
+double
+lim_rate_excess(const struct lim_params *p)
+{
+	if (!is_gcra_family(p->algo) || p->ei_us <= 0)
+		return 0.;
+	return (double)p->period_us / ((double)p->ei_us * (double)p->rate) - 1.;
+}
+
 void
 lim_script_params(const struct lim_params *p, int64_t out[3])
 {

@@ -127,6 +127,9 @@ int64_t lim_window_s(const struct lim_params *p);
  * family tolerance of a fraction of a second makes it understate the rate
  * (then the units the rate gives in w). */
 int64_t lim_header_quota(const struct lim_params *p);
+/* GCRA family: how much faster the whole-µs emission interval lets
+ * requests through than the rate says (0.01: 1 % more); 0 otherwise. */
+double lim_rate_excess(const struct lim_params *p);
 
 /* Fills p1..p3 of the script's ARGV for <p>. */
 void lim_script_params(const struct lim_params *p, int64_t out[3]);

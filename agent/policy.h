@@ -233,6 +233,7 @@ struct check {
 #define POLICY_DEF_LEASE         (60 * LIM_USEC_PER_SEC)
 #define POLICY_DEF_MAX_DELAY     (250 * 1000)		/* mode: delay */
 #define POLICY_WARN_LOG_LIMIT    5000	/* sliding-log memory is O(limit) */
+#define POLICY_WARN_RATE_EXCESS  0.01	/* whole-µs emission interval, 1 % */
 #define POLICY_WARN_MAX_DELAY    LIM_USEC_PER_SEC
 
 /* Reads and validates <path>. Returns a new policy (refs = 1; release with
