@@ -4,9 +4,10 @@
  * Slot map: CLUSTER SLOTS, asked of one node at a time (our own timer
  * bounds each try, as hiredis 0.14 has no timeouts), at start, every few
  * seconds, and soon (rate-limited) after a MOVED or a node error. Slots map
- * to master nodes; a node that left the map is forgotten (its link closed)
- * before the next refresh, unless it is a seed or has calls out, so the
- * table holds what the cluster is now, not every address it ever had.
+ * to master nodes; a node that left the map and was sent nothing for a
+ * refresh period is forgotten (its link closed) before the next refresh,
+ * unless it is a seed, so the table holds what the cluster is now, not
+ * every address it ever had.
  * Every node has one hiredis async context, opened lazily
  * and with AUTH and SCRIPT LOAD pipelined ahead of anything else, so
  * commands may be queued on a node still connecting.
@@ -93,6 +94,7 @@ struct node {
 	double             backoff_s;
 	int                serving;	/* has slots in the map */
 	int                inflight;	/* calls sent, not answered */
+	ev_tstamp          last_call;	/* a call or an HGET sent */
 	ev_tstamp          last_reply;	/* a reply, not a lost call */
 	ev_tstamp          busy_since;	/* inflight went from 0 to 1 */
 	struct breaker     br;		/* over its calls */
@@ -623,37 +625,53 @@ node_forget(struct node *n)
 	free(n);
 }
 
-/* Forgets the nodes that left the map and have no call out, the seeds
- * excepted, and renumbers the map: addresses come and go (a node
- * restarted elsewhere, a pod with a new IP), and a table that only grew
- * would fill, leaving the slots of the next new node unmapped. From the
- * refresh timer, between refreshes: no try and no callback holds a node. */
+/* 1 if <n> may be forgotten: not a seed, in no slot (<used>: the map's
+ * nodes), and nothing sent to it for a refresh period: no call out, no
+ * HGET (not counted in inflight) likely pending, and an ASK target of a
+ * slot being migrated, in no slot yet, is kept while it is asked. */
+static int
+node_forgettable(const struct cluster *cl, int i, const unsigned char *used)
+{
+	const struct node *n = cl->nodes[i];
+
+	return i >= cl->nseeds && !used[i] && n->inflight == 0 &&
+	       ev_now(cl->loop) - n->last_call >= CL_REFRESH_EVERY_S;
+}
+
+/* Forgets the nodes that left the map (node_forgettable) and renumbers
+ * the map: addresses come and go (a node restarted elsewhere, a pod with a
+ * new IP), and a table that only grew would fill, leaving the slots of the
+ * next new node unmapped. The table is made whole first and the nodes
+ * freed after: freeing a link fails what is still queued on it (an HGET),
+ * and the callbacks that follow may walk the table. From the refresh
+ * timer, between refreshes. */
 static void
 forget_unmapped(struct cluster *cl)
 {
 	unsigned char used[CL_MAX_NODES] = { 0 }, to[CL_MAX_NODES] = { 0 };
-	int k = 0;
+	struct node *gone[CL_MAX_NODES];
+	int k = 0, ngone = 0;
 
 	for (int s = 0; s < CRC16_SLOTS; s++)
 		if (cl->slots[s] != 0)
 			used[cl->slots[s] - 1] = 1;
 	for (int i = 0; i < cl->nnodes; i++) {
-		struct node *n = cl->nodes[i];
-
-		if (i >= cl->nseeds && !used[i] && n->inflight == 0) {
-			node_forget(n);
+		if (node_forgettable(cl, i, used)) {
+			gone[ngone++] = cl->nodes[i];
 			continue;
 		}
 		to[i] = (unsigned char)(k + 1);
-		cl->nodes[k++] = n;
+		cl->nodes[k++] = cl->nodes[i];
 	}
-	if (k == cl->nnodes)
+	if (ngone == 0)
 		return;
 	for (int s = 0; s < CRC16_SLOTS; s++)
 		if (cl->slots[s] != 0)
 			cl->slots[s] = to[cl->slots[s] - 1];
 	cl->nnodes = k;
 	cl->rnext = 0;
+	for (int i = 0; i < ngone; i++)
+		node_forget(gone[i]);
 }
 
 static void
@@ -1033,6 +1051,7 @@ batch_send(struct batch *b)
 	                          b->argvlen) != REDIS_OK)
 		return -1;
 	b->sent_us = util_monotonic_us();
+	n->last_call = ev_now(cl->loop);
 	if (n->inflight++ == 0)
 		n->busy_since = ev_now(cl->loop);
 	if (!ev_is_active(&cl->stimer))
@@ -1371,6 +1390,7 @@ cluster_hget(struct cluster *cl, const char *hash, const char *field,
 	    breaker_is_open(&n->br, ev_now(cl->loop)) ||
 	    (n->ac->c.flags & (REDIS_DISCONNECTING | REDIS_FREEING)))
 		return -1;
+	n->last_call = ev_now(cl->loop);
 	return reqq_hget(n->ac, hash, field, fieldlen, cb, arg, hget_moved, cl);
 }
 
