@@ -691,6 +691,16 @@ store_cancel(struct store *st, struct store_req *sr)
 		reqq_remove(&st->q, sr);
 }
 
+/* 1 if the link has commands unanswered besides the batches counted in
+ * inflight: plan HGETs. A stalled link carrying only those (new tenants
+ * after a start or a reload) must be dropped too, or every lookup times
+ * out on it until TCP gives up. */
+static int
+awaiting_hget(const struct store *st)
+{
+	return st->ac != NULL && st->ac->replies.head != NULL;
+}
+
 /* A request's deadline passed with its batch unanswered: Redis is slow or
  * stopped. That counts against the breaker; when the breaker has tripped
  * twice over, the link is dropped so that the batches stuck on it fail now
@@ -709,7 +719,7 @@ store_note_timeout(struct store *st)
 		return;
 	batch_failed(st);
 	if (st->state == ST_UP && st->br.fails >= 2 * BREAKER_FAILS &&
-	    st->inflight > 0) {
+	    (st->inflight > 0 || awaiting_hget(st))) {
 		log_warn("redis_link_dropped", "host=%s port=%d inflight=%d",
 		         st->addr.host, st->addr.port, st->inflight);
 		redisAsyncFree(st->ac);	/* disconnect_cb schedules a retry */
