@@ -42,17 +42,6 @@ struct local {
 	size_t         hand;
 };
 
-static uint64_t
-key_hash(const char *k, size_t len)
-{
-	uint64_t h = lim_member_hash(k, len);
-
-	h ^= h >> 33;			/* spread FNV's low bits for the mask */
-	h *= 0xff51afd7ed558ccdULL;
-	h ^= h >> 33;
-	return h;
-}
-
 struct local *
 local_new(size_t max_keys)
 {
@@ -231,7 +220,7 @@ eval_all(struct local *l, struct local_check *c, size_t n, int64_t now_us)
 	int veto = 0;
 
 	for (size_t i = 0; i < n; i++) {
-		h = key_hash(c[i].key, c[i].keylen);
+		h = util_hash_private(c[i].key, c[i].keylen);
 		e = c[i].keylen <= LOCAL_KEY_MAX ?
 		    lookup(l, h, c[i].key, c[i].keylen) : NULL;
 		st = &fresh;
@@ -256,7 +245,7 @@ commit_all(struct local *l, struct local_check *c, size_t n, int64_t now_us)
 	for (size_t i = 0; i < n; i++) {
 		if (!c[i].charge || c[i].keylen > LOCAL_KEY_MAX)
 			continue;
-		h = key_hash(c[i].key, c[i].keylen);
+		h = util_hash_private(c[i].key, c[i].keylen);
 		e = lookup(l, h, c[i].key, c[i].keylen);
 		if (e == NULL)
 			e = insert(l, h, c[i].key, c[i].keylen, now_us);

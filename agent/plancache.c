@@ -1,8 +1,9 @@
 /*
  * Plan cache: a fixed array of entries (tenant, plan name, expiry, CLOCK
  * bit, waiters) and an index over it, an open-addressing table of entry
- * numbers (linear probing, power-of-two size, FNV-1a, backward-shift
- * deletion). Entries never move, so an HGET in flight and its waiters hold
+ * numbers (linear probing, power-of-two size, backward-shift deletion,
+ * util_hash_private: seeded per process, so that tenant names crafted
+ * offline do not share one probe run). Entries never move, so an HGET in flight and its waiters hold
  * a pointer to theirs; such an entry is not evicted until it is answered
  * and its waiters are gone. Plan names, not indexes, are kept so that
  * entries survive a policy reload that reorders plans.
@@ -277,7 +278,7 @@ add(struct plancache *pc, const char *tenant, size_t len, uint64_t h,
 static struct entry *
 find_or_add(struct plancache *pc, const char *tenant, size_t len)
 {
-	uint64_t h = util_fnv1a(tenant, len);
+	uint64_t h = util_hash_private(tenant, len);
 	size_t i = slot_of(pc, tenant, len, h);
 
 	if (pc->slots[i] != 0)

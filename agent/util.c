@@ -7,6 +7,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/random.h>
 #include <time.h>
 
 #include "util.h"
@@ -165,5 +166,35 @@ util_fnv1a(const char *s, size_t n)
 
 	for (size_t i = 0; i < n; i++)
 		h = (h ^ (unsigned char)s[i]) * 1099511628211ULL;
+	return h;
+}
+
+static uint64_t hash_seed;
+
+__attribute__((constructor)) static void
+hash_seed_init(void)
+{
+	if (getrandom(&hash_seed, sizeof(hash_seed), GRND_NONBLOCK) !=
+	    (ssize_t)sizeof(hash_seed))
+		hash_seed = (uint64_t)util_monotonic_us() * 0x9e3779b97f4a7c15ULL;
+}
+
+void
+util_hash_seed(uint64_t seed)
+{
+	hash_seed = seed;
+}
+
+uint64_t
+util_hash_private(const char *s, size_t n)
+{
+	uint64_t h = 14695981039346656037ULL ^ hash_seed;
+
+	for (size_t i = 0; i < n; i++)
+		h = (h ^ (unsigned char)s[i]) * 1099511628211ULL;
+	h ^= hash_seed;
+	h ^= h >> 33;			/* spread the low bits for a mask */
+	h *= 0xff51afd7ed558ccdULL;
+	h ^= h >> 33;
 	return h;
 }

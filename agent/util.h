@@ -29,6 +29,15 @@ char *util_fmt_int(char *p, int64_t v);
  * not against an adversary who picks the keys. */
 uint64_t util_fnv1a(const char *s, size_t n);
 
+/* A hash of <n> bytes at <s> for the in-memory tables indexed by client
+ * values (tenants, local-tier keys): FNV-1a from a basis drawn at random
+ * per process, then mixed, so that names crafted offline do not pile up
+ * in one probe run. Differs from one run to the next: never stored, never
+ * sent. */
+uint64_t util_hash_private(const char *s, size_t n);
+/* Replaces the seed drawn at start (tests). */
+void util_hash_seed(uint64_t seed);
+
 /* The agent's clock in µs: util_clock_us() unless a test replaces it.
  * util_clock_us() is the monotonic clock moved onto the Unix epoch once,
  * at its first read: it never steps back, and the local tier's windows

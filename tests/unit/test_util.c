@@ -1,7 +1,8 @@
 /*
  * util.c: the integer formatter of the hot path (the script call's
  * arguments, the RateLimit header values) against printf; the loop clock
- * against a fake clock; the agent's clock against the wall clock.
+ * against a fake clock; the agent's clock against the wall clock; the
+ * private hash's per-process seed.
  */
 #include <criterion/criterion.h>
 #include <inttypes.h>
@@ -87,4 +88,49 @@ Test(util, clock_counts_from_the_unix_epoch_and_never_steps_back)
 		cr_assert(b >= a);
 		a = b;
 	}
+}
+
+/* Names that share the low 10 bits under one seed, found by trying. */
+static int
+colliding_names(char names[][16], int want)
+{
+	uint64_t target = util_hash_private("seed-name", 9) & 1023;
+	int n = 0;
+
+	for (int i = 0; n < want && i < 1 << 22; i++) {
+		int len = snprintf(names[n], 16, "t%d", i);
+
+		if ((util_hash_private(names[n], (size_t)len) & 1023) == target)
+			n++;
+	}
+	return n;
+}
+
+Test(util, private_hash_is_seeded_at_start)
+{
+	uint64_t h = util_hash_private("acme", 4);
+
+	util_hash_seed(0);
+	cr_assert_neq(util_hash_private("acme", 4), h,
+	              "the start-up seed is 0, or not used");
+}
+
+/* What an attacker finds offline against one seed (names in one probe
+ * run of a 1024-slot table) is spread by another. */
+Test(util, private_hash_names_crafted_for_one_seed_spread_under_another)
+{
+	char names[64][16];
+	unsigned char seen[1024] = { 0 };
+	int distinct = 0;
+
+	util_hash_seed(1);
+	cr_assert_eq(colliding_names(names, 64), 64);
+	util_hash_seed(2);
+	for (int i = 0; i < 64; i++) {
+		uint64_t b = util_hash_private(names[i], strlen(names[i])) & 1023;
+
+		distinct += !seen[b];
+		seen[b] = 1;
+	}
+	cr_assert_geq(distinct, 56, "64 names fell in %d slots", distinct);
 }
