@@ -57,6 +57,7 @@
 #include "log.h"
 #include "metrics.h"
 #include "reqq.h"
+#include "resolve.h"
 #include "results.h"
 #include "scriptlib.h"
 #include "util.h"
@@ -362,11 +363,12 @@ static void
 node_connect(struct node *n)
 {
 	struct cluster *cl = n->cl;
-	redisAsyncContext *ac = redisAsyncConnect(n->host, n->port);
+	const char *why = "out of memory";
+	redisAsyncContext *ac = resolve_connect(n->host, n->port, &why);
 
 	if (ac == NULL || ac->err) {
 		log_warn("redis_connect_failed", "host=%s port=%d error=\"%s\"",
-		         n->host, n->port, ac ? ac->errstr : "oom");
+		         n->host, n->port, ac ? ac->errstr : why);
 		if (ac != NULL)
 			redisAsyncFree(ac);
 		node_down(n);

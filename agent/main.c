@@ -25,6 +25,7 @@
 #include "metrics.h"
 #include "policy.h"
 #include "server.h"
+#include "store.h"
 #include "util.h"
 
 #ifndef VERSION
@@ -405,6 +406,7 @@ main(int argc, char **argv)
 	publish_rule_names(p);
 	metrics_policy_loaded();
 	loop = main_loop = ev_default_loop(EVFLAG_AUTO);
+	store_resolve_url(opts.redis_url ? opts.redis_url : p->redis_url);
 	server = server_new(p, opts.listen ? opts.listen : p->listen,
 	                    opts.workers ? opts.workers : p->workers,
 	                    opts.redis_url, &err);

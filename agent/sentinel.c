@@ -24,6 +24,7 @@
 #include <hiredis/adapters/libev.h>
 
 #include "log.h"
+#include "resolve.h"
 #include "sentinel.h"
 #include "util.h"
 
@@ -54,11 +55,12 @@ open_ctx(struct sentinel *s, int idx, redisConnectCallback *ccb,
          redisDisconnectCallback *dcb)
 {
 	const struct store_seed *sd = &s->t.seeds[idx];
-	redisAsyncContext *ac = redisAsyncConnect(sd->host, sd->port);
+	const char *why = "out of memory";
+	redisAsyncContext *ac = resolve_connect(sd->host, sd->port, &why);
 
 	if (ac == NULL || ac->err) {
 		log_warn("sentinel_connect_failed", "host=%s port=%d error=\"%s\"",
-		         sd->host, sd->port, ac ? ac->errstr : "oom");
+		         sd->host, sd->port, ac ? ac->errstr : why);
 		if (ac != NULL)
 			redisAsyncFree(ac);
 		return NULL;

@@ -50,6 +50,7 @@
 #include "ratelog.h"
 #include "reply.h"
 #include "reqq.h"
+#include "resolve.h"
 #include "results.h"
 #include "scriptlib.h"
 #include "sentinel.h"
@@ -1001,14 +1002,15 @@ static void
 connect_addr(struct store *st)
 {
 	redisAsyncContext *ac;
+	const char *why = "out of memory";
 
 	if (st->addr.path[0] != '\0')
 		ac = redisAsyncConnectUnix(st->addr.path);
 	else
-		ac = redisAsyncConnect(st->addr.host, st->addr.port);
+		ac = resolve_connect(st->addr.host, st->addr.port, &why);
 	if (ac == NULL || ac->err) {
 		log_warn("redis_connect_failed", "host=%s port=%d error=\"%s\"",
-		         st->addr.host, st->addr.port, ac ? ac->errstr : "oom");
+		         st->addr.host, st->addr.port, ac ? ac->errstr : why);
 		if (ac != NULL)
 			redisAsyncFree(ac);
 		schedule_reconnect(st);
@@ -1094,4 +1096,18 @@ store_free(struct store *st)
 	msgpack_sbuffer_destroy(&st->packed);
 	results_free(&st->res);
 	free(st);
+}
+
+void
+store_resolve_url(const char *url)
+{
+	struct store_topo t;
+	struct store_addr a;
+
+	if (store_parse_topo_url(url, &t) == 0) {
+		for (int i = 0; i < t.nseeds; i++)
+			resolve_warm(t.seeds[i].host);
+	} else if (store_parse_url(url, &a) == 0 && a.path[0] == '\0') {
+		resolve_warm(a.host);
+	}
 }

@@ -154,4 +154,8 @@ struct store_topo {
 /* Parses a redis+sentinel:// or redis+cluster:// URL. Returns 0 or -1. */
 int store_parse_topo_url(const char *url, struct store_topo *t);
 
+/* Resolves the host names of <url> now (blocking): for the start, so that
+ * the workers' first connects find them (resolve.h). */
+void store_resolve_url(const char *url);
+
 #endif
