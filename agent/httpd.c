@@ -15,9 +15,14 @@
  * Reentrancy: single-threaded; everything runs on the loop given to
  * httpd_new(). A connection is freed from its own callback, which libev
  * allows once its watchers are stopped and nothing touches them after.
- * When the connection table is full or accept(2) runs out of descriptors
- * the listener is paused (a timer resumes it after EMFILE), so a burst
- * cannot spin the loop.
+ * When the connection table is full, a new connection takes the slot of
+ * the oldest one still reading its request: clients that connect and send
+ * nothing (a slowloris) cannot keep a health check out, as it only has to
+ * outlast HTTPD_MAX_CONNS newer connections, and a callback accepts at
+ * most HTTPD_ACCEPT_BATCH of them before the loop reads requests again.
+ * When every slot is writing a response, or accept(2) runs out of
+ * descriptors, the listener is paused (a timer resumes it after EMFILE),
+ * so a burst cannot spin the loop.
  */
 #include <errno.h>
 #include <netdb.h>
@@ -36,6 +41,7 @@
 #include "util.h"
 
 #define HTTPD_RETRY_S 1.0	/* accepting again after EMFILE and friends */
+#define HTTPD_ACCEPT_BATCH 8	/* accepts per callback: requests get read */
 
 struct hconn {
 	ev_io         io;		/* EV_READ, then EV_WRITE */
@@ -43,6 +49,7 @@ struct hconn {
 	struct httpd *h;
 	int           fd;
 	int           slot;		/* index in h->conns */
+	ev_tstamp     since;		/* accepted */
 	size_t        inlen;
 	char          in[HTTPD_MAX_HEAD];
 	char         *out;		/* response; NULL while reading */
@@ -190,8 +197,7 @@ retry_cb(struct ev_loop *loop, ev_timer *w, int revents)
 {
 	struct httpd *h = container_of(w, struct httpd, retry);
 
-	if (h->nconns < HTTPD_MAX_CONNS)
-		ev_io_start(loop, &h->accept_io);
+	ev_io_start(loop, &h->accept_io);	/* accept_cb stops it if full */
 }
 
 struct httpd *
@@ -265,6 +271,19 @@ timeout_cb(struct ev_loop *loop, ev_timer *w, int revents)
 	conn_close(c);
 }
 
+/* The oldest connection still reading its request, or NULL. */
+static struct hconn *
+oldest_reader(const struct httpd *h)
+{
+	struct hconn *old = NULL;
+
+	for (int i = 0; i < h->nconns; i++)
+		if (h->conns[i]->out == NULL &&
+		    (old == NULL || h->conns[i]->since < old->since))
+			old = h->conns[i];
+	return old;
+}
+
 static void
 accept_cb(struct ev_loop *loop, ev_io *w, int revents)
 {
@@ -272,7 +291,13 @@ accept_cb(struct ev_loop *loop, ev_io *w, int revents)
 	struct hconn *c;
 	int fd;
 
-	while (h->nconns < HTTPD_MAX_CONNS) {
+	for (int n = 0; n < HTTPD_ACCEPT_BATCH; n++) {
+		if (h->nconns == HTTPD_MAX_CONNS && oldest_reader(h) == NULL) {
+			/* every slot writing: the kernel backlog holds the
+			 * rest until one frees (conn_close) */
+			ev_io_stop(loop, &h->accept_io);
+			return;
+		}
 		fd = accept4(h->fd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
 		if (fd == -1) {
 			if (errno == EINTR || errno == ECONNABORTED)
@@ -289,9 +314,17 @@ accept_cb(struct ev_loop *loop, ev_io *w, int revents)
 			ev_timer_start(loop, &h->retry);
 			return;
 		}
+		if (h->nconns == HTTPD_MAX_CONNS) {
+			struct hconn *old = oldest_reader(h);
+
+			log_debug("httpd_evicted", "fd=%d bytes=%zu", old->fd,
+			          old->inlen);
+			conn_close(old);
+		}
 		c = xcalloc(1, sizeof(*c));
 		c->h = h;
 		c->fd = fd;
+		c->since = ev_now(loop);
 		c->slot = h->nconns;
 		h->conns[h->nconns++] = c;
 		ev_io_init(&c->io, io_cb, fd, EV_READ);
@@ -299,8 +332,7 @@ accept_cb(struct ev_loop *loop, ev_io *w, int revents)
 		ev_io_start(loop, &c->io);
 		ev_timer_start(loop, &c->timer);
 	}
-	/* Full: the kernel backlog holds the rest until a slot frees. */
-	ev_io_stop(loop, &h->accept_io);
+	/* more may wait: the next loop turn, after the requests are read */
 }
 
 /* ---- requests ----------------------------------------------------------- */

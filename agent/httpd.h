@@ -12,10 +12,12 @@
  * keep-alive, no bodies, no chunking, no TLS, no authentication. Bind it
  * to loopback or a management network.
  *
- * Bounded: at most HTTPD_MAX_CONNS connections (the listener pauses when
- * full), and each connection must complete its exchange within the
- * timeout (HTTPD_TIMEOUT seconds by default) or is closed, so a slowloris
- * cannot pin it. Run it on the main loop, not a worker loop, so that a
+ * Bounded: at most HTTPD_MAX_CONNS connections, each of which must
+ * complete its exchange within the timeout (HTTPD_TIMEOUT seconds by
+ * default) or is closed. When full, a new connection takes the slot of the
+ * oldest one still reading its request, so idle sockets (a slowloris)
+ * cannot keep a health check out; the listener pauses only while every
+ * slot is writing a response. Run it on the main loop, not a worker loop, so that a
  * scrape never delays an ACK.
  */
 #ifndef HTTPD_H
