@@ -259,8 +259,9 @@ decide(const struct check *checks, const struct outcome *out, int n,
 		}
 		if (denies)
 			deny(d, 429, decide_ceil_s(er.retry_after_us));
-		else if (lim_delay_us(&c->lim, &er) > d->delay_us)
-			d->delay_us = lim_delay_us(&c->lim, &er);
+		else if (!shadow && lim_delay_us(&c->lim, &er) > d->delay_us)
+			d->delay_us = lim_delay_us(&c->lim, &er);	/* a shadow
+						 * rule never holds traffic */
 		if (headers == HEADERS_IETF || headers == HEADERS_BOTH) {
 			struct lim_result r = veto ? as_uncharged(c, er) : er;
 

@@ -106,6 +106,44 @@ Test(decide, shadow_denial_reports_but_allows)
 	cr_assert_str_eq(d.policy, "tenant");
 }
 
+/* A leaky bucket in delay mode allowed with a slot 150 ms ahead: the ACK
+ * waits, unless the rule is a shadow one (it must not touch traffic). */
+static void
+leaky_delay_slot(void)
+{
+	const char *err;
+
+	checks[0].lim.algo = LIM_LEAKY_BUCKET;
+	checks[0].lim.rate = 10;
+	checks[0].lim.period_us = LIM_USEC_PER_SEC;
+	checks[0].lim.burst = 1;
+	checks[0].lim.max_delay_us = 200000;
+	cr_assert_eq(lim_params_init(&checks[0].lim, &err), 0);
+	out[0].res = res(1, 0, 0, 100000);
+	out[0].res.full_us = checks[0].lim.dvt_us + 150000;
+}
+
+Test(decide, leaky_delay_mode_holds_the_ack_until_the_slot)
+{
+	struct decision d;
+
+	leaky_delay_slot();
+	decide(checks, out, 2, HEADERS_IETF, &d);
+	cr_assert_eq(d.status, 0);
+	cr_assert_eq(d.delay_us, 150000);
+}
+
+Test(decide, shadow_leaky_delay_rule_does_not_hold_the_ack)
+{
+	struct decision d;
+
+	leaky_delay_slot();
+	checks[0].flags = LIM_FL_SHADOW;
+	decide(checks, out, 2, HEADERS_IETF, &d);
+	cr_assert_eq(d.status, 0);
+	cr_assert_eq(d.delay_us, 0);
+}
+
 Test(decide, fail_closed_gives_503_and_degraded)
 {
 	struct decision d;
