@@ -10,7 +10,8 @@
  * ring; the first entry idle at <now> (its state equals a fresh key's) is
  * taken at once; otherwise the first entry without its reference bit,
  * clearing bits on the way (second chance), with a short lookahead for an
- * idle one. A lookup that finds an idle entry resets it, freeing arrays.
+ * idle one. A new entry starts without the bit; any later lookup of a live
+ * entry sets it, a denied one too (a flooded key is in use). A lookup that finds an idle entry resets it, freeing arrays.
  *
  * Single-threaded by design (one table per worker); nothing here blocks.
  */
@@ -189,7 +190,8 @@ insert(struct local *l, uint64_t h, const char *key, size_t len, int64_t now)
 	lim_state_init(&e->st);
 	e->slot = (uint32_t)slot;
 	e->algo = 0;
-	e->ref = 1;
+	e->ref = 0;		/* earned by a second use: a flood of new
+				 * keys goes before the keys in use */
 	e->keylen = (uint16_t)len;
 	memcpy(e->key, key, len);
 	l->ring[slot] = e;
@@ -225,8 +227,11 @@ eval_all(struct local *l, struct local_check *c, size_t n, int64_t now_us)
 		    lookup(l, h, c[i].key, c[i].keylen) : NULL;
 		st = &fresh;
 		if (e != NULL && e->idle_at > now_us &&
-		    e->algo == (uint8_t)c[i].params->algo)
+		    e->algo == (uint8_t)c[i].params->algo) {
 			st = &e->st;
+			e->ref = 1;	/* in use, even if only denied: a
+					 * flooded key keeps its second chance */
+		}
 		m = lim_member_hash(c[i].member ? c[i].member : "",
 		                    c[i].memberlen);
 		c[i].charge = lim_eval(c[i].params, st, c[i].op, c[i].cost, m,
@@ -249,8 +254,9 @@ commit_all(struct local *l, struct local_check *c, size_t n, int64_t now_us)
 		e = lookup(l, h, c[i].key, c[i].keylen);
 		if (e == NULL)
 			e = insert(l, h, c[i].key, c[i].keylen, now_us);
+		else
+			e->ref = 1;
 		refresh(e, c[i].params, now_us);
-		e->ref = 1;
 		m = lim_member_hash(c[i].member ? c[i].member : "",
 		                    c[i].memberlen);
 		lim_commit(c[i].params, &e->st, c[i].op, c[i].cost, m, now_us);

@@ -255,6 +255,25 @@ Test(local, recently_used_keys_get_a_second_chance)
 	local_free(l);
 }
 
+/* A key that is only being denied (a flood on a flood guard) is in use:
+ * eviction must not forget it, or its budget comes back within the hour. */
+Test(local, a_key_under_a_flood_of_denials_keeps_its_state)
+{
+	struct local *l = local_new(4);
+	struct lim_params p = mk(LIM_GCRA, 1, 3600 * S, 1);
+	char key[32];
+
+	cr_assert_eq(one(l, &p, "x", 1, T0).allowed, 1);
+	for (int i = 0; i < 12; i++) {
+		for (int j = 0; j < 10; j++)
+			cr_assert_eq(one(l, &p, "x", 1, T0).allowed, 0,
+			             "x allowed again after %d other keys", i);
+		snprintf(key, sizeof(key), "other-%d", i);
+		one(l, &p, key, 1, T0);
+	}
+	local_free(l);
+}
+
 Test(local, idle_entry_state_is_reset)
 {
 	struct local *l = local_new(8);
