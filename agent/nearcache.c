@@ -35,7 +35,8 @@ mix(uint64_t *a, uint64_t *b, uint64_t v)
  * changes, or a rule reloaded with another algorithm for the same key,
  * gets a fresh entry, not the old limits' denial. Op, cost and shadow need
  * no mixing: nearcache_eligible() admits CHECKs with cost >= 1 on
- * non-shadow rules only, and a cost-1 denial holds for any such cost. */
+ * non-shadow rules only, a cost-1 denial holds for any such cost, and
+ * denial() works out the later end of a larger one. */
 static void
 hash2(const struct check *c, uint64_t *h1, uint64_t *h2)
 {
@@ -89,6 +90,32 @@ nearcache_eligible(const struct check *c)
 	}
 }
 
+/* Fills <out> with what Redis answers a request of <c>'s cost on a key
+ * denied to cost 1 for <left> µs more: in the GCRA family each unit more
+ * is one emission interval later, a fixed window lets any cost within its
+ * limit through at its end. 0 for a cost that can never fit: Redis says
+ * so (allowed -1), the cache cannot. */
+static int
+denial(const struct check *c, int64_t left, struct lim_result *out)
+{
+	const struct lim_params *p = &c->lim;
+	int64_t extra = 0;
+
+	if (p->ei_us > 0) {
+		if (c->cost > p->burst)
+			return 0;
+		extra = (c->cost - 1) * p->ei_us;
+	} else if (c->cost > p->rate) {
+		return 0;
+	}
+	out->allowed = 0;
+	out->remaining = 0;
+	out->retry_after_us = left + extra;
+	out->next_us = left;
+	out->full_us = left;
+	return 1;
+}
+
 int
 nearcache_lookup(struct nearcache *nc, const struct check *c,
                  int64_t now_us, struct lim_result *out)
@@ -99,16 +126,8 @@ nearcache_lookup(struct nearcache *nc, const struct check *c,
 	hash2(c, &h1, &h2);
 	set = nc->e[h1 % NEARCACHE_SETS];
 	for (int i = 0; i < NEARCACHE_WAYS; i++) {
-		if (set[i].h1 == h1 && set[i].h2 == h2 && set[i].hold_us > now_us) {
-			int64_t left = set[i].until_us - now_us;
-
-			out->allowed = 0;
-			out->remaining = 0;
-			out->retry_after_us = left;
-			out->next_us = left;
-			out->full_us = left;
-			return 1;
-		}
+		if (set[i].h1 == h1 && set[i].h2 == h2 && set[i].hold_us > now_us)
+			return denial(c, set[i].until_us - now_us, out);
 	}
 	return 0;
 }

@@ -49,7 +49,9 @@ int nearcache_eligible(const struct check *c);
 
 /* If <c>'s key is held as denied at <now_us>, fills <out> as Redis would
  * answer (allowed 0, remaining 0, retry/next/full until the denial's end,
- * not the hold's) and returns 1. */
+ * not the hold's; for a cost above 1, retry one emission interval later
+ * per unit in the GCRA family) and returns 1. A cost that can never fit
+ * is left to Redis (0). */
 int nearcache_lookup(struct nearcache *nc, const struct check *c,
                      int64_t now_us, struct lim_result *out);
 

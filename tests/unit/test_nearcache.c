@@ -8,6 +8,18 @@
 
 static struct rule rule = { .name = (char[]){ "r" } };
 
+/* <c> under <rate> per second, burst <burst>, as the policy sets it. */
+static void
+limits(struct check *c, int64_t rate, int64_t burst)
+{
+	const char *err;
+
+	c->lim.rate = rate;
+	c->lim.period_us = LIM_USEC_PER_SEC;
+	c->lim.burst = burst;
+	cr_assert_eq(lim_params_init(&c->lim, &err), 0);
+}
+
 static struct check
 mk(const char *key, enum lim_algo algo, int op, int64_t cost)
 {
@@ -20,6 +32,7 @@ mk(const char *key, enum lim_algo algo, int op, int64_t cost)
 	c.op = op;
 	c.cost = cost;
 	c.keylen = (size_t)snprintf(c.key, sizeof(c.key), "%s", key);
+	limits(&c, 10, 5);
 	return c;
 }
 
@@ -116,6 +129,8 @@ Test(nearcache, token_bucket_and_fixed_window_denials_are_answered_locally)
 		struct check c2 = mk("rl:{t:a}", algos[i], LIM_OP_CHECK, 2);
 		struct lim_result r;
 
+		limits(&c, 10, 5);
+		limits(&c2, 10, 5);
 		cr_assert(nearcache_eligible(&c));
 		nearcache_learn(nc, &c, &denied, 0);
 		cr_assert_eq(nearcache_lookup(nc, &c, 4999, &r), 1);
@@ -124,6 +139,40 @@ Test(nearcache, token_bucket_and_fixed_window_denials_are_answered_locally)
 		cr_assert_eq(nearcache_lookup(nc, &c, 5000, &r), 0);
 		nearcache_free(nc);
 	}
+}
+
+/* GCRA 1/s, burst 5, denied to cost 1 for 5 ms: Redis tells a cost of 3
+ * to come back two emission intervals later, and a cost of 6 that it can
+ * never fit; the cache must not answer the first sooner nor the second
+ * at all. A fixed window lets any cost within its limit through at its
+ * end. */
+Test(nearcache, a_larger_cost_waits_longer_and_one_that_never_fits_goes_to_redis)
+{
+	struct nearcache *nc = nearcache_new();
+	struct check c1 = mk("rl:{t:a}", LIM_GCRA, LIM_OP_CHECK, 1);
+	struct check c3 = mk("rl:{t:a}", LIM_GCRA, LIM_OP_CHECK, 3);
+	struct check c6 = mk("rl:{t:a}", LIM_GCRA, LIM_OP_CHECK, 6);
+	struct check w1 = mk("rl:{t:w}", LIM_FIXED_WINDOW, LIM_OP_CHECK, 1);
+	struct check w10 = mk("rl:{t:w}", LIM_FIXED_WINDOW, LIM_OP_CHECK, 10);
+	struct check w11 = mk("rl:{t:w}", LIM_FIXED_WINDOW, LIM_OP_CHECK, 11);
+	struct lim_result r;
+
+	limits(&c1, 1, 5);
+	limits(&c3, 1, 5);
+	limits(&c6, 1, 5);
+	nearcache_learn(nc, &c1, &denied, 0);
+	cr_assert_eq(nearcache_lookup(nc, &c3, 0, &r), 1);
+	cr_assert_eq(r.allowed, 0);
+	cr_assert_eq(r.retry_after_us, 5000 + 2 * LIM_USEC_PER_SEC);
+	cr_assert_eq(nearcache_lookup(nc, &c6, 0, &r), 0);
+	limits(&w1, 10, 1);
+	limits(&w10, 10, 1);
+	limits(&w11, 10, 1);
+	nearcache_learn(nc, &w1, &denied, 0);
+	cr_assert_eq(nearcache_lookup(nc, &w10, 0, &r), 1);
+	cr_assert_eq(r.retry_after_us, 5000);
+	cr_assert_eq(nearcache_lookup(nc, &w11, 0, &r), 0);
+	nearcache_free(nc);
 }
 
 /* A full set gives up the entry that expires soonest: a long denial
