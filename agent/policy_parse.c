@@ -1277,8 +1277,17 @@ rule_params(struct rule_ctx *rc)
 		reject_fields(rc, token_only, ARRAY_SIZE(token_only), why);
 	if (l->algo != LIM_LEAKY_BUCKET)
 		reject_fields(rc, leaky_only, ARRAY_SIZE(leaky_only), why);
-	if (rc->seen[RK_ID] && fam != FAM_CONC && l->algo != LIM_SLIDING_LOG)
+	if (rc->seen[RK_ID] && l->algo == LIM_SLIDING_LOG) {
+		/* an id as the log's member would count a repeated id once in
+		 * Redis (ZADD updates it): a client sending the same id would
+		 * never be limited. Each request is its own entry instead. */
+		warn_at(rc->c, rc->seen[RK_ID], rpath(rc, RK_ID), "ignored by "
+		        "sliding-log: each request is its own entry in the log");
+		keys_free(r->id);
+		r->id = NULL;
+	} else if (rc->seen[RK_ID] && fam != FAM_CONC) {
 		error_at(rc->c, rc->seen[RK_ID], rpath(rc, RK_ID), "not used %s", why);
+	}
 	switch (fam) {
 	case FAM_TOKEN:
 		reject_fields(rc, not_token, ARRAY_SIZE(not_token), why);

@@ -83,6 +83,13 @@ rules:
     algorithm: sliding-log
     limit: 10
     window: 1h
+  - name: logid
+    message: rl-logid
+    key: "logid:{user}"
+    algorithm: sliding-log
+    limit: 2
+    window: 1h
+    id: "{id}"
 YAML
 }
 policy "$TMP/policy.yaml" "127.0.0.1:$AP" "$RP"
@@ -146,6 +153,16 @@ reset=$(c -n 1 rl-daily tenant=s:acme | grep '^ack' | field reset)
 left=$(( 86400 - $(date -u +%s) % 86400 ))
 [ -n "$reset" ] && [ $((reset - left)) -ge -2 ] && [ $((reset - left)) -le 2 ]
 ok $? "a local 1d window ends at UTC midnight (reset=$reset, want $left)"
+
+# ---- 6a. a sliding log is not fooled by a repeated id ----------------------
+# (id: is ignored by sliding-log, with a warning: as the log's member, one
+# id sent again and again counted once in Redis and was never limited)
+expect_eq "$(c -n 4 rl-logid user=s:bob id=s:same | statuses)" "0 0 429 429 " \
+	"sliding-log limit 2: the same id four times is four requests"
+expect_eq "$(redis-cli -p "$RP" zcard 'rl:{logid:logid:bob}')" "2" \
+	"the log holds 2 members"
+grep -q 'msg=policy_warning.*\.id: ignored by sliding-log' "$TMP/agent.log"
+ok $? "the policy warns that id: is ignored by sliding-log"
 
 # ---- 6. sliding-log members across agents with the same pid ---------------
 if [ "$(id -u)" = 0 ] && unshare --pid --fork --kill-child true 2>/dev/null; then
