@@ -204,13 +204,18 @@ vetoed(const struct check *checks, const struct outcome *out, int n)
 static struct lim_result
 as_uncharged(const struct check *c, struct lim_result r)
 {
-	int64_t q = lim_quota(&c->lim);
+	int64_t q = lim_quota(&c->lim), add = c->cost;
 
-	if (r.allowed == 1 && c->op == LIM_OP_CHECK && c->cost > 0) {
-		r.remaining += c->cost;
-		if (r.remaining > q)
-			r.remaining = q;
-	}
+	if (r.allowed != 1 || c->op != LIM_OP_CHECK || c->cost <= 0)
+		return r;
+	if (c->lim.algo == LIM_CONCURRENCY)
+		add = 1;		/* one lease a request, whatever its cost */
+	else if (lim_delay_us(&c->lim, &r) > 0)
+		add = 0;		/* a slot ahead: its remaining was held at
+					 * 0, and nothing was left before it */
+	r.remaining += add;
+	if (r.remaining > q)
+		r.remaining = q;
 	return r;
 }
 

@@ -109,25 +109,25 @@ Test(decide, shadow_denial_reports_but_allows)
 /* A leaky bucket in delay mode allowed with a slot 150 ms ahead: the ACK
  * waits, unless the rule is a shadow one (it must not touch traffic). */
 static void
-leaky_delay_slot(void)
+leaky_delay_slot(int i)
 {
 	const char *err;
 
-	checks[0].lim.algo = LIM_LEAKY_BUCKET;
-	checks[0].lim.rate = 10;
-	checks[0].lim.period_us = LIM_USEC_PER_SEC;
-	checks[0].lim.burst = 1;
-	checks[0].lim.max_delay_us = 200000;
-	cr_assert_eq(lim_params_init(&checks[0].lim, &err), 0);
-	out[0].res = res(1, 0, 0, 100000);
-	out[0].res.full_us = checks[0].lim.dvt_us + 150000;
+	checks[i].lim.algo = LIM_LEAKY_BUCKET;
+	checks[i].lim.rate = 10;
+	checks[i].lim.period_us = LIM_USEC_PER_SEC;
+	checks[i].lim.burst = 1;
+	checks[i].lim.max_delay_us = 200000;
+	cr_assert_eq(lim_params_init(&checks[i].lim, &err), 0);
+	out[i].res = res(1, 0, 0, 100000);
+	out[i].res.full_us = checks[i].lim.dvt_us + 150000;
 }
 
 Test(decide, leaky_delay_mode_holds_the_ack_until_the_slot)
 {
 	struct decision d;
 
-	leaky_delay_slot();
+	leaky_delay_slot(0);
 	decide(checks, out, 2, HEADERS_IETF, &d);
 	cr_assert_eq(d.status, 0);
 	cr_assert_eq(d.delay_us, 150000);
@@ -137,7 +137,7 @@ Test(decide, shadow_leaky_delay_rule_does_not_hold_the_ack)
 {
 	struct decision d;
 
-	leaky_delay_slot();
+	leaky_delay_slot(0);
 	checks[0].flags = LIM_FL_SHADOW;
 	decide(checks, out, 2, HEADERS_IETF, &d);
 	cr_assert_eq(d.status, 0);
@@ -362,6 +362,41 @@ Test(decide, a_vetoed_request_reports_the_others_uncharged)
 	decide(checks, out, 2, HEADERS_IETF, &d);
 	cr_assert_eq(d.status, 429);
 	cr_assert_str_eq(d.ratelimit, "\"ip\";r=0;t=2, \"tenant\";r=7;t=1");
+}
+
+/* A concurrency check holds one lease per request whatever its cost: a
+ * veto by another rule gives back one, not the cost. */
+Test(decide, a_vetoed_request_gives_back_one_lease_not_its_cost)
+{
+	struct decision d;
+	const char *err;
+
+	checks[0].op = checks[1].op = LIM_OP_CHECK;
+	checks[0].cost = 1;
+	out[0].res = res(0, 0, 2000000, 2000000);	/* ip denies */
+	checks[1].lim.algo = LIM_CONCURRENCY;
+	checks[1].lim.rate = 3;
+	checks[1].lim.burst = 0;
+	cr_assert_eq(lim_params_init(&checks[1].lim, &err), 0);
+	checks[1].cost = 5;
+	out[1].res = res(1, 1, 0, 1000000);		/* 1 other + this one */
+	decide(checks, out, 2, HEADERS_IETF, &d);
+	cr_assert_str_eq(d.ratelimit, "\"ip\";r=0;t=2, \"tenant\";r=2;t=1");
+}
+
+/* A delayed leaky-bucket slot had nothing left before it (its remaining
+ * is held at 0): a veto gives nothing back. */
+Test(decide, a_vetoed_request_gives_nothing_back_to_a_delayed_slot)
+{
+	struct decision d;
+
+	checks[0].op = checks[1].op = LIM_OP_CHECK;
+	checks[0].cost = checks[1].cost = 1;
+	out[0].res = res(0, 0, 2000000, 2000000);	/* ip denies */
+	leaky_delay_slot(1);
+	decide(checks, out, 2, HEADERS_IETF, &d);
+	cr_assert_eq(d.status, 429);
+	cr_assert_str_eq(d.ratelimit, "\"ip\";r=0;t=2, \"tenant\";r=0;t=1");
 }
 
 /* Makes check <i> a concurrency CHECK allowed with source <src>. */
