@@ -167,7 +167,7 @@ parse_args(int argc, char **argv)
 }
 
 static void
-publish_rule_names(const struct policy *p)
+publish_rule_names(struct policy *p)
 {
 	const char *names[METRICS_MAX_RULES];
 	int n = p->nrules < METRICS_MAX_RULES ? p->nrules : METRICS_MAX_RULES;
@@ -175,6 +175,10 @@ publish_rule_names(const struct policy *p)
 	for (int i = 0; i < n; i++)
 		names[i] = p->rules[i].name;
 	metrics_set_rules(names, n);
+	/* each rule keeps its own slot: a request decided under the old
+	 * policy after a reload is counted under its own rule's name */
+	for (int i = 0; i < p->nrules; i++)
+		p->rules[i].metrics_slot = metrics_rule_slot(p->rules[i].name);
 }
 
 /* The policy's log.level, unless -v or -q said otherwise; a policy

@@ -134,6 +134,8 @@ struct rule {
 	int64_t           cost;		/* when cost_arg is NULL */
 	char             *cost_arg;	/* integer message arg giving the cost */
 	int               index;	/* position in policy->rules */
+	int               metrics_slot;	/* its counters' slot, set by main
+					 * before the workers see the policy */
 	int               line;		/* in the policy file */
 	/* added after the first contract */
 	int               col;

@@ -1654,6 +1654,7 @@ parse_rules(struct ctx *c, yaml_node_t *n)
 		rc.node = node_get(c, *it);
 		rc.r = &p->rules[p->nrules];
 		rc.r->index = p->nrules;
+		rc.r->metrics_slot = -1;	/* "other" until published */
 		snprintf(rc.path, sizeof(rc.path), "rules[%d]", p->nrules);
 		p->nrules++;
 		if (rc.node->type != YAML_MAPPING_NODE) {

@@ -713,7 +713,7 @@ count_decisions(struct req *r)
 {
 	for (int i = 0; i < r->n; i++) {
 		const struct outcome *o = &r->out[i];
-		int idx = r->checks[i].rule->index, o_kind;
+		int slot = r->checks[i].rule->metrics_slot, o_kind;
 
 		if (o->src == SRC_NOT_RUN)
 			continue;
@@ -733,7 +733,7 @@ count_decisions(struct req *r)
 			                   r->checks[i].cost,
 			                   lim_quota(&r->checks[i].lim),
 			                   DECIDE_NEVER_FITS_S);
-		metrics_decision(r->w->m, idx, o_kind);
+		metrics_decision_slot(r->w->m, slot, o_kind);
 	}
 	declog_sample(r->policy, r->checks, r->out, r->n, &r->d);
 }

@@ -455,13 +455,27 @@ worker_start_drain(struct worker *w)
 	ev_timer_start(w->loop, &w->drain_timer);
 }
 
+/* A reference of the caller's own to the newest policy. Taken under the
+ * lock a reload swaps it under: between reading the pointer and taking
+ * the reference, two quick reloads could free it (review, under ASan). */
+static struct policy *
+newest_policy(struct server *s)
+{
+	struct policy *p;
+
+	pthread_mutex_lock(&s->policy_lock);
+	p = policy_ref(s->policy);
+	pthread_mutex_unlock(&s->policy_lock);
+	return p;
+}
+
 /* Swaps in the newest policy; requests in flight keep their own ref.
  * A new idle_timeout applies to the open connections too. */
 static void
 wake_cb(struct ev_loop *loop, ev_async *a, int revents)
 {
 	struct worker *w = container_of(a, struct worker, wake);
-	struct policy *p = atomic_load(&w->srv->policy);
+	struct policy *p = newest_policy(w->srv);
 
 	if (p != w->policy) {
 		if (p->idle_timeout_us != w->policy->idle_timeout_us)
@@ -471,6 +485,7 @@ wake_cb(struct ev_loop *loop, ev_async *a, int revents)
 		w->pin = pin_new(p);
 		w->policy = p;
 	}
+	policy_unref(p);		/* the pin holds its own */
 	if (atomic_load(&server_draining) && !w->draining)
 		worker_start_drain(w);
 }
@@ -510,7 +525,7 @@ worker_init(struct worker *w, struct server *s, int id, char **err)
 
 	w->id = id;
 	w->srv = s;
-	w->pin = pin_new(atomic_load(&s->policy));
+	w->pin = pin_new(s->policy);	/* before the workers run */
 	w->policy = w->pin->p;
 	w->loop = ev_loop_new(EVFLAG_AUTO);
 	if (w->loop == NULL) {
@@ -586,7 +601,8 @@ server_new(struct policy *p, const char *listen, int nworkers,
 {
 	struct server *s = xcalloc(1, sizeof(*s));
 
-	atomic_init(&s->policy, policy_ref(p));
+	s->policy = policy_ref(p);
+	pthread_mutex_init(&s->policy_lock, NULL);
 	atomic_init(&s->max_conns, conns_cap(p));
 	s->redis_url = redis_url;
 	pthread_mutex_init(&s->shadow_lock, NULL);
@@ -633,7 +649,12 @@ server_healthy(struct server *s)
 void
 server_reload(struct server *s, struct policy *p)
 {
-	struct policy *old = atomic_exchange(&s->policy, policy_ref(p));
+	struct policy *old;
+
+	pthread_mutex_lock(&s->policy_lock);
+	old = s->policy;
+	s->policy = policy_ref(p);
+	pthread_mutex_unlock(&s->policy_lock);
 
 	atomic_store(&s->max_conns, conns_cap(p));
 	for (int i = 0; i < s->nworkers; i++)
@@ -664,7 +685,8 @@ server_stop(struct server *s)
 		free(s->addrs[i]);
 	}
 	free(s->workers);
-	policy_unref(atomic_load(&s->policy));
+	policy_unref(s->policy);
+	pthread_mutex_destroy(&s->policy_lock);
 	nearcache_free(s->shadow_seen);
 	pthread_mutex_destroy(&s->shadow_lock);
 	local_free(s->leases);

@@ -81,7 +81,10 @@ struct server {
 	int                    nfds;
 	struct worker         *workers;
 	int                    nworkers;
-	_Atomic(struct policy *) policy;	/* the newest policy */
+	struct policy         *policy;	/* the newest policy, under
+						 * policy_lock: a worker takes
+						 * its ref in the same hold */
+	pthread_mutex_t        policy_lock;
 	atomic_int             nconns;	/* all workers */
 	atomic_int             max_conns;	/* set again at reload */
 	const char            *redis_url;	/* override of policy redis.url */
