@@ -86,8 +86,8 @@ send_disconnect(struct conn *c, int status, const char *message)
 	if (p != NULL && (n = spop_encode_disconnect(p, 512,
 	                  SPOP_FRM_AGENT_DISCONNECT, status, message)) > 0)
 		wbuf_commit(c, n);
-	metrics_frame(c->w->m, METRICS_FRM_DISCONNECT);
-	c->state = CONN_ST_CLOSING;
+	c->state = CONN_ST_CLOSING;	/* not counted in frames_total: it
+					 * counts the frames received */
 	ev_io_stop(c->w->loop, &c->rio);
 	worker_mark_dirty(c->w, c);
 	/* A peer that never reads would keep the write at EAGAIN, and the

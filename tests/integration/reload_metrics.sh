@@ -1,8 +1,11 @@
 #!/bin/bash
-# Decision counters across a reload that reorders the rules: requests
+# Counters that were off. Decision counters across a reload that
+# reorders the rules: requests
 # decided under the old policy after the swap are counted under their own
 # rule's name. Before, they were counted by index in the new policy's map
 # (published before the workers even switched), so under another rule.
+# And spop_frames_total{type="disconnect"} counts the DISCONNECTs
+# received: it counted the agent's own reply too (2 per HAProxy close).
 . "$(dirname "$0")/../lib.sh"
 RP=$(port 1); AP=$(port 2); MP=$(port 3)
 start_redis "$RP"
@@ -46,4 +49,12 @@ wait "$HELD"
 expect_eq "$(grep -c '^ack' "$TMP/held.out")" 10 "the 10 held NOTIFYs are answered"
 expect_eq "$(count tenant)/$(count slow)" "11/0" \
 	"all 11 counted under rule tenant, none under slow"
+
+disc() {
+	curl -s --max-time 3 "http://127.0.0.1:$MP/metrics" |
+		awk '$1 == "spoa_rl_spop_frames_total{type=\"disconnect\"}" { print $2 + 0 }'
+}
+d0=$(disc)
+"$TOOLS/spop-client" -a "127.0.0.1:$AP" -D "0:bye" >/dev/null
+expect_eq "$(( $(disc) - d0 ))" 1 "one HAPROXY-DISCONNECT received: disconnect frames +1"
 finish
