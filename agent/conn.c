@@ -253,7 +253,10 @@ conn_handle_frame(struct conn *c, const struct spop_frame *f)
 	}
 }
 
-/* Decodes and handles every whole frame in the read buffer. */
+/* Decodes and handles the whole frames in the read buffer, up to
+ * CONN_MAX_INFLIGHT NOTIFYs in flight: the rest wait there until a request
+ * ends (conn_req_done parses again), so the cap bounds the requests, not
+ * just the reads (a 16 KB buffer holds hundreds of small NOTIFYs). */
 static void
 conn_parse(struct conn *c)
 {
@@ -261,7 +264,8 @@ conn_parse(struct conn *c)
 	size_t off = 0;
 	int n, status;
 
-	while (c->state == CONN_ST_HELLO || c->state == CONN_ST_READY) {
+	while ((c->state == CONN_ST_HELLO || c->state == CONN_ST_READY) &&
+	       c->inflight < CONN_MAX_INFLIGHT) {
 		n = spop_decode_frame(c->rbuf + off, c->rlen - off, c->max_frame,
 		                      &f, &status);
 		if (n == SPOP_INCOMPLETE)

@@ -391,11 +391,13 @@ static void
 render_gauges(struct out *o)
 {
 	struct metrics_worker *w;
-	int64_t keys = 0;
+	int64_t keys = 0, reqs = 0;
 	int open = 0;
 
 	FOREACH_WORKER(w) {
 		keys += atomic_load_explicit(&w->local_keys,
+		                             memory_order_relaxed);
+		reqs += atomic_load_explicit(&w->requests,
 		                             memory_order_relaxed);
 		open |= atomic_load_explicit(&w->circuit_open,
 		                             memory_order_relaxed);
@@ -406,6 +408,9 @@ render_gauges(struct out *o)
 	out_scalar(o, "spoa_rl_local_keys", "gauge",
 	           "Keys held in the local tier and near-cache.",
 	           keys < 0 ? 0 : (uint64_t)keys);
+	out_scalar(o, "spoa_rl_requests_in_flight", "gauge",
+	           "NOTIFYs being decided now (at most 64 per SPOP connection).",
+	           reqs < 0 ? 0 : (uint64_t)reqs);
 	out_scalar(o, "spoa_rl_near_cache_hits_total", "counter",
 	           "Requests denied from the near-cache without asking Redis.",
 	           SUM(near_cache_hits));

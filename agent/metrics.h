@@ -91,6 +91,7 @@ struct metrics_worker {
 	_Atomic uint64_t conns_opened;
 	_Atomic uint64_t conns_closed;	/* written with release, see .c */
 	_Atomic int64_t  local_keys;	/* gauge */
+	_Atomic int64_t  requests;	/* gauge: requests out of the pool */
 	_Atomic int      circuit_open;	/* gauge, 0 or 1 */
 };
 
@@ -279,6 +280,14 @@ static inline void
 metrics_local_keys(struct metrics_worker *w, int64_t n)
 {
 	atomic_store_explicit(&w->local_keys, n, memory_order_relaxed);
+}
+
+/* spoa_rl_requests_in_flight: the sum over blocks of <n>, this worker's
+ * requests being decided (or giving leases back) now. */
+static inline void
+metrics_requests(struct metrics_worker *w, int64_t n)
+{
+	atomic_store_explicit(&w->requests, n, memory_order_relaxed);
 }
 
 static inline void

@@ -107,6 +107,7 @@ req_alloc(struct worker *w)
 		w->all_reqs = r;
 	}
 	r->live = 1;
+	metrics_requests(w->m, ++w->nreqs);
 	return r;
 }
 
@@ -114,6 +115,7 @@ req_alloc(struct worker *w)
 static void
 req_recycle(struct req *r)
 {
+	metrics_requests(r->w->m, --r->w->nreqs);
 	r->live = 0;
 	r->next_free = r->w->free_reqs;
 	r->w->free_reqs = r;

@@ -66,6 +66,7 @@ struct worker {
 	int                    nconns;
 	struct conn           *dirty;	/* connections with output to flush */
 	struct req            *free_reqs;	/* recycled requests */
+	int64_t                nreqs;		/* out of the pool */
 	struct req            *all_reqs;	/* every request, for the exit */
 	int                    draining;
 	int                    started;	/* thread created */
