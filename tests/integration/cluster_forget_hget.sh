@@ -31,8 +31,12 @@ rules:
   - { name: r, message: rl-request, key: "k", plan: rate, fail: open }
 YAML
 VLOG="$TMP/valgrind.log"
-valgrind --error-exitcode=3 --log-file="$VLOG" "$AGENT" -f "$TMP/policy.yaml" \
-	>"$TMP/agent.log" 2>&1 &
+case $BUILD in
+*asan*)	# valgrind cannot run an ASan binary; ASan finds the read itself
+	"$AGENT" -f "$TMP/policy.yaml" >"$TMP/agent.log" 2>&1 & ;;
+*)	valgrind --error-exitcode=3 --log-file="$VLOG" "$AGENT" \
+		-f "$TMP/policy.yaml" >"$TMP/agent.log" 2>&1 & ;;
+esac
 AGENT_PID=$!
 PIDS="$PIDS $AGENT_PID"
 wait_port "$AP" 60
@@ -53,8 +57,12 @@ kill -TERM "$AGENT_PID"
 i=0
 while kill -0 "$AGENT_PID" 2>/dev/null && [ $i -lt 300 ]; do sleep 0.1; i=$((i + 1)); done
 wait "$AGENT_PID"
-expect_eq "$?" 0 "the agent exits 0, valgrind found no error"
-grep -q 'ERROR SUMMARY: 0 errors' "$VLOG"
-ok $? "valgrind: ERROR SUMMARY: 0 errors"
+expect_eq "$?" 0 "the agent exits 0, no memory error found"
+case $BUILD in
+*asan*)	! grep -q 'AddressSanitizer' "$TMP/agent.log"
+	ok $? "ASan: no report" ;;
+*)	grep -q 'ERROR SUMMARY: 0 errors' "$VLOG"
+	ok $? "valgrind: ERROR SUMMARY: 0 errors" ;;
+esac
 [ "$FAIL" -ne 0 ] && { grep -o "msg=[a-z_]*.*" "$TMP/agent.log" | cut -c1-150 | sort | uniq -c | sort -rn | head -20; } ; [ "$FAIL" -ne 0 ] && grep -A20 'Invalid' "$VLOG" | head -40
 finish
