@@ -21,12 +21,12 @@
 #      counts: (a) no limiter, (b) stick-table limiter, (c) agent + Redis
 #      ((b) and (c) also at BENCH_CONNS_HI, 200, connections),
 #      (d) (c) with one tenant flooding a denied key, (c_local) (c) with
-#      the rule in the agent's local tier (SPOE without Redis; also paced
-#      as (c) at half rate, to show the added p99 of SPOE alone), the
+#      the rule in the agent's local tier (SPOE without Redis), the
 #      shipped haproxy/haproxy.cfg, and (a)/(c) again at half of (c)'s
 #      rate. Then BENCH_PAIRS (3) back-to-back pairs of (b)/(c) and of
-#      paced (a)/(c), BENCH_PAIR_DURATION (4) s each: the two HTTP targets
-#      are judged on the medians of the pairs.
+#      paced (a)/(c)/spop-null (an agent that does no work: the added p99
+#      of HAProxy's SPOE alone), BENCH_PAIR_DURATION (4) s each: the two
+#      HTTP targets are judged on the medians of the pairs.
 #      CPU per request of haproxy, agent, Redis and wrk for each.
 # Prints a table and writes it to $BUILD/bench/results.md (raw outputs next
 # to it). Knobs: BENCH_DURATION (s per measured run, 10), BENCH_CONNS (wrk
@@ -71,7 +71,7 @@ fi
 
 LOAD0=$(cut -d' ' -f1-3 /proc/loadavg)
 RP=$(port 1); AP=$(port 2); MP=$(port 3); HP=$(port 4)
-LAP=$(port 5); LMP=$(port 6); SAPP=$(port 7)
+LAP=$(port 5); LMP=$(port 6); SAPP=$(port 7); NP=$(port 8)
 
 say() { echo "bench: $*" >&2; }
 
@@ -292,7 +292,7 @@ stop_pid "$LPID"
 # hap_start CFG [VAR=VALUE...]: haproxy -db on CFG with the bench env.
 hap_start() {
 	cfg=$1; shift
-	env BENCH_BIND="127.0.0.1:$HP" BENCH_AGENT="127.0.0.1:$AP" \
+	env BENCH_BIND="127.0.0.1:$HP" BENCH_AGENT="${HAP_AGENT:-127.0.0.1:$AP}" \
 		BENCH_SPOE_CONF="$BDIR/spoe-bench.conf" "$@" \
 		haproxy -db -f "$cfg" >>"$TMP/haproxy.log" 2>&1 &
 	HAPROXY_PID=$!
@@ -406,7 +406,14 @@ hap_stop
 # the two HTTP targets are judged on PAIRS pairs of PDUR-second runs taken
 # back to back, the order swapped from one pair to the next: (b) and (c) at
 # CONNS connections; (a) and (c) paced as above. The verdict is the median
-# over the pairs; every pair is printed.
+# over the pairs; every pair is printed. Each pair also paces HAProxy's
+# SPOE against spop-null, an agent that answers every NOTIFY at once with
+# an empty ACK: the latency that HAProxy 2.6's SPOE hop adds by itself,
+# with no agent work and no Redis, the floor under (c)'s added p99.
+"$TOOLS/spop-null" "$NP" 900 >"$TMP/spop-null.out" 2>&1 &
+NPID=$!
+PIDS="$PIDS $NPID"
+wait_port "$NP" || exit 1
 pair_run() {	# pair_run NAME CFG CONNS [VAR=VALUE...]
 	name=$1 cfg=$2; shift 2
 	redis-cli -p "$RP" flushall >/dev/null
@@ -421,24 +428,30 @@ median() {
 }
 for np in $(seq "$PAIRS"); do
 	say "pair $np of $PAIRS: (b) and (c) at $CONNS connections, then (a) and (c) paced, ${PDUR}s each"
-	if [ $((np % 2)) = 1 ]; then order="b c a h"; else order="c b h a"; fi
+	if [ $((np % 2)) = 1 ]; then order="b c a h n"; else order="c b n h a"; fi
 	for p in $order; do
 		case $p in
 		b) pair_run "pb$np" "$BDIR/b-sticktable.cfg" "$CONNS";;
 		c) pair_run "pc$np" "$BDIR/c-spoa.cfg" "$CONNS";;
 		a) pair_run "pa$np" "$BDIR/a-nolimit.cfg" "$HALF_C" BENCH_DELAY_MS="$DELAY";;
 		h) pair_run "ph$np" "$BDIR/c-spoa.cfg" "$HALF_C" BENCH_DELAY_MS="$DELAY";;
+		n) HAP_AGENT="127.0.0.1:$NP" pair_run "pn$np" "$BDIR/c-spoa.cfg" \
+			"$HALF_C" BENCH_DELAY_MS="$DELAY";;
 		esac
 	done
 	R[pair$np.cb]=$(div "${R[pc$np.rps]}" "${R[pb$np.rps]}")
 	R[pair$np.add]=$(num "x = (${R[ph$np.p99]:-0} - ${R[pa$np.p99]:-0}) / 1000" 2)
+	R[pair$np.addnull]=$(num "x = (${R[pn$np.p99]:-0} - ${R[pa$np.p99]:-0}) / 1000" 2)
 done
-cbs= adds=
+stop_pid "$NPID"
+cbs= adds= addnulls=
 for np in $(seq "$PAIRS"); do
 	cbs="$cbs ${R[pair$np.cb]}" adds="$adds ${R[pair$np.add]}"
+	addnulls="$addnulls ${R[pair$np.addnull]}"
 done
 R[pairs.cb]=$(median $cbs)
 R[pairs.add]=$(median $adds)
+R[pairs.addnull]=$(median $addnulls)
 
 # (c) again, with the agent deciding in its local tier (store: local): the
 # cost of SPOE itself, HAProxy and the agent, without the Redis round trip.
@@ -450,8 +463,6 @@ hap_start "$BDIR/c-spoa.cfg" BENCH_AGENT="127.0.0.1:$LAP"
 main_apid=$APID main_mp=$MP
 APID=$LPID MP=$LMP
 run_wrk c_local "$CONNS"
-# and paced as (c_half): the added p99 that SPOE costs with no Redis hop
-run_wrk c_local_half "$HALF_C" BENCH_DELAY_MS="$DELAY"
 APID=$main_apid MP=$main_mp
 hap_stop
 stop_pid "$LPID"
@@ -468,6 +479,15 @@ met() {	# met VALUE OP TARGET
 	case $1 in ''|n/a) echo "n/a"; return;; esac
 	if awk "BEGIN { exit !($1 $2 $3) }"; then echo "met"; else echo "**not met**"; fi
 }
+# floor VALUE: whether HAProxy's SPOE alone leaves room under the 1 ms
+floor() {
+	case $1 in ''|n/a) echo "n/a"; return;; esac
+	if awk "BEGIN { exit !($1 > 1) }"; then
+		echo "over 1 ms by itself: the target is out of any agent's reach here"
+	else
+		echo "leaves $(num "x = 1 - $1" 2) ms for the agent and Redis"
+	fi
+}
 ms() { case $1 in ''|n/a) echo n/a;; *) num "x = $1 / 1000" 2;; esac; }
 
 R[ratio.ca]=$(div "${R[c.rps]}" "${R[a.rps]}")
@@ -476,7 +496,6 @@ R[ratio.lb]=$(div "${R[c_local.rps]}" "${R[b.rps]}")
 R[ratio.cb_hi]=$(div "${R[c_hi.rps]}" "${R[b_hi.rps]}")
 R[add.p99]=$(num "x = (${R[c.p99]:-0} - ${R[a.p99]:-0}) / 1000" 2)
 R[add.p99half]=$(num "x = (${R[c_half.p99]:-0} - ${R[a_half.p99]:-0}) / 1000" 2)
-R[add.p99local]=$(num "x = (${R[c_local_half.p99]:-0} - ${R[a_half.p99]:-0}) / 1000" 2)
 R[d.calls_per_denied]=$(div "${R[d.calls]}" "${R[d.denied]}" 4)
 R[d.redis_per_denied]=$(div "${R[d.redis]} * ${R[d.n]}" "${R[d.denied]}" 2)
 R[d_hot.calls_per_denied]=$(div "${R[d_hot.calls]}" "${R[d_hot.denied]}" 4)
@@ -498,40 +517,39 @@ cpu_model=$(sed -n 's/^model name[[:space:]]*: //p' /proc/cpuinfo | head -n 1)
 	echo "| HTTP (c) >= 0.5 x (b) req/s, $CONNS connections: median of $PAIRS back-to-back pairs | ${R[pairs.cb]} (pairs:$(echo $cbs | sed 's/ /, /g'); the ${DUR} s runs: ${R[c.rps]} / ${R[b.rps]} = ${R[ratio.cb]}) | $(met "${R[pairs.cb]}" '>=' 0.5) |"
 	echo "| the same at $CONNS_HI connections ((c) bound by CPU, not latency) | ${R[c_hi.rps]} / ${R[b_hi.rps]} = ${R[ratio.cb_hi]} | $(met "${R[ratio.cb_hi]}" '>=' 0.5) |"
 	echo "| added p99 of (c) over (a) <= 1 ms at half of (c)'s rate: median of $PAIRS back-to-back pairs | ${R[pairs.add]} ms (pairs:$(echo $adds | sed 's/ /, /g'); the ${DUR} s runs: ${R[add.p99half]} ms at ${R[c_half.rps]} / ${R[a_half.rps]} req/s) | $(met "${R[pairs.add]}" '<=' 1) |"
-	echo "| (diagnostic, no target) the same for (c_local), SPOE with no Redis hop, one ${DUR} s run | ${R[add.p99local]} ms at ${R[c_local_half.rps]} req/s | |"
+	echo "| (the floor under it, no target) the same for HAProxy's SPOE against spop-null, an agent that does no work: median of the same pairs | ${R[pairs.addnull]} ms (pairs:$(echo $addnulls | sed 's/ /, /g')) | $(floor "${R[pairs.addnull]}") |"
 	echo
 	echo "## HTTP through haproxy (wrk -t$WRK_T, ${DUR} s, X-Tenant random over $TENANTS tenants)"
 	echo
 	echo "| path | conns | req/s | p50 ms | p99 ms | non-2xx | sock err | SPOE NOTIFY/req | agent decisions/req | degraded | near-cache hits | script calls/req |"
 	echo "|---|---|---|---|---|---|---|---|---|---|---|---|"
-	for p in a b b_hi c c_hi c_local d d_hot shipped a_half c_half c_local_half; do
+	for p in a b b_hi c c_hi c_local d d_hot shipped a_half c_half; do
 		case $p in
 		a) l="(a) no limiter";; b) l="(b) stick table";; c) l="(c) agent + Redis";;
 		c_local) l="(c_local) (c), rule in the agent's local tier: no Redis";;
 		b_hi) l="(b) at $CONNS_HI connections";; c_hi) l="(c) at $CONNS_HI connections";;
 		d) l="(d) flood, one denied tenant (10/s)";; d_hot) l="(d_hot) flood on a 1000/s tenant";; shipped) l="shipped haproxy.cfg";;
 		a_half) l="(a) paced";; c_half) l="(c) paced, ~half of (c)";;
-		c_local_half) l="(c_local) paced as (c)";;
 		esac
 		echo "| $l | ${R[$p.conns]} | ${R[$p.rps]} | $(ms "${R[$p.p50]}") | $(ms "${R[$p.p99]}") | ${R[$p.non2xx]} | ${R[$p.sockerr]} | ${R[$p.notify_per_req]} | ${R[$p.dec_per_req]} | ${R[$p.degraded]} | ${R[$p.nc]} | ${R[$p.calls_per_req]} |"
 	done
 	echo
-	echo "Ratios: (c)/(a) = ${R[ratio.ca]}, (c)/(b) = ${R[ratio.cb]}, (c_local)/(b) = ${R[ratio.lb]}, at $CONNS_HI connections (c)/(b) = ${R[ratio.cb_hi]} (req/s); added p99 of (c) over (a): ${R[add.p99]} ms at $CONNS connections, ${R[add.p99half]} ms paced at ~half of (c)'s rate, ${R[add.p99local]} ms for (c_local) paced the same."
+	echo "Ratios: (c)/(a) = ${R[ratio.ca]}, (c)/(b) = ${R[ratio.cb]}, (c_local)/(b) = ${R[ratio.lb]}, at $CONNS_HI connections (c)/(b) = ${R[ratio.cb_hi]} (req/s); added p99 of (c) over (a): ${R[add.p99]} ms at $CONNS connections, ${R[add.p99half]} ms paced at ~half of (c)'s rate."
 	echo "(d): ${R[d.denied]} requests denied, ${R[d.calls]} script calls (${R[d.calls_per_denied]} per denied request), Redis CPU ${R[d.redis_per_denied]} µs per denied request. (d_hot): ${R[d_hot.denied]} denied, ${R[d_hot.calls_per_denied]} script calls per denied request."
 	echo
 	echo "### Back-to-back pairs (${PDUR} s per run; the order swaps from one pair to the next)"
 	echo
-	echo "| pair | (b) req/s | (c) req/s | (c)/(b) | (a) paced: req/s, p99 ms | (c) paced: req/s, p99 ms | added p99 ms |"
-	echo "|---|---|---|---|---|---|---|"
+	echo "| pair | (b) req/s | (c) req/s | (c)/(b) | (a) paced: req/s, p99 ms | (c) paced: req/s, p99 ms | added p99 ms | spop-null paced: req/s, p99 ms | its added p99 ms |"
+	echo "|---|---|---|---|---|---|---|---|---|"
 	for np in $(seq "$PAIRS"); do
-		echo "| $np | ${R[pb$np.rps]} | ${R[pc$np.rps]} | ${R[pair$np.cb]} | ${R[pa$np.rps]}, $(ms "${R[pa$np.p99]}") | ${R[ph$np.rps]}, $(ms "${R[ph$np.p99]}") | ${R[pair$np.add]} |"
+		echo "| $np | ${R[pb$np.rps]} | ${R[pc$np.rps]} | ${R[pair$np.cb]} | ${R[pa$np.rps]}, $(ms "${R[pa$np.p99]}") | ${R[ph$np.rps]}, $(ms "${R[ph$np.p99]}") | ${R[pair$np.add]} | ${R[pn$np.rps]}, $(ms "${R[pn$np.p99]}") | ${R[pair$np.addnull]} |"
 	done
 	echo
 	echo "### CPU per request (µs, from /proc utime+stime and Redis INFO cpu) and share of one core"
 	echo
 	echo "| path | haproxy | agent | redis | wrk | total µs/req | haproxy % | agent % | redis % | wrk % |"
 	echo "|---|---|---|---|---|---|---|---|---|---|"
-	for p in a b b_hi c c_hi c_local d d_hot shipped a_half c_half c_local_half; do
+	for p in a b b_hi c c_hi c_local d d_hot shipped a_half c_half; do
 		echo "| $p | ${R[$p.hap]} | ${R[$p.agent]} | ${R[$p.redis]} | ${R[$p.wrk]} | ${R[$p.total]} | ${R[$p.hap_pct]} | ${R[$p.agent_pct]} | ${R[$p.redis_pct]} | ${R[$p.wrk_pct]} |"
 	done
 	echo
