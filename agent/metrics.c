@@ -385,6 +385,11 @@ render_spop(struct out *o)
 	           "request it refused, or whose ACK HAProxy did not use, so "
 	           "HAProxy would never send their release.",
 	           SUM(self_releases));
+	out_scalar(o, "spoa_rl_lease_releases_lost_total", "counter",
+	           "Lease release calls given up: Redis did not answer them "
+	           "(link lost, outage) while retried until the lease's end or "
+	           "60 s; each such slot stays taken until its lease ends.",
+	           SUM(releases_lost));
 }
 
 static void

@@ -88,6 +88,7 @@ struct metrics_worker {
 	_Atomic uint64_t near_cache_hits;
 	_Atomic uint64_t notify_overflows;
 	_Atomic uint64_t self_releases;
+	_Atomic uint64_t releases_lost;
 	_Atomic uint64_t conns_opened;
 	_Atomic uint64_t conns_closed;	/* written with release, see .c */
 	_Atomic int64_t  local_keys;	/* gauge */
@@ -251,6 +252,14 @@ static inline void
 metrics_self_release(struct metrics_worker *w, uint64_t n)
 {
 	metrics__add(&w->self_releases, n);
+}
+
+/* A lease release Redis never answered, retried until the lease's end or
+ * given up (spoa_rl_lease_releases_lost_total). */
+static inline void
+metrics_release_lost(struct metrics_worker *w)
+{
+	metrics__add(&w->releases_lost, 1);
 }
 
 /* An SPOP connection was accepted / was closed (each accepted one closes

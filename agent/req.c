@@ -25,8 +25,9 @@
  * request once the pool is warm. A request holds a reference on its conn
  * and a pin on the policy it was built under, so a reload or a closed
  * connection in the middle changes nothing for it. A request giving leases
- * back drops its conn once the ACK is queued and keeps its pin until Redis
- * has answered the release.
+ * back (or sending again a release Redis did not answer) drops its conn
+ * once the ACK is queued and keeps its pin until Redis has answered the
+ * release or it is given up.
  */
 #include <pthread.h>
 #include <stdio.h>
@@ -85,6 +86,9 @@ struct req {
 	struct req       *next_free;
 	struct req       *next_all;		/* every request of the worker */
 	int               live;			/* out of the pool */
+	int64_t           retry_until;		/* a lost release is sent again
+						 * until then (release_retry) */
+	int               retries;
 	int               redis_idx[REQ_MAX_CHECKS];
 	struct lim_result results[REQ_MAX_CHECKS];
 	struct outcome    out[REQ_MAX_CHECKS];
@@ -127,6 +131,9 @@ req_release(struct req *r)
 	struct worker *w = r->w;
 
 	ev_timer_stop(w->loop, &r->timer);
+	if (r->retries > 0)
+		w->nretrying--;
+	r->retries = 0;
 	deadlines_remove(&r->deadline);
 	store_cancel(w->store, &r->sr);	/* any late answer is now stale */
 	plancache_cancel(&r->pw);
@@ -750,22 +757,104 @@ count_decisions(struct req *r)
  * with the same RELEASE op rl-done sends, after the ACK: on a single Redis
  * the release follows the charging call on the same link, so it runs after
  * it even when that call is late. The request then lives on, detached from
- * its connection, until the release is answered or its deadline passes. */
+ * its connection, until the release is answered or given up.
+ *
+ * A release Redis did not answer, the agent's own or rl-done's, is sent
+ * again (release_retry). When a stall drops the link, the charges already
+ * in its socket still run once Redis wakes up, after the releases that
+ * failed on the dropped link: those slots would stay taken for the whole
+ * lease. A release of a lease never taken is a no-op, so sending one again
+ * is always safe; a retry goes out once a new link is up, after Redis has
+ * read what the old one held. Retries back off from RELEASE_RETRY_MIN_US
+ * and stop at the lease's end (or RELEASE_RETRY_MAX_US); at most
+ * RELEASE_RETRY_REQS requests per worker wait to retry, so an outage under
+ * load cannot grow the pool without bound. */
+
+#define RELEASE_RETRY_MIN_US 100000
+#define RELEASE_RETRY_MAX_US 60000000
+#define RELEASE_RETRY_REQS   1024
+
+static int release_send(struct req *r);
+static void release_again_cb(struct ev_loop *loop, ev_timer *t, int revents);
+
+/* One warning line per worker per RATELOG_INTERVAL_US at most. */
+static void
+release_lost_log(const struct req *r)
+{
+	static _Thread_local struct ratelog rl;
+	uint64_t suppressed;
+
+	metrics_release_lost(r->w->m);
+	if (log_level >= LOG_WARN &&
+	    ratelog_allow(&rl, 0, util_now_us(), &suppressed))
+		log_warn("lease_release_lost", "worker=%d tries=%d "
+		         "suppressed=%llu hint=\"the slot stays taken until "
+		         "its lease ends\"", r->w->id, r->retries + 1,
+		         (unsigned long long)suppressed);
+}
+
+/* The release of <r> was not answered: sends it again later, or gives up. */
+static void
+release_retry(struct req *r)
+{
+	int64_t wait = RELEASE_RETRY_MIN_US << (r->retries < 4 ? r->retries : 4);
+
+	ev_timer_stop(r->w->loop, &r->timer);
+	store_cancel(r->w->store, &r->sr);
+	if (util_loop_us() + wait >= r->retry_until ||
+	    (r->retries == 0 && r->w->nretrying >= RELEASE_RETRY_REQS)) {
+		release_lost_log(r);
+		req_release(r);
+		return;
+	}
+	if (r->retries++ == 0)
+		r->w->nretrying++;
+	ev_timer_init(&r->timer, release_again_cb, (double)wait / 1e6, 0.);
+	ev_timer_start(r->w->loop, &r->timer);
+}
 
 static void
 release_done_cb(struct store_req *sr, int err)
 {
 	struct req *r = container_of(sr, struct req, sr);
 
-	if (err != STORE_OK)
-		log_debug("lease_release_lost", "worker=%d err=%d", r->w->id, err);
+	if (err != STORE_OK) {
+		release_retry(r);
+		return;
+	}
 	req_release(r);
 }
 
 static void
 release_deadline_cb(struct ev_loop *loop, ev_timer *t, int revents)
 {
-	req_release(container_of(t, struct req, timer));
+	release_retry(container_of(t, struct req, timer));
+}
+
+static void
+release_again_cb(struct ev_loop *loop, ev_timer *t, int revents)
+{
+	struct req *r = container_of(t, struct req, timer);
+
+	if (release_send(r))
+		log_debug("lease_release_retried", "worker=%d tries=%d",
+		          r->w->id, r->retries + 1);
+}
+
+/* Puts <r>'s release call on the store, with redis.timeout to answer.
+ * Returns 0 if the store refused it (a retry is then set). */
+static int
+release_send(struct req *r)
+{
+	r->sr.cb = release_done_cb;
+	if (store_submit(r->w->store, &r->sr) != STORE_OK) {
+		release_retry(r);
+		return 0;
+	}
+	ev_timer_init(&r->timer, release_deadline_cb,
+	              (double)r->policy->redis_timeout_us / 1e6, 0.);
+	ev_timer_start(r->w->loop, &r->timer);
+	return 1;
 }
 
 /* Releases the local-tier leases flagged in <orphan>. */
@@ -787,51 +876,74 @@ release_local(struct req *r, const int *orphan)
 static int
 release_redis(struct req *r, const int *orphan)
 {
+	int64_t lease = 0;
 	int n = 0;
 
 	for (int i = 0; i < r->n; i++)
-		if (orphan[i] & DECIDE_FREE_REDIS)
+		if (orphan[i] & DECIDE_FREE_REDIS) {
 			r->redis_idx[n++] = i;
+			if (r->checks[i].lim.period_us > lease)
+				lease = r->checks[i].lim.period_us;
+		}
 	if (n == 0)
 		return 0;
 	store_cancel(r->w->store, &r->sr);	/* drop the charging call's */
 	r->nredis = r->sr.n = n;
-	r->sr.cb = release_done_cb;
-	if (store_submit(r->w->store, &r->sr) != STORE_OK) {
-		log_debug("lease_release_lost", "worker=%d err=down", r->w->id);
-		return 0;
-	}
-	ev_timer_init(&r->timer, release_deadline_cb,
-	              (double)r->policy->redis_timeout_us / 1e6, 0.);
-	ev_timer_start(r->w->loop, &r->timer);
+	r->retries = 0;
+	r->retry_until = util_loop_us() +
+	                 (lease < RELEASE_RETRY_MAX_US ? lease : RELEASE_RETRY_MAX_US);
+	release_send(r);
 	return 1;
 }
 
-/* After the ACK of <r>: releases the leases HAProxy will not (above). Returns
- * 1 if the request waits for Redis, detached from its connection. */
+/* Flags in <orphan> the releases of <r> (rl-done's) that Redis did not
+ * answer: sent again like the agent's own. Returns how many. */
+static int
+releases_unanswered(const struct req *r, int *orphan)
+{
+	int n = 0;
+
+	for (int j = 0; j < r->nredis; j++) {
+		int i = r->redis_idx[j];
+
+		if (r->checks[i].op == LIM_OP_RELEASE &&
+		    r->out[i].src != SRC_STORE) {
+			orphan[i] |= DECIDE_FREE_REDIS;
+			n++;
+		}
+	}
+	return n;
+}
+
+/* After the ACK of <r>: releases the leases HAProxy will not (above), and
+ * sends again the releases Redis did not answer. Returns 1 if the request
+ * waits for Redis, detached from its connection. */
 static int
 give_back(struct req *r)
 {
 	int orphan[REQ_MAX_CHECKS], lost;
 	uint64_t n = 0;
 
+	memset(orphan, 0, sizeof(orphan));
 	lost = r->c->state != CONN_ST_READY ||
 	       util_loop_us() - r->start_us >= r->policy->processing_timeout_us;
-	if (r->d.status == 0 && !(lost && r->d.release))
-		return 0;
-	for (int i = 0; i < r->n; i++) {
-		orphan[i] = decide_orphan(&r->checks[i], &r->out[i],
-		                          r->d.status, lost);
-		if (orphan[i] != 0) {
-			r->checks[i].op = LIM_OP_RELEASE;
-			r->checks[i].cost = 0;
-			n++;
+	if (r->d.status != 0 || (lost && r->d.release)) {
+		for (int i = 0; i < r->n; i++) {
+			orphan[i] = decide_orphan(&r->checks[i], &r->out[i],
+			                          r->d.status, lost);
+			if (orphan[i] != 0) {
+				r->checks[i].op = LIM_OP_RELEASE;
+				r->checks[i].cost = 0;
+				n++;
+			}
 		}
 	}
-	if (n == 0)
+	if (n == 0 && releases_unanswered(r, orphan) == 0)
 		return 0;
-	metrics_self_release(r->w->m, n);
-	release_local(r, orphan);
+	if (n > 0) {
+		metrics_self_release(r->w->m, n);
+		release_local(r, orphan);
+	}
 	conn_req_done(r->c);
 	r->c = NULL;
 	return release_redis(r, orphan);

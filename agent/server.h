@@ -67,6 +67,7 @@ struct worker {
 	struct conn           *dirty;	/* connections with output to flush */
 	struct req            *free_reqs;	/* recycled requests */
 	int64_t                nreqs;		/* out of the pool */
+	int                    nretrying;	/* requests retrying a release */
 	struct req            *all_reqs;	/* every request, for the exit */
 	int                    draining;
 	int                    started;	/* thread created */

@@ -19,14 +19,25 @@
 #   5. releases (rl-done's and the agent's) still reach Redis while the
 #      breaker is open;
 #   6. fail: local: a release frees the lease in both tiers.
+# And across a dropped link. A stall drops the link once ten script calls
+# in a row have failed more than a second after Redis' last reply. The
+# charges already written to it stay in its socket and run when Redis
+# wakes up; the releases that came after the drop found no link, were
+# given up, and the slots stayed taken for the whole lease (5m here):
+#   7. rl-done for two requests allowed (degraded) during the stall, and
+#      the agent's own release of the 503s sent meanwhile, are sent again
+#      until Redis answers, and free the slots;
+#   8. a release still unanswered at its lease's end is given up, counted
+#      (spoa_rl_lease_releases_lost_total) and logged.
 # Redis is made late with SIGSTOP; every wait is bounded.
 . "$(dirname "$0")/../lib.sh"
 RP=$(port 1); A1=$(port 2); A2=$(port 3); A3=$(port 4); M2=$(port 5)
+A4=$(port 6); M4=$(port 7)
 CLIENT="$TOOLS/spop-client"
 start_redis "$RP"
 eval "RPID=\$REDIS_PID_$RP"
 
-# conc NAME MESSAGE [MORE YAML]: a concurrency rule, limit 2, lease 5m
+# conc NAME MESSAGE: a concurrency rule, limit LIMIT (2), lease LEASE (5m)
 conc() {
 	cat <<YAML
   - name: $1
@@ -34,7 +45,7 @@ conc() {
     key: "$1:{tenant}"
     algorithm: concurrency
     limit: ${LIMIT:-2}
-    lease: 5m
+    lease: ${LEASE:-5m}
     id: "{id}"
     release: $2-done
 YAML
@@ -63,11 +74,21 @@ YAML
 	echo "rules:"
 	conc stall rl-stall; echo "    fail: open"
 } >"$TMP/stall.yaml"
+{
+	printf 'listen: 127.0.0.1:%s\nworkers: 1\n' "$A4"
+	printf 'metrics: { listen: "127.0.0.1:%s" }\n' "$M4"
+	printf 'redis: { url: "redis://127.0.0.1:%s/0", timeout: 50ms }\n' "$RP"
+	echo "rules:"
+	LIMIT=20 conc dopen rl-dopen; echo "    fail: open"
+	LIMIT=20 conc dclosed rl-dclosed; echo "    fail: closed"
+	LIMIT=20 LEASE=2s conc dshort rl-dshort; echo "    fail: open"
+} >"$TMP/drop.yaml"
 AGENT_LOG=$TMP/agent1.log start_agent "$TMP/late.yaml"; P1=$AGENT_PID
 AGENT_LOG=$TMP/agent2.log start_agent "$TMP/veto.yaml"
 AGENT_LOG=$TMP/agent3.log start_agent "$TMP/stall.yaml"; P3=$AGENT_PID
-wait_port "$A1" && wait_port "$A2" && wait_port "$A3"
-ok $? "three agents up"
+AGENT_LOG=$TMP/agent4.log start_agent "$TMP/drop.yaml"
+wait_port "$A1" && wait_port "$A2" && wait_port "$A3" && wait_port "$A4"
+ok $? "four agents up"
 
 # ask PORT MESSAGE ID: one NOTIFY (tenant t1), prints its ACK line
 ask() { "$CLIENT" -t 3000 -a "127.0.0.1:$1" "$2" tenant=s:t1 id=s:"$3" | grep '^ack'; }
@@ -176,6 +197,54 @@ ok $? "fail: local: rl-done frees the Redis lease"
 expect_eq "$(late "$A1" rl-fl f2 | field status)" 0 \
 	"fail: local: and the fallback's, so the next outage's request passes"
 ask "$A1" rl-fl-done f2 >/dev/null
+
+# 7. Across a dropped link.
+# stall_and_drop CMD: stops Redis, runs CMD, then sends 503s (rule
+# dclosed, ids z1, z2...) until their timeouts drop the link: ten failed
+# calls, the breaker's probes among them, past a second without a reply.
+stall_and_drop() {
+	kill -STOP "$RPID"
+	"$@"
+	sleep 1.1
+	for i in $(seq 100); do
+		grep -q redis_link_dropped "$TMP/agent4.log" && return 0
+		ask "$A4" rl-dclosed "z$i" >/dev/null
+		sleep 0.05
+	done
+	return 1
+}
+allow_two() { for id in k1 k2; do ask "$A4" rl-dopen "$id" >"$TMP/$id"; done; }
+stall_and_drop allow_two
+ok $? "timeouts past a second without a reply drop the link"
+for id in k1 k2; do
+	grep -q ' status=0 .*release=1' "$TMP/$id"
+	ok $? "$id, allowed during the stall, asks for its release ($(cat "$TMP/$id"))"
+	ask "$A4" rl-dopen-done "$id" >/dev/null
+done
+kill -CONT "$RPID"
+until_ok 60 is leases dopen ""
+ok $? "rl-done sent after the drop frees the slots the stale charges took (held: '$(leases dopen)')"
+until_ok 60 is leases dclosed ""
+ok $? "and so do the agent's own releases of the 503s (held: '$(leases dclosed)')"
+MP=$M4
+expect_eq "$(metric spoa_rl_lease_releases_lost_total)" 0 "no release given up"
+
+# 8. Redis stays stopped past the 2 s lease: the release is given up.
+# Once Redis is back, the stale charge's lease ends on its own.
+: >"$TMP/agent4.log"
+allow_one() { ask "$A4" rl-dshort s1 >/dev/null; }
+stall_and_drop allow_one
+ask "$A4" rl-dshort-done s1 >/dev/null
+until_ok 40 grep -q lease_release_lost "$TMP/agent4.log"
+ok $? "a release unanswered at its lease's end is given up, with a warning"
+expect_eq "$(metric spoa_rl_lease_releases_lost_total)" 1 \
+	"and counted: spoa_rl_lease_releases_lost_total 1"
+kill -CONT "$RPID"
+until_ok 40 is leases dshort ""
+ok $? "the stale lease then ends with its lease (held: '$(leases dshort)')"
+until_ok 60 is leases dclosed ""
+ok $? "the 503s' own releases are retried meanwhile (held: '$(leases dclosed)')"
+expect_eq "$(ask "$A4" rl-dopen k3 | field degraded)" 0 "Redis decides again"
 
 kill -0 "$P1" 2>/dev/null
 ok $? "agent still running"
