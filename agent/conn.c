@@ -16,13 +16,23 @@
  * status, then the connection closes; other connections are untouched.
  * Once an AGENT-DISCONNECT is queued (errors, idle timeout, drain) the
  * peer has CONN_CLOSE_S to take it: a peer that never reads does not
- * hold the socket and its max_conns slot past that.
+ * hold the socket and its max_conns slot past that. Once it is written
+ * the agent shuts its side and reads (and drops) what still comes until
+ * the peer closes: a close with unread input would send a reset, which
+ * can destroy the DISCONNECT before the peer reads it.
+ *
+ * A drain (SIGTERM) keeps reading and answering: HAProxy 2.6 fails, and
+ * never resends, a NOTIFY left unanswered on a connection the agent
+ * closes. The DISCONNECT goes once nothing is in flight and nothing waits
+ * unread, or, past CONN_DRAIN_READ_S of a connection never quiet, once
+ * what was read is answered.
  * Not thread-safe: a conn belongs to one worker loop.
  */
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/ioctl.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -38,8 +48,11 @@
 #define CONN_RBUF_MIN  2048			/* what most connections need */
 #define CONN_ACK_MAX   (2 * DECIDE_HDR_MAX + 512)	/* ACK of any decision */
 #define CONN_CLOSE_S   2.0			/* to take our DISCONNECT, then cut */
+#define CONN_DRAIN_READ_S 1.0			/* a drain answers new NOTIFYs */
+#define CONN_LINGER_MAX (64 * 1024)		/* bytes dropped after DISCONNECT */
 
 static void conn_close(struct conn *c);
+static void conn_linger(struct conn *c);
 
 /* ---- output ------------------------------------------------------------- */
 
@@ -163,7 +176,7 @@ conn_flush(struct conn *c)
 	c->woff = c->wlen = 0;
 	ev_io_stop(c->w->loop, &c->wio);
 	if (c->state == CONN_ST_CLOSING && c->inflight == 0)
-		conn_close(c);
+		conn_linger(c);
 }
 
 static void
@@ -282,6 +295,42 @@ conn_parse(struct conn *c)
 	c->rlen -= off;
 }
 
+/* After our DISCONNECT: drops what the peer still sends, and closes at
+ * its EOF (or past CONN_LINGER_MAX bytes, or at the close deadline). */
+static void
+linger_read(struct conn *c)
+{
+	char buf[4096];
+	ssize_t n;
+
+	while ((n = read(c->fd, buf, sizeof(buf))) > 0) {
+		c->discarded += (size_t)n;
+		if (c->discarded > CONN_LINGER_MAX) {
+			conn_close(c);
+			return;
+		}
+	}
+	if (n == 0 || (errno != EAGAIN && errno != EWOULDBLOCK &&
+	               errno != EINTR))
+		conn_close(c);
+}
+
+/* Draining: sends the DISCONNECT if <c> owes no ACK and, while it still
+ * reads, has no byte unread, in its buffer or the socket's. Called again
+ * when a request ends and after each read. */
+static void
+drain_try(struct conn *c)
+{
+	int unread = 0;
+
+	if (c->state != CONN_ST_READY || c->inflight > 0)
+		return;
+	if (c->draining == CONN_DRAIN_READING &&
+	    (c->rlen > 0 || ioctl(c->fd, FIONREAD, &unread) == -1 || unread > 0))
+		return;
+	send_disconnect(c, SPOP_ST_NORMAL, "agent shutting down");
+}
+
 static void
 read_cb(struct ev_loop *loop, ev_io *w, int revents)
 {
@@ -289,6 +338,10 @@ read_cb(struct ev_loop *loop, ev_io *w, int revents)
 	size_t room;
 	ssize_t n;
 
+	if (c->lingering) {
+		linger_read(c);
+		return;
+	}
 	conn_ref(c);
 	while (c->state <= CONN_ST_READY && ev_is_active(&c->rio)) {
 		if (c->rlen == c->rcap) {	/* grow to at most one whole frame */
@@ -317,6 +370,8 @@ read_cb(struct ev_loop *loop, ev_io *w, int revents)
 		if ((size_t)n < room)
 			break;
 	}
+	if (c->draining)
+		drain_try(c);
 	conn_unref(c);
 }
 
@@ -327,9 +382,16 @@ idle_cb(struct ev_loop *loop, ev_timer *w, int revents)
 	ev_tstamp left = c->last_rx + c->idle_s - ev_now(loop);
 
 	if (c->state == CONN_ST_CLOSING) {	/* the close deadline */
-		log_warn("conn_close_timeout", "peer=%s unsent=%zu", c->peer,
-		         c->wlen - c->woff);
+		if (!c->lingering)
+			log_warn("conn_close_timeout", "peer=%s unsent=%zu",
+			         c->peer, c->wlen - c->woff);
 		conn_close(c);
+		return;
+	}
+	if (c->draining == CONN_DRAIN_READING) {	/* never quiet */
+		c->draining = CONN_DRAIN_STOPPED;
+		ev_io_stop(loop, &c->rio);
+		drain_try(c);
 		return;
 	}
 	/* Reads only note their time: the timer moves here, once per
@@ -402,6 +464,21 @@ conn_close(struct conn *c)
 	conn_unref(c);
 }
 
+/* Our DISCONNECT is written: shuts our side and reads until the peer
+ * closes; the close deadline set with the DISCONNECT still holds. */
+static void
+conn_linger(struct conn *c)
+{
+	if (c->lingering)
+		return;
+	c->lingering = 1;
+	if (shutdown(c->fd, SHUT_WR) == -1) {
+		conn_close(c);
+		return;
+	}
+	ev_io_start(c->w->loop, &c->rio);
+}
+
 void
 conn_ref(struct conn *c)
 {
@@ -423,15 +500,15 @@ conn_req_done(struct conn *c)
 {
 	c->inflight--;
 	if (c->state == CONN_ST_READY && c->inflight < CONN_MAX_INFLIGHT &&
-	    !c->w->draining && !ev_is_active(&c->rio)) {
+	    c->draining != CONN_DRAIN_STOPPED && !ev_is_active(&c->rio)) {
 		ev_io_start(c->w->loop, &c->rio);
 		/* frames may already wait in the buffer */
 		conn_parse(c);
 	}
 	if (c->state == CONN_ST_CLOSING && c->inflight == 0)
 		worker_mark_dirty(c->w, c);
-	if (c->w->draining && c->inflight == 0 && c->state == CONN_ST_READY)
-		send_disconnect(c, SPOP_ST_NORMAL, "agent shutting down");
+	if (c->draining)
+		drain_try(c);
 	conn_unref(c);
 }
 
@@ -448,7 +525,8 @@ conn_set_idle(struct conn *c, int64_t idle_us)
 	ev_tstamp left;
 
 	c->idle_s = (double)idle_us / 1e6;
-	if (c->state == CONN_ST_CLOSING || c->state == CONN_ST_CLOSED)
+	if (c->state == CONN_ST_CLOSING || c->state == CONN_ST_CLOSED ||
+	    c->draining)
 		return;
 	left = c->last_rx + c->idle_s - ev_now(loop);
 	ev_timer_stop(loop, &c->idle);
@@ -461,7 +539,13 @@ conn_drain(struct conn *c)
 {
 	if (c->state == CONN_ST_CLOSED || c->state == CONN_ST_CLOSING)
 		return;
-	ev_io_stop(c->w->loop, &c->rio);
-	if (c->inflight == 0)
+	if (c->state == CONN_ST_HELLO) {	/* no NOTIFY can be on its way */
 		send_disconnect(c, SPOP_ST_NORMAL, "agent shutting down");
+		return;
+	}
+	c->draining = CONN_DRAIN_READING;
+	ev_timer_stop(c->w->loop, &c->idle);
+	ev_timer_set(&c->idle, CONN_DRAIN_READ_S, 0.);
+	ev_timer_start(c->w->loop, &c->idle);
+	drain_try(c);
 }

@@ -25,6 +25,15 @@
 struct worker;
 struct decision;
 
+/* A drain answers the NOTIFYs that still come, and says goodbye at a
+ * moment the connection owes nothing and has nothing unread; past
+ * CONN_DRAIN_READ_S it stops reading and goes once the last is answered. */
+enum conn_drain {
+	CONN_DRAIN_NO = 0,
+	CONN_DRAIN_READING,		/* waiting for a quiet moment */
+	CONN_DRAIN_STOPPED,		/* reads stopped: waiting for inflight 0 */
+};
+
 enum conn_state {
 	CONN_ST_HELLO = 0,		/* waiting for HAPROXY-HELLO */
 	CONN_ST_READY,			/* serving NOTIFYs */
@@ -39,6 +48,9 @@ struct conn {
 	int             refs;
 	int             inflight;
 	int             dirty;		/* on the worker's dirty list */
+	int             draining;	/* CONN_DRAIN_*: how a drain goes on */
+	int             lingering;	/* DISCONNECT sent: reading to EOF */
+	size_t          discarded;	/* bytes read and dropped meanwhile */
 	uint32_t        max_frame;	/* negotiated */
 	ev_io           rio, wio;
 	ev_timer        idle;		/* idle timeout; CLOSING: close deadline */
@@ -66,8 +78,8 @@ void conn_send_ack(struct conn *c, uint64_t sid, uint64_t fid,
 void conn_req_done(struct conn *c);
 /* Writes pending output; called by the worker's flush watcher. */
 void conn_flush(struct conn *c);
-/* Starts a graceful close: stop reading; once nothing is in flight, send
- * AGENT-DISCONNECT (status 0) and close. */
+/* Starts a graceful close: AGENT-DISCONNECT (status 0) once nothing is in
+ * flight and nothing waits unread (enum conn_drain), then close. */
 void conn_drain(struct conn *c);
 /* Closes the socket now, whatever is in flight. */
 void conn_abort(struct conn *c);

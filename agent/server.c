@@ -331,7 +331,8 @@ accept_cb(struct ev_loop *loop, ev_io *io, int revents)
 		if (fd == -1) {
 			if (errno == EINTR || errno == ECONNABORTED)
 				continue;
-			if (errno != EAGAIN && errno != EWOULDBLOCK)
+			if (errno != EAGAIN && errno != EWOULDBLOCK &&
+			    !atomic_load(&server_draining))	/* shut: EINVAL */
 				accept_pause(w, errno);
 			return;
 		}
@@ -668,6 +669,12 @@ void
 server_stop(struct server *s)
 {
 	atomic_store(&server_draining, 1);
+	/* Refuse new connections at once rather than leave them in the
+	 * backlog, never answered: HAProxy's health check then fails fast,
+	 * and a new SPOE applet it opens fails at connect, before it was
+	 * given any NOTIFY, instead of at its hello timeout. */
+	for (int i = 0; i < s->nfds; i++)
+		shutdown(s->fds[i], SHUT_RD);
 	for (int i = 0; i < s->nworkers; i++)
 		if (s->workers[i].started)
 			ev_async_send(s->workers[i].loop, &s->workers[i].wake);

@@ -4,13 +4,19 @@
 # drain deadline (SERVER_DRAIN_S, 5 s), not one per worker in turn (each
 # worker used to be woken only once the one before had been joined: N x 5 s,
 # the later ones still serving meanwhile).
+# Then a drain loses no NOTIFY HAProxy has sent (HAProxy 2.6 fails, and
+# never resends, one left unanswered on a connection the agent closes):
+# those waiting unread behind the in-flight cap at SIGTERM are read and
+# answered before the DISCONNECT (reads used to stop at once), and new
+# connections are refused at once instead of waiting in the backlog for a
+# HELLO never answered.
 #   The held connections: 48 of them, opened 50 ms apart so that each is
 # a wakeup of its own and both workers take some (whichever accepts
 # first: often 1 in 5 go to one of them; the suite checks both did), each
 # with 16 NOTIFYs to its own leaky bucket in delay mode (one slot a
 # second): ACKs held up to 15 s, past the drain deadline.
 . "$(dirname "$0")/../lib.sh"
-RP=$(port 1); AP=$(port 2)
+RP=$(port 1); AP=$(port 2); BP=$(port 3)
 CLIENT="$TOOLS/spop-client"
 CONNS=48
 start_redis "$RP"
@@ -54,4 +60,45 @@ timeouts=$(sed -n 's/.*msg=drain_timeout worker=\([0-9]*\).*/\1/p' "$TMP/agent.l
 expect_eq "$timeouts" "0 1 " "both workers still held a connection at their drain deadline"
 [ "$ms" -ge 4500 ] && [ "$ms" -lt 8000 ]
 ok $? "the agent exits at one 5 s drain deadline, not one per worker (${ms} ms)"
+
+# Redis stopped: 64 NOTIFYs wait for it (the cap of one connection), 16
+# more wait unread in the socket; SIGTERM; each Redis call times out after
+# 500 ms into fail: open.
+cat >"$TMP/capped.yaml" <<YAML
+listen: 127.0.0.1:$BP
+workers: 1
+redis: { url: "redis://127.0.0.1:$RP/0", timeout: 500ms }
+processing_timeout: 2s
+rules:
+  - name: t
+    message: rl-t
+    key: "t:{tenant}"
+    algorithm: gcra
+    rate: 100/s
+    burst: 100
+    fail: open
+YAML
+: >"$TMP/agent.log"
+start_agent "$TMP/capped.yaml"
+wait_port "$BP"
+ok $? "second agent up"
+eval "RPID=\$REDIS_PID_$RP"
+kill -STOP "$RPID"
+"$CLIENT" -a "127.0.0.1:$BP" -n 80 -P 80 -v -W -t 3000 rl-t tenant=s:a >"$TMP/capped" 2>&1 &
+cpid=$!
+until_ok 30 grep -q 'sent sid=1 fid=80' "$TMP/capped"
+ok $? "80 NOTIFYs sent on one connection"
+sleep 0.1
+kill -TERM "$AGENT_PID"
+sleep 0.1
+(exec 3<>"/dev/tcp/127.0.0.1/$BP") 2>/dev/null
+ok $((! $?)) "draining, the agent refuses a new connection at once"
+wait "$cpid"
+grep -q '^sent=80 acked=80' "$TMP/capped"
+ok $? "the 16 NOTIFYs unread at SIGTERM are answered too ($(grep '^sent=' "$TMP/capped"))"
+grep -q 'disconnect status=0' "$TMP/capped"
+ok $? "then the normal DISCONNECT"
+wait "$AGENT_PID"
+ok $? "and the agent exits cleanly"
+kill -CONT "$RPID"
 finish
