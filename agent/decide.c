@@ -65,9 +65,17 @@ hdr_member(char *buf, size_t *len, const char *name, size_t nlen,
 	buf[*len] = '\0';
 }
 
+/* The limits <o> was decided under: the rule's, or the fail: local
+ * fallback's share of them (the quota the headers must state). */
+static const struct lim_params *
+lim_of(const struct check *c, const struct outcome *o)
+{
+	return o->lim != NULL ? o->lim : &c->lim;
+}
+
 static void
-add_headers(const struct check *c, const struct lim_result *r,
-            struct decision *d)
+add_headers(const struct check *c, const struct lim_params *lim,
+            const struct lim_result *r, struct decision *d)
 {
 	const char *name = c->rule->name;
 	size_t nlen = strlen(name);
@@ -79,7 +87,7 @@ add_headers(const struct check *c, const struct lim_result *r,
 	hdr_member(d->ratelimit, &d->ratelimit_len, name, nlen, 'r',
 	           r->remaining > 0 ? r->remaining : 0, 't', decide_ceil_s(t));
 	hdr_member(d->ratelimit_policy, &d->ratelimit_policy_len, name, nlen,
-	           'q', lim_header_quota(&c->lim), 'w', lim_window_s(&c->lim));
+	           'q', lim_header_quota(lim), 'w', lim_window_s(lim));
 }
 
 /* <r> as decide reads it: a cost that can never fit has no finite retry
@@ -202,15 +210,16 @@ vetoed(const struct check *checks, const struct outcome *out, int n)
 /* An allowed check of a vetoed request was evaluated as if charged, and
  * was not: report what it really has left. */
 static struct lim_result
-as_uncharged(const struct check *c, struct lim_result r)
+as_uncharged(const struct check *c, const struct lim_params *lim,
+             struct lim_result r)
 {
-	int64_t q = lim_quota(&c->lim), add = c->cost;
+	int64_t q = lim_quota(lim), add = c->cost;
 
 	if (r.allowed != 1 || c->op != LIM_OP_CHECK || c->cost <= 0)
 		return r;
-	if (c->lim.algo == LIM_CONCURRENCY)
+	if (lim->algo == LIM_CONCURRENCY)
 		add = 1;		/* one lease a request, whatever its cost */
-	else if (lim_delay_us(&c->lim, &r) > 0)
+	else if (lim_delay_us(lim, &r) > 0)
 		add = 0;		/* a slot ahead: its remaining was held at
 					 * 0, and nothing was left before it */
 	r.remaining += add;
@@ -268,9 +277,10 @@ decide(const struct check *checks, const struct outcome *out, int n,
 			d->delay_us = lim_delay_us(&c->lim, &er);	/* a shadow
 						 * rule never holds traffic */
 		if (headers == HEADERS_IETF || headers == HEADERS_BOTH) {
-			struct lim_result r = veto ? as_uncharged(c, er) : er;
+			const struct lim_params *lim = lim_of(c, o);
+			struct lim_result r = veto ? as_uncharged(c, lim, er) : er;
 
-			add_headers(c, &r, d);
+			add_headers(c, lim, &r, d);
 		}
 		if (!shadow && better(o, denies, best, best_denies, out)) {
 			best = i;
@@ -280,12 +290,13 @@ decide(const struct check *checks, const struct outcome *out, int n,
 	if (best >= 0) {
 		struct lim_result eb = effective(out[best].res);
 		const struct lim_result *r = &eb;
+		const struct lim_params *lim = lim_of(&checks[best], &out[best]);
 
 		d->has_limits = 1;
-		d->limit = lim_quota(&checks[best].lim);
+		d->limit = lim_quota(lim);
 		d->remaining = r->remaining > 0 ? r->remaining : 0;
 		if (veto && !best_denies)
-			d->remaining = as_uncharged(&checks[best], *r).remaining;
+			d->remaining = as_uncharged(&checks[best], lim, *r).remaining;
 		d->reset = decide_ceil_s(r->next_us);
 		if (best_denies || d->policy == NULL)
 			d->policy = checks[best].rule->name;

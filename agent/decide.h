@@ -36,6 +36,9 @@ enum outcome_src {
 struct outcome {
 	enum outcome_src  src;
 	struct lim_result res;
+	const struct lim_params *lim;	/* what <res> was decided under, when
+					 * not the check's own: fail: local's
+					 * share of the pool; NULL otherwise */
 	int               redis_lease;	/* a concurrency CHECK whose lease
 					 * Redis holds, or may hold: granted
 					 * (decide_mark_leases), or sent and

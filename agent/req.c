@@ -92,6 +92,8 @@ struct req {
 	int               redis_idx[REQ_MAX_CHECKS];
 	struct lim_result results[REQ_MAX_CHECKS];
 	struct outcome    out[REQ_MAX_CHECKS];
+	struct lim_params shares[REQ_MAX_CHECKS];	/* fail: local's limits,
+						 * for the headers (out.lim) */
 	struct check      checks[REQ_MAX_CHECKS];
 };
 
@@ -268,6 +270,23 @@ local_both(struct server *s, struct local *own, struct local_part *p,
 	return pass;
 }
 
+/* Takes the local tier's answer to entry <j> of <part> as its check's
+ * outcome, with the limits it was decided under when they are fail:
+ * local's share of the rule's (the headers then state that share). */
+static void
+local_result(struct req *r, const struct local_part *part, size_t j)
+{
+	int i = part->idx[j];
+
+	r->out[i].res = part->lc[j].result;
+	r->out[i].lim = NULL;
+	if (part->lp[j].rate != r->checks[i].lim.rate ||	/* local_share */
+	    part->lp[j].burst != r->checks[i].lim.burst) {
+		r->shares[i] = part->lp[j];
+		r->out[i].lim = &r->shares[i];
+	}
+}
+
 /* Evaluates the request's in-process checks as one request of the local
  * tier: charged together, and only when <commit> and none of them vetoes,
  * so that a denied request is charged nowhere. The fail: local fallback's
@@ -290,10 +309,10 @@ run_local(struct req *r, int commit)
 		return 0;
 	pass = local_both(r->w->srv, r->w->local, &own, &leases, commit);
 	for (size_t j = 0; j < own.n; j++)
-		r->out[own.idx[j]].res = own.lc[j].result;
+		local_result(r, &own, j);
 	for (size_t j = 0; j < leases.n; j++)
 		if (!redis_answered(r, leases.idx[j]))
-			r->out[leases.idx[j]].res = leases.lc[j].result;
+			local_result(r, &leases, j);
 	return !pass;
 }
 
@@ -554,6 +573,7 @@ decide_at_once(struct req *r)
 
 		r->out[i].src = SRC_STORE;
 		r->out[i].redis_lease = 0;
+		r->out[i].lim = NULL;
 		if (i == r->spill) {
 			r->out[i].src = fail_src(c, 0);
 			denied |= fail_refuses(c);

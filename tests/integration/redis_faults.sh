@@ -228,6 +228,13 @@ for m in rl-fw rl-gcra; do
 	expect_eq "$(counts "$out")" "33*0/1 7*429/1 " \
 		"local: $m: 100 over pool_size 3 allows 33 in process, then 429, all degraded=1"
 done
+# The ACK states the share it enforces: limit 33 and q=33, which
+# remaining counts down from (they said the rule's 100).
+out=$("$CLIENT" -a "127.0.0.1:$FL_AP" rl-fw tenant=s:hdr)
+expect_eq "$(echo "$out" | field limit) $(echo "$out" | field remaining)" "33 32" \
+	"local: the ACK's limit is the share, remaining counts down from it"
+echo "$out" | grep -q 'ratelimit_policy="fw";q=33;w=3600'
+ok $? "local: and RateLimit-Policy states q=33 ($(echo "$out" | field ratelimit_policy))"
 out=$("$CLIENT" -a "127.0.0.1:$FL_AP" -n 3 rl-small tenant=s:acme)
 expect_eq "$(counts "$out")" "1*0/1 2*429/1 " "local: a limit under pool_size still allows 1, not 0"
 out=$("$CLIENT" -a "127.0.0.1:$FL_AP" rl-fw tenant=s:other)

@@ -364,6 +364,30 @@ Test(decide, a_vetoed_request_reports_the_others_uncharged)
 	cr_assert_str_eq(d.ratelimit, "\"ip\";r=0;t=2, \"tenant\";r=7;t=1");
 }
 
+/* Under fail: local a rule runs on its share of the pool: the limit and
+ * the RateLimit-Policy quota must be that share, which remaining counts
+ * down from, not the rule's whole limit. */
+Test(decide, fail_local_states_the_share_it_enforces)
+{
+	struct lim_params share = checks[1].lim;
+	struct decision d;
+	const char *err;
+
+	share.rate = 20;			/* 60/min over pool_size 3 */
+	share.burst = 3;
+	cr_assert_eq(lim_params_init(&share, &err), 0);
+	out[1].src = SRC_FAIL_LOCAL;
+	out[1].lim = &share;
+	out[1].res = res(1, 2, 0, 3000000);
+	decide(checks, out, 2, HEADERS_IETF, &d);
+	cr_assert_eq(d.degraded, 1);
+	cr_assert_eq(d.remaining, 2);
+	cr_assert_eq(d.limit, 3, "limit %lld, not the rule's 10",
+	             (long long)d.limit);
+	cr_assert_str_eq(d.ratelimit_policy,
+	    "\"ip\";q=10;w=10, \"tenant\";q=3;w=9");
+}
+
 /* A concurrency check holds one lease per request whatever its cost: a
  * veto by another rule gives back one, not the cost. */
 Test(decide, a_vetoed_request_gives_back_one_lease_not_its_cost)
