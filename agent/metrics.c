@@ -33,7 +33,6 @@ const uint32_t metrics_lat_bounds_us[METRICS_LAT_BUCKETS] = {
 	100000, 250000, 500000, 1000000,
 };
 
-_Atomic uint16_t metrics__rule_slot[METRICS_MAX_RULES];
 
 static struct metrics_worker *_Atomic workers[METRICS_MAX_WORKERS];
 static _Atomic int nworkers;		/* slots reserved, may exceed the max */
@@ -110,14 +109,8 @@ metrics_rule_slot(const char *name)
 void
 metrics_set_rules(const char *const *names, int n)
 {
-	for (int i = 0; i < METRICS_MAX_RULES; i++) {
-		uint16_t v = 0;
-
-		if (i < n)
-			v = (uint16_t)(metrics_rule_slot(names[i]) + 1);
-		atomic_store_explicit(&metrics__rule_slot[i], v,
-		                      memory_order_relaxed);
-	}
+	for (int i = 0; i < n; i++)
+		metrics_rule_slot(names[i]);
 }
 
 void
@@ -145,8 +138,6 @@ metrics_reset(void)
 		rule_names[i] = NULL;
 	}
 	atomic_store(&nnames, 0);
-	for (int i = 0; i < METRICS_MAX_RULES; i++)
-		atomic_store(&metrics__rule_slot[i], 0);
 	atomic_store(&reloads_ok, 0);
 	atomic_store(&reloads_err, 0);
 	atomic_store(&last_reload_us, 0);

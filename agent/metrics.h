@@ -21,14 +21,13 @@
  * Rule names and reload. Decisions are counted by rule *slot*, a stable
  * number per rule name for the life of the process, so a counter keeps its
  * name when a reload reorders, adds or removes rules (counting by rule
- * index would move counts between names). metrics_set_rules() interns the
- * new policy's names and republishes the rule index -> slot map that
- * metrics_decision() reads; call it right after swapping the policy in. A
- * request evaluated under the old policy and counted after the swap is
- * counted under the rule at the same index in the new one; callers that
- * want that exact keep the slot from metrics_rule_slot() in their rule and
- * use metrics_decision_slot(). Names of rules a reload removed keep being
- * exported with their last values.
+ * index would move counts between names). Each rule keeps its slot from
+ * metrics_rule_slot(), taken at load, and counts with
+ * metrics_decision_slot(): a request evaluated under the old policy and
+ * counted after a reload still counts under its own rule.
+ * metrics_set_rules() interns a new policy's names, so that its rules are
+ * exported (at 0) before their first decision. Names of rules a reload
+ * removed keep being exported with their last values.
  */
 #ifndef METRICS_H
 #define METRICS_H
@@ -100,10 +99,6 @@ struct metrics_worker {
  * 50µs 100µs 250µs 500µs 1ms 2ms 5ms 10ms 25ms 50ms 100ms 250ms 500ms 1s. */
 extern const uint32_t metrics_lat_bounds_us[METRICS_LAT_BUCKETS];
 
-/* The rule index -> slot + 1 map (metrics_set_rules()); 0 is unmapped.
- * Private. */
-extern _Atomic uint16_t metrics__rule_slot[METRICS_MAX_RULES];
-
 /* ---- setup (any thread, not the hot path) ------------------------------ */
 
 /* Returns a new zeroed block registered for the scrape. Call once per
@@ -123,11 +118,9 @@ void metrics_init(const char *version);
  * (a mutex: call it at policy load, not per request). */
 int metrics_rule_slot(const char *name);
 
-/* Interns <names>[0..<n>-1] (the rules of the policy just swapped in, in
- * rule index order) and republishes the index -> slot map read by
- * metrics_decision(); indexes >= <n> map to METRICS_RULE_OTHER. <names>
- * is borrowed for the call only. Call from one thread at a time (main:
- * initial load and SIGHUP). */
+/* Interns <names>[0..<n>-1], the rules of a policy just loaded, so that
+ * each is exported from now on. <names> is borrowed for the call only.
+ * Call from one thread at a time (main: initial load and SIGHUP). */
 void metrics_set_rules(const char *const *names, int n);
 
 /* spoa_rl_policy_reloads_total{result="ok"|"error"} += 1 and, when <ok>,
@@ -172,20 +165,6 @@ metrics_decision_slot(struct metrics_worker *w, int slot,
 		slot = METRICS_RULE_OTHER;
 	if ((unsigned)o < METRICS_OUTCOME_COUNT)
 		metrics__add(&w->decisions[slot][o], 1);
-}
-
-/* Counts one decision of rule <rule_index> of the current policy (see
- * "Rule names and reload" above). Unknown indexes count as "_other". */
-static inline void
-metrics_decision(struct metrics_worker *w, int rule_index,
-                 enum metrics_outcome o)
-{
-	int slot = 0;
-
-	if (rule_index >= 0 && rule_index < METRICS_MAX_RULES)
-		slot = atomic_load_explicit(&metrics__rule_slot[rule_index],
-		                            memory_order_relaxed);
-	metrics_decision_slot(w, slot == 0 ? METRICS_RULE_OTHER : slot - 1, o);
 }
 
 /* Observes one Redis round trip of <us> microseconds (negative counts as

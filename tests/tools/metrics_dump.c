@@ -25,10 +25,12 @@ main(void)
 	metrics_policy_reload(true);
 	metrics_policy_reload(false);
 	for (int i = 0; i < 3; i++) {
-		metrics_decision(a, i, METRICS_ALLOWED);
-		metrics_decision(b, i, METRICS_DENIED);
+		metrics_decision_slot(a, metrics_rule_slot(rules[i]),
+		                      METRICS_ALLOWED);
+		metrics_decision_slot(b, metrics_rule_slot(rules[i]),
+		                      METRICS_DENIED);
 	}
-	metrics_decision(a, 7, METRICS_DEGRADED);	/* "_other" */
+	metrics_decision_slot(a, METRICS_RULE_OTHER, METRICS_DEGRADED);
 	metrics_redis_latency(a, 80);
 	metrics_redis_latency(b, 1500);
 	metrics_redis_latency(b, 3000000);

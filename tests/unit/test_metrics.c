@@ -247,7 +247,7 @@ Test(metrics, label_values_escaped)
 	char *s;
 
 	metrics_set_rules(names, 2);
-	metrics_decision(w, 0, METRICS_DENIED);
+	metrics_decision_slot(w, metrics_rule_slot(names[0]), METRICS_DENIED);
 	s = render();
 	assert_line(s, "spoa_rl_decisions_total{rule=\"a\\\"b\\\\c\\nd\","
 	            "outcome=\"denied\"} 1");
@@ -263,12 +263,16 @@ Test(metrics, rule_names_after_set_rules)
 	struct metrics_worker *w = metrics_worker_new();
 	char *s;
 
+	int ip, tenant;
+
 	metrics_set_rules(v1, 2);
-	metrics_decision(w, 0, METRICS_ALLOWED);
-	metrics_decision(w, 0, METRICS_ALLOWED);
-	metrics_decision(w, 1, METRICS_DENIED);
-	metrics_decision(w, 1, METRICS_SHADOW_DENIED);
-	metrics_decision(w, 1, METRICS_DEGRADED);
+	ip = metrics_rule_slot("ip");
+	tenant = metrics_rule_slot("tenant");
+	metrics_decision_slot(w, ip, METRICS_ALLOWED);
+	metrics_decision_slot(w, ip, METRICS_ALLOWED);
+	metrics_decision_slot(w, tenant, METRICS_DENIED);
+	metrics_decision_slot(w, tenant, METRICS_SHADOW_DENIED);
+	metrics_decision_slot(w, tenant, METRICS_DEGRADED);
 	s = render();
 	assert_line(s, "spoa_rl_decisions_total{rule=\"ip\",outcome=\"allowed\"} 2");
 	assert_line(s, "spoa_rl_decisions_total{rule=\"tenant\",outcome=\"denied\"} 1");
@@ -277,10 +281,15 @@ Test(metrics, rule_names_after_set_rules)
 	cr_assert_null(strstr(s, "login"));
 	free(s);
 
-	/* Reload: index 0 is now "tenant"; counts stay with their names. */
+	/* Reload: index 0 is now "tenant", "login" is new, "ip" is gone; a
+	 * rule keeps its slot, and "login" is exported before it counts. */
 	metrics_set_rules(v2, 2);
-	metrics_decision(w, 0, METRICS_DENIED);
-	metrics_decision(w, 1, METRICS_ALLOWED);
+	cr_assert_eq(metrics_rule_slot("tenant"), tenant);
+	s = render();
+	assert_line(s, "spoa_rl_decisions_total{rule=\"login\",outcome=\"allowed\"} 0");
+	free(s);
+	metrics_decision_slot(w, tenant, METRICS_DENIED);
+	metrics_decision_slot(w, metrics_rule_slot("login"), METRICS_ALLOWED);
 	s = render();
 	assert_line(s, "spoa_rl_decisions_total{rule=\"tenant\",outcome=\"denied\"} 2");
 	assert_line(s, "spoa_rl_decisions_total{rule=\"login\",outcome=\"allowed\"} 1");
@@ -291,17 +300,17 @@ Test(metrics, rule_names_after_set_rules)
 	free(s);
 }
 
-Test(metrics, unknown_rule_index_counts_as_other)
+Test(metrics, out_of_range_slots_count_as_other)
 {
 	const char *v[] = { "only" };
 	struct metrics_worker *w = metrics_worker_new();
 	char *s;
 
-	metrics_decision(w, 0, METRICS_ALLOWED);	/* before set_rules */
 	metrics_set_rules(v, 1);
-	metrics_decision(w, 1, METRICS_DENIED);
-	metrics_decision(w, -1, METRICS_DENIED);
-	metrics_decision(w, 100000, METRICS_DENIED);
+	metrics_decision_slot(w, METRICS_RULE_OTHER, METRICS_ALLOWED);
+	metrics_decision_slot(w, -1, METRICS_DENIED);
+	metrics_decision_slot(w, METRICS_RULE_OTHER + 1, METRICS_DENIED);
+	metrics_decision_slot(w, 100000, METRICS_DENIED);
 	metrics_decision_slot(w, metrics_rule_slot("only"), METRICS_DEGRADED);
 	s = render();
 	assert_line(s, "spoa_rl_decisions_total{rule=\"_other\",outcome=\"allowed\"} 1");
