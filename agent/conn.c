@@ -90,17 +90,11 @@ wbuf_commit(struct conn *c, int len)
 	worker_mark_dirty(c->w, c);
 }
 
+/* Stops serving <c>: what is queued is written, then it closes. */
 static void
-send_disconnect(struct conn *c, int status, const char *message)
+close_when_flushed(struct conn *c)
 {
-	char *p = wbuf_reserve(c, 512);
-	int n;
-
-	if (p != NULL && (n = spop_encode_disconnect(p, 512,
-	                  SPOP_FRM_AGENT_DISCONNECT, status, message)) > 0)
-		wbuf_commit(c, n);
-	c->state = CONN_ST_CLOSING;	/* not counted in frames_total: it
-					 * counts the frames received */
+	c->state = CONN_ST_CLOSING;
 	ev_io_stop(c->w->loop, &c->rio);
 	worker_mark_dirty(c->w, c);
 	/* A peer that never reads would keep the write at EAGAIN, and the
@@ -108,6 +102,19 @@ send_disconnect(struct conn *c, int status, const char *message)
 	ev_timer_stop(c->w->loop, &c->idle);
 	ev_timer_set(&c->idle, CONN_CLOSE_S, 0.);
 	ev_timer_start(c->w->loop, &c->idle);
+}
+
+static void
+send_disconnect(struct conn *c, int status, const char *message)
+{
+	char *p = wbuf_reserve(c, 512);
+	int n;
+
+	/* not counted in frames_total: it counts the frames received */
+	if (p != NULL && (n = spop_encode_disconnect(p, 512,
+	                  SPOP_FRM_AGENT_DISCONNECT, status, message)) > 0)
+		wbuf_commit(c, n);
+	close_when_flushed(c);
 }
 
 /* A protocol error from the peer: say why, then close. */
@@ -315,6 +322,19 @@ linger_read(struct conn *c)
 		conn_close(c);
 }
 
+/* The peer shut its side with requests in flight: their ACKs are still
+ * sent (a half-closed peer reads them), and the connection closes once
+ * the last is written. HAProxy closes, it never half-closes: the ACKs then
+ * meet a reset and the close comes sooner. */
+static void
+peer_shut(struct conn *c)
+{
+	log_debug("conn_shut_by_peer", "peer=%s inflight=%d", c->peer,
+	          c->inflight);
+	c->rd_eof = 1;
+	ev_io_stop(c->w->loop, &c->rio);
+}
+
 /* Draining: sends the DISCONNECT if <c> owes no ACK and, while it still
  * reads, has no byte unread, in its buffer or the socket's. Called again
  * when a request ends and after each read. */
@@ -357,6 +377,10 @@ read_cb(struct ev_loop *loop, ev_io *w, int revents)
 			continue;
 		if (n == -1 && (errno == EAGAIN || errno == EWOULDBLOCK))
 			break;
+		if (n == 0 && c->state == CONN_ST_READY && c->inflight > 0) {
+			peer_shut(c);	/* the ACKs may still be read */
+			break;
+		}
 		if (n <= 0) {		/* EOF or reset: HAProxy went away */
 			log_debug("conn_closed_by_peer", "peer=%s", c->peer);
 			conn_close(c);
@@ -499,12 +523,17 @@ void
 conn_req_done(struct conn *c)
 {
 	c->inflight--;
+	/* Below the cap again: frames may wait in the buffer, and reads
+	 * resume unless the peer has shut its side. */
 	if (c->state == CONN_ST_READY && c->inflight < CONN_MAX_INFLIGHT &&
-	    c->draining != CONN_DRAIN_STOPPED && !ev_is_active(&c->rio)) {
-		ev_io_start(c->w->loop, &c->rio);
-		/* frames may already wait in the buffer */
+	    c->draining != CONN_DRAIN_STOPPED &&
+	    (c->rd_eof ? c->rlen > 0 : !ev_is_active(&c->rio))) {
+		if (!c->rd_eof)
+			ev_io_start(c->w->loop, &c->rio);
 		conn_parse(c);
 	}
+	if (c->rd_eof && c->inflight == 0 && c->state == CONN_ST_READY)
+		close_when_flushed(c);
 	if (c->state == CONN_ST_CLOSING && c->inflight == 0)
 		worker_mark_dirty(c->w, c);
 	if (c->draining)

@@ -50,6 +50,8 @@ struct conn {
 	int             dirty;		/* on the worker's dirty list */
 	int             draining;	/* CONN_DRAIN_*: how a drain goes on */
 	int             lingering;	/* DISCONNECT sent: reading to EOF */
+	int             rd_eof;		/* the peer shut its side: answering
+					 * what is in flight, then closing */
 	size_t          discarded;	/* bytes read and dropped meanwhile */
 	uint32_t        max_frame;	/* negotiated */
 	ev_io           rio, wio;
@@ -74,6 +76,15 @@ void conn_unref(struct conn *c);
  * the conn is no longer serving. */
 void conn_send_ack(struct conn *c, uint64_t sid, uint64_t fid,
                    const struct decision *d);
+/* 1 while <c> can still deliver an ACK HAProxy will act on: ready, and
+ * the peer has not shut its side (HAProxy closes, never half-closes: its
+ * requests are then given up, their leases HAProxy's to release no more). */
+static inline int
+conn_serving(const struct conn *c)
+{
+	return c->state == CONN_ST_READY && !c->rd_eof;
+}
+
 /* A request of <c> has finished (its ACK is queued or dropped). */
 void conn_req_done(struct conn *c);
 /* Writes pending output; called by the worker's flush watcher. */

@@ -945,7 +945,7 @@ give_back(struct req *r)
 	uint64_t n = 0;
 
 	memset(orphan, 0, sizeof(orphan));
-	lost = r->c->state != CONN_ST_READY ||
+	lost = !conn_serving(r->c) ||
 	       util_loop_us() - r->start_us >= r->policy->processing_timeout_us;
 	if (r->d.status != 0 || (lost && r->d.release)) {
 		for (int i = 0; i < r->n; i++) {

@@ -11,6 +11,8 @@
 #   ACKs fill it and stay queued in the agent, under its 1 MiB output cap
 #   (so this is not the overflow close). Over TCP loopback the kernel
 #   grows the send buffer to 4 MiB, past that cap.
+# Then a peer that shuts its write side after its NOTIFYs (a half-close)
+# still gets their ACKs: they were dropped with the connection at its EOF.
 . "$(dirname "$0")/../lib.sh"
 RP=$(port 1); MP=$(port 3)
 SOCK="$TMP/agent.sock"
@@ -34,6 +36,13 @@ rules:
     rate: 100000/s
     burst: 100000
     store: local
+  - name: slow
+    message: rl-slow
+    key: "s:{tenant}"
+    algorithm: gcra
+    rate: 100/s
+    burst: 100
+    fail: open
 YAML
 start_agent "$TMP/policy.yaml" -m "127.0.0.1:$MP"
 wait_port "$MP"
@@ -70,4 +79,16 @@ echo "$out" | grep -q '^ack sid=1 fid=1 .*status=0'
 ok $? "the agent still serves a normal request ($(echo "$out" | grep '^ack' | head -c 80))"
 kill "$sp" 2>/dev/null
 wait "$sp" 2>/dev/null
+
+# Redis stopped: the 5 NOTIFYs wait for it (then its 100 ms timeout gives
+# fail: open) while the client has already shut its write side.
+eval "RPID=\$REDIS_PID_$RP"
+kill -STOP "$RPID"
+out=$("$CLIENT" -a "unix:$SOCK" -S -n 5 -P 5 -v -t 3000 rl-slow tenant=s:half 2>&1)
+kill -CONT "$RPID"
+echo "$out" | grep -q '^sent=5 acked=5'
+ok $? "a half-closed peer gets the ACKs of the NOTIFYs it sent ($(echo "$out" | grep -e '^sent=' -e 'ACKs'))"
+no_conns() { [ "$(metric spoa_rl_spop_connections)" -eq 0 ]; }
+until_ok 30 no_conns
+ok $? "and the connection closes after the last"
 finish

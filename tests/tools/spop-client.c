@@ -5,7 +5,7 @@
  * order the ACKs arrive.
  *
  *   spop-client [-a ADDR] [-n COUNT] [-P PIPELINE] [-H] [-x HEX] [-s SID]
- *               [-I] [-M K:MESSAGE2] [-g MS] [-W] [-v] [-D CODE:TEXT] [-u]
+ *               [-I] [-M K:MESSAGE2] [-g MS] [-W] [-v] [-D CODE:TEXT] [-u] [-S]
  *               MESSAGE [NAME=TYPE:VALUE]... [+ MESSAGE [NAME=TYPE:VALUE]...]...
  *
  * ADDR is host:port or unix:/path. TYPE is s (string), i (int64), 4 (IPv4),
@@ -27,6 +27,8 @@
  * -v prints "sent sid=S fid=F" per NOTIFY and "sent=N acked=M" at the end.
  * -u appends ".I" to every string value of NOTIFY i (a new tenant, say,
  * per NOTIFY).
+ * -S shuts the write side once the last NOTIFY is sent (a half-close),
+ * and goes on reading the ACKs.
  * -D CODE:TEXT ends with a HAPROXY-DISCONNECT (status-code CODE, message
  * TEXT), prints the agent's reply, then "closed" once the agent closes
  * the connection (or "open after MS ms"); exit status 0 for an
@@ -320,13 +322,13 @@ main(int argc, char **argv)
 	const char *msg2 = NULL;
 	long count = 1, pipeline = 1, sent = 0, acked = 0, first = 0;
 	uint64_t sid = 1, s_id;
-	int ch, health = 0, raw_first = 0, linger = 0, gap_ms = 0, fd, n, r;
+	int ch, health = 0, raw_first = 0, linger = 0, halfclose = 0, gap_ms = 0, fd, n, r;
 	int sid_step = 0, verbose = 0;
 	struct spop_frame f;
 
 	setvbuf(stdout, NULL, _IOLBF, 0);	/* tests watch it while we run */
 	signal(SIGPIPE, SIG_IGN);		/* a closed peer is a result */
-	while ((ch = getopt(argc, argv, "a:n:P:Hx:Rs:t:F:g:WIM:vD:u")) != -1) {
+	while ((ch = getopt(argc, argv, "a:n:P:Hx:Rs:t:F:g:WIM:vD:uS")) != -1) {
 		switch (ch) {
 		case 'a': addr = optarg; break;
 		case 'n': count = atol(optarg); break;
@@ -349,6 +351,7 @@ main(int argc, char **argv)
 		case 'v': verbose = 1; break;
 		case 'D': discon = optarg; break;
 		case 'u': uniq = 0; break;
+		case 'S': halfclose = 1; break;
 		default: return 2;
 		}
 	}
@@ -406,6 +409,8 @@ main(int argc, char **argv)
 			if (verbose)
 				printf("sent sid=%llu fid=%ld\n",
 				       (unsigned long long)s_id, sent);
+			if (halfclose && sent == count)
+				shutdown(fd, SHUT_WR);
 		}
 		if ((n = read_frame(fd, &f)) == 0) {
 			fprintf(stderr, "%s: %ld of %ld ACKs\n", rx_end, acked, count);
