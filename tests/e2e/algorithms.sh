@@ -14,15 +14,13 @@ need_agent
 # phase NAME RULE-YAML: writes a policy with that one rule (indented as a
 # list item under rules:) and (re)starts the agent on it.
 phase() {
-	cat >"$POLICY" <<EOF
-listen: 127.0.0.1:$AGENT_PORT
-workers: 2
-redis:
-  url: redis://127.0.0.1:$REDIS_PORT/0
-  timeout: 50ms
+	{
+		policy_head 50ms
+		cat <<EOF
 rules:
 $2
 EOF
+	} >"$POLICY"
 	policy_valid "$1: the policy passes -c"
 	if [ -n "${AGENT_PID:-}" ]; then
 		kill "$AGENT_PID" 2>/dev/null

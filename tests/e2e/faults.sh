@@ -39,12 +39,9 @@ BUDGET_MS=$((REDIS_TIMEOUT_MS + TOLERANCE_MS))
 OUT_S=3			# seconds Redis is out per fault
 RESUME_S=2		# normal decisions again within this many seconds
 
-cat >"$POLICY" <<EOF
-listen: 127.0.0.1:$AGENT_PORT
-workers: 2
-redis:
-  url: redis://127.0.0.1:$REDIS_PORT/0
-  timeout: ${REDIS_TIMEOUT_MS}ms
+{
+	policy_head ${REDIS_TIMEOUT_MS}ms
+	cat <<EOF
 pool_size: 1
 rules:
   - name: r-open
@@ -72,6 +69,7 @@ rules:
     fail: local
     missing: skip
 EOF
+} >"$POLICY"
 policy_valid "the fault-matrix policy is valid"
 
 start_stack

@@ -57,12 +57,9 @@ hexkey() { printf %s "$1" | sha256sum | cut -c1-32; }
 
 # topo_policy NAME URL: the suite's policy on Redis URL, checked with -c.
 topo_policy() {
-	cat >"$POLICY" <<EOF
-listen: 127.0.0.1:$AGENT_PORT
-workers: 2
-redis:
-  url: "$2"
-  timeout: ${REDIS_TIMEOUT_MS}ms
+	{
+		policy_head ${REDIS_TIMEOUT_MS}ms "$2"
+		cat <<EOF
 pool_size: 1
 rules:
   - name: r-open
@@ -98,6 +95,7 @@ rules:
     fail: closed
     missing: skip
 EOF
+	} >"$POLICY"
 	policy_valid "$1: policy valid"
 }
 

@@ -17,12 +17,9 @@
 . "$(dirname "$0")/lib-e2e.bash"
 need_agent
 
-cat >"$POLICY" <<EOF
-listen: 127.0.0.1:$AGENT_PORT
-workers: 2
-redis:
-  url: redis://127.0.0.1:$REDIS_PORT/0
-  timeout: 50ms
+{
+	policy_head 50ms
+	cat <<EOF
 rules:
   - name: ip
     message: rl-request
@@ -47,6 +44,7 @@ rules:
     missing: skip
     headers: false
 EOF
+} >"$POLICY"
 start_stack
 ok $? "stack up, agent UP"
 

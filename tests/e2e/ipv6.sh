@@ -37,12 +37,9 @@ HAP_CFG="$TMP/haproxy.cfg"
 haproxy -c -q -f "$HAP_CFG" >/dev/null 2>&1
 ok $? "haproxy -c accepts the test config"
 
-cat >"$POLICY" <<EOF
-listen: 127.0.0.1:$AGENT_PORT
-workers: 2
-redis:
-  url: redis://127.0.0.1:$REDIS_PORT/0
-  timeout: 50ms
+{
+	policy_head 50ms
+	cat <<EOF
 rules:
   - name: ip
     message: rl-request
@@ -52,6 +49,7 @@ rules:
     burst: 3
     missing: deny
 EOF
+} >"$POLICY"
 start_stack
 ok $? "stack up, agent UP"
 

@@ -19,12 +19,9 @@ grep -q '^ *timeout processing 2s$' "$TMP/spoe.conf"
 ok $? "test SPOE conf: timeout processing 2s"
 export RL_SPOE_CONF="$TMP/spoe.conf"
 
-cat >"$POLICY" <<EOF
-listen: 127.0.0.1:$AGENT_PORT
-workers: 2
-redis:
-  url: redis://127.0.0.1:$REDIS_PORT/0
-  timeout: 50ms
+{
+	policy_head 50ms
+	cat <<EOF
 processing_timeout: 2s     # the test SPOE conf's timeout processing
 rules:
   - name: pace
@@ -37,6 +34,7 @@ rules:
     max_delay: 300ms
     missing: deny
 EOF
+} >"$POLICY"
 "$AGENT" -c -f "$POLICY" >/dev/null 2>&1
 ok $? "the delay-mode policy passes -c"
 start_stack

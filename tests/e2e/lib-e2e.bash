@@ -25,17 +25,27 @@ SF_PARAM=';[a-z*][a-z0-9_.*-]*(=(-?[0-9]{1,15}|"([^"\\]|\\.)*"|[A-Za-z*][A-Za-z0
 SF_MEMBER="$SF_STRING($SF_PARAM)*"
 SF_LIST="^$SF_MEMBER( *, *$SF_MEMBER)*\$"
 
+# policy_head [REDIS_TIMEOUT [REDIS_URL]]: the top of a test policy: this
+# stack's listen, 2 workers, and Redis (this stack's, timeout 10ms, unless
+# given); the caller writes the rest (rules:...) after it.
+policy_head() {
+	cat <<EOF
+listen: 127.0.0.1:$AGENT_PORT
+workers: 2
+redis:
+  url: "${2:-redis://127.0.0.1:$REDIS_PORT/0}"
+  timeout: ${1:-10ms}
+EOF
+}
+
 # write_policy [TENANT_BURST [TENANT_RATE [REDIS_TIMEOUT]]]: the test
 # policy into $POLICY:
 # a gcra "tenant" rule (burst 5, 5/min, missing: deny, fail: open) and a
 # login rule counting failures per account (3 per 15m, fail: closed).
 write_policy() {
-	cat >"$POLICY" <<EOF
-listen: 127.0.0.1:$AGENT_PORT
-workers: 2
-redis:
-  url: redis://127.0.0.1:$REDIS_PORT/0
-  timeout: ${3:-10ms}
+	{
+		policy_head ${3:-10ms}
+		cat <<EOF
 rules:
   - name: tenant
     message: rl-request
@@ -55,6 +65,7 @@ rules:
     fail: closed
     missing: deny
 EOF
+	} >"$POLICY"
 }
 
 # start_stack: redis, the agent on $POLICY, haproxy; waits until HAProxy

@@ -16,12 +16,9 @@
 . "$(dirname "$0")/lib-e2e.bash"
 need_agent
 
-cat >"$POLICY" <<EOF
-listen: 127.0.0.1:$AGENT_PORT
-workers: 2
-redis:
-  url: redis://127.0.0.1:$REDIS_PORT/0
-  timeout: 25ms
+{
+	policy_head 25ms
+	cat <<EOF
 rules:
   - name: tenant
     message: rl-request
@@ -44,6 +41,7 @@ rules:
     window: 15m
     count: failures
 EOF
+} >"$POLICY"
 policy_valid "the login policy is valid"
 start_stack
 ok $? "stack up, agent UP"

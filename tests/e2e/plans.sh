@@ -11,12 +11,9 @@
 . "$(dirname "$0")/lib-e2e.bash"
 need_agent
 
-cat >"$POLICY" <<EOF
-listen: 127.0.0.1:$AGENT_PORT
-workers: 2
-redis:
-  url: redis://127.0.0.1:$REDIS_PORT/0
-  timeout: 50ms
+{
+	policy_head 50ms
+	cat <<EOF
 plans:
   free: { rate: 5/min, burst: 3 }
   pro:  { rate: 10/min, burst: 10 }
@@ -30,6 +27,7 @@ rules:
     plan: rate
     missing: deny
 EOF
+} >"$POLICY"
 "$AGENT" -c -f "$POLICY" >/dev/null 2>&1
 ok $? "the plans policy passes -c"
 start_stack

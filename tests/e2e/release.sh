@@ -11,12 +11,9 @@
 . "$(dirname "$0")/lib-e2e.bash"
 need_agent
 
-cat >"$POLICY" <<EOF
-listen: 127.0.0.1:$AGENT_PORT
-workers: 2
-redis:
-  url: redis://127.0.0.1:$REDIS_PORT/0
-  timeout: 10ms
+{
+	policy_head 10ms
+	cat <<EOF
 rules:
   - name: inflight
     message: rl-request
@@ -47,6 +44,7 @@ rules:
     fail: open
     missing: skip
 EOF
+} >"$POLICY"
 start_stack
 ok $? "stack up, agent UP"
 

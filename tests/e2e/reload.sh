@@ -16,12 +16,9 @@ METRICS_PORT=$(port 6)
 
 # policy BURST RATE: the tenant rule with those numbers.
 policy() {
-	cat >"$TMP/new.yaml" <<EOF
-listen: 127.0.0.1:$AGENT_PORT
-workers: 2
-redis:
-  url: redis://127.0.0.1:$REDIS_PORT/0
-  timeout: 50ms
+	{
+		policy_head 50ms
+		cat <<EOF
 rules:
   - name: tenant
     message: rl-request
@@ -31,6 +28,7 @@ rules:
     burst: $1
     missing: deny
 EOF
+	} >"$TMP/new.yaml"
 	mv "$TMP/new.yaml" "$POLICY"	# atomic: SIGHUP never sees half a file
 }
 

@@ -16,12 +16,8 @@ need_agent
 MET_PORT=$(port 5)
 # preamble: the top of both policies (2 workers, metrics on MET_PORT).
 preamble() {
+	policy_head 10ms
 	cat <<EOF2
-listen: 127.0.0.1:$AGENT_PORT
-workers: 2
-redis:
-  url: redis://127.0.0.1:$REDIS_PORT/0
-  timeout: 10ms
 metrics:
   listen: "127.0.0.1:$MET_PORT"
 EOF2
