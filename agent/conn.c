@@ -25,7 +25,7 @@
  * never resends, a NOTIFY left unanswered on a connection the agent
  * closes. The DISCONNECT goes once nothing is in flight and nothing waits
  * unread, or, past CONN_DRAIN_READ_S of a connection never quiet, once
- * what was read is answered.
+ * what had arrived by then is read and answered.
  * Not thread-safe: a conn belongs to one worker loop.
  */
 #include <errno.h>
@@ -284,6 +284,7 @@ conn_parse(struct conn *c)
 	size_t off = 0;
 	int n, status;
 
+	c->parsing = 1;
 	while ((c->state == CONN_ST_HELLO || c->state == CONN_ST_READY) &&
 	       c->inflight < CONN_MAX_INFLIGHT) {
 		n = spop_decode_frame(c->rbuf + off, c->rlen - off, c->max_frame,
@@ -300,6 +301,7 @@ conn_parse(struct conn *c)
 	}
 	memmove(c->rbuf, c->rbuf + off, c->rlen - off);
 	c->rlen -= off;
+	c->parsing = 0;
 }
 
 /* After our DISCONNECT: drops what the peer still sends, and closes at
@@ -348,6 +350,8 @@ drain_try(struct conn *c)
 	if (c->draining == CONN_DRAIN_READING &&
 	    (c->rlen > 0 || ioctl(c->fd, FIONREAD, &unread) == -1 || unread > 0))
 		return;
+	if (c->draining == CONN_DRAIN_STOPPED && c->drain_owed > 0)
+		return;
 	send_disconnect(c, SPOP_ST_NORMAL, "agent shutting down");
 }
 
@@ -372,6 +376,10 @@ read_cb(struct ev_loop *loop, ev_io *w, int revents)
 			c->rbuf = xrealloc(c->rbuf, c->rcap);
 		}
 		room = c->rcap - c->rlen;
+		if (c->draining == CONN_DRAIN_STOPPED && room > c->drain_owed)
+			room = c->drain_owed;	/* only what came in time */
+		if (room == 0)
+			break;
 		n = read(c->fd, c->rbuf + c->rlen, room);
 		if (n == -1 && errno == EINTR)
 			continue;
@@ -388,6 +396,9 @@ read_cb(struct ev_loop *loop, ev_io *w, int revents)
 		}
 		c->rlen += (size_t)n;
 		c->last_rx = ev_now(loop);
+		if (c->draining == CONN_DRAIN_STOPPED &&
+		    (c->drain_owed -= (size_t)n) == 0)
+			ev_io_stop(loop, &c->rio);
 		conn_parse(c);
 		/* A short read drained the socket: epoll is level-triggered,
 		 * so asking again would only fetch EAGAIN. */
@@ -413,8 +424,14 @@ idle_cb(struct ev_loop *loop, ev_timer *w, int revents)
 		return;
 	}
 	if (c->draining == CONN_DRAIN_READING) {	/* never quiet */
+		int unread = 0;
+
 		c->draining = CONN_DRAIN_STOPPED;
-		ev_io_stop(loop, &c->rio);
+		if (ioctl(c->fd, FIONREAD, &unread) == -1 || unread < 0)
+			unread = 0;
+		c->drain_owed = (size_t)unread;	/* sent before now: answered */
+		if (c->drain_owed == 0)
+			ev_io_stop(loop, &c->rio);
 		drain_try(c);
 		return;
 	}
@@ -523,14 +540,20 @@ void
 conn_req_done(struct conn *c)
 {
 	c->inflight--;
-	/* Below the cap again: frames may wait in the buffer, and reads
-	 * resume unless the peer has shut its side. */
+	/* Below the cap again: frames may wait in the buffer (all read
+	 * before the peer shut its side or a drain stopped reading are
+	 * answered too), and reads resume unless one of those happened. */
 	if (c->state == CONN_ST_READY && c->inflight < CONN_MAX_INFLIGHT &&
-	    c->draining != CONN_DRAIN_STOPPED &&
-	    (c->rd_eof ? c->rlen > 0 : !ev_is_active(&c->rio))) {
-		if (!c->rd_eof)
+	    !c->parsing) {		/* else the parse under way goes on */
+		int reading = !c->rd_eof && (c->draining != CONN_DRAIN_STOPPED ||
+		                             c->drain_owed > 0);
+
+		if (reading && !ev_is_active(&c->rio)) {
 			ev_io_start(c->w->loop, &c->rio);
-		conn_parse(c);
+			conn_parse(c);
+		} else if (!reading && c->rlen > 0) {
+			conn_parse(c);
+		}
 	}
 	if (c->rd_eof && c->inflight == 0 && c->state == CONN_ST_READY)
 		close_when_flushed(c);

@@ -27,11 +27,13 @@ struct decision;
 
 /* A drain answers the NOTIFYs that still come, and says goodbye at a
  * moment the connection owes nothing and has nothing unread; past
- * CONN_DRAIN_READ_S it stops reading and goes once the last is answered. */
+ * CONN_DRAIN_READ_S it reads only the bytes that had arrived by then,
+ * and goes once the last of them is answered. */
 enum conn_drain {
 	CONN_DRAIN_NO = 0,
 	CONN_DRAIN_READING,		/* waiting for a quiet moment */
-	CONN_DRAIN_STOPPED,		/* reads stopped: waiting for inflight 0 */
+	CONN_DRAIN_STOPPED,		/* reading <drain_owed> bytes more, then
+					 * waiting for inflight 0 */
 };
 
 enum conn_state {
@@ -49,7 +51,10 @@ struct conn {
 	int             inflight;
 	int             dirty;		/* on the worker's dirty list */
 	int             draining;	/* CONN_DRAIN_*: how a drain goes on */
+	size_t          drain_owed;	/* CONN_DRAIN_STOPPED: left to read */
 	int             lingering;	/* DISCONNECT sent: reading to EOF */
+	int             parsing;	/* in conn_parse: a request that ends
+					 * inside it must not parse again */
 	int             rd_eof;		/* the peer shut its side: answering
 					 * what is in flight, then closing */
 	size_t          discarded;	/* bytes read and dropped meanwhile */

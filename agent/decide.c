@@ -273,8 +273,8 @@ decide(const struct check *checks, const struct outcome *out, int n,
 		}
 		if (denies)
 			deny(d, 429, decide_ceil_s(er.retry_after_us));
-		else if (!shadow && lim_delay_us(&c->lim, &er) > d->delay_us)
-			d->delay_us = lim_delay_us(&c->lim, &er);	/* a shadow
+		else if (!shadow && lim_delay_us(lim_of(c, o), &er) > d->delay_us)
+			d->delay_us = lim_delay_us(lim_of(c, o), &er);	/* a shadow
 						 * rule never holds traffic */
 		if (headers == HEADERS_IETF || headers == HEADERS_BOTH) {
 			const struct lim_params *lim = lim_of(c, o);

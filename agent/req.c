@@ -786,7 +786,8 @@ count_decisions(struct req *r)
  * lease. A release of a lease never taken is a no-op, so sending one again
  * is always safe; a retry goes out once a new link is up, after Redis has
  * read what the old one held. Retries back off from RELEASE_RETRY_MIN_US
- * and stop at the lease's end (or RELEASE_RETRY_MAX_US); at most
+ * and stop after one lease's length from the first try (the lease may be
+ * older: a retry past its end is a no-op), or RELEASE_RETRY_MAX_US; at most
  * RELEASE_RETRY_REQS requests per worker wait to retry, so an outage under
  * load cannot grow the pool without bound. */
 
@@ -862,7 +863,9 @@ release_again_cb(struct ev_loop *loop, ev_timer *t, int revents)
 }
 
 /* Puts <r>'s release call on the store, with redis.timeout to answer.
- * Returns 0 if the store refused it (a retry is then set). */
+ * Returns 0 if the store refused it: a retry is then set, or <r> was
+ * given up and released (release_retry); either way <r> is not the
+ * caller's any more. */
 static int
 release_send(struct req *r)
 {
@@ -908,6 +911,11 @@ release_redis(struct req *r, const int *orphan)
 	if (n == 0)
 		return 0;
 	store_cancel(r->w->store, &r->sr);	/* drop the charging call's */
+	/* set here too: a request whose plan came late never went to the
+	 * store (req_go), and a fresh one has them NULL */
+	r->sr.checks = r->checks;
+	r->sr.index = r->redis_idx;
+	r->sr.results = r->results;
 	r->nredis = r->sr.n = n;
 	r->retries = 0;
 	r->retry_until = util_loop_us() +

@@ -63,12 +63,16 @@ ok $? "the agent exits at one 5 s drain deadline, not one per worker (${ms} ms)"
 
 # Redis stopped: 64 NOTIFYs wait for it (the cap of one connection), 16
 # more wait unread in the socket; SIGTERM; each Redis call times out after
-# 500 ms into fail: open.
+# RT into fail: open. RT 500ms: the drain still reads when the 64 are
+# answered; 1500ms: past its 1 s of reading, it stops, and the 16 it had
+# read already are still answered (they were dropped).
+capped_drain() {
+RT=$1
 cat >"$TMP/capped.yaml" <<YAML
 listen: 127.0.0.1:$BP
 workers: 1
-redis: { url: "redis://127.0.0.1:$RP/0", timeout: 500ms }
-processing_timeout: 2s
+redis: { url: "redis://127.0.0.1:$RP/0", timeout: $RT }
+processing_timeout: 3s
 rules:
   - name: t
     message: rl-t
@@ -81,24 +85,27 @@ YAML
 : >"$TMP/agent.log"
 start_agent "$TMP/capped.yaml"
 wait_port "$BP"
-ok $? "second agent up"
+ok $? "$RT: an agent up"
 eval "RPID=\$REDIS_PID_$RP"
 kill -STOP "$RPID"
 "$CLIENT" -a "127.0.0.1:$BP" -n 80 -P 80 -v -W -t 3000 rl-t tenant=s:a >"$TMP/capped" 2>&1 &
 cpid=$!
 until_ok 30 grep -q 'sent sid=1 fid=80' "$TMP/capped"
-ok $? "80 NOTIFYs sent on one connection"
+ok $? "$RT: 80 NOTIFYs sent on one connection"
 sleep 0.1
 kill -TERM "$AGENT_PID"
 sleep 0.1
 (exec 3<>"/dev/tcp/127.0.0.1/$BP") 2>/dev/null
-ok $((! $?)) "draining, the agent refuses a new connection at once"
+ok $((! $?)) "$RT: draining, the agent refuses a new connection at once"
 wait "$cpid"
 grep -q '^sent=80 acked=80' "$TMP/capped"
-ok $? "the 16 NOTIFYs unread at SIGTERM are answered too ($(grep '^sent=' "$TMP/capped"))"
+ok $? "$RT: the 16 NOTIFYs unread at SIGTERM are answered too ($(grep '^sent=' "$TMP/capped"))"
 grep -q 'disconnect status=0' "$TMP/capped"
-ok $? "then the normal DISCONNECT"
+ok $? "$RT: then the normal DISCONNECT"
 wait "$AGENT_PID"
-ok $? "and the agent exits cleanly"
+ok $? "$RT: and the agent exits cleanly"
 kill -CONT "$RPID"
+}
+capped_drain 500ms
+capped_drain 1500ms
 finish

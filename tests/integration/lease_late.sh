@@ -28,11 +28,15 @@
 #      the agent's own release of the 503s sent meanwhile, are sent again
 #      until Redis answers, and free the slots;
 #   8. a release still unanswered at its lease's end is given up, counted
-#      (spoa_rl_lease_releases_lost_total) and logged.
+#      (spoa_rl_lease_releases_lost_total) and logged;
+#   9. an rl-done in the NOTIFY of a tenant whose plan lookup runs out of
+#      time: the request never went to the store, and the release sent
+#      again from it crashed the agent (its store call was never set up:
+#      a NULL dereference on a worker's first request).
 # Redis is made late with SIGSTOP; every wait is bounded.
 . "$(dirname "$0")/../lib.sh"
 RP=$(port 1); A1=$(port 2); A2=$(port 3); A3=$(port 4); M2=$(port 5)
-A4=$(port 6); M4=$(port 7)
+A4=$(port 6); M4=$(port 7); A5=$(port 8)
 CLIENT="$TOOLS/spop-client"
 start_redis "$RP"
 eval "RPID=\$REDIS_PID_$RP"
@@ -86,9 +90,21 @@ YAML
 AGENT_LOG=$TMP/agent1.log start_agent "$TMP/late.yaml"; P1=$AGENT_PID
 AGENT_LOG=$TMP/agent2.log start_agent "$TMP/veto.yaml"
 AGENT_LOG=$TMP/agent3.log start_agent "$TMP/stall.yaml"; P3=$AGENT_PID
+{
+	printf 'listen: 127.0.0.1:%s\nworkers: 1\n' "$A5"
+	printf 'redis: { url: "redis://127.0.0.1:%s/0", timeout: 100ms }\n' "$RP"
+	echo "processing_timeout: 1s"
+	echo "plans: { free: { rate: 1000/s, burst: 1000 } }"
+	echo "plan_lookup: { redis_hash: plans, default: free, cache: 60s }"
+	echo "rules:"
+	echo '  - { name: pt, message: rl-request, key: "pt:{tenant}", plan: rate, fail: open }'
+	LIMIT=2 conc pc rl-pc; echo "    fail: open"
+} >"$TMP/plan.yaml"
 AGENT_LOG=$TMP/agent4.log start_agent "$TMP/drop.yaml"
-wait_port "$A1" && wait_port "$A2" && wait_port "$A3" && wait_port "$A4"
-ok $? "four agents up"
+AGENT_LOG=$TMP/agent5.log start_agent "$TMP/plan.yaml"; P5=$AGENT_PID
+wait_port "$A1" && wait_port "$A2" && wait_port "$A3" && wait_port "$A4" &&
+	wait_port "$A5"
+ok $? "five agents up"
 
 # ask PORT MESSAGE ID: one NOTIFY (tenant t1), prints its ACK line
 ask() { "$CLIENT" -t 3000 -a "127.0.0.1:$1" "$2" tenant=s:t1 id=s:"$3" | grep '^ack'; }
@@ -245,6 +261,16 @@ ok $? "the stale lease then ends with its lease (held: '$(leases dshort)')"
 until_ok 60 is leases dclosed ""
 ok $? "the 503s' own releases are retried meanwhile (held: '$(leases dclosed)')"
 expect_eq "$(ask "$A4" rl-dopen k3 | field degraded)" 0 "Redis decides again"
+
+# 9. The worker's first request (fresh from the pool).
+kill -STOP "$RPID"
+out=$("$CLIENT" -t 3000 -a "127.0.0.1:$A5" rl-pc-done tenant=s:t1 id=s:p1 \
+	+ rl-request tenant=s:newtenant | grep '^ack')
+kill -CONT "$RPID"
+echo "$out" | grep -q ' status=0 .*degraded=1'
+ok $? "a release next to a plan lookup out of time: answered, degraded ($out)"
+kill -0 "$P5" 2>/dev/null
+ok $? "and the agent is still running"
 
 kill -0 "$P1" 2>/dev/null
 ok $? "agent still running"

@@ -388,6 +388,35 @@ Test(decide, fail_local_states_the_share_it_enforces)
 	    "\"ip\";q=10;w=10, \"tenant\";q=3;w=9");
 }
 
+/* A delay-mode leaky bucket under fail: local is held by its share's
+ * pace: the first request into an empty bucket of the share (10/s over 3:
+ * 3/s, burst 1) waits nothing; the rule's own pace said 233 ms. */
+Test(decide, fail_local_delays_by_the_share)
+{
+	struct lim_params share;
+	struct decision d;
+	const char *err;
+
+	checks[1].lim.algo = LIM_LEAKY_BUCKET;
+	checks[1].lim.rate = 10;
+	checks[1].lim.period_us = LIM_USEC_PER_SEC;
+	checks[1].lim.burst = 1;
+	checks[1].lim.max_delay_us = LIM_USEC_PER_SEC;
+	cr_assert_eq(lim_params_init(&checks[1].lim, &err), 0);
+	share = checks[1].lim;
+	share.rate = 3;
+	cr_assert_eq(lim_params_init(&share, &err), 0);
+	out[1].src = SRC_FAIL_LOCAL;
+	out[1].lim = &share;
+	out[1].res = (struct lim_result){ 1, 0, 0, 333333, 333333 };
+	decide(checks, out, 2, HEADERS_IETF, &d);
+	cr_assert_eq(d.status, 0);
+	cr_assert_eq(d.delay_us, 0, "held %lld us", (long long)d.delay_us);
+	out[1].res.full_us = 666666;		/* the next: one slot ahead */
+	decide(checks, out, 2, HEADERS_IETF, &d);
+	cr_assert_eq(d.delay_us, 333333);
+}
+
 /* A concurrency check holds one lease per request whatever its cost: a
  * veto by another rule gives back one, not the cost. */
 Test(decide, a_vetoed_request_gives_back_one_lease_not_its_cost)
