@@ -324,17 +324,20 @@ linger_read(struct conn *c)
 		conn_close(c);
 }
 
-/* The peer shut its side with requests in flight: their ACKs are still
- * sent (a half-closed peer reads them), and the connection closes once
- * the last is written. HAProxy closes, it never half-closes: the ACKs then
- * meet a reset and the close comes sooner. */
+/* The peer shut its side with requests in flight or ACKs not yet
+ * written: those ACKs are still sent (a half-closed peer reads them), and
+ * the connection closes once the last is written. HAProxy closes, it
+ * never half-closes: the ACKs then meet a reset and the close comes
+ * sooner. */
 static void
 peer_shut(struct conn *c)
 {
-	log_debug("conn_shut_by_peer", "peer=%s inflight=%d", c->peer,
-	          c->inflight);
+	log_debug("conn_shut_by_peer", "peer=%s inflight=%d unsent=%zu",
+	          c->peer, c->inflight, c->wlen - c->woff);
 	c->rd_eof = 1;
 	ev_io_stop(c->w->loop, &c->rio);
+	if (c->inflight == 0)
+		close_when_flushed(c);
 }
 
 /* Draining: sends the DISCONNECT if <c> owes no ACK and, while it still
@@ -345,8 +348,8 @@ drain_try(struct conn *c)
 {
 	int unread = 0;
 
-	if (c->state != CONN_ST_READY || c->inflight > 0)
-		return;
+	if (c->state != CONN_ST_READY || c->inflight > 0 || c->parsing)
+		return;		/* parsing: its caller asks again after */
 	if (c->draining == CONN_DRAIN_READING &&
 	    (c->rlen > 0 || ioctl(c->fd, FIONREAD, &unread) == -1 || unread > 0))
 		return;
@@ -385,7 +388,8 @@ read_cb(struct ev_loop *loop, ev_io *w, int revents)
 			continue;
 		if (n == -1 && (errno == EAGAIN || errno == EWOULDBLOCK))
 			break;
-		if (n == 0 && c->state == CONN_ST_READY && c->inflight > 0) {
+		if (n == 0 && c->state == CONN_ST_READY &&
+		    (c->inflight > 0 || c->woff < c->wlen)) {
 			peer_shut(c);	/* the ACKs may still be read */
 			break;
 		}

@@ -91,4 +91,13 @@ ok $? "a half-closed peer gets the ACKs of the NOTIFYs it sent ($(echo "$out" | 
 no_conns() { [ "$(metric spoa_rl_spop_connections)" -eq 0 ]; }
 until_ok 30 no_conns
 ok $? "and the connection closes after the last"
+
+# 3000 NOTIFYs answered at once, their ACKs left unread until the
+# half-close: most still wait in the agent's output at its EOF, with
+# nothing in flight; they were dropped with the connection.
+out=$("$CLIENT" -a "unix:$SOCK" -S -n 3000 -P 3000 -v -t 5000 rl-request tenant=s:many 2>&1)
+echo "$out" | grep -q '^sent=3000 acked=3000'
+ok $? "a half-closed peer gets the ACKs still unwritten at its EOF ($(echo "$out" | grep -e '^sent=' -e 'ACKs'))"
+until_ok 30 no_conns
+ok $? "and that connection closes too"
 finish

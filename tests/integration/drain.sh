@@ -108,4 +108,39 @@ kill -CONT "$RPID"
 }
 capped_drain 500ms
 capped_drain 1500ms
+
+# Past the 1 s of reading with NOTIFYs answered at once (a local rule):
+# one waits on the stopped Redis, 149 more come 10 ms apart; the agent is
+# stopped across its drain deadline, so that all of them wait unread.
+# The DISCONNECT went as soon as the first read of them was answered
+# inside its parse: the rest, read already, got no ACK (143 of 150).
+cat >"$TMP/late.yaml" <<YAML
+listen: 127.0.0.1:$BP
+workers: 1
+redis: { url: "redis://127.0.0.1:$RP/0", timeout: 1s }
+processing_timeout: 3s
+rules:
+  - { name: t, message: rl-t, key: "t:{tenant}", rate: 100/s, burst: 100, fail: open }
+  - { name: l, message: rl-l, key: "l:{tenant}", rate: 100000/s, burst: 100000, store: local }
+YAML
+: >"$TMP/agent.log"
+start_agent "$TMP/late.yaml"
+wait_port "$BP"
+ok $? "an agent with a local rule up"
+kill -STOP "$RPID"
+"$CLIENT" -a "127.0.0.1:$BP" -n 150 -P 150 -g 10 -v -M 1:rl-l -W -t 3000 \
+	rl-t tenant=s:a >"$TMP/late" 2>&1 &
+cpid=$!
+sleep 0.5
+kill -TERM "$AGENT_PID"
+sleep 0.3
+kill -STOP "$AGENT_PID"
+sleep 1
+kill -CONT "$AGENT_PID"
+wait "$cpid"
+grep -q '^sent=150 acked=150' "$TMP/late"
+ok $? "every NOTIFY that came before the drain deadline is answered ($(grep '^sent=' "$TMP/late"))"
+wait "$AGENT_PID"
+ok $? "and the agent exits cleanly"
+kill -CONT "$RPID"
 finish
