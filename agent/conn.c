@@ -90,6 +90,25 @@ wbuf_commit(struct conn *c, int len)
 	worker_mark_dirty(c->w, c);
 }
 
+/* (Re)arms <c>'s one timer to fire in <s> seconds: the idle timeout, the
+ * drain's reading time or the close deadline, by state. */
+static void
+idle_in(struct conn *c, ev_tstamp s)
+{
+	ev_timer_stop(c->w->loop, &c->idle);
+	ev_timer_set(&c->idle, s, 0.);
+	ev_timer_start(c->w->loop, &c->idle);
+}
+
+/* Bytes the peer sent that are not read yet, or -1 if unknown. */
+static int
+socket_unread(const struct conn *c)
+{
+	int n = 0;
+
+	return ioctl(c->fd, FIONREAD, &n) == -1 ? -1 : n;
+}
+
 /* Stops serving <c>: what is queued is written, then it closes. */
 static void
 close_when_flushed(struct conn *c)
@@ -99,9 +118,7 @@ close_when_flushed(struct conn *c)
 	worker_mark_dirty(c->w, c);
 	/* A peer that never reads would keep the write at EAGAIN, and the
 	 * socket, forever: the idle timer becomes the close deadline. */
-	ev_timer_stop(c->w->loop, &c->idle);
-	ev_timer_set(&c->idle, CONN_CLOSE_S, 0.);
-	ev_timer_start(c->w->loop, &c->idle);
+	idle_in(c, CONN_CLOSE_S);
 }
 
 static void
@@ -346,12 +363,10 @@ peer_shut(struct conn *c)
 static void
 drain_try(struct conn *c)
 {
-	int unread = 0;
-
 	if (c->state != CONN_ST_READY || c->inflight > 0 || c->parsing)
 		return;		/* parsing: its caller asks again after */
 	if (c->draining == CONN_DRAIN_READING &&
-	    (c->rlen > 0 || ioctl(c->fd, FIONREAD, &unread) == -1 || unread > 0))
+	    (c->rlen > 0 || socket_unread(c) != 0))
 		return;
 	if (c->draining == CONN_DRAIN_STOPPED && c->drain_owed > 0)
 		return;
@@ -428,12 +443,11 @@ idle_cb(struct ev_loop *loop, ev_timer *w, int revents)
 		return;
 	}
 	if (c->draining == CONN_DRAIN_READING) {	/* never quiet */
-		int unread = 0;
+		int unread = socket_unread(c);
 
 		c->draining = CONN_DRAIN_STOPPED;
-		if (ioctl(c->fd, FIONREAD, &unread) == -1 || unread < 0)
-			unread = 0;
-		c->drain_owed = (size_t)unread;	/* sent before now: answered */
+		c->drain_owed = unread > 0 ? (size_t)unread : 0;	/* sent
+						 * before now: answered */
 		if (c->drain_owed == 0)
 			ev_io_stop(loop, &c->rio);
 		drain_try(c);
@@ -585,9 +599,7 @@ conn_set_idle(struct conn *c, int64_t idle_us)
 	    c->draining)
 		return;
 	left = c->last_rx + c->idle_s - ev_now(loop);
-	ev_timer_stop(loop, &c->idle);
-	ev_timer_set(&c->idle, left > 0. ? left : 0., 0.);
-	ev_timer_start(loop, &c->idle);
+	idle_in(c, left > 0. ? left : 0.);
 }
 
 void
@@ -600,8 +612,6 @@ conn_drain(struct conn *c)
 		return;
 	}
 	c->draining = CONN_DRAIN_READING;
-	ev_timer_stop(c->w->loop, &c->idle);
-	ev_timer_set(&c->idle, CONN_DRAIN_READ_S, 0.);
-	ev_timer_start(c->w->loop, &c->idle);
+	idle_in(c, CONN_DRAIN_READ_S);
 	drain_try(c);
 }

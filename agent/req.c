@@ -109,6 +109,9 @@ req_alloc(struct worker *w)
 	} else {
 		r = xcalloc(1, sizeof(*r));
 		r->w = w;
+		r->sr.checks = r->checks;	/* the store call's arrays are */
+		r->sr.index = r->redis_idx;	/* the request's own, for life */
+		r->sr.results = r->results;
 		r->next_all = w->all_reqs;
 		w->all_reqs = r;
 	}
@@ -401,10 +404,7 @@ req_deadline_passed(struct deadlines *dl, struct deadline *d)
 static void
 send_to_store(struct req *r)
 {
-	r->sr.checks = r->checks;
-	r->sr.index = r->redis_idx;
 	r->sr.n = r->nredis;
-	r->sr.results = r->results;
 	r->sr.cb = store_done_cb;
 	r->sent_us = util_loop_us();
 	if (store_submit(r->w->store, &r->sr) != STORE_OK) {
@@ -911,13 +911,7 @@ release_redis(struct req *r, const int *orphan)
 	if (n == 0)
 		return 0;
 	store_cancel(r->w->store, &r->sr);	/* drop the charging call's */
-	/* set here too: a request whose plan came late never went to the
-	 * store (req_go), and a fresh one has them NULL */
-	r->sr.checks = r->checks;
-	r->sr.index = r->redis_idx;
-	r->sr.results = r->results;
 	r->nredis = r->sr.n = n;
-	r->retries = 0;
 	r->retry_until = util_loop_us() +
 	                 (lease < RELEASE_RETRY_MAX_US ? lease : RELEASE_RETRY_MAX_US);
 	release_send(r);
