@@ -12,7 +12,8 @@
  *         "rl:{<rule>:<key>}". A check touches that key alone (the windows
  *         are fields of a hash, keyed by window index), so a slot
  *         migration moves all of a check's state at once.
- *   ARGV  R, U, then U rule tuples of LIM_SCRIPT_RULE fields each:
+ *   ARGV  one string, a msgpack array (agent/batch.h writes it) of:
+ *         R, U, then U rule tuples of LIM_SCRIPT_RULE fields each:
  *           algo p1 p2 p3
  *         with p1..p3 as lim_script_params() gives them (each distinct
  *         tuple once per call); then for each of the R requests: C, then

@@ -21,8 +21,8 @@
  * not fail the other requests of its batch, nor overflow what decide.c
  * adds to it.
  *
- * What this is not: where the results go (store.c, cluster.c), and the
- * arguments' packing (store.c, with msgpack-c).
+ * What this is not: where the results go (store_single.c,
+ * store_cluster.c), and the arguments' packing (batch.c, with msgpack-c).
  */
 #ifndef RESULTS_H
 #define RESULTS_H

@@ -8,7 +8,7 @@
  * agents of different versions sharing one Redis each call their own.
  *
  * What this is not: the loading and the choice between FCALL and EVALSHA
- * (store.c, cluster.c: Redis < 7, or a user without FUNCTION rights, gets
+ * (link.c: Redis < 7, or a user without FUNCTION rights, gets
  * EVALSHA).
  */
 #ifndef SCRIPTLIB_H

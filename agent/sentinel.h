@@ -11,7 +11,7 @@
 
 #include <stdint.h>
 
-#include "store.h"
+#include "store_ops.h"
 
 struct ev_loop;
 struct sentinel;

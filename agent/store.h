@@ -1,13 +1,18 @@
 /*
- * The Redis store of one worker: a hiredis async context on the worker's
- * libev loop, the rate-limit script (SCRIPT LOAD once, EVALSHA after, EVAL
- * on NOSCRIPT), request batching, reconnect with capped exponential backoff
- * and jitter, and a circuit breaker.
+ * The Redis store of one worker, as the request path sees it: queue a
+ * request's checks for the script (store_submit), send what is queued once
+ * per loop iteration (store_flush), HGET a plan, give up on a request.
+ *
+ * A store is a table of operations (store_ops.h) and a backend behind it,
+ * picked by store_new() from the URL: a single Redis or a Sentinel group
+ * (store_single.c), or a Redis Cluster (store_cluster.c). Callers never
+ * know which; store_new_with_ops() plugs any other (a fake, for tests).
  *
  * Requests are batched: store_submit() only queues; the worker calls
  * store_flush() once per loop iteration (from an ev_prepare watcher), which
- * sends everything queued as one EVALSHA per STORE_BATCH_MAX requests. So a
- * batch is whatever is ready; nothing ever waits for a batch to fill.
+ * sends everything queued as one script call per STORE_BATCH_MAX requests
+ * (per slot on a Cluster). So a batch is whatever is ready; nothing ever
+ * waits for a batch to fill.
  *
  * A store never waits for Redis on behalf of a request: it answers through
  * the request's callback, once, with STORE_OK or an error. Deadlines are
@@ -20,39 +25,11 @@
 
 #include <stdint.h>
 
-#include "limiter.h"
-#include "policy.h"
+#include "store_ops.h"
 
 struct ev_loop;
 struct store;
 struct metrics_worker;
-
-#define STORE_BATCH_MAX 128	/* requests per script call */
-#define STORE_RULE_SCAN 16	/* rule tuples searched for a repeat */
-
-enum store_err {
-	STORE_OK = 0,
-	STORE_EDOWN,		/* not connected, or the breaker is open */
-	STORE_EIO,		/* connection lost with the request in flight */
-	STORE_EREPLY,		/* Redis answered an error or a bad reply */
-};
-
-struct store_req;
-typedef void store_cb(struct store_req *sr, int err);
-
-/* Embedded in the caller's request. <checks> and <results> belong to the
- * caller and must stay valid until <cb> runs or <gen> changes. */
-struct store_req {
-	const struct check *checks;
-	int                *index;	/* which checks go to Redis */
-	int                 n;		/* how many of them */
-	struct lim_result  *results;	/* filled at index[i], on STORE_OK */
-	store_cb           *cb;
-	uint32_t            gen;	/* bumped by the caller to cancel */
-	struct store_req   *next, *prev;	/* queue links (reqq.c) */
-	uint32_t            sent_gen;	/* gen when queued (reqq.c) */
-	int                 queued;	/* linked in a queue (reqq.c) */
-};
 
 struct store_cfg {
 	const char *url;	/* redis://[user[:pass]@]host[:port][/db], unix:/path,
@@ -66,6 +43,11 @@ struct store_cfg {
  * static text) if the URL is bad. */
 struct store *store_new(struct ev_loop *loop, const struct store_cfg *cfg,
                         struct metrics_worker *m, const char **err);
+
+/* A store over <backend>, served by <ops> (which must outlive it, and have
+ * every operation set): for tests of the request path against a fake
+ * Redis, and for store_new(). store_free() calls ops->free(backend). */
+struct store *store_new_with_ops(const struct store_ops *ops, void *backend);
 void store_free(struct store *st);
 
 /* Queues <sr>. If the store cannot take it now (down, breaker open) the
@@ -82,16 +64,8 @@ void store_flush(struct store *st);
 /* HGET <hash> <field>, in the background. <cb> gets the value (NULL when
  * the field does not exist) and err 0, or err -1 when Redis failed; it is
  * called exactly once unless this returns -1 (store down: no call). */
-typedef void store_value_cb(void *arg, const char *val, size_t len, int err);
 int store_hget(struct store *st, const char *hash, const char *field,
                size_t fieldlen, store_value_cb *cb, void *arg);
-
-/* The script's rule tuples (limiter.h): returns the 1-based index of
- * <algo, p> in <t> (<*n> in use), appending it if it is not among the last
- * STORE_RULE_SCAN (so a call with many rules may repeat one). <t> must
- * have room for one more. Shared by store.c and cluster.c. */
-int store_script_rule(int64_t (*t)[LIM_SCRIPT_RULE], int *n, int algo,
-                      const int64_t p[3]);
 
 /* Tells the store a request's deadline passed before its reply: feeds the
  * breaker, and drops a link that has stopped answering. Call it from a
@@ -110,14 +84,6 @@ int store_up(const struct store *st);
 
 /* Parses a redis URL into host/port/db or a unix path. Exposed for tests.
  * Returns 0 or -1. <host> and <path> get at most 255 bytes. */
-struct store_addr {
-	char host[256];
-	int  port;
-	char path[256];		/* unix socket when non-empty */
-	int  db;
-	char user[128];
-	char pass[256];
-};
 int store_parse_url(const char *url, struct store_addr *a);
 
 /* ---- topologies (store_url.c) --------------------------------------------
@@ -128,29 +94,6 @@ int store_parse_url(const char *url, struct store_addr *a);
  * Sentinel ports default to 26379, cluster ports to 6379; IPv6 hosts go in
  * brackets. The userinfo (or the policy's redis.username/password, which
  * win) authenticates to the data nodes, never to the sentinels. */
-#define STORE_MAX_SEEDS 16
-
-enum store_topo_kind {
-	STORE_TOPO_SINGLE = 0,
-	STORE_TOPO_SENTINEL,
-	STORE_TOPO_CLUSTER,
-};
-
-struct store_seed {
-	char host[256];
-	int  port;
-};
-
-struct store_topo {
-	enum store_topo_kind kind;
-	int                  nseeds;
-	struct store_seed    seeds[STORE_MAX_SEEDS];
-	char                 master[128];	/* sentinel: the master's name */
-	int                  db;		/* sentinel only; cluster is db 0 */
-	char                 user[128];
-	char                 pass[256];
-};
-
 /* Parses a redis+sentinel:// or redis+cluster:// URL. Returns 0 or -1. */
 int store_parse_topo_url(const char *url, struct store_topo *t);
 

@@ -553,10 +553,8 @@ local function batch(keys, argv)
 		call, tonumber, floor, min, max, format, unpack, mp_unpack,
 			mp_pack, byte, rep = globals()
 	end
-	KEY, ARG = keys, argv
-	-- The agent packs ARGV into one msgpack array (store.c); a plain ARGV
-	-- (Redis Cluster's batches, redis-benchmark) has at least 8 strings.
-	if #ARG == 1 then ARG = mp_unpack(ARG[1]) end
+	-- ARGV is one msgpack array (agent/batch.h), from every backend
+	KEY, ARG = keys, mp_unpack(argv[1])
 	local t = call('TIME')
 	now = tonumber(t[1]) * 1000000 + tonumber(t[2])
 	-- <out> made at its full size, five results per key, in one go: grown
@@ -681,7 +679,7 @@ local function batch(keys, argv)
 	return mp_pack(out)
 end
 
--- The EVAL entry point. store.c loads this same text as a FUNCTION
+-- The EVAL entry point. link.c loads this same text as a FUNCTION
 -- library (Redis 7), with this one line replaced by the registration:
 -- then every function above is made once, not on every call.
 return batch(KEYS, ARGV)

@@ -1,7 +1,7 @@
 #!/bin/bash
 # The agent sends the script's ARGV packed into one msgpack array
-# (store.c), which must decide exactly what plain ARGV does (test_script
-# runs every script test both ways): 200 pipelined requests, each with a
+# (batch.h), the script's one input format (test_script runs every script
+# test in it; a plain ARGV is refused): 200 pipelined requests, each with a
 # sliding log of 30 (a member per check, packed as a string) and a GCRA
 # burst of 50, are allowed exactly 30 times, and the denied ones are
 # charged nowhere; Redis' MONITOR shows the packed calls, a request alone
@@ -54,4 +54,10 @@ packed=$(grep '"FCALL"' "$TMP/monitor" | grep -c '"\\xdc')
 ok $? "packed calls were made ($packed)"
 grep '"FCALL"' "$TMP/monitor" | grep 'solo' | grep -q '"\\x9[0-9a-f]'
 ok $? "a request alone goes packed too"
+# the decimal ARGV of old Cluster batches is not a format any more
+out=$(rc "$RP" eval "$(cat "$ROOT/agent/lua/ratelimit.lua")" 1 'rl:{g:g:plain}' \
+	1 1 0 1000 1000000 0 1 16 2>&1)
+echo "$out" | grep -q 'ERR'
+ok $? "a plain decimal ARGV is refused by the script ($(echo "$out" | head -c 60))"
+expect_eq "$(rc "$RP" exists 'rl:{g:g:plain}')" 0 "and charges nothing"
 finish

@@ -1,17 +1,15 @@
 #!/bin/sh
 # The Redis script against its C twins (tests/integration/test_script.c)
 # on a private redis-server: every algorithm and op, the two-phase rule,
-# batches, TTLs, and atomicity under 8 concurrent clients; as EVALSHA with
-# plain and packed ARGV, and as FCALL of the FUNCTION library.
+# batches, TTLs, and atomicity under 8 concurrent clients; as EVALSHA and
+# as FCALL of the FUNCTION library, ARGV packed (msgpack) both times.
 . "$(dirname "$0")/../lib.sh"
 
 P=$(port 1)
 start_redis "$P"
 ok $? "redis-server up on $P"
 REDIS_PORT=$P "$ROOT/$BUILD/itests/test_script" --jobs 1
-ok $? "test_script: script matches the C twins"
-REDIS_PORT=$P SCRIPT_PACKED=1 "$ROOT/$BUILD/itests/test_script" --jobs 1
-ok $? "test_script: the same with ARGV packed (msgpack), as the agent sends it"
-REDIS_PORT=$P SCRIPT_PACKED=1 SCRIPT_FCALL=1 "$ROOT/$BUILD/itests/test_script" --jobs 1
+ok $? "test_script: script matches the C twins, ARGV packed (msgpack) as the agent sends it"
+REDIS_PORT=$P SCRIPT_FCALL=1 "$ROOT/$BUILD/itests/test_script" --jobs 1
 ok $? "test_script: the same through FCALL of the FUNCTION library (Redis 7), as the agent calls it"
 finish

@@ -14,13 +14,12 @@
  * does not, several requests in one call, every written key has a TTL,
  * and 8 processes hammering one key are allowed exactly the limit.
  *
- * With SCRIPT_PACKED=1 in the environment every call sends its ARGV packed
- * into one msgpack array, as the agent does (store.c; Redis Cluster's
- * batches go plain). With SCRIPT_FCALL=1 every call is an FCALL of the
- * script's FUNCTION library (scriptlib.h), as the agent's calls are on
- * Redis 7: the library keeps its tables from call to call, so a call that
- * leaked state into the next would show here. script.sh runs the suite
- * in the three ways.
+ * Every call sends its ARGV packed into one msgpack array, the script's
+ * one input format (batch.h). With SCRIPT_FCALL=1 every call is an FCALL
+ * of the script's FUNCTION library (scriptlib.h), as the agent's calls are
+ * on Redis 7: the library keeps its tables from call to call, so a call
+ * that leaked state into the next would show here. script.sh runs the
+ * suite both ways.
  */
 #include <criterion/criterion.h>
 #include <hiredis.h>
@@ -35,6 +34,7 @@
 #include "limiter.h"
 #include "results.h"
 #include "scriptlib.h"
+#include "batch.h"
 #include "store.h"
 
 #define S    LIM_USEC_PER_SEC
@@ -156,7 +156,7 @@ call_request(struct call *k, const struct chk *c, int n)
 		k->keys[k->nkeys++] = strdup(c[i].key);
 		lim_script_params(c[i].p, pp);
 		cr_assert(k->nrules < 64);
-		rule = store_script_rule(k->rules, &k->nrules, c[i].p->algo, pp);
+		rule = batch_rule(k->rules, &k->nrules, c[i].p->algo, pp);
 		code = lim_script_code(rule, c[i].op, c[i].flags, c[i].cost);
 		add_arg(k, "%lld", code, NULL);
 		if (lim_script_has_cost(code))
@@ -166,7 +166,7 @@ call_request(struct call *k, const struct chk *c, int n)
 	}
 }
 
-/* The call's ARGV as one msgpack array into <sb> (SCRIPT_PACKED=1). */
+/* The call's ARGV as one msgpack array into <sb>, as the agent packs it. */
 static void
 pack_argv(const struct call *k, msgpack_sbuffer *sb)
 {
@@ -197,7 +197,7 @@ call_send(redisContext *c, struct call *k, struct lim_result *out, int max)
 {
 	const char *argv[MAXARG + 70 + 2 + 64 * LIM_SCRIPT_RULE];
 	size_t argvlen[MAXARG + 70 + 2 + 64 * LIM_SCRIPT_RULE];
-	char nk[16], nr[16], nu[16], rbuf[64 * LIM_SCRIPT_RULE][24];
+	char nk[16];
 	msgpack_sbuffer sb;
 	struct results rs;
 	redisReply *r;
@@ -210,23 +210,8 @@ call_send(redisContext *c, struct call *k, struct lim_result *out, int max)
 	argv[argc++] = nk;
 	for (i = 0; i < k->nkeys; i++)
 		argv[argc++] = k->keys[i];
-	if (env_is("SCRIPT_PACKED")) {
-		pack_argv(k, &sb);
-		argv[argc++] = sb.data;
-		goto send;
-	}
-	snprintf(nr, sizeof(nr), "%d", k->nreq);
-	argv[argc++] = nr;
-	snprintf(nu, sizeof(nu), "%d", k->nrules);
-	argv[argc++] = nu;
-	for (i = 0; i < k->nrules * LIM_SCRIPT_RULE; i++) {
-		snprintf(rbuf[i], sizeof(rbuf[i]), "%lld",
-		         (long long)k->rules[i / LIM_SCRIPT_RULE][i % LIM_SCRIPT_RULE]);
-		argv[argc++] = rbuf[i];
-	}
-	for (i = 0; i < k->nargs; i++)
-		argv[argc++] = k->args[i];
-send:
+	pack_argv(k, &sb);	/* the script's one format (batch.h) */
+	argv[argc++] = sb.data;
 	for (i = 0; i < argc; i++)
 		argvlen[i] = argv[i] == sb.data && sb.data != NULL ? sb.size :
 		             strlen(argv[i]);

@@ -1,6 +1,7 @@
 /* store: redis URL parsing (the rest is covered against a live Redis). */
 #include <criterion/criterion.h>
 
+#include "link.h"
 #include "reqq.h"
 #include "store.h"
 
@@ -89,18 +90,18 @@ Test(store, url_rejects_garbage)
  * error about one key or one call leaves it alone. */
 Test(reqq, outage_errors_are_the_ones_saying_redis_cannot_serve)
 {
-	cr_assert(reqq_error_is_outage("LOADING Redis is loading the dataset in memory"));
-	cr_assert(reqq_error_is_outage("BUSY Redis is busy running a script."));
-	cr_assert(reqq_error_is_outage("READONLY You can't write against a read only replica."));
-	cr_assert(reqq_error_is_outage("OOM command not allowed when used memory > 'maxmemory'."));
-	cr_assert(reqq_error_is_outage("NOAUTH Authentication required."));
-	cr_assert(reqq_error_is_outage("CLUSTERDOWN The cluster is down"));
-	cr_assert(reqq_error_is_outage("MASTERDOWN"));
-	cr_assert_not(reqq_error_is_outage("WRONGTYPE Operation against a key holding the wrong kind of value"));
-	cr_assert_not(reqq_error_is_outage("ERR Error running script"));
-	cr_assert_not(reqq_error_is_outage("BUSYKEY Target key name already exists."));
-	cr_assert_not(reqq_error_is_outage("OOMX not a code"));
-	cr_assert_not(reqq_error_is_outage(""));
+	cr_assert(link_error_is_outage("LOADING Redis is loading the dataset in memory"));
+	cr_assert(link_error_is_outage("BUSY Redis is busy running a script."));
+	cr_assert(link_error_is_outage("READONLY You can't write against a read only replica."));
+	cr_assert(link_error_is_outage("OOM command not allowed when used memory > 'maxmemory'."));
+	cr_assert(link_error_is_outage("NOAUTH Authentication required."));
+	cr_assert(link_error_is_outage("CLUSTERDOWN The cluster is down"));
+	cr_assert(link_error_is_outage("MASTERDOWN"));
+	cr_assert_not(link_error_is_outage("WRONGTYPE Operation against a key holding the wrong kind of value"));
+	cr_assert_not(link_error_is_outage("ERR Error running script"));
+	cr_assert_not(link_error_is_outage("BUSYKEY Target key name already exists."));
+	cr_assert_not(link_error_is_outage("OOMX not a code"));
+	cr_assert_not(link_error_is_outage(""));
 }
 
 /* A request given up on (its deadline passed while it waited for a

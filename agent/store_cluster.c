@@ -1,5 +1,5 @@
 /*
- * Redis Cluster store of one worker loop.
+ * The store backend for a Redis Cluster, on one worker loop (store_ops.h).
  *
  * Slot map: CLUSTER SLOTS, asked of one node at a time (our own timer
  * bounds each try, as hiredis 0.14 has no timeouts), at start, every few
@@ -8,9 +8,10 @@
  * refresh period is forgotten (its link closed) before the next refresh,
  * unless it is a seed, so the table holds what the cluster is now, not
  * every address it ever had.
- * Every node has one hiredis async context, opened lazily
- * and with AUTH and SCRIPT LOAD pipelined ahead of anything else, so
- * commands may be queued on a node still connecting.
+ * Every node has one link (link.h: the same connection, setup, backoff,
+ * breaker and stall detection as a single Redis), opened lazily, so
+ * commands may be queued on a node still connecting. Calls carry the one
+ * input format of the script (batch.h), as on a single Redis.
  *
  * Routing: Redis Cluster refuses a script whose keys are in different slots
  * (CROSSSLOT), even on one node, so the unit of a call is the slot. Each
@@ -38,11 +39,12 @@
  * the parts routed to it (they get STORE_EDOWN, and a request spanning
  * slots then its fail mode and refunds, as for a node that is down), never
  * the requests of the healthy nodes. A node with calls in flight that has
- * not answered for CL_STUCK_S (a SIGSTOP, a black hole: TCP stays up) is
- * dropped from a timer whatever its breaker says, as store.c drops a
- * stalled link: its calls fail now, its breaker opens, and it is
- * reconnected and probed like any node that failed.
+ * not answered for LINK_STALL_S (a SIGSTOP, a black hole: TCP stays up) is
+ * dropped from a timer whatever its breaker says: its calls fail now, its
+ * breaker opens, and it is reconnected and probed like any node that
+ * failed.
  */
+#include <assert.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -50,20 +52,16 @@
 #include <ev.h>
 #include <hiredis/async.h>
 #include <hiredis/hiredis.h>
-#include <hiredis/adapters/libev.h>
 
-#include "cluster.h"
+#include "batch.h"
 #include "crc16.h"
+#include "link.h"
 #include "log.h"
 #include "metrics.h"
 #include "reqq.h"
-#include "resolve.h"
 #include "results.h"
-#include "scriptlib.h"
+#include "store_cluster.h"
 #include "util.h"
-
-extern const char lua_ratelimit[];
-extern const char lua_refund[];
 
 #define CL_MAX_NODES        64
 #define CL_MAX_QUEUE        4096
@@ -72,34 +70,13 @@ extern const char lua_refund[];
 #define CL_REFRESH_MIN_S    0.1
 #define CL_REFRESH_EVERY_S  5.0
 #define CL_REFRESH_RETRY_S  0.5
-#define CL_BACKOFF_MIN_S    0.05
-#define CL_BACKOFF_MAX_S    2.0
-#define CL_STUCK_S          1.0	/* calls in flight, no reply for this
-					 * long: stuck (store.c's STORE_STALL_S) */
+#define CL_BACKOFF_MAX_US   2000000
 #define CL_STUCK_CHECK_S    0.25	/* how often, while calls are in flight */
 
-enum node_state {
-	NODE_DOWN = 0,
-	NODE_CONNECTING,
-	NODE_UP,
-};
-
 struct node {
-	struct cluster    *cl;
-	char               host[256];
-	int                port;
-	redisAsyncContext *ac;
-	enum node_state    state;
-	ev_timer           timer;	/* connect timeout */
-	ev_tstamp          retry_at;	/* no reconnect before */
-	double             backoff_s;
-	int                serving;	/* has slots in the map */
-	int                inflight;	/* calls sent, not answered */
-	ev_tstamp          last_call;	/* a call or an HGET sent */
-	ev_tstamp          last_reply;	/* a reply, not a lost call */
-	ev_tstamp          busy_since;	/* inflight went from 0 to 1 */
-	struct breaker     br;		/* over its calls */
-	int                fcall;	/* this link has the library */
+	struct cluster *cl;
+	struct link     link;	/* its host, port, state, breaker... */
+	int             serving;	/* has slots in the map */
 };
 
 /* A check of a request that spans slots, copied: the request may be
@@ -136,37 +113,34 @@ struct part {
 	unsigned char     idx[POLICY_MAX_CHECKS];	/* positions in sr->index */
 };
 
-enum batch_kind {
-	BATCH_SCRIPT = 0,
-	BATCH_REFUND,
+enum call_kind {
+	CALL_SCRIPT = 0,
+	CALL_REFUND,
 };
 
-struct batch {
-	struct cluster  *cl;
-	struct node     *node;
-	enum batch_kind  kind;
-	unsigned         slot;
-	int              nparts;
-	int              nchecks;
-	int              argc;
-	const char     **argv;
-	size_t          *argvlen;
-	char            *arena;
-	int64_t          sent_us;
-	int64_t          at;		/* TIME just before the call */
-	int              want_time;
-	int              redirects;
-	int              retried;	/* resent with EVAL (scriptlib_resend) */
-	int              fcalled;	/* last sent as FCALL */
-	int              asking;
-	struct part      parts[];	/* BATCH_SCRIPT: STORE_BATCH_MAX */
+struct call {
+	struct cluster   *cl;
+	struct node      *node;
+	enum call_kind    kind;
+	unsigned          slot;
+	int               nparts;
+	int               nchecks;
+	struct batch_buf  buf;
+	int64_t           sent_us;
+	int64_t           at;		/* TIME just before the call */
+	int               want_time;
+	int               redirects;
+	int               retried;	/* resent with EVAL (scriptlib_resend) */
+	int               fcalled;	/* last sent as FCALL */
+	int               asking;
+	struct part       parts[];	/* CALL_SCRIPT: STORE_BATCH_MAX */
 };
 
 struct cluster {
 	struct ev_loop        *loop;
 	struct metrics_worker *m;
 	char                   user[128], pass[256];
-	double                 timeout_s;
+	int64_t                timeout_us;	/* connect, and a map try */
 	int                    nnodes;
 	int                    nseeds;	/* nodes[0..nseeds): never forgotten */
 	struct node           *nodes[CL_MAX_NODES];
@@ -182,9 +156,9 @@ struct cluster {
 	/* requests */
 	struct reqq            q;
 	ev_timer               stimer;	/* stuck nodes, while calls are out */
-	struct batch         **open;	/* per slot, during a flush */
+	struct call          **open;	/* per slot, during a flush */
 	unsigned              *touched;
-	char                   sha[41], refund_sha[41];
+	struct batch_enc       enc;
 	int                    ntripped;	/* nodes whose breaker tripped */
 	uint64_t               id;	/* member prefix, random per store */
 	uint64_t               seq;
@@ -192,9 +166,8 @@ struct cluster {
 	struct results         res;	/* the last reply, decoded */
 };
 
-static void node_connect(struct node *n);
 static void refresh_soon(struct cluster *cl);
-static int batch_send(struct batch *b);
+static int call_send(struct call *b);
 
 /* ---- breakers, one per node ---------------------------------------------- */
 
@@ -203,11 +176,9 @@ call_failed(struct node *n)
 {
 	struct cluster *cl = n->cl;
 
-	if (breaker_fail(&n->br, ev_now(cl->loop))) {
+	if (link_failed(&n->link))
 		cl->ntripped++;
-		log_warn("redis_breaker_open", "host=%s port=%d cluster=1 "
-		         "cooldown_s=%.1f", n->host, n->port, BREAKER_COOLDOWN);
-	}
+	assert(cl->ntripped >= 0 && cl->ntripped <= cl->nnodes);
 	metrics_circuit(cl->m, cl->ntripped > 0);
 }
 
@@ -216,25 +187,24 @@ call_succeeded(struct node *n)
 {
 	struct cluster *cl = n->cl;
 
-	if (breaker_ok(&n->br)) {
+	if (link_succeeded(&n->link))
 		cl->ntripped--;
-		log_info("redis_breaker_closed", "host=%s port=%d cluster=1",
-		         n->host, n->port);
-	}
+	assert(cl->ntripped >= 0);
 	metrics_circuit(cl->m, cl->ntripped > 0);
 }
 
 /* Up: the map is known and no node serving slots has its breaker open. */
-int
-cluster_up(const struct cluster *cl)
+static int
+cluster_up(const void *be)
 {
+	const struct cluster *cl = be;
 	ev_tstamp now = ev_now(cl->loop);
 
 	if (!cl->have_map)
 		return 0;
 	for (int i = 0; i < cl->nnodes; i++)
 		if (cl->nodes[i]->serving &&
-		    breaker_is_open(&cl->nodes[i]->br, now))
+		    breaker_is_open(&cl->nodes[i]->link.br, now))
 			return 0;
 	return 1;
 }
@@ -242,181 +212,57 @@ cluster_up(const struct cluster *cl)
 /* ---- nodes -------------------------------------------------------------- */
 
 static void
-setup_cb(redisAsyncContext *ac, void *r, void *privdata)
+node_up(struct link *l)
 {
-	redisReply *reply = r;
-
-	if (reply != NULL && reply->type == REDIS_REPLY_ERROR)
-		log_error("redis_setup", "command=%s error=\"%.200s\"",
-		          (const char *)privdata, reply->str);
 }
 
+/* A node lost: the map may have changed. */
 static void
-script_cb(redisAsyncContext *ac, void *r, void *privdata)
+node_down(struct link *l)
 {
-	char *sha = privdata;
-	redisReply *reply = r;
+	struct node *n = l->arg;
 
-	if (reply == NULL)
-		return;
-	if (reply->type == REDIS_REPLY_STRING && reply->len == 40) {
-		memcpy(sha, reply->str, 40);
-		sha[40] = '\0';
-	} else {
-		log_error("redis_script_load", "error=\"%.200s\"",
-		          reply->type == REDIS_REPLY_ERROR ? reply->str : "bad reply");
-	}
-}
-
-/* FUNCTION LOAD answered on <n>'s link <ac>: its script batches go as
- * FCALL from now on (store.c says why, and when they do not). */
-static void
-library_cb(redisAsyncContext *ac, void *r, void *privdata)
-{
-	struct node *n = privdata;
-
-	if (r != NULL && n->ac == ac)
-		n->fcall = scriptlib_loaded(r, n->host, n->port);
-}
-
-static void
-load_library(struct node *n)
-{
-	n->fcall = 0;
-	if (n->ac == NULL)
-		return;
-	scriptlib_load(n->ac, library_cb, n);
-}
-
-static void
-node_down(struct node *n)
-{
-	n->ac = NULL;
-	n->state = NODE_DOWN;
-	n->retry_at = ev_now(n->cl->loop) + n->backoff_s;
-	n->backoff_s *= 2;
-	if (n->backoff_s > CL_BACKOFF_MAX_S)
-		n->backoff_s = CL_BACKOFF_MAX_S;
 	refresh_soon(n->cl);
 }
 
-static void
-node_connect_cb(const redisAsyncContext *ac, int status)
-{
-	struct node *n = ac->data;
-
-	if (n == NULL)
-		return;
-	ev_timer_stop(n->cl->loop, &n->timer);
-	if (status != REDIS_OK) {
-		log_warn("redis_connect_failed", "host=%s port=%d error=\"%s\"",
-		         n->host, n->port, ac->errstr);
-		metrics_redis_error(n->cl->m, METRICS_REDIS_REFUSED);
-		node_down(n);		/* hiredis frees the context */
-		return;
-	}
-	log_info("redis_connected", "host=%s port=%d cluster=1", n->host, n->port);
-	n->state = NODE_UP;	/* the backoff restarts on a reply (batch_cb):
-				 * a stopped Redis still accepts connections */
-}
-
-static void
-node_disconnect_cb(const redisAsyncContext *ac, int status)
-{
-	struct node *n = ac->data;
-
-	if (n == NULL)
-		return;
-	log_warn("redis_disconnected", "host=%s port=%d cluster=1 error=\"%s\"",
-	         n->host, n->port, status == REDIS_OK ? "closed" : ac->errstr);
-	node_down(n);
-}
-
-/* Drops the node's link; never from one of its own callbacks. */
-static void
-node_drop(struct node *n)
-{
-	redisAsyncContext *ac = n->ac;
-
-	ev_timer_stop(n->cl->loop, &n->timer);
-	if (ac == NULL)
-		return;
-	ac->data = NULL;
-	node_down(n);
-	redisAsyncFree(ac);		/* its calls get a NULL reply */
-}
-
-static void
-node_timer_cb(struct ev_loop *loop, ev_timer *w, int revents)
-{
-	struct node *n = container_of(w, struct node, timer);
-
-	if (n->state != NODE_CONNECTING)
-		return;
-	log_warn("redis_connect_timeout", "host=%s port=%d cluster=1", n->host,
-	         n->port);
-	metrics_redis_error(n->cl->m, METRICS_REDIS_TIMEOUT);
-	node_drop(n);
-}
-
-static void
-node_connect(struct node *n)
-{
-	struct cluster *cl = n->cl;
-	const char *why = "out of memory";
-	redisAsyncContext *ac = resolve_connect(n->host, n->port, &why);
-
-	if (ac == NULL || ac->err) {
-		log_warn("redis_connect_failed", "host=%s port=%d error=\"%s\"",
-		         n->host, n->port, ac ? ac->errstr : why);
-		if (ac != NULL)
-			redisAsyncFree(ac);
-		node_down(n);
-		return;
-	}
-	ac->data = n;
-	redisLibevAttach(cl->loop, ac);
-	redisAsyncSetConnectCallback(ac, node_connect_cb);
-	redisAsyncSetDisconnectCallback(ac, node_disconnect_cb);
-	n->ac = ac;
-	n->state = NODE_CONNECTING;
-	if (cl->pass[0] != '\0' && cl->user[0] != '\0')
-		redisAsyncCommand(ac, setup_cb, (void *)"AUTH", "AUTH %s %s",
-		                  cl->user, cl->pass);
-	else if (cl->pass[0] != '\0')
-		redisAsyncCommand(ac, setup_cb, (void *)"AUTH", "AUTH %s", cl->pass);
-	redisAsyncCommand(ac, script_cb, cl->sha, "SCRIPT LOAD %s", lua_ratelimit);
-	redisAsyncCommand(ac, script_cb, cl->refund_sha, "SCRIPT LOAD %s",
-	                  lua_refund);
-	load_library(n);
-	ev_timer_set(&n->timer, cl->timeout_s, 0.);
-	ev_timer_start(cl->loop, &n->timer);
-}
+static const struct link_owner node_owner = {
+	.up = node_up,
+	.down = node_down,
+	.retry = NULL,		/* lazy: node_usable() reconnects */
+};
 
 /* The node at host:port, added (down) if new; NULL when the table is full. */
 static struct node *
 node_get(struct cluster *cl, const char *host, size_t hlen, int port)
 {
+	struct store_addr a = { .port = port };
+	struct link_cfg cfg = {
+		.addr = &a,
+		.connect_timeout_us = cl->timeout_us,
+		.backoff_max_us = CL_BACKOFF_MAX_US,
+		.load_refund = 1,
+		.tag = " cluster=1",
+	};
 	struct node *n;
 
-	if (hlen >= sizeof(n->host))
+	if (hlen >= sizeof(a.host))
 		return NULL;
 	for (int i = 0; i < cl->nnodes; i++) {
 		n = cl->nodes[i];
-		if (n->port == port && strlen(n->host) == hlen &&
-		    memcmp(n->host, host, hlen) == 0)
+		if (n->link.addr.port == port && strlen(n->link.addr.host) == hlen &&
+		    memcmp(n->link.addr.host, host, hlen) == 0)
 			return n;
 	}
 	if (cl->nnodes == CL_MAX_NODES) {
 		log_warn("cluster_too_many_nodes", "max=%d", CL_MAX_NODES);
 		return NULL;
 	}
+	memcpy(a.host, host, hlen);
+	snprintf(a.user, sizeof(a.user), "%s", cl->user);
+	snprintf(a.pass, sizeof(a.pass), "%s", cl->pass);
 	n = xcalloc(1, sizeof(*n));
 	n->cl = cl;
-	memcpy(n->host, host, hlen);
-	n->port = port;
-	n->backoff_s = CL_BACKOFF_MIN_S;
-	ev_init(&n->timer, node_timer_cb);
+	link_init(&n->link, cl->loop, cl->m, &node_owner, n, &cfg);
 	cl->nodes[cl->nnodes++] = n;
 	return n;
 }
@@ -426,9 +272,7 @@ node_get(struct cluster *cl, const char *host, size_t hlen, int port)
 static int
 node_usable(struct node *n)
 {
-	if (n->state == NODE_DOWN && ev_now(n->cl->loop) >= n->retry_at)
-		node_connect(n);
-	return n->state != NODE_DOWN;
+	return link_usable(&n->link);
 }
 
 /* 1 if a call may be sent to <n> now: usable, under its cap on calls in
@@ -437,8 +281,9 @@ node_usable(struct node *n)
 static int
 node_takes(struct node *n, int any)
 {
-	return n != NULL && node_usable(n) && n->inflight < CL_MAX_INFLIGHT &&
-	       (any || breaker_admit(&n->br, ev_now(n->cl->loop)));
+	return n != NULL && node_usable(n) &&
+	       n->link.inflight < CL_MAX_INFLIGHT &&
+	       (any || breaker_admit(&n->link.br, ev_now(n->cl->loop)));
 }
 
 static struct node *
@@ -501,7 +346,7 @@ parse_slots(struct cluster *cl, const struct node *from, redisReply *r,
 		host = m->element[0]->str;
 		hlen = m->element[0]->len;
 		if (hlen == 0 || (hlen == 1 && host[0] == '?')) {
-			host = from->host;	/* "same endpoint as asked" */
+			host = from->link.addr.host;	/* "same endpoint as asked" */
 			hlen = strlen(host);
 		}
 		n = node_get(cl, host, hlen, (int)m->element[1]->integer);
@@ -530,7 +375,7 @@ apply_map(struct cluster *cl, const unsigned char *map)
 		n->serving = used[i];
 		if (used[i])
 			node_usable(n);		/* connect eagerly */
-		else if (breaker_tripped(&n->br))
+		else if (breaker_tripped(&n->link.br))
 			call_succeeded(n);	/* no calls to come: forget */
 	}
 	if (!cl->have_map)
@@ -544,20 +389,22 @@ static void refresh_try(struct cluster *cl);
 static void
 slots_cb(redisAsyncContext *ac, void *r, void *privdata)
 {
-	struct node *n = ac->data;
+	struct link *l = ac->data;
+	struct node *n;
 	struct cluster *cl;
 	redisReply *reply = r;
 	unsigned char map[CRC16_SLOTS];
 
-	if (n == NULL)
+	if (l == NULL)
 		return;			/* context dropped */
+	n = l->arg;
 	cl = n->cl;
 	if ((uintptr_t)privdata != cl->rseq || !cl->refreshing || cl->closing)
 		return;			/* an abandoned try */
 	if (reply == NULL || reply->type == REDIS_REPLY_ERROR ||
 	    parse_slots(cl, n, reply, map) == -1) {
 		log_warn("cluster_slots_failed", "host=%s port=%d error=\"%.100s\"",
-		         n->host, n->port, reply == NULL ? "no reply" :
+		         n->link.addr.host, n->link.addr.port, reply == NULL ? "no reply" :
 		         reply->type == REDIS_REPLY_ERROR ? reply->str : "bad reply");
 		cl->rnext++;
 		arm_rtimer(cl, 0.);	/* the next node, from the timer */
@@ -583,7 +430,7 @@ refresh_try(struct cluster *cl)
 	for (int k = 0; k < cl->nnodes && pick == NULL; k++) {
 		struct node *n = cl->nodes[(cl->rnext + k) % cl->nnodes];
 
-		if (n->state == NODE_UP)
+		if (n->link.state == LINK_UP)
 			pick = n;
 	}
 	for (int k = 0; k < cl->nnodes && pick == NULL; k++) {
@@ -598,13 +445,13 @@ refresh_try(struct cluster *cl)
 		return;
 	}
 	cl->rnext = node_index(cl, pick);
-	if (redisAsyncCommand(pick->ac, slots_cb, (void *)++cl->rseq,
+	if (redisAsyncCommand(pick->link.ac, slots_cb, (void *)++cl->rseq,
 	                      "CLUSTER SLOTS") != REDIS_OK) {
 		cl->rnext++;
 		arm_rtimer(cl, 0.);
 		return;
 	}
-	arm_rtimer(cl, cl->timeout_s);
+	arm_rtimer(cl, (double)cl->timeout_us / 1e6);
 }
 
 /* Frees <n>, which serves no slot and has no call out; its link's pending
@@ -614,16 +461,13 @@ node_forget(struct node *n)
 {
 	struct cluster *cl = n->cl;
 
-	log_info("cluster_node_forgotten", "host=%s port=%d", n->host, n->port);
-	if (breaker_tripped(&n->br)) {
+	log_info("cluster_node_forgotten", "host=%s port=%d", n->link.addr.host,
+	         n->link.addr.port);
+	if (breaker_tripped(&n->link.br)) {
 		cl->ntripped--;
 		metrics_circuit(cl->m, cl->ntripped > 0);
 	}
-	ev_timer_stop(cl->loop, &n->timer);
-	if (n->ac != NULL) {
-		n->ac->data = NULL;
-		redisAsyncFree(n->ac);
-	}
+	link_close(&n->link);
 	free(n);
 }
 
@@ -636,8 +480,8 @@ node_forgettable(const struct cluster *cl, int i, const unsigned char *used)
 {
 	const struct node *n = cl->nodes[i];
 
-	return i >= cl->nseeds && !used[i] && n->inflight == 0 &&
-	       ev_now(cl->loop) - n->last_call >= CL_REFRESH_EVERY_S;
+	return i >= cl->nseeds && !used[i] && n->link.inflight == 0 &&
+	       ev_now(cl->loop) - n->link.last_call >= CL_REFRESH_EVERY_S;
 }
 
 /* Forgets the nodes that left the map (node_forgettable) and renumbers
@@ -707,24 +551,20 @@ refresh_soon(struct cluster *cl)
 
 /* ---- script calls ------------------------------------------------------- */
 
-/* One check as it is sent, from a caller's check or an xreq copy. */
-struct cv {
-	const char *key, *member;
-	size_t      keylen, memberlen;
-	int         algo, op;
-	int64_t     cost, p[3];
-	unsigned    flags;
-};
-
+/* Check <k> of part <p> as it is sent, from a caller's check or an xreq
+ * copy. */
 static void
-part_check(const struct part *p, int k, struct cv *v)
+part_check(const struct part *p, int k, struct batch_check *v)
 {
 	if (p->x != NULL) {
 		const struct xcheck *c = &p->x->c[p->idx[k]];
 
-		*v = (struct cv){ c->key, c->member, c->keylen, c->memberlen,
-		                  c->algo, c->op, c->cost, { c->p[0], c->p[1], c->p[2] },
-		                  c->flags };
+		*v = (struct batch_check){
+			.key = c->key, .keylen = c->keylen,
+			.member = c->member, .memberlen = c->memberlen,
+			.algo = c->algo, .op = c->op, .flags = c->flags,
+			.cost = c->cost, .p = { c->p[0], c->p[1], c->p[2] },
+		};
 	} else {
 		const struct check *c = &p->sr->checks[p->sr->index[p->idx[k]]];
 
@@ -740,119 +580,39 @@ part_check(const struct part *p, int k, struct cv *v)
 	}
 }
 
+/* The script call of <b> into its own buffer (batch.h), every string
+ * copied: a resend (NOSCRIPT, MOVED, ASK) must not depend on the callers'
+ * memory. */
 static void
-arg_int(struct batch *b, char **ap, int64_t v)
+call_build(struct call *b)
 {
-	int n = sprintf(*ap, "%lld", (long long)v);
+	struct batch_check *v = xmalloc((size_t)b->nchecks * sizeof(*v));
+	int part_n[STORE_BATCH_MAX], j = 0;
 
-	b->argv[b->argc] = *ap;
-	b->argvlen[b->argc++] = (size_t)n;
-	*ap += n + 1;
-}
-
-static void
-arg_copy(struct batch *b, char **ap, const char *s, size_t n)
-{
-	memcpy(*ap, s, n);
-	b->argv[b->argc] = *ap;
-	b->argvlen[b->argc++] = n;
-	*ap += n + 1;
-}
-
-static void
-batch_alloc_args(struct batch *b, int nargs, size_t arena)
-{
-	b->argv = xmalloc((size_t)nargs * sizeof(*b->argv));
-	b->argvlen = xmalloc((size_t)nargs * sizeof(*b->argvlen));
-	b->arena = xmalloc(arena);
-	b->argc = 0;
-}
-
-/* The rule tuple of every check of <b> (limiter.h), in <t>; the checks'
- * codes in <codes>. Returns the number of tuples. */
-static int
-batch_rules(const struct batch *b, int64_t (*t)[LIM_SCRIPT_RULE],
-            long long *codes)
-{
-	int nrules = 0, j = 0;
-	struct cv v;
-
-	for (int i = 0; i < b->nparts; i++)
-		for (int k = 0; k < b->parts[i].n; k++, j++) {
-			part_check(&b->parts[i], k, &v);
-			codes[j] = lim_script_code(store_script_rule(t, &nrules,
-			                           v.algo, v.p), v.op, (int)v.flags,
-			                           v.cost);
-		}
-	return nrules;
-}
-
-/* The EVALSHA of a script batch, every string copied: a resend (NOSCRIPT,
- * MOVED, ASK) must not depend on the callers' memory. */
-static void
-batch_build(struct batch *b)
-{
-	int64_t (*t)[LIM_SCRIPT_RULE] = xmalloc((size_t)b->nchecks * sizeof(*t));
-	long long *codes = xmalloc((size_t)b->nchecks * sizeof(*codes));
-	int nrules = batch_rules(b, t, codes), j = 0;
-	int nargs = 5 + 2 * b->nchecks + b->nparts + nrules * LIM_SCRIPT_RULE +
-	            b->nchecks * LIM_SCRIPT_FIELDS;
-	size_t arena = (size_t)(3 + b->nparts + nrules * LIM_SCRIPT_RULE +
-	                        b->nchecks * LIM_SCRIPT_FIELDS) * 21;
-	char *ap;
-	struct cv v;
-
-	for (int i = 0; i < b->nparts; i++)
-		for (int k = 0; k < b->parts[i].n; k++) {
-			part_check(&b->parts[i], k, &v);
-			arena += v.keylen + v.memberlen + 2;
-		}
-	batch_alloc_args(b, nargs, arena);
-	ap = b->arena;
-	b->argv[b->argc] = "EVALSHA";
-	b->argvlen[b->argc++] = 7;
-	b->argc++;			/* the sha, set at send time */
-	arg_int(b, &ap, b->nchecks);
-	for (int i = 0; i < b->nparts; i++)
-		for (int k = 0; k < b->parts[i].n; k++) {
-			part_check(&b->parts[i], k, &v);
-			arg_copy(b, &ap, v.key, v.keylen);
-		}
-	arg_int(b, &ap, b->nparts);
-	arg_int(b, &ap, nrules);
-	for (int r = 0; r < nrules; r++)
-		for (int f = 0; f < LIM_SCRIPT_RULE; f++)
-			arg_int(b, &ap, t[r][f]);
+	assert(b->kind == CALL_SCRIPT && b->nparts <= STORE_BATCH_MAX);
 	for (int i = 0; i < b->nparts; i++) {
-		arg_int(b, &ap, b->parts[i].n);
-		for (int k = 0; k < b->parts[i].n; k++, j++) {
-			part_check(&b->parts[i], k, &v);
-			arg_int(b, &ap, codes[j]);
-			if (lim_script_has_cost(codes[j]))
-				arg_int(b, &ap, v.cost);
-			if (lim_script_has_member(v.algo))
-				arg_copy(b, &ap, v.member, v.memberlen);
-		}
+		part_n[i] = b->parts[i].n;
+		for (int k = 0; k < b->parts[i].n; k++)
+			part_check(&b->parts[i], k, &v[j++]);
 	}
-	free(t);
-	free(codes);
+	assert(j == b->nchecks);
+	batch_encode(&b->cl->enc, &b->buf, v, b->nchecks, part_n, b->nparts);
+	free(v);
 }
 
 static void
-batch_free(struct batch *b)
+call_free(struct call *b)
 {
-	free(b->argv);
-	free(b->argvlen);
-	free(b->arena);
+	batch_buf_free(&b->buf);
 	free(b);
 }
 
-static struct batch *
-batch_new(struct cluster *cl, enum batch_kind kind, unsigned slot,
-          struct node *n)
+static struct call *
+call_new(struct cluster *cl, enum call_kind kind, unsigned slot,
+         struct node *n)
 {
-	struct batch *b = xcalloc(1, sizeof(*b) + (kind == BATCH_SCRIPT ?
-	                          STORE_BATCH_MAX * sizeof(struct part) : 0));
+	struct call *b = xcalloc(1, sizeof(*b) + (kind == CALL_SCRIPT ?
+	                         STORE_BATCH_MAX * sizeof(struct part) : 0));
 
 	b->cl = cl;
 	b->kind = kind;
@@ -877,7 +637,7 @@ part_fail(struct cluster *cl, struct part *p, int err)
 }
 
 static void
-batch_fail(struct batch *b, int err)
+call_fail(struct call *b, int err)
 {
 	for (int i = 0; i < b->nparts; i++)
 		part_fail(b->cl, &b->parts[i], err);
@@ -900,7 +660,7 @@ was_charged(const struct xcheck *c)
  * requests and send calls, never read a reply, so cl->res holds until
  * the last part is delivered. */
 static void
-part_deliver(struct batch *b, struct part *p, size_t k)
+part_deliver(struct call *b, struct part *p, size_t k)
 {
 	const struct results *rs = &b->cl->res;
 	struct xreq *x = p->x;
@@ -934,7 +694,7 @@ part_deliver(struct batch *b, struct part *p, size_t k)
 }
 
 static int
-batch_deliver(struct batch *b, redisReply *reply)
+call_deliver(struct call *b, redisReply *reply)
 {
 	size_t k = 0;
 
@@ -971,7 +731,7 @@ redirect_node(struct cluster *cl, const char *err)
 
 /* Handles MOVED and ASK: 1 when <b> was resent. */
 static int
-follow_redirect(struct batch *b, const char *err)
+follow_redirect(struct call *b, const char *err)
 {
 	struct cluster *cl = b->cl;
 	int moved = strncmp(err, "MOVED ", 6) == 0;
@@ -983,7 +743,7 @@ follow_redirect(struct batch *b, const char *err)
 		refresh_soon(cl);
 	if (cl->closing || b->redirects >= CL_MAX_REDIRECTS ||
 	    (n = redirect_node(cl, err)) == NULL ||
-	    !node_takes(n, b->kind == BATCH_REFUND))
+	    !node_takes(n, b->kind == CALL_REFUND))
 		return 0;
 	if (moved) {
 		cl->slots[b->slot] = (unsigned char)(node_index(cl, n) + 1);
@@ -992,15 +752,15 @@ follow_redirect(struct batch *b, const char *err)
 	b->redirects++;
 	b->asking = !moved;
 	b->node = n;
-	return batch_send(b) == 0;
+	return call_send(b) == 0;
 }
 
-static void batch_cb(redisAsyncContext *ac, void *r, void *privdata);
+static void call_cb(redisAsyncContext *ac, void *r, void *privdata);
 
 static void
 time_cb(redisAsyncContext *ac, void *r, void *privdata)
 {
-	struct batch *b = privdata;
+	struct call *b = privdata;
 	redisReply *reply = r;
 
 	if (reply != NULL && reply->type == REDIS_REPLY_ARRAY &&
@@ -1011,51 +771,30 @@ time_cb(redisAsyncContext *ac, void *r, void *privdata)
 		        strtoll(reply->element[1]->str, NULL, 10);
 }
 
-/* Queues <b> on its node: [TIME] [ASKING] FCALL (a script batch, once the
- * node has the library) or EVALSHA (EVAL before the sha is known or after
- * NOSCRIPT). Returns -1, with nothing queued, if the node
- * cannot take it; the caller then fails and frees <b>. */
+/* Queues <b> on its node: [TIME] [ASKING] then the call (link_call:
+ * FCALL, EVALSHA, or EVAL before the sha is known or after NOSCRIPT).
+ * Returns -1, with nothing queued, if the node cannot take it; the caller
+ * then fails and frees <b>. */
 static int
-batch_send(struct batch *b)
+call_send(struct call *b)
 {
 	struct cluster *cl = b->cl;
 	struct node *n = b->node;
-	const char *sha = b->kind == BATCH_SCRIPT ? cl->sha : cl->refund_sha;
-	const char *text = b->kind == BATCH_SCRIPT ? lua_ratelimit : lua_refund;
-	redisAsyncContext *ac = n->ac;
+	redisAsyncContext *ac = n->link.ac;
 
 	if (ac == NULL || (ac->c.flags & (REDIS_DISCONNECTING | REDIS_FREEING)))
 		return -1;
-	if (b->argv == NULL)
-		batch_build(b);
-	b->fcalled = b->kind == BATCH_SCRIPT && n->fcall && !b->retried;
-	if (b->fcalled) {
-		b->argv[0] = "FCALL";
-		b->argvlen[0] = 5;
-		b->argv[1] = scriptlib_name();
-		b->argvlen[1] = scriptlib_name_len();
-	} else if (b->retried || sha[0] == '\0') {
-		b->argv[0] = "EVAL";
-		b->argvlen[0] = 4;
-		b->argv[1] = text;
-		b->argvlen[1] = strlen(text);
-	} else {
-		b->argv[0] = "EVALSHA";
-		b->argvlen[0] = 7;
-		b->argv[1] = sha;
-		b->argvlen[1] = 40;
-	}
+	if (b->buf.buf == NULL)
+		call_build(b);
 	if (b->want_time)
 		redisAsyncCommand(ac, time_cb, b, "TIME");
 	if (b->asking)
 		redisAsyncCommand(ac, NULL, NULL, "ASKING");
-	if (redisAsyncCommandArgv(ac, batch_cb, b, b->argc, b->argv,
-	                          b->argvlen) != REDIS_OK)
+	if (link_call(&n->link, &b->buf, b->kind == CALL_SCRIPT ?
+	              LINK_RATELIMIT : LINK_REFUND, b->retried, call_cb, b,
+	              &b->fcalled) == -1)
 		return -1;
 	b->sent_us = util_monotonic_us();
-	n->last_call = ev_now(cl->loop);
-	if (n->inflight++ == 0)
-		n->busy_since = ev_now(cl->loop);
 	if (!ev_is_active(&cl->stimer))
 		ev_timer_again(cl->loop, &cl->stimer);
 	return 0;
@@ -1068,43 +807,36 @@ refund_send(struct cluster *cl, struct xreq *x, unsigned slot,
             unsigned char *done)
 {
 	struct node *n = slot_node(cl, slot);
-	struct batch *b;
-	size_t arena = 0;
+	struct call *b = call_new(cl, CALL_REFUND, slot, n);
 	int m = 0;
-	char *ap;
 
 	for (int j = 0; j < x->n; j++)
-		if (x->c[j].charged && x->c[j].slot == slot) {
-			m++;
-			arena += x->c[j].keylen + x->c[j].memberlen + 2 + 7 * 21;
-		}
-	b = batch_new(cl, BATCH_REFUND, slot, n);
-	batch_alloc_args(b, 3 + m * 9, arena + 21);
-	ap = b->arena;
-	b->argc = 2;			/* EVALSHA sha, at send time */
-	arg_int(b, &ap, m);
+		m += x->c[j].charged && x->c[j].slot == slot;
+	assert(m > 0);
+	batch_buf_reset(&b->buf);	/* refund.lua takes plain arguments */
+	batch_arg_int(&b->buf, m);
 	for (int j = 0; j < x->n; j++)
 		if (x->c[j].charged && x->c[j].slot == slot)
-			arg_copy(b, &ap, x->c[j].key, x->c[j].keylen);
+			batch_arg_str(&b->buf, x->c[j].key, x->c[j].keylen);
 	for (int j = 0; j < x->n; j++) {
 		const struct xcheck *c = &x->c[j];
 
 		if (!c->charged || c->slot != slot)
 			continue;
 		done[j] = 1;
-		arg_int(b, &ap, c->algo);
-		arg_int(b, &ap, c->op);
-		arg_int(b, &ap, c->cost);
-		arg_int(b, &ap, c->p[0]);
-		arg_int(b, &ap, c->p[1]);
-		arg_int(b, &ap, c->p[2]);
-		arg_copy(b, &ap, c->member, c->memberlen);
-		arg_int(b, &ap, c->at);
+		batch_arg_int(&b->buf, c->algo);
+		batch_arg_int(&b->buf, c->op);
+		batch_arg_int(&b->buf, c->cost);
+		batch_arg_int(&b->buf, c->p[0]);
+		batch_arg_int(&b->buf, c->p[1]);
+		batch_arg_int(&b->buf, c->p[2]);
+		batch_arg_str(&b->buf, c->member, c->memberlen);
+		batch_arg_int(&b->buf, c->at);
 	}
-	if (!node_takes(n, 1) || batch_send(b) == -1) {
+	if (!node_takes(n, 1) || call_send(b) == -1) {
 		log_warn("redis_refund_lost", "slot=%u checks=%d error=\"node down\"",
 		         slot, m);
-		batch_free(b);
+		call_free(b);
 	}
 }
 
@@ -1120,15 +852,14 @@ refund(struct cluster *cl, struct xreq *x)
 }
 
 static void
-refund_done(struct batch *b, redisReply *reply)
+refund_done(struct call *b, redisReply *reply, int resend)
 {
 	if (reply == NULL) {
 		log_warn("redis_refund_lost", "slot=%u error=\"no reply\"", b->slot);
 	} else if (reply->type == REDIS_REPLY_ERROR) {
-		if (strncmp(reply->str, "NOSCRIPT", 8) == 0 && !b->retried &&
-		    !b->cl->closing) {
+		if (resend && !b->retried && !b->cl->closing) {
 			b->retried = 1;
-			if (batch_send(b) == 0)
+			if (call_send(b) == 0)
 				return;
 		}
 		if (follow_redirect(b, reply->str))
@@ -1136,7 +867,7 @@ refund_done(struct batch *b, redisReply *reply)
 		log_warn("redis_refund_lost", "slot=%u error=\"%.200s\"", b->slot,
 		         reply->str);
 	}
-	batch_free(b);
+	call_free(b);
 }
 
 static void
@@ -1158,74 +889,65 @@ x_finish(struct cluster *cl, struct xreq *x)
 /* ---- replies ------------------------------------------------------------ */
 
 static void
-batch_cb(redisAsyncContext *ac, void *r, void *privdata)
+call_cb(redisAsyncContext *ac, void *r, void *privdata)
 {
-	struct batch *b = privdata;
+	struct call *b = privdata;
 	struct cluster *cl = b->cl;
 	struct node *n = b->node;	/* a resend may change b->node */
 	redisReply *reply = r;
+	int resend = link_answered(&n->link, reply, b->fcalled);
 
-	n->inflight--;
-	if (reply != NULL) {
-		n->last_reply = ev_now(cl->loop);
-		n->backoff_s = CL_BACKOFF_MIN_S;	/* a usable link */
-	}
 	metrics_redis_latency(cl->m, util_monotonic_us() - b->sent_us);
-	if (b->kind == BATCH_REFUND) {
-		refund_done(b, reply);
+	if (b->kind == CALL_REFUND) {
+		refund_done(b, reply, resend);
 		return;
 	}
 	if (reply == NULL) {
 		metrics_redis_error(cl->m, METRICS_REDIS_IO);
 		call_failed(n);
-		batch_fail(b, STORE_EIO);
-		batch_free(b);
+		call_fail(b, STORE_EIO);
+		call_free(b);
 		return;
 	}
 	if (reply->type == REDIS_REPLY_ERROR) {
-		int why = scriptlib_resend(reply->str, b->fcalled);
-
-		if (scriptlib_missing(reply->str) && n->fcall && !cl->closing)
-			load_library(n);	/* this batch: EVAL, below */
-		if (why != 0 && !b->retried && !cl->closing) {
-			if (why == SCRIPTLIB_MISSING)
-				metrics_redis_error(cl->m, METRICS_REDIS_NOSCRIPT);
+		if (resend && !b->retried && !cl->closing) {
 			b->retried = 1;
-			if (batch_send(b) == 0)
+			if (call_send(b) == 0)
 				return;
 		}
 		if (follow_redirect(b, reply->str))
 			return;
 		log_warn("redis_error", "host=%s port=%d error=\"%.200s\" outage=%d",
-		         b->node->host, b->node->port, reply->str,
-		         reqq_error_is_outage(reply->str));
+		         b->node->link.addr.host, b->node->link.addr.port,
+		         reply->str, link_error_is_outage(reply->str));
 		if (strncmp(reply->str, "CLUSTERDOWN", 11) == 0)
 			refresh_soon(cl);
 	}
-	if (reply->type == REDIS_REPLY_ERROR || batch_deliver(b, reply) == -1) {
+	if (reply->type == REDIS_REPLY_ERROR || call_deliver(b, reply) == -1) {
 		/* a per-key error (WRONGTYPE) shows the node answering: only
-		 * one saying it cannot serve feeds the breaker (as store.c) */
+		 * one saying it cannot serve feeds the breaker (as
+		 * store_single.c) */
 		metrics_redis_error(cl->m, METRICS_REDIS_REPLY);
 		if (reply->type != REDIS_REPLY_ERROR ||
-		    reqq_error_is_outage(reply->str))
+		    link_error_is_outage(reply->str))
 			call_failed(n);
 		else
 			call_succeeded(n);
-		batch_fail(b, STORE_EREPLY);
+		call_fail(b, STORE_EREPLY);
 	} else {
 		call_succeeded(n);
 	}
-	batch_free(b);
+	call_free(b);
 }
 
 /* ---- routing ------------------------------------------------------------ */
 
 static void
-flush_one(struct cluster *cl, struct batch *b)
+flush_one(struct cluster *cl, struct call *b)
 {
-	if (batch_send(b) == -1) {
-		batch_fail(b, STORE_EDOWN);
-		batch_free(b);
+	if (call_send(b) == -1) {
+		call_fail(b, STORE_EDOWN);
+		call_free(b);
 	}
 }
 
@@ -1236,7 +958,7 @@ add_part(struct cluster *cl, unsigned slot, const struct part *p, int *ntouched,
          int release)
 {
 	struct node *n = slot_node(cl, slot);
-	struct batch *b;
+	struct call *b;
 
 	if (!node_takes(n, release)) {	/* down, stuck or failing: this part
 					 * only gets its fail mode */
@@ -1248,9 +970,9 @@ add_part(struct cluster *cl, unsigned slot, const struct part *p, int *ntouched,
 	b = cl->open[slot];
 	if (b != NULL && b->nparts == STORE_BATCH_MAX) {
 		flush_one(cl, b);
-		b = cl->open[slot] = batch_new(cl, BATCH_SCRIPT, slot, n);
+		b = cl->open[slot] = call_new(cl, CALL_SCRIPT, slot, n);
 	} else if (b == NULL) {
-		b = cl->open[slot] = batch_new(cl, BATCH_SCRIPT, slot, n);
+		b = cl->open[slot] = call_new(cl, CALL_SCRIPT, slot, n);
 		cl->touched[(*ntouched)++] = slot;
 	}
 	b->parts[b->nparts++] = *p;
@@ -1339,31 +1061,36 @@ route(struct cluster *cl, struct store_req *sr, int *ntouched)
 		         release);
 }
 
-void
-cluster_flush(struct cluster *cl)
+static void
+cluster_flush(void *be)
 {
+	struct cluster *cl = be;
 	int ntouched = 0;
 
 	while (cl->q.head != NULL &&
 	       ntouched < CRC16_SLOTS - POLICY_MAX_CHECKS)
 		route(cl, reqq_pop(&cl->q), &ntouched);
 	for (int i = 0; i < ntouched; i++) {
-		struct batch *b = cl->open[cl->touched[i]];
+		struct call *b = cl->open[cl->touched[i]];
 
 		cl->open[cl->touched[i]] = NULL;
 		flush_one(cl, b);
 	}
 }
 
-void
-cluster_cancel(struct cluster *cl, struct store_req *sr)
+static void
+cluster_cancel(void *be, struct store_req *sr)
 {
+	struct cluster *cl = be;
+
 	reqq_remove(&cl->q, sr);
 }
 
-int
-cluster_submit(struct cluster *cl, struct store_req *sr)
+static int
+cluster_submit(void *be, struct store_req *sr)
 {
+	struct cluster *cl = be;
+
 	/* nodes refuse at the flush, part by part (add_part) */
 	if (!cl->have_map || cl->closing || cl->q.queued >= CL_MAX_QUEUE)
 		return STORE_EDOWN;
@@ -1380,42 +1107,35 @@ hget_moved(void *arg)
 	refresh_soon(arg);
 }
 
-int
-cluster_hget(struct cluster *cl, const char *hash, const char *field,
-             size_t fieldlen, store_value_cb *cb, void *arg)
+static int
+cluster_hget(void *be, const char *hash, const char *field, size_t fieldlen,
+             store_value_cb *cb, void *arg)
 {
+	struct cluster *cl = be;
 	struct node *n = slot_node(cl, crc16_key_slot(hash, strlen(hash)));
 
 	/* Not while its breaker is open, but never as the half-open probe
-	 * either: an HGET's answer does not close the breaker (as store_hget). */
+	 * either: an HGET's answer does not close the breaker (as on a single
+	 * Redis). */
 	if (!cl->have_map || cl->closing || !node_takes(n, 1) ||
-	    breaker_is_open(&n->br, ev_now(cl->loop)) ||
-	    (n->ac->c.flags & (REDIS_DISCONNECTING | REDIS_FREEING)))
+	    breaker_is_open(&n->link.br, ev_now(cl->loop)))
 		return -1;
-	n->last_call = ev_now(cl->loop);
-	return reqq_hget(n->ac, hash, field, fieldlen, cb, arg, hget_moved, cl);
+	return link_hget(&n->link, hash, field, fieldlen, cb, arg, hget_moved,
+	                 cl);
 }
 
 /* Drops every node that has calls in flight and has not answered for
- * CL_STUCK_S: its calls fail now (a NULL reply each, which opens its
+ * LINK_STALL_S: its calls fail now (a NULL reply each, which opens its
  * breaker), and it reconnects after its backoff. Being late but answering
  * (overload) is not stuck. From timers only. */
 static void
 drop_stuck(struct cluster *cl)
 {
-	ev_tstamp now = ev_now(cl->loop);
-
 	for (int i = 0; i < cl->nnodes; i++) {
 		struct node *n = cl->nodes[i];
-		ev_tstamp seen = n->last_reply > n->busy_since ? n->last_reply :
-		                 n->busy_since;
 
-		if (n->inflight > 0 && n->ac != NULL && now - seen >= CL_STUCK_S) {
-			log_warn("redis_link_dropped", "host=%s port=%d cluster=1 "
-			         "inflight=%d silent_ms=%.0f", n->host, n->port,
-			         n->inflight, (now - seen) * 1e3);
-			node_drop(n);
-		}
+		if (n->link.inflight > 0 && link_stalled(&n->link))
+			link_drop(&n->link);
 	}
 }
 
@@ -1426,27 +1146,59 @@ stimer_cb(struct ev_loop *loop, ev_timer *w, int revents)
 
 	drop_stuck(cl);
 	for (int i = 0; i < cl->nnodes; i++)	/* after: drops send refunds */
-		if (cl->nodes[i]->inflight > 0)
+		if (cl->nodes[i]->link.inflight > 0)
 			return;
-	ev_timer_stop(loop, w);		/* batch_send restarts it */
+	ev_timer_stop(loop, w);		/* call_send restarts it */
 }
 
 /* A request's deadline passed: counted; a stuck node is dropped now
  * rather than at the next stimer tick. The breakers are fed by the calls
  * themselves, per node: a deadline does not say which node was late. */
-void
-cluster_note_timeout(struct cluster *cl)
+static void
+cluster_note_timeout(void *be)
 {
+	struct cluster *cl = be;
+
 	metrics_redis_error(cl->m, METRICS_REDIS_TIMEOUT);
 	drop_stuck(cl);
 }
 
 /* ---- life --------------------------------------------------------------- */
 
-struct cluster *
-cluster_new(struct ev_loop *loop, const struct store_topo *t,
-            const char *user, const char *pass, int64_t connect_timeout_us,
-            struct metrics_worker *m)
+static void
+cluster_free(void *be)
+{
+	struct cluster *cl = be;
+
+	cl->closing = 1;
+	ev_timer_stop(cl->loop, &cl->rtimer);
+	reqq_fail_all(&cl->q, STORE_EDOWN);
+	for (int i = 0; i < cl->nnodes; i++)
+		link_close(&cl->nodes[i]->link);	/* calls: NULL replies */
+	ev_timer_stop(cl->loop, &cl->stimer);
+	for (int i = 0; i < cl->nnodes; i++)
+		free(cl->nodes[i]);
+	free(cl->open);
+	free(cl->touched);
+	batch_enc_free(&cl->enc);
+	results_free(&cl->res);
+	free(cl);
+}
+
+const struct store_ops store_cluster_ops = {
+	.submit = cluster_submit,
+	.flush = cluster_flush,
+	.hget = cluster_hget,
+	.cancel = cluster_cancel,
+	.up = cluster_up,
+	.note_timeout = cluster_note_timeout,
+	.free = cluster_free,
+};
+
+void *
+store_cluster_new(struct ev_loop *loop, const struct store_topo *t,
+                  const char *user, const char *pass,
+                  int64_t connect_timeout_us, struct metrics_worker *m)
 {
 	struct cluster *cl = xcalloc(1, sizeof(*cl));
 
@@ -1455,7 +1207,7 @@ cluster_new(struct ev_loop *loop, const struct store_topo *t,
 	cl->m = m;
 	snprintf(cl->user, sizeof(cl->user), "%s", user);
 	snprintf(cl->pass, sizeof(cl->pass), "%s", pass);
-	cl->timeout_s = (double)connect_timeout_us / 1e6;
+	cl->timeout_us = connect_timeout_us;
 	cl->open = xcalloc(CRC16_SLOTS, sizeof(*cl->open));
 	cl->touched = xcalloc(CRC16_SLOTS, sizeof(*cl->touched));
 	cl->id = ((uint64_t)util_wall_us() << 16) ^ (uint64_t)(uintptr_t)cl ^
@@ -1469,23 +1221,4 @@ cluster_new(struct ev_loop *loop, const struct store_topo *t,
 	cl->stimer.repeat = CL_STUCK_CHECK_S;
 	arm_rtimer(cl, 0.);
 	return cl;
-}
-
-void
-cluster_free(struct cluster *cl)
-{
-	if (cl == NULL)
-		return;
-	cl->closing = 1;
-	ev_timer_stop(cl->loop, &cl->rtimer);
-	reqq_fail_all(&cl->q, STORE_EDOWN);
-	for (int i = 0; i < cl->nnodes; i++)
-		node_drop(cl->nodes[i]);	/* calls in flight: NULL replies */
-	ev_timer_stop(cl->loop, &cl->stimer);
-	for (int i = 0; i < cl->nnodes; i++)
-		free(cl->nodes[i]);
-	free(cl->open);
-	free(cl->touched);
-	results_free(&cl->res);
-	free(cl);
 }
