@@ -1,14 +1,14 @@
 /*
- * batchfmt: msgpack against plain ARGV as the batch format of the script
- * call (issue 6: "msgpack-c may serve as the batch format, if it
- * measurably beats plain ARGV"). Side by side on one Redis, the same
- * batches of GCRA decisions go to agent/lua/ratelimit.lua as
- *   argv:    two ARGV strings per decision (EVALSHA sha N key... nreq
- *            nrule rule... (1 code)...), what Redis Cluster's batches and
- *            the naive baseline send;
- *   msgpack: the same numbers packed by msgpack-c into one ARGV string,
- *            which the script unpacks with Redis' built-in cmsgpack: what
- *            the agent sends (store.c).
+ * batchfmt: the script's one batch format (msgpack, agent/batch.h), with
+ * its numbers as msgpack integers against the same numbers as decimal
+ * strings (issue 6 measured msgpack against plain ARGV, which the script
+ * no longer takes). Side by side on one Redis, the same batches of GCRA
+ * decisions go to agent/lua/ratelimit.lua as
+ *   strings: one msgpack array of decimal strings (nreq nrule rule...
+ *            (1 code)...), the shape the naive baseline sends (run.sh:
+ *            redis-benchmark cannot send a NUL byte);
+ *   msgpack: the same numbers as msgpack integers, what the agent sends
+ *            (batch.c).
  * Prints, per format and round, Redis CPU per decision (INFO cpu deltas)
  * and this client's CPU per decision to encode the calls, then the
  * medians. Both formats' answers are compared first.
@@ -117,7 +117,8 @@ put_num(struct call *k, int *ni, long long v)
 	put(k, k->nums[(*ni)++], (size_t)n);
 }
 
-/* EVALSHA <sha> N key... then the numbers, as ARGV strings or packed. */
+/* EVALSHA <sha> N key... then the numbers packed, as integers or as
+ * decimal strings. */
 static void
 build(struct call *k, const char *sha, int per, int tenants, int packed,
       msgpack_sbuffer *sb)
@@ -148,14 +149,24 @@ build(struct call *k, const char *sha, int per, int tenants, int packed,
 		put(k, sb->data, sb->size);
 		return;
 	}
-	put_num(k, &ni, per);
-	put_num(k, &ni, 1);
-	for (int f = 0; f < 4; f++)
-		put_num(k, &ni, rule[f]);
-	for (int i = 0; i < per; i++) {
-		put_num(k, &ni, 1);
-		put_num(k, &ni, CODE);
+	{
+		msgpack_packer pk;
+		char num[24];
+		long long v[6] = { per, 1, rule[0], rule[1], rule[2], rule[3] };
+
+		msgpack_sbuffer_clear(sb);
+		msgpack_packer_init(&pk, sb, msgpack_sbuffer_write);
+		msgpack_pack_array(&pk, 6 + 2 * (size_t)per);
+		for (int f = 0; f < 6 + 2 * per; f++) {
+			int n = snprintf(num, sizeof(num), "%lld", f < 6 ? v[f] :
+			                 f % 2 == 0 ? 1LL : (long long)CODE);
+
+			msgpack_pack_str(&pk, (size_t)n);
+			msgpack_pack_str_body(&pk, num, (size_t)n);
+		}
+		put(k, sb->data, sb->size);
 	}
+	(void)ni;
 }
 
 /* <calls> calls of <per> decisions, PIPE at a time; returns the Redis and
@@ -251,7 +262,7 @@ cmp(const void *a, const void *b)
 int
 main(int argc, char **argv)
 {
-	const char *script = NULL, *name[2] = { "argv", "msgpack" };
+	const char *script = NULL, *name[2] = { "strings", "msgpack" };
 	int port = 6379, per = 48, calls = 2000, rounds = 3, tenants = 10000, o;
 	double red[2][16], enc[2][16];
 	char sha[41], *src;
