@@ -218,7 +218,7 @@ node_up(struct link *l)
 
 /* A node lost: the map may have changed. */
 static void
-node_down(struct link *l)
+node_lost(struct link *l)
 {
 	struct node *n = l->arg;
 
@@ -227,7 +227,7 @@ node_down(struct link *l)
 
 static const struct link_owner node_owner = {
 	.up = node_up,
-	.down = node_down,
+	.down = node_lost,
 	.retry = NULL,		/* lazy: node_usable() reconnects */
 };
 

@@ -210,8 +210,10 @@ call_cb(redisAsyncContext *ac, void *r, void *privdata)
 	struct call *c = privdata;
 	struct single *s = c->s;
 	redisReply *reply = r;
-	int resend = link_answered(&s->link, reply, c->fcalled);
+	int resend;
 
+	assert(c->n > 0 && c->n <= STORE_BATCH_MAX);
+	resend = link_answered(&s->link, reply, c->fcalled);
 	metrics_redis_latency(s->m, util_monotonic_us() - c->sent_us);
 	if (reply == NULL) {		/* link lost or context freed */
 		metrics_redis_error(s->m, METRICS_REDIS_IO);
@@ -280,7 +282,8 @@ call_take(struct single *s)
 			lim_script_params(&ck->lim, v->p);
 		}
 	}
-	if (c->n > 0) {
+	assert(c->n > 0);	/* called with requests queued only */
+	{
 		int part_n[STORE_BATCH_MAX];
 
 		for (int i = 0; i < c->n; i++)
