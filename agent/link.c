@@ -578,13 +578,19 @@ link_succeeded(struct link *l)
 }
 
 int
-link_stalled(const struct link *l)
+link_waiting(const struct link *l)
 {
-	ev_tstamp seen = l->last_reply > l->busy_since ? l->last_reply :
-	                 l->busy_since;
+	return l->ac != NULL && (l->inflight > 0 || l->ac->replies.head != NULL);
+}
 
-	return l->ac != NULL &&
-	       (l->inflight > 0 || l->ac->replies.head != NULL) &&
+int
+link_stalled(const struct link *l, int timed_out)
+{
+	ev_tstamp seen = l->last_reply;
+
+	if (!timed_out && l->busy_since > seen)
+		seen = l->busy_since;
+	return l->ac != NULL && (timed_out || link_waiting(l)) &&
 	       ev_now(l->loop) - seen >= LINK_STALL_S;
 }
 

@@ -207,9 +207,17 @@ int link_answered(struct link *l, const void *reply, int fcalled);
 int link_failed(struct link *l);
 int link_succeeded(struct link *l);
 
-/* 1 if the link has something waiting (calls or other commands) and has
- * not answered for LINK_STALL_S since it started waiting. */
-int link_stalled(const struct link *l);
+/* 1 if the link has not answered for LINK_STALL_S while something waits
+ * on it. <timed_out>: a caller's deadline just passed on it, which proves
+ * a wait, so the silence counts from the last reply (a Redis stopped while
+ * the link was idle is stuck at the first deadline); else something must
+ * be waiting (calls, other commands), and the silence counts from when it
+ * started waiting at the earliest (a periodic check must not drop a link
+ * idle until just now). */
+int link_stalled(const struct link *l, int timed_out);
+
+/* 1 if calls or other commands (an HGET) wait for a reply. */
+int link_waiting(const struct link *l);
 
 /* HGET on the link; see store_hget. <moved> (may be NULL) runs first when
  * the answer is a MOVED error. Returns -1 (no call to come) when the link

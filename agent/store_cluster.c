@@ -1134,7 +1134,7 @@ drop_stuck(struct cluster *cl)
 	for (int i = 0; i < cl->nnodes; i++) {
 		struct node *n = cl->nodes[i];
 
-		if (n->link.inflight > 0 && link_stalled(&n->link))
+		if (n->link.inflight > 0 && link_stalled(&n->link, 0))
 			link_drop(&n->link);
 	}
 }

@@ -373,10 +373,11 @@ single_note_timeout(void *be)
 	struct single *s = be;
 
 	metrics_redis_error(s->m, METRICS_REDIS_TIMEOUT);
-	if (!link_stalled(&s->link))
+	if (!link_stalled(&s->link, 1))
 		return;
 	breaker_failed(s);
-	if (s->link.state == LINK_UP && s->link.br.fails >= 2 * BREAKER_FAILS)
+	if (s->link.state == LINK_UP && s->link.br.fails >= 2 * BREAKER_FAILS &&
+	    link_waiting(&s->link))
 		link_drop(&s->link);
 }
 
