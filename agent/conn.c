@@ -95,9 +95,9 @@ wbuf_commit(struct conn *c, int len)
 static void
 idle_in(struct conn *c, ev_tstamp s)
 {
-	ev_timer_stop(c->w->loop, &c->idle);
+	ev_timer_stop(c->loop, &c->idle);
 	ev_timer_set(&c->idle, s, 0.);
-	ev_timer_start(c->w->loop, &c->idle);
+	ev_timer_start(c->loop, &c->idle);
 }
 
 /* Bytes the peer sent that are not read yet, or -1 if unknown. */
@@ -114,7 +114,7 @@ static void
 close_when_flushed(struct conn *c)
 {
 	c->state = CONN_ST_CLOSING;
-	ev_io_stop(c->w->loop, &c->rio);
+	ev_io_stop(c->loop, &c->rio);
 	worker_mark_dirty(c->w, c);
 	/* A peer that never reads would keep the write at EAGAIN, and the
 	 * socket, forever: the idle timer becomes the close deadline. */
@@ -140,7 +140,7 @@ protocol_error(struct conn *c, int status)
 {
 	log_warn("spop_error", "peer=%s status=%d reason=\"%s\"", c->peer,
 	         status, spop_strstatus(status));
-	metrics_spop_error(c->w->m, status);
+	metrics_spop_error(c->m, status);
 	send_disconnect(c, status, spop_strstatus(status));
 }
 
@@ -171,7 +171,7 @@ conn_send_ack(struct conn *c, uint64_t sid, uint64_t fid,
 		n = spop_w_end(&w);
 	}
 	wbuf_commit(c, n);
-	metrics_frame(c->w->m, METRICS_FRM_ACK);
+	metrics_frame(c->m, METRICS_FRM_ACK);
 }
 
 void
@@ -186,7 +186,7 @@ conn_flush(struct conn *c)
 		if (n == -1 && errno == EINTR)
 			continue;
 		if (n == -1 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
-			ev_io_start(c->w->loop, &c->wio);
+			ev_io_start(c->loop, &c->wio);
 			return;
 		}
 		if (n == -1) {
@@ -198,7 +198,7 @@ conn_flush(struct conn *c)
 		c->woff += (size_t)n;
 	}
 	c->woff = c->wlen = 0;
-	ev_io_stop(c->w->loop, &c->wio);
+	ev_io_stop(c->loop, &c->wio);
 	if (c->state == CONN_ST_CLOSING && c->inflight == 0)
 		conn_linger(c);
 }
@@ -232,7 +232,7 @@ conn_handle_hello(struct conn *c, const struct spop_frame *f)
 		return -1;
 	n = spop_encode_agent_hello(p, 256, c->max_frame, "pipelining");
 	wbuf_commit(c, n);
-	metrics_frame(c->w->m, h.healthcheck ? METRICS_FRM_HEALTHCHECK :
+	metrics_frame(c->m, h.healthcheck ? METRICS_FRM_HEALTHCHECK :
 	                                       METRICS_FRM_HELLO);
 	c->state = CONN_ST_READY;
 	if (h.healthcheck)
@@ -255,7 +255,7 @@ conn_handle_disconnect(struct conn *c, const struct spop_frame *f)
 	text[off] = '\0';
 	log_info("spop_disconnect", "peer=%s status=%d message=\"%s\"",
 	         c->peer, code, text);
-	metrics_frame(c->w->m, METRICS_FRM_DISCONNECT);
+	metrics_frame(c->m, METRICS_FRM_DISCONNECT);
 	send_disconnect(c, SPOP_ST_NORMAL, "bye");
 	return -1;
 }
@@ -276,13 +276,13 @@ conn_handle_frame(struct conn *c, const struct spop_frame *f)
 	case SPOP_FRM_HAPROXY_DISCONNECT:
 		return conn_handle_disconnect(c, f);
 	case SPOP_FRM_NOTIFY:
-		metrics_frame(c->w->m, METRICS_FRM_NOTIFY);
-		if (req_start(c, f, &status) == -1) {
+		metrics_frame(c->m, METRICS_FRM_NOTIFY);
+		if (worker_start_request(c->w, c, f, &status) == -1) {
 			protocol_error(c, status);
 			return -1;
 		}
 		if (c->inflight >= CONN_MAX_INFLIGHT)
-			ev_io_stop(c->w->loop, &c->rio);
+			ev_io_stop(c->loop, &c->rio);
 		return 0;
 	default:
 		protocol_error(c, SPOP_ST_INVALID);
@@ -352,7 +352,7 @@ peer_shut(struct conn *c)
 	log_debug("conn_shut_by_peer", "peer=%s inflight=%d unsent=%zu",
 	          c->peer, c->inflight, c->wlen - c->woff);
 	c->rd_eof = 1;
-	ev_io_stop(c->w->loop, &c->rio);
+	ev_io_stop(c->loop, &c->rio);
 	if (c->inflight == 0)
 		close_when_flushed(c);
 }
@@ -467,12 +467,14 @@ idle_cb(struct ev_loop *loop, ev_timer *w, int revents)
 /* ---- lifecycle ---------------------------------------------------------- */
 
 struct conn *
-conn_new(struct worker *w, int fd, const char *peer)
+conn_new(struct worker *w, struct ev_loop *loop, struct metrics_worker *m,
+         int fd, const char *peer, int64_t idle_us)
 {
 	struct conn *c = xcalloc(1, sizeof(*c));
-	struct policy *p = worker_policy(w);
 
 	c->w = w;
+	c->loop = loop;
+	c->m = m;
 	c->fd = fd;
 	c->refs = 1;
 	c->state = CONN_ST_HELLO;
@@ -482,17 +484,11 @@ conn_new(struct worker *w, int fd, const char *peer)
 	snprintf(c->peer, sizeof(c->peer), "%s", peer);
 	ev_io_init(&c->rio, read_cb, fd, EV_READ);
 	ev_io_init(&c->wio, write_cb, fd, EV_WRITE);
-	c->idle_s = (double)p->idle_timeout_us / 1e6;
-	c->last_rx = ev_now(w->loop);
+	c->idle_s = (double)idle_us / 1e6;
+	c->last_rx = ev_now(loop);
 	ev_timer_init(&c->idle, idle_cb, c->idle_s, 0.);
-	ev_io_start(w->loop, &c->rio);
-	ev_timer_start(w->loop, &c->idle);
-	c->next = w->conns;
-	if (w->conns != NULL)
-		w->conns->prev = c;
-	w->conns = c;
-	w->nconns++;
-	metrics_conn_open(w->m);
+	ev_io_start(loop, &c->rio);
+	ev_timer_start(loop, &c->idle);
 	return c;
 }
 
@@ -500,26 +496,15 @@ conn_new(struct worker *w, int fd, const char *peer)
 static void
 conn_close(struct conn *c)
 {
-	struct worker *w = c->w;
-
 	if (c->state == CONN_ST_CLOSED)
 		return;
 	c->state = CONN_ST_CLOSED;
-	ev_io_stop(w->loop, &c->rio);
-	ev_io_stop(w->loop, &c->wio);
-	ev_timer_stop(w->loop, &c->idle);
+	ev_io_stop(c->loop, &c->rio);
+	ev_io_stop(c->loop, &c->wio);
+	ev_timer_stop(c->loop, &c->idle);
 	close(c->fd);
 	c->fd = -1;
-	if (c->prev != NULL)
-		c->prev->next = c->next;
-	else
-		w->conns = c->next;
-	if (c->next != NULL)
-		c->next->prev = c->prev;
-	c->next = c->prev = NULL;
-	w->nconns--;
-	atomic_fetch_sub(&w->srv->nconns, 1);
-	metrics_conn_close(w->m);
+	worker_conn_closed(c->w, c);
 	conn_unref(c);
 }
 
@@ -535,7 +520,7 @@ conn_linger(struct conn *c)
 		conn_close(c);
 		return;
 	}
-	ev_io_start(c->w->loop, &c->rio);
+	ev_io_start(c->loop, &c->rio);
 }
 
 void
@@ -567,7 +552,7 @@ conn_req_done(struct conn *c)
 		                             c->drain_owed > 0);
 
 		if (reading && !ev_is_active(&c->rio)) {
-			ev_io_start(c->w->loop, &c->rio);
+			ev_io_start(c->loop, &c->rio);
 			conn_parse(c);
 		} else if (!reading && c->rlen > 0) {
 			conn_parse(c);
@@ -591,14 +576,13 @@ conn_abort(struct conn *c)
 void
 conn_set_idle(struct conn *c, int64_t idle_us)
 {
-	struct ev_loop *loop = c->w->loop;
 	ev_tstamp left;
 
 	c->idle_s = (double)idle_us / 1e6;
 	if (c->state == CONN_ST_CLOSING || c->state == CONN_ST_CLOSED ||
 	    c->draining)
 		return;
-	left = c->last_rx + c->idle_s - ev_now(loop);
+	left = c->last_rx + c->idle_s - ev_now(c->loop);
 	idle_in(c, left > 0. ? left : 0.);
 }
 

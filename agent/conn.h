@@ -22,8 +22,9 @@
 #define CONN_MAX_INFLIGHT 64		/* NOTIFYs answered at once; then reads pause */
 #define CONN_WBUF_MAX     (1 << 20)	/* output a slow peer may leave unread */
 
-struct worker;
 struct decision;
+struct metrics_worker;
+struct worker;
 
 /* A drain answers the NOTIFYs that still come, and says goodbye at a
  * moment the connection owes nothing and has nothing unread; past
@@ -45,6 +46,8 @@ enum conn_state {
 
 struct conn {
 	struct worker  *w;
+	struct ev_loop *loop;
+	struct metrics_worker *m;
 	int             fd;
 	enum conn_state state;
 	int             refs;
@@ -72,8 +75,11 @@ struct conn {
 	char            peer[64];
 };
 
-/* Takes over <fd> (non-blocking, accepted) and starts reading. */
-struct conn *conn_new(struct worker *w, int fd, const char *peer);
+/* Takes over <fd> (non-blocking, accepted) of <w> and starts reading,
+ * with an idle timeout of <idle_us>. */
+struct conn *conn_new(struct worker *w, struct ev_loop *loop,
+                      struct metrics_worker *m, int fd, const char *peer,
+                      int64_t idle_us);
 void conn_ref(struct conn *c);
 void conn_unref(struct conn *c);
 

@@ -2,14 +2,15 @@
  * The policy at request time: message name -> bindings (built once at load
  * by policy__index()), tenant plan resolution, and policy_build_checks(),
  * which turns one SPOE message into the limit checks for the store and the
- * local tier. Also the reference count that lets a SIGHUP reload swap the
- * policy while requests still hold the old one.
+ * local tier. Also the reference count and the workers' pins that let a
+ * SIGHUP reload swap the policy while requests still hold the old one.
  *
  * Everything after load is read-only: the request path never allocates,
  * never locks and writes only into the caller's check array, so all worker
  * threads share one struct policy. Loading and validation live in
  * policy_parse.c; templates in keys.c.
  */
+#include <assert.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -36,6 +37,42 @@ policy_unref(struct policy *p)
 	/* acq_rel: the last owner must see every other owner's reads done. */
 	if (atomic_fetch_sub_explicit(&p->refs, 1, memory_order_acq_rel) == 1)
 		policy__free(p);
+}
+
+struct policy_pin *
+policy_pin_new(struct policy *p)
+{
+	struct policy_pin *pin = xcalloc(1, sizeof(*pin));
+
+	pin->p = policy_ref(p);
+	return pin;
+}
+
+struct policy_pin *
+policy_pin(struct policy_pin *pin)
+{
+	assert(!pin->retired);		/* requests pin the current one */
+	pin->inflight++;
+	return pin;
+}
+
+void
+policy_unpin(struct policy_pin *pin)
+{
+	assert(pin->inflight > 0);
+	if (--pin->inflight > 0 || !pin->retired)
+		return;
+	policy_unref(pin->p);
+	free(pin);
+}
+
+void
+policy_pin_retire(struct policy_pin *pin)
+{
+	assert(!pin->retired);
+	pin->retired = 1;
+	pin->inflight++;
+	policy_unpin(pin);
 }
 
 static void

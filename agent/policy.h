@@ -255,6 +255,23 @@ struct policy *policy_ref(struct policy *p);
 /* Drops a reference; the last one frees <p>. NULL is a no-op. */
 void policy_unref(struct policy *p);
 
+/* A policy as one worker uses it: requests pin it with a plain counter
+ * (the worker's own, one thread), so the request path pays no atomic; the
+ * policy's shared refcount moves only at reload. */
+struct policy_pin {
+	struct policy *p;
+	int            inflight;	/* requests built under it */
+	int            retired;	/* a newer policy took over */
+};
+
+/* A pin of its own on <p> (a reference taken). */
+struct policy_pin *policy_pin_new(struct policy *p);
+/* Pins <pin>'s policy for one request; policy_unpin() when it ends. */
+struct policy_pin *policy_pin(struct policy_pin *pin);
+void policy_unpin(struct policy_pin *pin);
+/* A newer policy took over: <pin> goes now, or with its last request. */
+void policy_pin_retire(struct policy_pin *pin);
+
 /* Builds the checks that <m> triggers under <p> into <out> (at most <max>).
  * Rules whose key arg is missing follow their missing: mode (skip: no
  * check; deny: a CHECK_DENY_MISSING check; fallback: the fallback key).
