@@ -8,7 +8,7 @@
  * a request (req.c) that answers later, in any order (pipelining).
  *
  * Writing appends whole frames to one buffer, flushed once per loop
- * iteration by the worker: many ACKs per write(2), and no frame of ours is
+ * iteration by the owner (on_output): many ACKs per write(2), and no frame of ours is
  * ever interleaved with another. A peer that stops reading is cut off once
  * CONN_WBUF_MAX bytes wait for it.
  *
@@ -26,7 +26,9 @@
  * closes. The DISCONNECT goes once nothing is in flight and nothing waits
  * unread, or, past CONN_DRAIN_READ_S of a connection never quiet, once
  * what had arrived by then is read and answered.
- * Not thread-safe: a conn belongs to one worker loop.
+ * Not thread-safe: a conn belongs to one loop. What it asks of its owner
+ * (start a request, flush me, I closed) goes through struct conn_cbs:
+ * conn.c knows nothing of workers, requests or the server.
  */
 #include <errno.h>
 #include <stdio.h>
@@ -40,8 +42,6 @@
 #include "decide.h"
 #include "log.h"
 #include "metrics.h"
-#include "req.h"
-#include "server.h"
 #include "util.h"
 
 #define CONN_RBUF_SIZE (SPOP_MAX_FRAME_SIZE + 4)	/* most a frame can need */
@@ -87,7 +87,7 @@ static void
 wbuf_commit(struct conn *c, int len)
 {
 	c->wlen += (size_t)len;
-	worker_mark_dirty(c->w, c);
+	c->cb->on_output(c->arg, c);
 }
 
 /* (Re)arms <c>'s one timer to fire in <s> seconds: the idle timeout, the
@@ -115,7 +115,7 @@ close_when_flushed(struct conn *c)
 {
 	c->state = CONN_ST_CLOSING;
 	ev_io_stop(c->loop, &c->rio);
-	worker_mark_dirty(c->w, c);
+	c->cb->on_output(c->arg, c);
 	/* A peer that never reads would keep the write at EAGAIN, and the
 	 * socket, forever: the idle timer becomes the close deadline. */
 	idle_in(c, CONN_CLOSE_S);
@@ -277,7 +277,7 @@ conn_handle_frame(struct conn *c, const struct spop_frame *f)
 		return conn_handle_disconnect(c, f);
 	case SPOP_FRM_NOTIFY:
 		metrics_frame(c->m, METRICS_FRM_NOTIFY);
-		if (worker_start_request(c->w, c, f, &status) == -1) {
+		if (c->cb->on_request(c->arg, c, f, &status) == -1) {
 			protocol_error(c, status);
 			return -1;
 		}
@@ -467,24 +467,25 @@ idle_cb(struct ev_loop *loop, ev_timer *w, int revents)
 /* ---- lifecycle ---------------------------------------------------------- */
 
 struct conn *
-conn_new(struct worker *w, struct ev_loop *loop, struct metrics_worker *m,
-         int fd, const char *peer, int64_t idle_us)
+conn_new(struct ev_loop *loop, int fd, const struct conn_cbs *cb, void *arg,
+         const struct conn_opts *o)
 {
 	struct conn *c = xcalloc(1, sizeof(*c));
 
-	c->w = w;
+	c->cb = cb;
+	c->arg = arg;
 	c->loop = loop;
-	c->m = m;
+	c->m = o->m;
 	c->fd = fd;
 	c->refs = 1;
 	c->state = CONN_ST_HELLO;
 	c->max_frame = SPOP_MAX_FRAME_SIZE;
 	c->rcap = CONN_RBUF_MIN;
 	c->rbuf = xmalloc(c->rcap);
-	snprintf(c->peer, sizeof(c->peer), "%s", peer);
+	snprintf(c->peer, sizeof(c->peer), "%s", o->peer);
 	ev_io_init(&c->rio, read_cb, fd, EV_READ);
 	ev_io_init(&c->wio, write_cb, fd, EV_WRITE);
-	c->idle_s = (double)idle_us / 1e6;
+	c->idle_s = (double)o->idle_us / 1e6;
 	c->last_rx = ev_now(loop);
 	ev_timer_init(&c->idle, idle_cb, c->idle_s, 0.);
 	ev_io_start(loop, &c->rio);
@@ -504,7 +505,7 @@ conn_close(struct conn *c)
 	ev_timer_stop(c->loop, &c->idle);
 	close(c->fd);
 	c->fd = -1;
-	worker_conn_closed(c->w, c);
+	c->cb->on_close(c->arg, c);
 	conn_unref(c);
 }
 
@@ -561,7 +562,7 @@ conn_req_done(struct conn *c)
 	if (c->rd_eof && c->inflight == 0 && c->state == CONN_ST_READY)
 		close_when_flushed(c);
 	if (c->state == CONN_ST_CLOSING && c->inflight == 0)
-		worker_mark_dirty(c->w, c);
+		c->cb->on_output(c->arg, c);
 	if (c->draining)
 		drain_try(c);
 	conn_unref(c);

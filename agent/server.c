@@ -9,6 +9,11 @@
  * count (an atomic, for max_conns) and the newest policy pointer, which the
  * main thread publishes before waking the workers with ev_async.
  *
+ * A worker owns its connections' registry and counts (the agent's, for
+ * max_conns, and its own): conn.c reaches it only through struct
+ * conn_cbs. struct worker and struct server are private to this file;
+ * the request path gets what it works with as a struct req_env.
+ *
  * Drain: the main thread sets <draining> and wakes every worker, which
  * stops accepting, lets each connection answer what is in flight, sends a
  * normal AGENT-DISCONNECT and closes; the loop ends when the worker has no
@@ -297,7 +302,7 @@ open_listeners(struct server *s, const char *listen, char **err)
 
 /* <c> joins <w>'s registry: its count was taken at accept (s->nconns). */
 static void
-worker_conn_opened(struct worker *w, struct conn *c)
+conn_opened(struct worker *w, struct conn *c)
 {
 	c->next = w->conns;
 	if (w->conns != NULL)
@@ -307,10 +312,13 @@ worker_conn_opened(struct worker *w, struct conn *c)
 	metrics_conn_open(w->m);
 }
 
-void
-worker_conn_closed(struct worker *w, struct conn *c)
+/* conn_cbs: <c>'s socket is closed. */
+static void
+conn_closed(void *arg, struct conn *c)
 {
-	assert(w->nconns > 0);
+	struct worker *w = arg;
+
+	assert(w->nconns > 0 && c->state == CONN_ST_CLOSED);
 	if (c->prev != NULL)
 		c->prev->next = c->next;
 	else
@@ -323,12 +331,35 @@ worker_conn_closed(struct worker *w, struct conn *c)
 	metrics_conn_close(w->m);
 }
 
-int
-worker_start_request(struct worker *w, struct conn *c,
-                     const struct spop_frame *f, int *status)
+/* conn_cbs: a NOTIFY on <c>. */
+static int
+conn_request(void *arg, struct conn *c, const struct spop_frame *f,
+             int *status)
 {
+	struct worker *w = arg;
+
 	return req_start(&w->env, c, f, status);
 }
+
+/* conn_cbs: <c> has output, written before the loop blocks (flush_cb). */
+static void
+conn_output(void *arg, struct conn *c)
+{
+	struct worker *w = arg;
+
+	if (c->dirty)
+		return;
+	c->dirty = 1;
+	conn_ref(c);
+	c->next_dirty = w->dirty;
+	w->dirty = c;
+}
+
+static const struct conn_cbs worker_conn_cbs = {
+	.on_request = conn_request,
+	.on_output  = conn_output,
+	.on_close   = conn_closed,
+};
 
 /* ---- accepting ---------------------------------------------------------- */
 
@@ -411,6 +442,7 @@ accept_cb(struct ev_loop *loop, ev_io *io, int revents)
 	struct sockaddr_storage ss;
 	socklen_t len;
 	char peer[64];
+	struct conn_opts o = { peer, w->policy->idle_timeout_us, w->m };
 	int fd, one = 1;
 
 	for (int i = 0; i < 64; i++) {	/* bounded: let other events run */
@@ -435,23 +467,11 @@ accept_cb(struct ev_loop *loop, ev_io *io, int revents)
 		if (ss.ss_family != AF_UNIX)
 			setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
 		peer_name(&ss, peer, sizeof(peer));
-		worker_conn_opened(w, conn_new(w, w->loop, w->m, fd, peer,
-		                               w->policy->idle_timeout_us));
+		conn_opened(w, conn_new(loop, fd, &worker_conn_cbs, w, &o));
 	}
 }
 
 /* ---- worker loop -------------------------------------------------------- */
-
-void
-worker_mark_dirty(struct worker *w, struct conn *c)
-{
-	if (c->dirty)
-		return;
-	c->dirty = 1;
-	conn_ref(c);
-	c->next_dirty = w->dirty;
-	w->dirty = c;
-}
 
 /* Runs before the loop blocks: first the Redis batch, so Redis works
  * while we write, then every connection with output. */

@@ -12,12 +12,8 @@
 #ifndef SERVER_H
 #define SERVER_H
 
-#include "spop.h"
-
-struct conn;
 struct policy;
 struct server;
-struct worker;
 
 /* Opens every address of <listen> (comma-separated; "host:port",
  * "[v6]:port" or "unix:/path"), creates <nworkers> workers. Returns NULL
@@ -37,14 +33,5 @@ void server_stop(struct server *s);
 
 /* 1 when every worker has a working Redis link (for /healthz). */
 int server_healthy(struct server *s);
-
-/* What a connection asks of its worker (conn.c). */
-/* <c> has output to flush before the loop blocks again. */
-void worker_mark_dirty(struct worker *w, struct conn *c);
-/* NOTIFY <f> arrived on <c>: starts its request (req_start). */
-int worker_start_request(struct worker *w, struct conn *c,
-                         const struct spop_frame *f, int *status);
-/* <c>'s socket is closed: it leaves the worker's registry and counts. */
-void worker_conn_closed(struct worker *w, struct conn *c);
 
 #endif
