@@ -21,8 +21,8 @@
  * Redis took anyway (a late answer, a local veto after Redis) is released
  * by the agent when HAProxy will not.
  *
- * Requests are recycled through a per-worker free list: no allocation per
- * request once the pool is warm. A request holds a reference on its conn
+ * Requests are recycled through their worker's pool (reqpool.c): no
+ * allocation per request once the pool is warm. A request holds a reference on its conn
  * and a pin on the policy it was built under, so a reload or a closed
  * connection in the middle changes nothing for it. A request giving leases
  * back (or sending again a release Redis did not answer) drops its conn
@@ -50,6 +50,7 @@
 #include "policy.h"
 #include "ratelog.h"
 #include "req.h"
+#include "reqpool.h"
 #include "store.h"
 #include "util.h"
 
@@ -82,9 +83,7 @@ struct req {
 	size_t            held_len, held_cap;
 	struct store_req  sr;
 	struct decision   d;
-	struct req       *next_free;
-	struct req       *next_all;		/* every request of the worker */
-	int               live;			/* out of the pool */
+	struct reqpool_item pi;			/* in its worker's pool */
 	int64_t           retry_until;		/* a lost release is sent again
 						 * until then (release_retry) */
 	int               retries;
@@ -96,37 +95,29 @@ struct req {
 	struct check      checks[REQ_MAX_CHECKS];
 };
 
+/* At most RELEASE_RETRY_REQS requests per worker wait to retry a
+ * release (see "leases HAProxy will not release" below). */
+#define RELEASE_RETRY_REQS   1024
+
 static void req_finish(struct req *r);
+
+static void req_deadline_passed(struct deadlines *dl, struct deadline *d);
 
 static struct req *
 req_alloc(struct req_env *e)
 {
-	struct req *r = e->free_reqs;
+	struct reqpool_item *it = reqpool_take(e->pool);
+	struct req *r;
 
-	if (r != NULL) {
-		e->free_reqs = r->next_free;
-	} else {
-		r = xcalloc(1, sizeof(*r));
-		r->e = e;
-		r->sr.checks = r->checks;	/* the store call's arrays are */
-		r->sr.index = r->redis_idx;	/* the request's own, for life */
-		r->sr.results = r->results;
-		r->next_all = e->all_reqs;
-		e->all_reqs = r;
-	}
-	r->live = 1;
-	metrics_requests(e->m, ++e->nreqs);
+	if (it != NULL)
+		return container_of(it, struct req, pi);
+	r = xcalloc(1, sizeof(*r));
+	r->e = e;
+	r->sr.checks = r->checks;	/* the store call's arrays are */
+	r->sr.index = r->redis_idx;	/* the request's own, for life */
+	r->sr.results = r->results;
+	reqpool_adopt(e->pool, &r->pi);
 	return r;
-}
-
-/* Puts <r>, holding nothing any more, back on its worker's free list. */
-static void
-req_recycle(struct req *r)
-{
-	metrics_requests(r->e->m, --r->e->nreqs);
-	r->live = 0;
-	r->next_free = r->e->free_reqs;
-	r->e->free_reqs = r;
 }
 
 static void
@@ -135,8 +126,7 @@ req_release(struct req *r)
 	struct req_env *e = r->e;
 
 	ev_timer_stop(e->loop, &r->timer);
-	if (r->retries > 0)
-		e->nretrying--;
+	reqpool_retry_end(e->pool, &r->pi);
 	r->retries = 0;
 	deadlines_remove(&r->deadline);
 	store_cancel(e->store, &r->sr);	/* any late answer is now stale */
@@ -147,23 +137,35 @@ req_release(struct req *r)
 	if (r->c != NULL)		/* NULL once answered (give_back) */
 		conn_req_done(r->c);
 	r->c = NULL;
-	req_recycle(r);
+	reqpool_put(e->pool, &r->pi);
+}
+
+static void
+pool_release(struct reqpool_item *it)
+{
+	req_release(container_of(it, struct req, pi));
+}
+
+static void
+pool_destroy(struct reqpool_item *it)
+{
+	struct req *r = container_of(it, struct req, pi);
+
+	free(r->held);
+	free(r);
+}
+
+struct reqpool *
+req_pool_new(struct ev_loop *loop, struct metrics_worker *m)
+{
+	return reqpool_new(loop, m, req_deadline_passed, RELEASE_RETRY_REQS);
 }
 
 void
 req_pool_free(struct req_env *e)
 {
-	struct req *r;
-
-	for (r = e->all_reqs; r != NULL; r = r->next_all)
-		if (r->live)
-			req_release(r);
-	while ((r = e->all_reqs) != NULL) {
-		e->all_reqs = r->next_all;
-		free(r->held);
-		free(r);
-	}
-	e->free_reqs = NULL;
+	reqpool_free(e->pool, pool_release, pool_destroy);
+	e->pool = NULL;
 }
 
 /* ---- fail modes --------------------------------------------------------- */
@@ -388,7 +390,7 @@ store_done_cb(struct store_req *sr, int err)
 	req_finish(r);
 }
 
-void
+static void
 req_deadline_passed(struct deadlines *dl, struct deadline *d)
 {
 	struct req *r = container_of(d, struct req, deadline);
@@ -411,8 +413,8 @@ send_to_store(struct req *r)
 		req_finish(r);
 		return;
 	}
-	deadlines_add(&r->e->deadlines, &r->deadline, r->sent_us +
-	              r->policy->redis_timeout_us - r->waited_us);
+	reqpool_deadline(r->e->pool, &r->deadline, r->sent_us +
+	                 r->policy->redis_timeout_us - r->waited_us);
 }
 
 /* ---- start and finish --------------------------------------------------- */
@@ -694,7 +696,7 @@ req_start(struct req_env *e, struct conn *c, const struct spop_frame *f,
 		policy_unpin(r->pin);
 		r->pin = NULL;
 		r->policy = NULL;
-		req_recycle(r);
+		reqpool_put(e->pool, &r->pi);
 		return -1;
 	}
 	conn_ref(c);
@@ -792,7 +794,6 @@ count_decisions(struct req *r)
 
 #define RELEASE_RETRY_MIN_US 100000
 #define RELEASE_RETRY_MAX_US 60000000
-#define RELEASE_RETRY_REQS   1024
 
 static int release_send(struct req *r);
 static void release_again_cb(struct ev_loop *loop, ev_timer *t, int revents);
@@ -822,13 +823,12 @@ release_retry(struct req *r)
 	ev_timer_stop(r->e->loop, &r->timer);
 	store_cancel(r->e->store, &r->sr);
 	if (util_loop_us() + wait >= r->retry_until ||
-	    (r->retries == 0 && r->e->nretrying >= RELEASE_RETRY_REQS)) {
+	    !reqpool_retry_begin(r->e->pool, &r->pi)) {
 		release_lost_log(r);
 		req_release(r);
 		return;
 	}
-	if (r->retries++ == 0)
-		r->e->nretrying++;
+	r->retries++;
 	ev_timer_init(&r->timer, release_again_cb, (double)wait / 1e6, 0.);
 	ev_timer_start(r->e->loop, &r->timer);
 }

@@ -17,7 +17,6 @@
 
 #include <ev.h>
 
-#include "deadline.h"
 #include "spop.h"
 
 struct conn;
@@ -26,7 +25,7 @@ struct metrics_worker;
 struct nearcache;
 struct plancache;
 struct policy_pin;
-struct req;
+struct reqpool;
 struct store;
 
 /* The tables every worker's requests share (the server owns them): the
@@ -60,11 +59,7 @@ struct req_env {
 	struct metrics_worker *m;
 	struct req_shared     *shared;
 	struct policy_pin     *pin;	/* the current policy's */
-	struct deadlines       deadlines;	/* of requests Redis has */
-	struct req            *free_reqs;	/* recycled requests */
-	int64_t                nreqs;		/* out of the pool */
-	int                    nretrying;	/* requests retrying a release */
-	struct req            *all_reqs;	/* every request, for the exit */
+	struct reqpool        *pool;	/* req_pool_new() */
 };
 
 /* Starts the request for NOTIFY <f> on <c>. Returns 0, or -1 with an SPOP
@@ -72,13 +67,13 @@ struct req_env {
 int req_start(struct req_env *e, struct conn *c, const struct spop_frame *f,
               int *status);
 
-/* A request's Redis deadline passed (the worker's struct deadlines calls
- * it): its checks get their fail modes. */
-void req_deadline_passed(struct deadlines *dl, struct deadline *d);
-
-/* Frees every request of the worker at its exit, with those still waiting
- * (on a timer, or on a store already freed) released first: their conns
- * and policy pins go too. Call before the plan cache and the loop go. */
+/* The pool of a worker's requests (reqpool.h), their Redis deadlines
+ * included. */
+struct reqpool *req_pool_new(struct ev_loop *loop, struct metrics_worker *m);
+/* Frees every request of <e>'s pool at the worker's exit, with those still
+ * waiting (on a timer, or on a store already freed) released first: their
+ * conns and policy pins go too. Call before the plan cache and the loop
+ * go. */
 void req_pool_free(struct req_env *e);
 
 #endif

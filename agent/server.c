@@ -49,6 +49,7 @@
 #include "plancache.h"
 #include "policy.h"
 #include "req.h"
+#include "reqpool.h"
 #include "server.h"
 #include "store.h"
 #include "ratelog.h"
@@ -634,7 +635,7 @@ worker_init(struct worker *w, struct server *s, int id, char **err)
 	w->env.loop = w->loop;
 	w->env.m = w->m;
 	w->env.shared = &s->shared;
-	deadlines_init(&w->env.deadlines, w->loop, req_deadline_passed);
+	w->env.pool = req_pool_new(w->loop, w->m);
 	return 0;
 }
 
@@ -649,7 +650,8 @@ worker_deinit(struct worker *w)
 		conn_abort(c);
 	store_free(w->env.store);	/* pending requests get their fail mode */
 	w->env.store = NULL;
-	deadlines_stop(&w->env.deadlines);
+	if (w->env.pool != NULL)	/* no deadline passes any more */
+		reqpool_stop(w->env.pool);
 	flush_cb(w->loop, &w->flush, 0);
 	req_pool_free(&w->env);
 	plancache_free(w->env.plans);
