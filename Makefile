@@ -112,7 +112,8 @@ e2e: $(BIN) $(TOOL_BINS)
 # reply from Redis (results.c).
 FUZZ_SRCS = $(wildcard tests/fuzz/fuzz_*.c)
 FUZZ_BINS = $(patsubst tests/fuzz/%.c,$(BUILD)/fuzz/%,$(FUZZ_SRCS))
-FUZZ_LIB_SRCS = agent/spop.c agent/policy.c agent/policy_parse.c agent/keys.c \
+FUZZ_LIB_SRCS = agent/spop.c agent/policy.c agent/policy_parse.c agent/yamlkw.c \
+	agent/keys.c \
 	agent/decide.c agent/util.c agent/log.c $(wildcard agent/lim_*.c) \
 	agent/httpd.c agent/metrics.c agent/results.c agent/store_url.c
 $(BUILD)/fuzz/%: tests/fuzz/%.c $(FUZZ_LIB_SRCS) $(wildcard agent/*.h)

@@ -293,7 +293,7 @@ static struct policy *
 load(int startup)
 {
 	char *err = NULL, *warn = NULL;
-	struct policy *p = policy_load2(opts.path, &err, &warn);
+	struct policy *p = policy_load_with_warnings(opts.path, &err, &warn);
 
 	if (opts.check) {
 		if (warn != NULL)

@@ -508,9 +508,10 @@ overflow(const struct policy *p, const struct policy_msg *pm, int i,
 }
 
 int
-policy_build_checks_over(const struct policy *p, const struct spop_message *m,
-                         int plan, struct check *out, int max,
-                         struct policy_overflow *ov)
+policy_build_checks_with_overflow(const struct policy *p,
+                                  const struct spop_message *m, int plan,
+                                  struct check *out, int max,
+                                  struct policy_overflow *ov)
 {
 	const struct policy_msg *pm = policy_find_msg(p, m->name.ptr, m->name.len);
 	int i, n = 0;
@@ -525,10 +526,11 @@ policy_build_checks_over(const struct policy *p, const struct spop_message *m,
 }
 
 int
-policy_build_checks_plan(const struct policy *p, const struct spop_message *m,
-                         int plan, struct check *out, int max)
+policy_build_checks_in_plan(const struct policy *p,
+                            const struct spop_message *m, int plan,
+                            struct check *out, int max)
 {
-	return policy_build_checks_over(p, m, plan, out, max, NULL);
+	return policy_build_checks_with_overflow(p, m, plan, out, max, NULL);
 }
 
 int
@@ -539,5 +541,5 @@ policy_build_checks(const struct policy *p, const struct spop_message *m,
 
 	if (policy_needs_plan(p, m))
 		plan = policy_tenant_plan(p, m, NULL, NULL);
-	return policy_build_checks_plan(p, m, plan, out, max);
+	return policy_build_checks_in_plan(p, m, plan, out, max);
 }

@@ -459,11 +459,11 @@ overflow_log(const struct req *r, const struct spop_frame *f, int dropped)
 }
 
 /* The messages of <f> gave more checks than a request holds: the one that
- * weighs most among those left out (policy_build_checks_over) joins the
- * request as its last check, and decide_at_once answers it by its fail
- * mode, as if the store could not: fail: closed refuses the request (503),
- * open or local (which cannot run it either) leave it to the checks that
- * fit, degraded. */
+ * weighs most among those left out (policy_build_checks_with_overflow)
+ * joins the request as its last check, and decide_at_once answers it by its
+ * fail mode, as if the store could not: fail: closed refuses the request
+ * (503), open or local (which cannot run it either) leave it to the checks
+ * that fit, degraded. */
 static void
 note_overflow(struct req *r, const struct spop_frame *f,
               const struct policy_overflow *ov)
@@ -503,9 +503,8 @@ build_checks(struct req *r, const struct spop_frame *f, int *status)
 			plan = policy_tenant_plan(r->policy, &m, plancache_resolve,
 			                          &r->pw);
 		r->plan_wait |= plan == POLICY_PLAN_WAIT;
-		r->n += policy_build_checks_over(r->policy, &m, plan,
-		                                 r->checks + r->n,
-		                                 POLICY_MAX_CHECKS - r->n, &ov);
+		r->n += policy_build_checks_with_overflow(r->policy, &m, plan,
+		                r->checks + r->n, POLICY_MAX_CHECKS - r->n, &ov);
 		if (plan == POLICY_PLAN_UNKNOWN)
 			note_plan_lost(r, first);
 	}
