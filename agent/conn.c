@@ -30,6 +30,7 @@
  * (start a request, flush me, I closed) goes through struct conn_cbs:
  * conn.c knows nothing of workers, requests or the server.
  */
+#include <assert.h>
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -86,6 +87,7 @@ wbuf_reserve(struct conn *c, size_t need)
 static void
 wbuf_commit(struct conn *c, int len)
 {
+	assert(len > 0 && (size_t)len <= c->wcap - c->wlen);
 	c->wlen += (size_t)len;
 	c->cb->on_output(c->arg, c);
 }
@@ -472,6 +474,7 @@ conn_new(struct ev_loop *loop, int fd, const struct conn_cbs *cb, void *arg,
 {
 	struct conn *c = xcalloc(1, sizeof(*c));
 
+	assert(fd >= 0 && cb != NULL && o != NULL);
 	c->cb = cb;
 	c->arg = arg;
 	c->loop = loop;
@@ -533,8 +536,12 @@ conn_ref(struct conn *c)
 void
 conn_unref(struct conn *c)
 {
+	assert(c->refs > 0);
 	if (--c->refs > 0)
 		return;
+	/* the socket's reference goes last at its close; the dirty list
+	 * holds one of its own */
+	assert(c->state == CONN_ST_CLOSED && !c->dirty && c->inflight == 0);
 	free(c->rbuf);
 	free(c->wbuf);
 	free(c);
@@ -543,6 +550,7 @@ conn_unref(struct conn *c)
 void
 conn_req_done(struct conn *c)
 {
+	assert(c->inflight > 0 && c->refs > 0);	/* the request's ref */
 	c->inflight--;
 	/* Below the cap again: frames may wait in the buffer (all read
 	 * before the peer shut its side or a drain stopped reading are

@@ -29,6 +29,7 @@
  * once the ACK is queued and keeps its pin until Redis has answered the
  * release or it is given up.
  */
+#include <assert.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -125,6 +126,7 @@ req_release(struct req *r)
 {
 	struct req_env *e = r->e;
 
+	assert(r->pi.live && r->pin != NULL);
 	ev_timer_stop(e->loop, &r->timer);
 	reqpool_retry_end(e->pool, &r->pi);
 	r->retries = 0;
@@ -234,6 +236,7 @@ local_add(struct local_part *part, const struct req *r, int i)
 	struct lim_params *lp = &part->lp[part->n];
 	int pool = r->policy->pool_size;
 
+	assert(part->n < POLICY_MAX_CHECKS && pool > 0);
 	*lp = c->lim;
 	if (c->rule->store != STORE_LOCAL)	/* fail: local; the leases are
 						 * the agent's */
@@ -364,6 +367,7 @@ store_done_cb(struct store_req *sr, int err)
 {
 	struct req *r = container_of(sr, struct req, sr);
 
+	assert(sr->n == r->nredis && r->c != NULL);
 	deadlines_remove(&r->deadline);
 	sr->gen++;
 	if (err != STORE_OK) {
@@ -686,6 +690,7 @@ req_start(struct req_env *e, struct conn *c, const struct spop_frame *f,
 {
 	struct req *r = req_alloc(e);
 
+	assert(c->state == CONN_ST_READY);	/* NOTIFYs come after HELLO */
 	r->pin = policy_pin(e->pin);
 	r->policy = r->pin->p;
 	r->waited_us = 0;
@@ -974,6 +979,7 @@ give_back(struct req *r)
 static void
 req_answer(struct req *r)
 {
+	assert(r->c != NULL);		/* give_back drops it, after this */
 	conn_send_ack(r->c, r->sid, r->fid, &r->d);
 	if (!give_back(r))
 		req_release(r);

@@ -339,6 +339,7 @@ conn_request(void *arg, struct conn *c, const struct spop_frame *f,
 {
 	struct worker *w = arg;
 
+	assert(c->arg == w && c->loop == w->loop);
 	return req_start(&w->env, c, f, status);
 }
 
@@ -492,6 +493,7 @@ flush_cb(struct ev_loop *loop, ev_prepare *p, int revents)
 	                                                 memory_order_relaxed) : 0));
 conns:
 	while ((c = w->dirty) != NULL) {
+		assert(c->dirty);
 		w->dirty = c->next_dirty;
 		c->dirty = 0;
 		conn_flush(c);
@@ -648,6 +650,7 @@ worker_deinit(struct worker *w)
 		return;
 	while ((c = w->conns) != NULL)	/* past the drain deadline */
 		conn_abort(c);
+	assert(w->nconns == 0);
 	store_free(w->env.store);	/* pending requests get their fail mode */
 	w->env.store = NULL;
 	if (w->env.pool != NULL)	/* no deadline passes any more */
