@@ -35,7 +35,7 @@ LIB        = $(BUILD)/libagent.a
 BIN        = $(BUILD)/spoa-ratelimit
 
 .PHONY: all deps run test unit integration e2e fuzz fuzz-short asan bench \
-        install clean check-policies tools
+        install clean check-policies check-layers tools
 all: $(BIN) $(TOOL_BINS)
 
 $(BUILD)/agent/%.o: agent/%.c
@@ -88,6 +88,7 @@ run: deps all
 # ---- tests -------------------------------------------------------------
 test: deps
 	$(MAKE) all
+	$(MAKE) check-layers
 	$(MAKE) unit
 	$(MAKE) check-policies
 	$(MAKE) integration
@@ -97,6 +98,11 @@ test: deps
 
 unit: $(UNIT_BINS)
 	@sh scripts/run-unit.sh $(UNIT_BINS)
+
+# Includes against the declared layers, and no include cycle
+# (scripts/layers.txt).
+check-layers:
+	@sh scripts/check-layers.sh agent scripts/layers.txt
 
 check-policies: $(BIN)
 	@sh scripts/check-policies.sh $(BIN)
@@ -112,7 +118,8 @@ e2e: $(BIN) $(TOOL_BINS)
 # reply from Redis (results.c).
 FUZZ_SRCS = $(wildcard tests/fuzz/fuzz_*.c)
 FUZZ_BINS = $(patsubst tests/fuzz/%.c,$(BUILD)/fuzz/%,$(FUZZ_SRCS))
-FUZZ_LIB_SRCS = agent/spop.c agent/policy.c agent/policy_parse.c agent/keys.c \
+FUZZ_LIB_SRCS = agent/spop.c agent/policy.c agent/policy_parse.c agent/yamlkw.c \
+	agent/keys.c \
 	agent/decide.c agent/util.c agent/log.c $(wildcard agent/lim_*.c) \
 	agent/httpd.c agent/metrics.c agent/results.c agent/store_url.c
 $(BUILD)/fuzz/%: tests/fuzz/%.c $(FUZZ_LIB_SRCS) $(wildcard agent/*.h)

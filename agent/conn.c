@@ -8,7 +8,7 @@
  * a request (req.c) that answers later, in any order (pipelining).
  *
  * Writing appends whole frames to one buffer, flushed once per loop
- * iteration by the worker: many ACKs per write(2), and no frame of ours is
+ * iteration by the owner (on_output): many ACKs per write(2), and no frame of ours is
  * ever interleaved with another. A peer that stops reading is cut off once
  * CONN_WBUF_MAX bytes wait for it.
  *
@@ -26,8 +26,11 @@
  * closes. The DISCONNECT goes once nothing is in flight and nothing waits
  * unread, or, past CONN_DRAIN_READ_S of a connection never quiet, once
  * what had arrived by then is read and answered.
- * Not thread-safe: a conn belongs to one worker loop.
+ * Not thread-safe: a conn belongs to one loop. What it asks of its owner
+ * (start a request, flush me, I closed) goes through struct conn_cbs:
+ * conn.c knows nothing of workers, requests or the server.
  */
+#include <assert.h>
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -40,8 +43,6 @@
 #include "decide.h"
 #include "log.h"
 #include "metrics.h"
-#include "req.h"
-#include "server.h"
 #include "util.h"
 
 #define CONN_RBUF_SIZE (SPOP_MAX_FRAME_SIZE + 4)	/* most a frame can need */
@@ -86,8 +87,9 @@ wbuf_reserve(struct conn *c, size_t need)
 static void
 wbuf_commit(struct conn *c, int len)
 {
+	assert(len > 0 && (size_t)len <= c->wcap - c->wlen);
 	c->wlen += (size_t)len;
-	worker_mark_dirty(c->w, c);
+	c->cb->on_output(c->arg, c);
 }
 
 /* (Re)arms <c>'s one timer to fire in <s> seconds: the idle timeout, the
@@ -95,9 +97,9 @@ wbuf_commit(struct conn *c, int len)
 static void
 idle_in(struct conn *c, ev_tstamp s)
 {
-	ev_timer_stop(c->w->loop, &c->idle);
+	ev_timer_stop(c->loop, &c->idle);
 	ev_timer_set(&c->idle, s, 0.);
-	ev_timer_start(c->w->loop, &c->idle);
+	ev_timer_start(c->loop, &c->idle);
 }
 
 /* Bytes the peer sent that are not read yet, or -1 if unknown. */
@@ -114,8 +116,8 @@ static void
 close_when_flushed(struct conn *c)
 {
 	c->state = CONN_ST_CLOSING;
-	ev_io_stop(c->w->loop, &c->rio);
-	worker_mark_dirty(c->w, c);
+	ev_io_stop(c->loop, &c->rio);
+	c->cb->on_output(c->arg, c);
 	/* A peer that never reads would keep the write at EAGAIN, and the
 	 * socket, forever: the idle timer becomes the close deadline. */
 	idle_in(c, CONN_CLOSE_S);
@@ -140,7 +142,7 @@ protocol_error(struct conn *c, int status)
 {
 	log_warn("spop_error", "peer=%s status=%d reason=\"%s\"", c->peer,
 	         status, spop_strstatus(status));
-	metrics_spop_error(c->w->m, status);
+	metrics_spop_error(c->m, status);
 	send_disconnect(c, status, spop_strstatus(status));
 }
 
@@ -171,7 +173,7 @@ conn_send_ack(struct conn *c, uint64_t sid, uint64_t fid,
 		n = spop_w_end(&w);
 	}
 	wbuf_commit(c, n);
-	metrics_frame(c->w->m, METRICS_FRM_ACK);
+	metrics_frame(c->m, METRICS_FRM_ACK);
 }
 
 void
@@ -186,7 +188,7 @@ conn_flush(struct conn *c)
 		if (n == -1 && errno == EINTR)
 			continue;
 		if (n == -1 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
-			ev_io_start(c->w->loop, &c->wio);
+			ev_io_start(c->loop, &c->wio);
 			return;
 		}
 		if (n == -1) {
@@ -198,7 +200,7 @@ conn_flush(struct conn *c)
 		c->woff += (size_t)n;
 	}
 	c->woff = c->wlen = 0;
-	ev_io_stop(c->w->loop, &c->wio);
+	ev_io_stop(c->loop, &c->wio);
 	if (c->state == CONN_ST_CLOSING && c->inflight == 0)
 		conn_linger(c);
 }
@@ -232,7 +234,7 @@ conn_handle_hello(struct conn *c, const struct spop_frame *f)
 		return -1;
 	n = spop_encode_agent_hello(p, 256, c->max_frame, "pipelining");
 	wbuf_commit(c, n);
-	metrics_frame(c->w->m, h.healthcheck ? METRICS_FRM_HEALTHCHECK :
+	metrics_frame(c->m, h.healthcheck ? METRICS_FRM_HEALTHCHECK :
 	                                       METRICS_FRM_HELLO);
 	c->state = CONN_ST_READY;
 	if (h.healthcheck)
@@ -255,7 +257,7 @@ conn_handle_disconnect(struct conn *c, const struct spop_frame *f)
 	text[off] = '\0';
 	log_info("spop_disconnect", "peer=%s status=%d message=\"%s\"",
 	         c->peer, code, text);
-	metrics_frame(c->w->m, METRICS_FRM_DISCONNECT);
+	metrics_frame(c->m, METRICS_FRM_DISCONNECT);
 	send_disconnect(c, SPOP_ST_NORMAL, "bye");
 	return -1;
 }
@@ -276,13 +278,13 @@ conn_handle_frame(struct conn *c, const struct spop_frame *f)
 	case SPOP_FRM_HAPROXY_DISCONNECT:
 		return conn_handle_disconnect(c, f);
 	case SPOP_FRM_NOTIFY:
-		metrics_frame(c->w->m, METRICS_FRM_NOTIFY);
-		if (req_start(c, f, &status) == -1) {
+		metrics_frame(c->m, METRICS_FRM_NOTIFY);
+		if (c->cb->on_request(c->arg, c, f, &status) == -1) {
 			protocol_error(c, status);
 			return -1;
 		}
 		if (c->inflight >= CONN_MAX_INFLIGHT)
-			ev_io_stop(c->w->loop, &c->rio);
+			ev_io_stop(c->loop, &c->rio);
 		return 0;
 	default:
 		protocol_error(c, SPOP_ST_INVALID);
@@ -352,7 +354,7 @@ peer_shut(struct conn *c)
 	log_debug("conn_shut_by_peer", "peer=%s inflight=%d unsent=%zu",
 	          c->peer, c->inflight, c->wlen - c->woff);
 	c->rd_eof = 1;
-	ev_io_stop(c->w->loop, &c->rio);
+	ev_io_stop(c->loop, &c->rio);
 	if (c->inflight == 0)
 		close_when_flushed(c);
 }
@@ -467,32 +469,30 @@ idle_cb(struct ev_loop *loop, ev_timer *w, int revents)
 /* ---- lifecycle ---------------------------------------------------------- */
 
 struct conn *
-conn_new(struct worker *w, int fd, const char *peer)
+conn_new(struct ev_loop *loop, int fd, const struct conn_cbs *cb, void *arg,
+         const struct conn_opts *o)
 {
 	struct conn *c = xcalloc(1, sizeof(*c));
-	struct policy *p = worker_policy(w);
 
-	c->w = w;
+	assert(fd >= 0 && cb != NULL && o != NULL);
+	c->cb = cb;
+	c->arg = arg;
+	c->loop = loop;
+	c->m = o->m;
 	c->fd = fd;
 	c->refs = 1;
 	c->state = CONN_ST_HELLO;
 	c->max_frame = SPOP_MAX_FRAME_SIZE;
 	c->rcap = CONN_RBUF_MIN;
 	c->rbuf = xmalloc(c->rcap);
-	snprintf(c->peer, sizeof(c->peer), "%s", peer);
+	snprintf(c->peer, sizeof(c->peer), "%s", o->peer);
 	ev_io_init(&c->rio, read_cb, fd, EV_READ);
 	ev_io_init(&c->wio, write_cb, fd, EV_WRITE);
-	c->idle_s = (double)p->idle_timeout_us / 1e6;
-	c->last_rx = ev_now(w->loop);
+	c->idle_s = (double)o->idle_us / 1e6;
+	c->last_rx = ev_now(loop);
 	ev_timer_init(&c->idle, idle_cb, c->idle_s, 0.);
-	ev_io_start(w->loop, &c->rio);
-	ev_timer_start(w->loop, &c->idle);
-	c->next = w->conns;
-	if (w->conns != NULL)
-		w->conns->prev = c;
-	w->conns = c;
-	w->nconns++;
-	metrics_conn_open(w->m);
+	ev_io_start(loop, &c->rio);
+	ev_timer_start(loop, &c->idle);
 	return c;
 }
 
@@ -500,26 +500,15 @@ conn_new(struct worker *w, int fd, const char *peer)
 static void
 conn_close(struct conn *c)
 {
-	struct worker *w = c->w;
-
 	if (c->state == CONN_ST_CLOSED)
 		return;
 	c->state = CONN_ST_CLOSED;
-	ev_io_stop(w->loop, &c->rio);
-	ev_io_stop(w->loop, &c->wio);
-	ev_timer_stop(w->loop, &c->idle);
+	ev_io_stop(c->loop, &c->rio);
+	ev_io_stop(c->loop, &c->wio);
+	ev_timer_stop(c->loop, &c->idle);
 	close(c->fd);
 	c->fd = -1;
-	if (c->prev != NULL)
-		c->prev->next = c->next;
-	else
-		w->conns = c->next;
-	if (c->next != NULL)
-		c->next->prev = c->prev;
-	c->next = c->prev = NULL;
-	w->nconns--;
-	atomic_fetch_sub(&w->srv->nconns, 1);
-	metrics_conn_close(w->m);
+	c->cb->on_close(c->arg, c);
 	conn_unref(c);
 }
 
@@ -535,7 +524,7 @@ conn_linger(struct conn *c)
 		conn_close(c);
 		return;
 	}
-	ev_io_start(c->w->loop, &c->rio);
+	ev_io_start(c->loop, &c->rio);
 }
 
 void
@@ -547,8 +536,12 @@ conn_ref(struct conn *c)
 void
 conn_unref(struct conn *c)
 {
+	assert(c->refs > 0);
 	if (--c->refs > 0)
 		return;
+	/* the socket's reference goes last at its close; the dirty list
+	 * holds one of its own */
+	assert(c->state == CONN_ST_CLOSED && !c->dirty && c->inflight == 0);
 	free(c->rbuf);
 	free(c->wbuf);
 	free(c);
@@ -557,6 +550,7 @@ conn_unref(struct conn *c)
 void
 conn_req_done(struct conn *c)
 {
+	assert(c->inflight > 0 && c->refs > 0);	/* the request's ref */
 	c->inflight--;
 	/* Below the cap again: frames may wait in the buffer (all read
 	 * before the peer shut its side or a drain stopped reading are
@@ -567,7 +561,7 @@ conn_req_done(struct conn *c)
 		                             c->drain_owed > 0);
 
 		if (reading && !ev_is_active(&c->rio)) {
-			ev_io_start(c->w->loop, &c->rio);
+			ev_io_start(c->loop, &c->rio);
 			conn_parse(c);
 		} else if (!reading && c->rlen > 0) {
 			conn_parse(c);
@@ -576,7 +570,7 @@ conn_req_done(struct conn *c)
 	if (c->rd_eof && c->inflight == 0 && c->state == CONN_ST_READY)
 		close_when_flushed(c);
 	if (c->state == CONN_ST_CLOSING && c->inflight == 0)
-		worker_mark_dirty(c->w, c);
+		c->cb->on_output(c->arg, c);
 	if (c->draining)
 		drain_try(c);
 	conn_unref(c);
@@ -591,14 +585,13 @@ conn_abort(struct conn *c)
 void
 conn_set_idle(struct conn *c, int64_t idle_us)
 {
-	struct ev_loop *loop = c->w->loop;
 	ev_tstamp left;
 
 	c->idle_s = (double)idle_us / 1e6;
 	if (c->state == CONN_ST_CLOSING || c->state == CONN_ST_CLOSED ||
 	    c->draining)
 		return;
-	left = c->last_rx + c->idle_s - ev_now(loop);
+	left = c->last_rx + c->idle_s - ev_now(c->loop);
 	idle_in(c, left > 0. ? left : 0.);
 }
 

@@ -6,7 +6,7 @@
  * request in flight holds one, so a request answered after HAProxy closed
  * the connection finds a conn marked closed, drops its ACK and lets go.
  * Output is appended to the write buffer and flushed once per loop
- * iteration (worker flush), so many ACKs leave in one write(2), and a frame
+ * iteration (the owner's flush), so many ACKs leave in one write(2), and a frame
  * is never split by our own writes.
  */
 #ifndef CONN_H
@@ -22,8 +22,30 @@
 #define CONN_MAX_INFLIGHT 64		/* NOTIFYs answered at once; then reads pause */
 #define CONN_WBUF_MAX     (1 << 20)	/* output a slow peer may leave unread */
 
-struct worker;
+struct conn;
 struct decision;
+struct metrics_worker;
+
+/* What a connection asks of its owner (the server's worker), with the
+ * owner's <arg>. conn.c knows nothing else of it. */
+struct conn_cbs {
+	/* NOTIFY <f> arrived: starts its request. Returns 0, or -1 with an
+	 * SPOP status in <*status> when the payload is malformed. */
+	int  (*on_request)(void *arg, struct conn *c, const struct spop_frame *f,
+	                   int *status);
+	/* <c> has output: conn_flush() it before the loop blocks again. */
+	void (*on_output)(void *arg, struct conn *c);
+	/* <c>'s socket is closed: it leaves the owner's registry and counts
+	 * (the memory goes at the last conn_unref). */
+	void (*on_close)(void *arg, struct conn *c);
+};
+
+/* The rest of what a new connection needs. */
+struct conn_opts {
+	const char            *peer;	/* for logs */
+	int64_t                idle_us;	/* idle timeout */
+	struct metrics_worker *m;	/* frames, SPOP errors */
+};
 
 /* A drain answers the NOTIFYs that still come, and says goodbye at a
  * moment the connection owes nothing and has nothing unread; past
@@ -44,12 +66,15 @@ enum conn_state {
 };
 
 struct conn {
-	struct worker  *w;
+	const struct conn_cbs *cb;
+	void           *arg;		/* the owner's, for <cb> */
+	struct ev_loop *loop;
+	struct metrics_worker *m;
 	int             fd;
 	enum conn_state state;
 	int             refs;
 	int             inflight;
-	int             dirty;		/* on the worker's dirty list */
+	int             dirty;		/* on the owner's dirty list */
 	int             draining;	/* CONN_DRAIN_*: how a drain goes on */
 	size_t          drain_owed;	/* CONN_DRAIN_STOPPED: left to read */
 	int             lingering;	/* DISCONNECT sent: reading to EOF */
@@ -67,13 +92,15 @@ struct conn {
 	size_t          rlen, rcap;
 	char           *wbuf;
 	size_t          wlen, woff, wcap;
-	struct conn    *next, *prev;	/* worker's list */
-	struct conn    *next_dirty;
+	struct conn    *next, *prev;	/* the owner's registry */
+	struct conn    *next_dirty;	/* the owner's dirty list */
 	char            peer[64];
 };
 
-/* Takes over <fd> (non-blocking, accepted) and starts reading. */
-struct conn *conn_new(struct worker *w, int fd, const char *peer);
+/* Takes over <fd> (non-blocking, accepted) and starts reading on <loop>;
+ * <cb> (called with <arg>) and <o> are the owner's. */
+struct conn *conn_new(struct ev_loop *loop, int fd, const struct conn_cbs *cb,
+                      void *arg, const struct conn_opts *o);
 void conn_ref(struct conn *c);
 void conn_unref(struct conn *c);
 
@@ -92,7 +119,7 @@ conn_serving(const struct conn *c)
 
 /* A request of <c> has finished (its ACK is queued or dropped). */
 void conn_req_done(struct conn *c);
-/* Writes pending output; called by the worker's flush watcher. */
+/* Writes pending output; called by the owner's flush (on_output). */
 void conn_flush(struct conn *c);
 /* Starts a graceful close: AGENT-DISCONNECT (status 0) once nothing is in
  * flight and nothing waits unread (enum conn_drain), then close. */

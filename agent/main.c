@@ -293,7 +293,7 @@ static struct policy *
 load(int startup)
 {
 	char *err = NULL, *warn = NULL;
-	struct policy *p = policy_load2(opts.path, &err, &warn);
+	struct policy *p = policy_load_with_warnings(opts.path, &err, &warn);
 
 	if (opts.check) {
 		if (warn != NULL)
@@ -389,6 +389,7 @@ main(int argc, char **argv)
 	struct policy *p;
 	ev_signal shup, sterm, sint;
 	char *err = NULL;
+	int nworkers;
 
 	parse_args(argc, argv);
 	if ((p = load(1)) == NULL)
@@ -411,8 +412,8 @@ main(int argc, char **argv)
 	metrics_policy_loaded();
 	loop = main_loop = ev_default_loop(EVFLAG_AUTO);
 	store_resolve_url(opts.redis_url ? opts.redis_url : p->redis_url);
-	server = server_new(p, opts.listen ? opts.listen : p->listen,
-	                    opts.workers ? opts.workers : p->workers,
+	nworkers = opts.workers ? opts.workers : p->workers;	/* both >= 1 */
+	server = server_new(p, opts.listen ? opts.listen : p->listen, nworkers,
 	                    opts.redis_url, &err);
 	if (server == NULL) {
 		log_error("startup_failed", "error=\"%s\"", err);
@@ -437,7 +438,7 @@ main(int argc, char **argv)
 	ev_signal_start(loop, &sterm);
 	ev_signal_start(loop, &sint);
 	server_start(server);
-	log_info("started", "version=%s workers=%d", VERSION, server->nworkers);
+	log_info("started", "version=%s workers=%d", VERSION, nworkers);
 	ev_run(loop, 0);
 	server_stop(server);
 	metrics_bind(NULL);

@@ -38,7 +38,7 @@ mix(uint64_t *a, uint64_t *b, uint64_t v)
  * non-shadow rules only, a cost-1 denial holds for any such cost, and
  * denial() works out the later end of a larger one. */
 static void
-hash2(const struct check *c, uint64_t *h1, uint64_t *h2)
+key_hashes(const struct check *c, uint64_t *h1, uint64_t *h2)
 {
 	uint64_t a = 1469598103934665603ULL, b = 0x9e3779b97f4a7c15ULL, v;
 	size_t i = 0;
@@ -123,7 +123,7 @@ nearcache_lookup(struct nearcache *nc, const struct check *c,
 	uint64_t h1, h2;
 	struct nc_entry *set;
 
-	hash2(c, &h1, &h2);
+	key_hashes(c, &h1, &h2);
 	set = nc->e[h1 % NEARCACHE_SETS];
 	for (int i = 0; i < NEARCACHE_WAYS; i++) {
 		if (set[i].h1 == h1 && set[i].h2 == h2 && set[i].hold_us > now_us)
@@ -142,7 +142,7 @@ remember(struct nearcache *nc, const struct check *c, int64_t until_us,
 	uint64_t h1, h2;
 	struct nc_entry *set, *victim;
 
-	hash2(c, &h1, &h2);
+	key_hashes(c, &h1, &h2);
 	set = nc->e[h1 % NEARCACHE_SETS];
 	victim = &set[0];
 	for (int i = 0; i < NEARCACHE_WAYS; i++) {

@@ -2,14 +2,15 @@
  * The policy at request time: message name -> bindings (built once at load
  * by policy__index()), tenant plan resolution, and policy_build_checks(),
  * which turns one SPOE message into the limit checks for the store and the
- * local tier. Also the reference count that lets a SIGHUP reload swap the
- * policy while requests still hold the old one.
+ * local tier. Also the reference count and the workers' pins that let a
+ * SIGHUP reload swap the policy while requests still hold the old one.
  *
  * Everything after load is read-only: the request path never allocates,
  * never locks and writes only into the caller's check array, so all worker
  * threads share one struct policy. Loading and validation live in
  * policy_parse.c; templates in keys.c.
  */
+#include <assert.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -36,6 +37,42 @@ policy_unref(struct policy *p)
 	/* acq_rel: the last owner must see every other owner's reads done. */
 	if (atomic_fetch_sub_explicit(&p->refs, 1, memory_order_acq_rel) == 1)
 		policy__free(p);
+}
+
+struct policy_pin *
+policy_pin_new(struct policy *p)
+{
+	struct policy_pin *pin = xcalloc(1, sizeof(*pin));
+
+	pin->p = policy_ref(p);
+	return pin;
+}
+
+struct policy_pin *
+policy_pin(struct policy_pin *pin)
+{
+	assert(!pin->retired);		/* requests pin the current one */
+	pin->inflight++;
+	return pin;
+}
+
+void
+policy_unpin(struct policy_pin *pin)
+{
+	assert(pin->inflight > 0);
+	if (--pin->inflight > 0 || !pin->retired)
+		return;
+	policy_unref(pin->p);
+	free(pin);
+}
+
+void
+policy_pin_retire(struct policy_pin *pin)
+{
+	assert(!pin->retired);
+	pin->retired = 1;
+	pin->inflight++;
+	policy_unpin(pin);
 }
 
 static void
@@ -471,9 +508,10 @@ overflow(const struct policy *p, const struct policy_msg *pm, int i,
 }
 
 int
-policy_build_checks_over(const struct policy *p, const struct spop_message *m,
-                         int plan, struct check *out, int max,
-                         struct policy_overflow *ov)
+policy_build_checks_with_overflow(const struct policy *p,
+                                  const struct spop_message *m, int plan,
+                                  struct check *out, int max,
+                                  struct policy_overflow *ov)
 {
 	const struct policy_msg *pm = policy_find_msg(p, m->name.ptr, m->name.len);
 	int i, n = 0;
@@ -488,10 +526,11 @@ policy_build_checks_over(const struct policy *p, const struct spop_message *m,
 }
 
 int
-policy_build_checks_plan(const struct policy *p, const struct spop_message *m,
-                         int plan, struct check *out, int max)
+policy_build_checks_in_plan(const struct policy *p,
+                            const struct spop_message *m, int plan,
+                            struct check *out, int max)
 {
-	return policy_build_checks_over(p, m, plan, out, max, NULL);
+	return policy_build_checks_with_overflow(p, m, plan, out, max, NULL);
 }
 
 int
@@ -502,5 +541,5 @@ policy_build_checks(const struct policy *p, const struct spop_message *m,
 
 	if (policy_needs_plan(p, m))
 		plan = policy_tenant_plan(p, m, NULL, NULL);
-	return policy_build_checks_plan(p, m, plan, out, max);
+	return policy_build_checks_in_plan(p, m, plan, out, max);
 }

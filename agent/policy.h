@@ -248,12 +248,30 @@ struct policy *policy_load(const char *path, char **err);
  * return <*warn> is NULL or a malloc'ed text, one "file:line:col: field:
  * message" per line, whether the load succeeded or not. <warn> may be
  * NULL (then warnings are logged). The caller frees <*err> and <*warn>. */
-struct policy *policy_load2(const char *path, char **err, char **warn);
+struct policy *policy_load_with_warnings(const char *path, char **err,
+                                         char **warn);
 
 /* Takes a reference (atomic; any thread). Returns <p>. */
 struct policy *policy_ref(struct policy *p);
 /* Drops a reference; the last one frees <p>. NULL is a no-op. */
 void policy_unref(struct policy *p);
+
+/* A policy as one worker uses it: requests pin it with a plain counter
+ * (the worker's own, one thread), so the request path pays no atomic; the
+ * policy's shared refcount moves only at reload. */
+struct policy_pin {
+	struct policy *p;
+	int            inflight;	/* requests built under it */
+	int            retired;	/* a newer policy took over */
+};
+
+/* A pin of its own on <p> (a reference taken). */
+struct policy_pin *policy_pin_new(struct policy *p);
+/* Pins <pin>'s policy for one request; policy_unpin() when it ends. */
+struct policy_pin *policy_pin(struct policy_pin *pin);
+void policy_unpin(struct policy_pin *pin);
+/* A newer policy took over: <pin> goes now, or with its last request. */
+void policy_pin_retire(struct policy_pin *pin);
 
 /* Builds the checks that <m> triggers under <p> into <out> (at most <max>).
  * Rules whose key arg is missing follow their missing: mode (skip: no
@@ -261,7 +279,7 @@ void policy_unref(struct policy *p);
  * Returns the number of checks written. Never fails: a message that names
  * no rule yields 0 checks. Allocation-free; safe from any thread.
  *
- * This is policy_build_checks_plan() with the plan policy_tenant_plan(p,
+ * This is policy_build_checks_in_plan() with the plan policy_tenant_plan(p,
  * m, NULL, NULL) gives (static tenants, the plan arg, the default; never
  * Redis).
  *
@@ -301,7 +319,7 @@ int policy_build_checks(const struct policy *p, const struct spop_message *m,
  *      request until it comes, then resolves again) and POLICY_PLAN_UNKNOWN
  *      (Redis cannot say now), which policy_tenant_plan() passes on;
  *   4. plan_lookup.default.
- * A plan passed to policy_build_checks_plan() that is not an index (the
+ * A plan passed to policy_build_checks_in_plan() that is not an index (the
  * two above included) means the default plan.
  */
 #define POLICY_PLAN_WAIT    (-2)
@@ -327,14 +345,14 @@ bool policy_needs_plan(const struct policy *p, const struct spop_message *m);
  * plan index, or -1 for plan_lookup.default. Rules with plan: rate or
  * quota take their lim_params from it (no check when that plan has "none"
  * for it); the others ignore it. */
-int policy_build_checks_plan(const struct policy *p,
-                             const struct spop_message *m, int plan,
-                             struct check *out, int max);
+int policy_build_checks_in_plan(const struct policy *p,
+                                const struct spop_message *m, int plan,
+                                struct check *out, int max);
 
-/* What did not fit in the <max> checks of policy_build_checks_over(): a
- * NOTIFY may carry several messages (a spoe-group), and one request holds
- * POLICY_MAX_CHECKS checks in all, which the validator, seeing one message
- * at a time, cannot enforce. */
+/* What did not fit in the <max> checks of
+ * policy_build_checks_with_overflow(): a NOTIFY may carry several messages
+ * (a spoe-group), and one request holds POLICY_MAX_CHECKS checks in all,
+ * which the validator, seeing one message at a time, cannot enforce. */
 struct policy_overflow {
 	int           n;		/* checks that did not fit */
 	struct check *worst;		/* the caller's; when n > 0, the one of
@@ -344,15 +362,15 @@ struct policy_overflow {
 					 * first */
 };
 
-/* policy_build_checks_plan() that also accounts for the checks beyond
+/* policy_build_checks_in_plan() that also accounts for the checks beyond
  * <max> (a binding that would give no check, say missing: skip, is no
  * overflow): adds their number to <ov->n> and keeps the weightiest in
  * <*ov->worst> across calls, so one <ov> (n = 0 to start) can follow all
  * the messages of a NOTIFY. <ov> may be NULL. */
-int policy_build_checks_over(const struct policy *p,
-                             const struct spop_message *m, int plan,
-                             struct check *out, int max,
-                             struct policy_overflow *ov);
+int policy_build_checks_with_overflow(const struct policy *p,
+                                      const struct spop_message *m, int plan,
+                                      struct check *out, int max,
+                                      struct policy_overflow *ov);
 
 /* Returns the bindings of the message named <name>, or NULL. */
 const struct policy_msg *policy_find_msg(const struct policy *p,

@@ -2,17 +2,17 @@
  * Policy file -> struct policy: libyaml's document API gives a node tree
  * with line and column marks; keyword tables (one per section: top level,
  * redis, local, metrics, log, plan_lookup, plans.<name>, rules[i]) say
- * what each key is,
- * its type, bounds and default, and drive one generic mapping walker. The
- * walker stores typed values into the target struct and remembers which
- * node set which keyword, so the cross-field checks that follow (a rule's
- * algorithm against its rate/limit/window, plan names, templates) can
- * point at the right line too.
+ * what each key is, its type, bounds and default, and drive the generic
+ * mapping walker of yamlkw.c. The walker stores typed values into the
+ * target struct and remembers which node set which keyword, so the
+ * cross-field checks here that follow (a rule's algorithm against its
+ * rate/limit/window, plan names, templates) can point at the right line
+ * too.
  *
  * Every problem is collected, never just the first: errors as
  * "file:line:col: field.path: message" lines, warnings likewise in their
  * own list. Nothing here runs per request and nothing here is shared
- * with other threads until policy_load2() returns.
+ * with other threads until policy_load_with_warnings() returns.
  */
 #include <errno.h>
 #include <math.h>
@@ -29,155 +29,18 @@
 #include "policy.h"
 #include "store.h"
 #include "util.h"
+#include "yamlkw.h"
 
-#define PATH_MAX_LEN 160
-
-/* One error or warning; sorted by position before they are joined. */
-struct report {
-	int   line, col, seq;
-	char *text;			/* "file:line:col: path: message" */
-};
-
-struct reports {
-	struct report *v;
-	int            n, cap;
-};
+#define MS   1000LL
+#define SEC  LIM_USEC_PER_SEC
 
 struct ctx {
-	const char      *file;
-	yaml_document_t *doc;
-	struct reports   err;
-	struct reports   warn;
-	int              nerr;
+	struct yamlkw    y;		/* the document and its reports */
 	struct policy   *p;
 	/* plan_lookup.default, resolved once the plans are known */
 	char            *plan_default;
 	yaml_node_t     *plan_default_node;
 };
-
-enum kw_type {
-	KW_STR = 0,		/* char *, xstrdup'ed */
-	KW_INT,			/* integer of <size> bytes, in [min, max] */
-	KW_BOOL,		/* bool */
-	KW_DURATION,		/* int64_t µs, in [min, max] */
-	KW_ENUM,		/* int, the index of the value in <names> */
-	KW_SECTION,		/* a nested mapping, same target, table <sub> */
-	KW_NODE,		/* only recorded; handled by the caller */
-};
-
-struct kw {
-	const char        *name;
-	enum kw_type       type;
-	size_t             off;		/* in the target struct */
-	size_t             size;	/* KW_INT: sizeof the field */
-	int64_t            min, max;
-	const char *const *names;	/* KW_ENUM, NULL-terminated */
-	const struct kw   *sub;		/* KW_SECTION */
-	size_t             nsub;
-	const char        *help;
-};
-
-#define FIELD(type, f) .off = offsetof(type, f), .size = sizeof(((type *)0)->f)
-#define MS   1000LL
-#define SEC  LIM_USEC_PER_SEC
-
-/* ---- reporting ---------------------------------------------------------- */
-
-static char * __attribute__((format(printf, 1, 0)))
-xvasprintf(const char *fmt, va_list ap)
-{
-	va_list aq;
-	char *out;
-	int n;
-
-	va_copy(aq, ap);
-	n = vsnprintf(NULL, 0, fmt, aq);
-	va_end(aq);
-	if (n < 0)
-		n = 0;
-	out = xmalloc((size_t)n + 1);
-	vsnprintf(out, (size_t)n + 1, fmt, ap);
-	return out;
-}
-
-static void __attribute__((format(printf, 5, 6)))
-add_report(struct reports *rs, int line, int col, const char *file,
-           const char *fmt, ...)
-{
-	struct report *r;
-	va_list ap;
-	char *msg;
-
-	va_start(ap, fmt);
-	msg = xvasprintf(fmt, ap);
-	va_end(ap);
-	if (rs->n == rs->cap) {
-		rs->cap = rs->cap ? rs->cap * 2 : 16;
-		rs->v = xrealloc(rs->v, (size_t)rs->cap * sizeof(*rs->v));
-	}
-	r = &rs->v[rs->n];
-	r->line = line;
-	r->col = col;
-	r->seq = rs->n++;
-	r->text = xmalloc(strlen(file) + strlen(msg) + 32);
-	sprintf(r->text, "%s:%d:%d: %s\n", file, line, col, msg);
-	free(msg);
-}
-
-static int
-report_cmp(const void *a, const void *b)
-{
-	const struct report *x = a, *y = b;
-
-	if (x->line != y->line)
-		return x->line < y->line ? -1 : 1;
-	if (x->col != y->col)
-		return x->col < y->col ? -1 : 1;
-	return x->seq < y->seq ? -1 : x->seq > y->seq;
-}
-
-/* Joins <rs> in file order into one malloc'ed text (NULL when empty) and
- * empties it. */
-static char *
-reports_join(struct reports *rs)
-{
-	size_t len = 0, off = 0;
-	char *out = NULL;
-	int i;
-
-	if (rs->n)
-		qsort(rs->v, (size_t)rs->n, sizeof(*rs->v), report_cmp);
-	for (i = 0; i < rs->n; i++)
-		len += strlen(rs->v[i].text);
-	if (rs->n)
-		out = xmalloc(len + 1);
-	for (i = 0; i < rs->n; i++) {
-		size_t k = strlen(rs->v[i].text);
-
-		memcpy(out + off, rs->v[i].text, k);
-		off += k;
-		free(rs->v[i].text);
-	}
-	if (out)
-		out[off] = '\0';
-	free(rs->v);
-	rs->v = NULL;
-	rs->n = rs->cap = 0;
-	return out;
-}
-
-static void __attribute__((format(printf, 5, 0)))
-vreport(struct ctx *c, struct reports *rs, const yaml_node_t *n,
-        const char *path, const char *fmt, va_list ap)
-{
-	int line = n ? (int)n->start_mark.line + 1 : 1;
-	int col = n ? (int)n->start_mark.column + 1 : 1;
-	char *msg = xvasprintf(fmt, ap);
-
-	add_report(rs, line, col, c->file, "%s: %s", path && *path ? path : "policy",
-	           msg);
-	free(msg);
-}
 
 static void __attribute__((format(printf, 4, 5)))
 error_at(struct ctx *c, const yaml_node_t *n, const char *path,
@@ -186,9 +49,8 @@ error_at(struct ctx *c, const yaml_node_t *n, const char *path,
 	va_list ap;
 
 	va_start(ap, fmt);
-	vreport(c, &c->err, n, path, fmt, ap);
+	yamlkw_verror(&c->y, n, path, fmt, ap);
 	va_end(ap);
-	c->nerr++;
 }
 
 static void __attribute__((format(printf, 4, 5)))
@@ -198,253 +60,8 @@ warn_at(struct ctx *c, const yaml_node_t *n, const char *path,
 	va_list ap;
 
 	va_start(ap, fmt);
-	vreport(c, &c->warn, n, path, fmt, ap);
+	yamlkw_vwarn(&c->y, n, path, fmt, ap);
 	va_end(ap);
-}
-
-/* <base>.<key> (or <key> at the top) into <out>. */
-static const char *
-path_key(char *out, const char *base, const char *key)
-{
-	size_t n = 0, k;
-
-	/* By hand: the paths are bounded in practice, cut when they are not. */
-	k = strlen(base);
-	k = k < PATH_MAX_LEN - 1 ? k : PATH_MAX_LEN - 1;
-	memmove(out, base, k);
-	n = k;
-	if (n && n < PATH_MAX_LEN - 1)
-		out[n++] = '.';
-	k = strlen(key);
-	k = k < PATH_MAX_LEN - 1 - n ? k : PATH_MAX_LEN - 1 - n;
-	memcpy(out + n, key, k);
-	out[n + k] = '\0';
-	return out;
-}
-
-/* ---- scalars ------------------------------------------------------------ */
-
-static yaml_node_t *
-node_get(struct ctx *c, int id)
-{
-	return yaml_document_get_node(c->doc, id);
-}
-
-/* The text of a scalar node, or NULL (with an error) if <n> is not one. */
-static const char *
-scalar(struct ctx *c, yaml_node_t *n, const char *path, const char *what)
-{
-	if (n->type != YAML_SCALAR_NODE) {
-		error_at(c, n, path, "expected %s, got a %s", what,
-		         n->type == YAML_MAPPING_NODE ? "mapping" : "list");
-		return NULL;
-	}
-	if (strlen((const char *)n->data.scalar.value) != n->data.scalar.length) {
-		error_at(c, n, path, "NUL byte in value");
-		return NULL;
-	}
-	return (const char *)n->data.scalar.value;
-}
-
-/* Strict decimal: the whole text, optional '-', no blanks. */
-static int
-parse_int(const char *s, int64_t *v)
-{
-	char *end;
-	long long x;
-
-	if (!*s || (*s != '-' && (*s < '0' || *s > '9')))
-		return -1;
-	errno = 0;
-	x = strtoll(s, &end, 10);
-	if (errno || *end)
-		return -1;
-	*v = x;
-	return 0;
-}
-
-static int
-parse_bool(const char *s, bool *v)
-{
-	static const char *const yes[] = { "true", "True", "TRUE", "yes", "Yes", "on", "On", NULL };
-	static const char *const no[] = { "false", "False", "FALSE", "no", "No", "off", "Off", NULL };
-	int i;
-
-	for (i = 0; yes[i]; i++)
-		if (strcmp(s, yes[i]) == 0)
-			return *v = true, 0;
-	for (i = 0; no[i]; i++)
-		if (strcmp(s, no[i]) == 0)
-			return *v = false, 0;
-	return -1;
-}
-
-static void
-store_int(void *dst, size_t size, int64_t v)
-{
-	switch (size) {
-	case sizeof(int32_t): {
-		int32_t x = (int32_t)v;
-
-		memcpy(dst, &x, sizeof(x));
-		break;
-	}
-	case sizeof(int64_t):
-		memcpy(dst, &v, sizeof(v));
-		break;
-	default:
-		fatal("policy: keyword field of size %zu", size);
-	}
-}
-
-static void
-enum_choices(char *out, size_t size, const char *const *names)
-{
-	size_t len = 0;
-	int i;
-
-	out[0] = '\0';
-	for (i = 0; names[i] && len < size; i++)
-		len += (size_t)snprintf(out + len, size - len, "%s%s",
-		                        i ? ", " : "", names[i]);
-}
-
-/* ---- the generic walker ------------------------------------------------- */
-
-static void parse_map(struct ctx *c, yaml_node_t *map, const char *path,
-                      const struct kw *tab, size_t ntab, void *dst,
-                      yaml_node_t **seen);
-
-static const char *
-kw_what(const struct kw *k)
-{
-	switch (k->type) {
-	case KW_INT:
-		return "an integer";
-	case KW_BOOL:
-		return "true or false";
-	case KW_DURATION:
-		return "a duration";
-	case KW_ENUM:
-		return "a name";
-	default:
-		return "a string";
-	}
-}
-
-/* Stores the value <n> of keyword <k> into <dst>. */
-static void
-parse_value(struct ctx *c, const struct kw *k, yaml_node_t *n,
-            const char *path, void *base)
-{
-	char *dst = (char *)base + k->off;
-	const char *s;
-	char choices[160];
-	int64_t v;
-	bool b;
-	int i;
-
-	if (k->type == KW_NODE)
-		return;
-	if (k->type == KW_SECTION) {
-		if (n->type != YAML_MAPPING_NODE) {
-			error_at(c, n, path, "expected a mapping");
-			return;
-		}
-		parse_map(c, n, path, k->sub, k->nsub, base, NULL);
-		return;
-	}
-	if (!(s = scalar(c, n, path, kw_what(k))))
-		return;
-	switch (k->type) {
-	case KW_STR:
-		free(*(char **)(void *)dst);
-		*(char **)(void *)dst = xstrdup(s);
-		break;
-	case KW_INT:
-		if (parse_int(s, &v) == -1) {
-			error_at(c, n, path, "expected an integer, got \"%s\"", s);
-		} else if (v < k->min || v > k->max) {
-			error_at(c, n, path, "must be between %lld and %lld",
-			         (long long)k->min, (long long)k->max);
-		} else {
-			store_int(dst, k->size, v);
-		}
-		break;
-	case KW_BOOL:
-		if (parse_bool(s, &b) == -1)
-			error_at(c, n, path, "expected true or false, got \"%s\"", s);
-		else
-			*(bool *)(void *)dst = b;
-		break;
-	case KW_DURATION:
-		if (lim_parse_duration(s, &v) == -1) {
-			error_at(c, n, path, "expected a duration such as 250us, "
-			         "5ms, 30s, 15m, 1h, 1d, got \"%s\"", s);
-		} else if (v < k->min || v > k->max) {
-			error_at(c, n, path, "must be between %lldus and %lldus",
-			         (long long)k->min, (long long)k->max);
-		} else {
-			memcpy(dst, &v, sizeof(v));
-		}
-		break;
-	case KW_ENUM:
-		for (i = 0; k->names[i]; i++) {
-			if (strcmp(s, k->names[i]) == 0) {
-				*(int *)(void *)dst = i;
-				return;
-			}
-		}
-		enum_choices(choices, sizeof(choices), k->names);
-		error_at(c, n, path, "unknown %s \"%s\" (one of: %s)", k->name, s,
-		         choices);
-		break;
-	default:
-		break;
-	}
-}
-
-/* Walks mapping <map>: each key must be in <tab>, once. Values go to <dst>
- * (see parse_value); <seen>, when given, gets the value node of each
- * keyword present, by table index. */
-static void
-parse_map(struct ctx *c, yaml_node_t *map, const char *path,
-          const struct kw *tab, size_t ntab, void *dst, yaml_node_t **seen)
-{
-	yaml_node_pair_t *pr, *q;
-	char sub[PATH_MAX_LEN];
-
-	for (pr = map->data.mapping.pairs.start; pr < map->data.mapping.pairs.top; pr++) {
-		yaml_node_t *kn = node_get(c, pr->key), *vn = node_get(c, pr->value);
-		const char *key;
-		size_t i;
-
-		if (!(key = scalar(c, kn, path, "a key")))
-			continue;
-		path_key(sub, path, key);
-		for (q = map->data.mapping.pairs.start; q < pr; q++) {
-			yaml_node_t *prev = node_get(c, q->key);
-
-			if (prev->type == YAML_SCALAR_NODE &&
-			    strcmp((const char *)prev->data.scalar.value, key) == 0)
-				break;
-		}
-		if (q < pr) {
-			error_at(c, kn, sub, "duplicate key (first at line %d)",
-			         (int)node_get(c, q->key)->start_mark.line + 1);
-			continue;
-		}
-		for (i = 0; i < ntab; i++)
-			if (tab[i].name && strcmp(tab[i].name, key) == 0)
-				break;
-		if (i == ntab) {
-			error_at(c, kn, sub, "unknown key");
-			continue;
-		}
-		if (seen)
-			seen[i] = vn;
-		parse_value(c, &tab[i], vn, sub, dst);
-	}
 }
 
 /* ---- keyword tables ----------------------------------------------------- */
@@ -670,28 +287,10 @@ check_listen(struct ctx *c, yaml_node_t *n)
 		error_at(c, n, "listen", "expected host:port or unix:/path, got \"%s\"", s);
 		return;
 	}
-	if (parse_int(colon + 1, &port) == -1 || port < 1 || port > 65535)
+	if (yamlkw_parse_int(colon + 1, &port) == -1 || port < 1 || port > 65535)
 		error_at(c, n, "listen", "port must be between 1 and 65535");
 	if (s[0] != '[' && memchr(s, ':', (size_t)(colon - s)))
 		error_at(c, n, "listen", "IPv6 address must be in brackets: [::1]:port");
-}
-
-/* The value node of <key> in mapping <map>, or <map> itself. */
-static yaml_node_t *
-map_find(struct ctx *c, yaml_node_t *map, const char *key)
-{
-	yaml_node_pair_t *pr;
-
-	if (!map || map->type != YAML_MAPPING_NODE)
-		return map;
-	for (pr = map->data.mapping.pairs.start; pr < map->data.mapping.pairs.top; pr++) {
-		yaml_node_t *kn = node_get(c, pr->key);
-
-		if (kn->type == YAML_SCALAR_NODE &&
-		    strcmp((const char *)kn->data.scalar.value, key) == 0)
-			return node_get(c, pr->value);
-	}
-	return map;
 }
 
 /* The whole URL is parsed here, as the store will, so that -c refuses
@@ -741,18 +340,6 @@ set_defaults(struct policy *p)
 
 /* ---- operations: metrics, log, secrets from the environment ------------ */
 
-/* The value node of <key> in mapping <map>, or NULL. */
-static yaml_node_t *
-map_get(struct ctx *c, yaml_node_t *map, const char *key)
-{
-	yaml_node_t *v;
-
-	if (!map || map->type != YAML_MAPPING_NODE)
-		return NULL;
-	v = map_find(c, map, key);
-	return v == map ? NULL : v;
-}
-
 /* A decision waits redis.timeout at most, then the rule's fail mode
  * answers; HAProxy waits processing_timeout (its timeout processing). At
  * or above it HAProxy gives up first, and the fail modes never apply. */
@@ -760,7 +347,7 @@ static void
 check_timeouts(struct ctx *c, yaml_node_t *redis, yaml_node_t *processing)
 {
 	const struct policy *p = c->p;
-	yaml_node_t *n = map_get(c, redis, "timeout");
+	yaml_node_t *n = yamlkw_get(&c->y, redis, "timeout");
 
 	if (p->redis_timeout_us < p->processing_timeout_us)
 		return;
@@ -797,7 +384,7 @@ check_metrics_listen(struct ctx *c, yaml_node_t *n, const char *s)
 		error_at(c, n, path, "IPv6 address must be in brackets: [::1]:port");
 		return;
 	}
-	if (parse_int(colon + 1, &port) == -1 || port < 1 || port > 65535 ||
+	if (yamlkw_parse_int(colon + 1, &port) == -1 || port < 1 || port > 65535 ||
 	    colon[1] == '-')
 		error_at(c, n, path, "port must be between 1 and 65535");
 }
@@ -812,7 +399,8 @@ parse_metrics(struct ctx *c, yaml_node_t *n)
 		error_at(c, n, "metrics", "expected a mapping { listen }");
 		return;
 	}
-	parse_map(c, n, "metrics", metrics_kw, ARRAY_SIZE(metrics_kw), &src, seen);
+	yamlkw_map(&c->y, n, "metrics", metrics_kw, ARRAY_SIZE(metrics_kw), &src,
+	           seen);
 	if (src.listen) {
 		check_metrics_listen(c, seen[0], src.listen);
 		snprintf(c->p->metrics_listen, sizeof(c->p->metrics_listen), "%s",
@@ -850,7 +438,7 @@ parse_log(struct ctx *c, yaml_node_t *n)
 		error_at(c, n, "log", "expected a mapping { level, sample }");
 		return;
 	}
-	parse_map(c, n, "log", log_kw, LGK_COUNT, &src, seen);
+	yamlkw_map(&c->y, n, "log", log_kw, LGK_COUNT, &src, seen);
 	p->log_level = src.level;
 	if (src.sample && parse_fraction(src.sample, &x) == -1) {
 		error_at(c, seen[LGK_SAMPLE], "log.sample", "expected a fraction "
@@ -873,20 +461,20 @@ static void
 redis_env(struct ctx *c, yaml_node_t *redis, const char *key,
           const char *inline_kw, char **dst)
 {
-	yaml_node_t *n = map_get(c, redis, key), *other;
-	char path[PATH_MAX_LEN];
+	yaml_node_t *n = yamlkw_get(&c->y, redis, key), *other;
+	char path[YAMLKW_PATH_MAX];
 	const char *name, *val;
 
 	if (!n)
 		return;
-	path_key(path, "redis", key);
-	if (!(name = scalar(c, n, path, "an environment variable name")))
+	yamlkw_path(path, "redis", key);
+	if (!(name = yamlkw_scalar(&c->y, n, path, "an environment variable name")))
 		return;
 	if (!*name || strchr(name, '=')) {
 		error_at(c, n, path, "not a variable name: \"%s\"", name);
 		return;
 	}
-	if ((other = map_get(c, redis, inline_kw)) != NULL) {
+	if ((other = yamlkw_get(&c->y, redis, inline_kw)) != NULL) {
 		error_at(c, n, path, "redis.%s is given too (line %d): use one", inline_kw,
 		         (int)other->start_mark.line + 1);
 		return;
@@ -935,7 +523,7 @@ rate_of(struct ctx *c, yaml_node_t *n, const char *path, const char *s,
 	if (k < sizeof(num)) {
 		memcpy(num, s, k);
 		num[k] = '\0';
-		if (parse_int(num, &lead) == 0 && lead <= 0) {
+		if (yamlkw_parse_int(num, &lead) == 0 && lead <= 0) {
 			error_at(c, n, path, "rate must be > 0");
 			return -1;
 		}
@@ -954,7 +542,7 @@ parse_plan(struct ctx *c, yaml_node_t *kn, yaml_node_t *vn, struct plan *pl)
 {
 	struct plan_src src = { .burst = 1 };
 	yaml_node_t *seen[PK_COUNT] = { 0 };
-	char path[PATH_MAX_LEN], sub[PATH_MAX_LEN];
+	char path[YAMLKW_PATH_MAX], sub[YAMLKW_PATH_MAX];
 	enum lim_calendar cal;
 
 	snprintf(path, sizeof(path), "plans.%s", pl->name);
@@ -967,13 +555,13 @@ parse_plan(struct ctx *c, yaml_node_t *kn, yaml_node_t *vn, struct plan *pl)
 		error_at(c, vn, path, "expected a mapping { rate, burst, quota }");
 		return;
 	}
-	parse_map(c, vn, path, plan_kw, PK_COUNT, &src, seen);
+	yamlkw_map(&c->y, vn, path, plan_kw, PK_COUNT, &src, seen);
 	if (src.rate && strcmp(src.rate, "none") != 0 &&
-	    rate_of(c, seen[PK_RATE], path_key(sub, path, "rate"), src.rate,
+	    rate_of(c, seen[PK_RATE], yamlkw_path(sub, path, "rate"), src.rate,
 	            &pl->rate, &pl->period_us, &cal) == 0)
 		pl->has_rate = true;
 	if (src.quota && strcmp(src.quota, "none") != 0 &&
-	    rate_of(c, seen[PK_QUOTA], path_key(sub, path, "quota"), src.quota,
+	    rate_of(c, seen[PK_QUOTA], yamlkw_path(sub, path, "quota"), src.quota,
 	            &pl->quota, &pl->quota_period_us, &pl->quota_cal) == 0)
 		pl->has_quota = true;
 	pl->burst = src.burst;
@@ -997,8 +585,9 @@ parse_plans(struct ctx *c, yaml_node_t *n)
 	p->plans = xcalloc((size_t)(n->data.mapping.pairs.top - n->data.mapping.pairs.start) + 1,
 	                   sizeof(*p->plans));
 	for (pr = n->data.mapping.pairs.start; pr < n->data.mapping.pairs.top; pr++) {
-		yaml_node_t *kn = node_get(c, pr->key), *vn = node_get(c, pr->value);
-		const char *name = scalar(c, kn, "plans", "a plan name");
+		yaml_node_t *kn = yamlkw_node(&c->y, pr->key);
+		yaml_node_t *vn = yamlkw_node(&c->y, pr->value);
+		const char *name = yamlkw_scalar(&c->y, kn, "plans", "a plan name");
 
 		if (!name)
 			continue;
@@ -1031,7 +620,7 @@ parse_tenants(struct ctx *c, yaml_node_t *n)
 {
 	struct policy *p = c->p;
 	yaml_node_pair_t *pr;
-	char path[PATH_MAX_LEN];
+	char path[YAMLKW_PATH_MAX];
 	int i;
 
 	if (n->type != YAML_MAPPING_NODE) {
@@ -1041,14 +630,15 @@ parse_tenants(struct ctx *c, yaml_node_t *n)
 	p->tenants = xcalloc((size_t)(n->data.mapping.pairs.top - n->data.mapping.pairs.start) + 1,
 	                     sizeof(*p->tenants));
 	for (pr = n->data.mapping.pairs.start; pr < n->data.mapping.pairs.top; pr++) {
-		yaml_node_t *kn = node_get(c, pr->key), *vn = node_get(c, pr->value);
-		const char *t = scalar(c, kn, "tenants", "a tenant"), *plan;
+		yaml_node_t *kn = yamlkw_node(&c->y, pr->key);
+		yaml_node_t *vn = yamlkw_node(&c->y, pr->value);
+		const char *t = yamlkw_scalar(&c->y, kn, "tenants", "a tenant"), *plan;
 		int idx;
 
 		if (!t)
 			continue;
-		path_key(path, "tenants", t);
-		if (!(plan = scalar(c, vn, path, "a plan name")))
+		yamlkw_path(path, "tenants", t);
+		if (!(plan = yamlkw_scalar(&c->y, vn, path, "a plan name")))
 			continue;
 		if ((idx = policy_plan_index(p, plan, strlen(plan))) < 0) {
 			error_at(c, vn, path, "unknown plan \"%s\"", plan);
@@ -1081,7 +671,7 @@ parse_lookup(struct ctx *c, yaml_node_t *n)
 		n = NULL;
 	}
 	if (n)
-		parse_map(c, n, "plan_lookup", lookup_kw, LK_COUNT, &src, seen);
+		yamlkw_map(&c->y, n, "plan_lookup", lookup_kw, LK_COUNT, &src, seen);
 	pl->arg = src.arg ? src.arg : xstrdup("plan");
 	pl->tenant_arg = src.tenant_arg ? src.tenant_arg : xstrdup("tenant");
 	pl->redis_hash = src.redis_hash;
@@ -1121,14 +711,14 @@ struct rule_ctx {
 	struct rule_src *s;
 	yaml_node_t    **seen;
 	yaml_node_t     *node;		/* the rule's mapping */
-	char             path[PATH_MAX_LEN];
-	char             sub[PATH_MAX_LEN];
+	char             path[YAMLKW_PATH_MAX];
+	char             sub[YAMLKW_PATH_MAX];
 };
 
 static const char *
 rpath(struct rule_ctx *rc, int kw)
 {
-	return path_key(rc->sub, rc->path, rule_kw[kw].name);
+	return yamlkw_path(rc->sub, rc->path, rule_kw[kw].name);
 }
 
 /* The node to blame for keyword <kw>: its value, else the rule itself. */
@@ -1175,7 +765,7 @@ rule_statuses(struct rule_ctx *rc)
 	yaml_node_item_t *it;
 	struct rule_src *s = rc->s;
 	const char *path = rpath(rc, RK_STATUS);
-	char ipath[PATH_MAX_LEN];
+	char ipath[YAMLKW_PATH_MAX];
 
 	if (!n)
 		return;
@@ -1185,15 +775,15 @@ rule_statuses(struct rule_ctx *rc)
 	}
 	s->nstatus = 0;
 	for (it = n->data.sequence.items.start; it < n->data.sequence.items.top; it++) {
-		yaml_node_t *in = node_get(rc->c, *it);
+		yaml_node_t *in = yamlkw_node(&rc->c->y, *it);
 		const char *v;
 		int64_t st;
 
 		snprintf(ipath, sizeof(ipath), "%s[%d]", path,
 		         (int)(it - n->data.sequence.items.start));
-		if (!(v = scalar(rc->c, in, ipath, "a status")))
+		if (!(v = yamlkw_scalar(&rc->c->y, in, ipath, "a status")))
 			continue;
-		if (parse_int(v, &st) == -1 || st < 100 || st > 599) {
+		if (yamlkw_parse_int(v, &st) == -1 || st < 100 || st > 599) {
 			error_at(rc->c, in, ipath, "expected an HTTP status 100-599, got \"%s\"", v);
 			continue;
 		}
@@ -1446,7 +1036,7 @@ rule_missing_cost(struct rule_ctx *rc)
 	r->cost = 1;
 	if (!s->cost)
 		return;
-	if (parse_int(s->cost, &v) == 0) {
+	if (yamlkw_parse_int(s->cost, &v) == 0) {
 		if (v < 0)
 			error_at(rc->c, rnode(rc, RK_COST), rpath(rc, RK_COST),
 			         "cost must be >= 0");
@@ -1651,7 +1241,7 @@ parse_rules(struct ctx *c, yaml_node_t *n)
 		yaml_node_t *seen[RK_COUNT] = { 0 };
 		struct rule_ctx rc = { .c = c, .s = &src, .seen = seen };
 
-		rc.node = node_get(c, *it);
+		rc.node = yamlkw_node(&c->y, *it);
 		rc.r = &p->rules[p->nrules];
 		rc.r->index = p->nrules;
 		rc.r->metrics_slot = -1;	/* "other" until published */
@@ -1662,7 +1252,7 @@ parse_rules(struct ctx *c, yaml_node_t *n)
 			rc.r->line = (int)rc.node->start_mark.line + 1;
 			continue;
 		}
-		parse_map(c, rc.node, rc.path, rule_kw, RK_COUNT, &src, seen);
+		yamlkw_map(&c->y, rc.node, rc.path, rule_kw, RK_COUNT, &src, seen);
 		build_rule(&rc);
 		if (rc.r->plan != RULE_PLAN_NONE) {
 			any_plan = true;
@@ -1689,10 +1279,10 @@ parse_root(struct ctx *c, yaml_node_t *root)
 		error_at(c, root, "policy", "expected a mapping at the top level");
 		return;
 	} else {
-		parse_map(c, root, "", top_kw, TK_COUNT, c->p, seen);
+		yamlkw_map(&c->y, root, "", top_kw, TK_COUNT, c->p, seen);
 	}
 	check_listen(c, seen[TK_LISTEN]);
-	check_redis_url(c, map_find(c, seen[TK_REDIS], "url"));
+	check_redis_url(c, yamlkw_find(&c->y, seen[TK_REDIS], "url"));
 	check_timeouts(c, seen[TK_REDIS], seen[TK_PROCESSING]);
 	redis_env(c, seen[TK_REDIS], "password_env", "password", &c->p->redis_password);
 	redis_env(c, seen[TK_REDIS], "username_env", "username", &c->p->redis_username);
@@ -1709,7 +1299,7 @@ parse_root(struct ctx *c, yaml_node_t *root)
 		parse_rules(c, seen[TK_RULES]);
 	if (!seen[TK_RULES])
 		warn_at(c, root, "rules", "no rules: every request is allowed");
-	if (c->nerr == 0 && policy__index(c->p, &bad) == -1)
+	if (c->y.nerr == 0 && policy__index(c->p, &bad) == -1)
 		error_at(c, seen[TK_RULES], "rules", "message %s has more than %d rules",
 		         bad, POLICY_MAX_CHECKS);
 }
@@ -1722,27 +1312,28 @@ load_file(struct ctx *c, const char *path)
 	FILE *f;
 
 	if (!(f = fopen(path, "rb"))) {
-		add_report(&c->err, 0, 0, path, "policy: cannot open: %s", strerror(errno));
-		c->nerr++;
+		yamlkw_report(&c->y.err, 0, 0, path, "policy: cannot open: %s",
+		              strerror(errno));
+		c->y.nerr++;
 		return;
 	}
 	if (!yaml_parser_initialize(&parser))
 		fatal("yaml_parser_initialize: out of memory");
 	yaml_parser_set_input_file(&parser, f);
 	if (!yaml_parser_load(&parser, &doc)) {
-		add_report(&c->err, (int)parser.problem_mark.line + 1,
+		yamlkw_report(&c->y.err, (int)parser.problem_mark.line + 1,
 		           (int)parser.problem_mark.column + 1, path, "yaml: %s%s%s",
 		           parser.context ? parser.context : "",
 		           parser.context ? ": " : "",
 		           parser.problem ? parser.problem : "syntax error");
-		c->nerr++;
+		c->y.nerr++;
 		yaml_parser_delete(&parser);
 		fclose(f);
 		return;
 	}
-	c->doc = &doc;
+	c->y.doc = &doc;
 	parse_root(c, yaml_document_get_root_node(&doc));
-	c->doc = NULL;
+	c->y.doc = NULL;
 	yaml_document_delete(&doc);
 	yaml_parser_delete(&parser);
 	fclose(f);
@@ -1758,9 +1349,9 @@ log_lines(char *s)
 }
 
 struct policy *
-policy_load2(const char *path, char **err, char **warn)
+policy_load_with_warnings(const char *path, char **err, char **warn)
 {
-	struct ctx c = { .file = path };
+	struct ctx c = { .y.file = path };
 	char *w;
 
 	c.p = xcalloc(1, sizeof(*c.p));
@@ -1768,15 +1359,15 @@ policy_load2(const char *path, char **err, char **warn)
 	c.p->path = xstrdup(path);
 	load_file(&c, path);
 	free(c.plan_default);
-	w = reports_join(&c.warn);
+	w = yamlkw_join(&c.y.warn);
 	if (warn) {
 		*warn = w;
 	} else if (w) {
 		log_lines(w);
 		free(w);
 	}
-	*err = reports_join(&c.err);
-	if (c.nerr) {
+	*err = yamlkw_join(&c.y.err);
+	if (c.y.nerr) {
 		policy__free(c.p);
 		return NULL;
 	}
@@ -1786,5 +1377,5 @@ policy_load2(const char *path, char **err, char **warn)
 struct policy *
 policy_load(const char *path, char **err)
 {
-	return policy_load2(path, err, NULL);
+	return policy_load_with_warnings(path, err, NULL);
 }

@@ -21,14 +21,15 @@
  * Redis took anyway (a late answer, a local veto after Redis) is released
  * by the agent when HAProxy will not.
  *
- * Requests are recycled through a per-worker free list: no allocation per
- * request once the pool is warm. A request holds a reference on its conn
+ * Requests are recycled through their worker's pool (reqpool.c): no
+ * allocation per request once the pool is warm. A request holds a reference on its conn
  * and a pin on the policy it was built under, so a reload or a closed
  * connection in the middle changes nothing for it. A request giving leases
  * back (or sending again a release Redis did not answer) drops its conn
  * once the ACK is queued and keeps its pin until Redis has answered the
  * release or it is given up.
  */
+#include <assert.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -50,7 +51,7 @@
 #include "policy.h"
 #include "ratelog.h"
 #include "req.h"
-#include "server.h"
+#include "reqpool.h"
 #include "store.h"
 #include "util.h"
 
@@ -60,7 +61,7 @@
 _Static_assert(REQ_MAX_CHECKS <= 32, "plan_lost has a bit per check");
 
 struct req {
-	struct worker    *w;
+	struct req_env   *e;
 	struct conn      *c;
 	struct policy    *policy;		/* pin->p */
 	struct policy_pin *pin;
@@ -83,9 +84,7 @@ struct req {
 	size_t            held_len, held_cap;
 	struct store_req  sr;
 	struct decision   d;
-	struct req       *next_free;
-	struct req       *next_all;		/* every request of the worker */
-	int               live;			/* out of the pool */
+	struct reqpool_item pi;			/* in its worker's pool */
 	int64_t           retry_until;		/* a lost release is sent again
 						 * until then (release_retry) */
 	int               retries;
@@ -97,74 +96,78 @@ struct req {
 	struct check      checks[REQ_MAX_CHECKS];
 };
 
+/* At most RELEASE_RETRY_REQS requests per worker wait to retry a
+ * release (see "leases HAProxy will not release" below). */
+#define RELEASE_RETRY_REQS   1024
+
 static void req_finish(struct req *r);
 
+static void req_deadline_passed(struct deadlines *dl, struct deadline *d);
+
 static struct req *
-req_alloc(struct worker *w)
+req_alloc(struct req_env *e)
 {
-	struct req *r = w->free_reqs;
+	struct reqpool_item *it = reqpool_take(e->pool);
+	struct req *r;
 
-	if (r != NULL) {
-		w->free_reqs = r->next_free;
-	} else {
-		r = xcalloc(1, sizeof(*r));
-		r->w = w;
-		r->sr.checks = r->checks;	/* the store call's arrays are */
-		r->sr.index = r->redis_idx;	/* the request's own, for life */
-		r->sr.results = r->results;
-		r->next_all = w->all_reqs;
-		w->all_reqs = r;
-	}
-	r->live = 1;
-	metrics_requests(w->m, ++w->nreqs);
+	if (it != NULL)
+		return container_of(it, struct req, pi);
+	r = xcalloc(1, sizeof(*r));
+	r->e = e;
+	r->sr.checks = r->checks;	/* the store call's arrays are */
+	r->sr.index = r->redis_idx;	/* the request's own, for life */
+	r->sr.results = r->results;
+	reqpool_adopt(e->pool, &r->pi);
 	return r;
-}
-
-/* Puts <r>, holding nothing any more, back on its worker's free list. */
-static void
-req_recycle(struct req *r)
-{
-	metrics_requests(r->w->m, --r->w->nreqs);
-	r->live = 0;
-	r->next_free = r->w->free_reqs;
-	r->w->free_reqs = r;
 }
 
 static void
 req_release(struct req *r)
 {
-	struct worker *w = r->w;
+	struct req_env *e = r->e;
 
-	ev_timer_stop(w->loop, &r->timer);
-	if (r->retries > 0)
-		w->nretrying--;
+	assert(r->pi.live && r->pin != NULL);
+	ev_timer_stop(e->loop, &r->timer);
+	reqpool_retry_end(e->pool, &r->pi);
 	r->retries = 0;
 	deadlines_remove(&r->deadline);
-	store_cancel(w->store, &r->sr);	/* any late answer is now stale */
+	store_cancel(e->store, &r->sr);	/* any late answer is now stale */
 	plancache_cancel(&r->pw);
-	worker_unpin(r->pin);
+	policy_unpin(r->pin);
 	r->pin = NULL;
 	r->policy = NULL;
 	if (r->c != NULL)		/* NULL once answered (give_back) */
 		conn_req_done(r->c);
 	r->c = NULL;
-	req_recycle(r);
+	reqpool_put(e->pool, &r->pi);
+}
+
+static void
+pool_release(struct reqpool_item *it)
+{
+	req_release(container_of(it, struct req, pi));
+}
+
+static void
+pool_destroy(struct reqpool_item *it)
+{
+	struct req *r = container_of(it, struct req, pi);
+
+	free(r->held);
+	free(r);
+}
+
+struct reqpool *
+req_pool_new(struct ev_loop *loop, struct metrics_worker *m)
+{
+	return reqpool_new(loop, m, req_deadline_passed, RELEASE_RETRY_REQS);
 }
 
 void
-req_pool_free(struct worker *w)
+req_pool_free(struct req_env *e)
 {
-	struct req *r;
-
-	for (r = w->all_reqs; r != NULL; r = r->next_all)
-		if (r->live)
-			req_release(r);
-	while ((r = w->all_reqs) != NULL) {
-		w->all_reqs = r->next_all;
-		free(r->held);
-		free(r);
-	}
-	w->free_reqs = NULL;
+	reqpool_free(e->pool, pool_release, pool_destroy);
+	e->pool = NULL;
 }
 
 /* ---- fail modes --------------------------------------------------------- */
@@ -218,7 +221,7 @@ redis_answered(const struct req *r, int i)
 }
 
 /* The in-process checks of a request, split by table: a worker's own, and
- * the agent's table of concurrency leases (server.h). */
+ * the agent's table of concurrency leases (struct req_shared). */
 struct local_part {
 	struct local_check lc[POLICY_MAX_CHECKS];
 	struct lim_params  lp[POLICY_MAX_CHECKS];
@@ -233,11 +236,12 @@ local_add(struct local_part *part, const struct req *r, int i)
 	struct lim_params *lp = &part->lp[part->n];
 	int pool = r->policy->pool_size;
 
+	assert(part->n < POLICY_MAX_CHECKS && pool > 0);
 	*lp = c->lim;
 	if (c->rule->store != STORE_LOCAL)	/* fail: local; the leases are
 						 * the agent's */
 		local_share(lp, c->lim.algo == LIM_CONCURRENCY ? pool :
-		                pool * r->w->srv->nworkers);
+		                pool * r->e->shared->nworkers);
 	part->lc[part->n] = (struct local_check){
 		.params = lp, .key = c->key, .keylen = c->keylen,
 		.op = c->op, .cost = c->cost, .member = c->member,
@@ -251,7 +255,7 @@ local_add(struct local_part *part, const struct req *r, int i)
  * the leases' lock is held across, so no other worker moves them in
  * between. Returns 1 if the request passed. */
 static int
-local_both(struct server *s, struct local *own, struct local_part *p,
+local_both(struct req_shared *s, struct local *own, struct local_part *p,
            struct local_part *q, int commit)
 {
 	int64_t now = util_now_us();
@@ -310,7 +314,7 @@ run_local(struct req *r, int commit)
 			          &leases : &own, r, i);
 	if (own.n + leases.n == 0)
 		return 0;
-	pass = local_both(r->w->srv, r->w->local, &own, &leases, commit);
+	pass = local_both(r->e->shared, r->e->local, &own, &leases, commit);
 	for (size_t j = 0; j < own.n; j++)
 		local_result(r, &own, j);
 	for (size_t j = 0; j < leases.n; j++)
@@ -348,7 +352,7 @@ apply_fail_modes(struct req *r, int sent)
 	for (int j = 0; j < r->nredis; j++) {
 		int i = r->redis_idx[j];
 
-		ratelog_fail_mode(r->checks[i].rule, r->w->id, store_up(r->w->store));
+		ratelog_fail_mode(r->checks[i].rule, r->e->id, store_up(r->e->store));
 		r->out[i].src = fail_src(&r->checks[i], 1);
 	}
 	if (sent)
@@ -363,6 +367,7 @@ store_done_cb(struct store_req *sr, int err)
 {
 	struct req *r = container_of(sr, struct req, sr);
 
+	assert(sr->n == r->nredis && r->c != NULL);
 	deadlines_remove(&r->deadline);
 	sr->gen++;
 	if (err != STORE_OK) {
@@ -374,7 +379,7 @@ store_done_cb(struct store_req *sr, int err)
 			r->out[i].src = SRC_STORE;
 			r->out[i].res = r->results[i];
 			if (nearcache_eligible(&r->checks[i]))
-				nearcache_learn(r->w->near, &r->checks[i],
+				nearcache_learn(r->e->near, &r->checks[i],
 				                &r->results[i], r->sent_us);
 		}
 		/* The local checks, peeked so far, are charged now. If another
@@ -389,15 +394,15 @@ store_done_cb(struct store_req *sr, int err)
 	req_finish(r);
 }
 
-void
+static void
 req_deadline_passed(struct deadlines *dl, struct deadline *d)
 {
 	struct req *r = container_of(d, struct req, deadline);
 	int sent = !r->sr.queued;	/* still queued: Redis never saw it */
 
-	store_cancel(r->w->store, &r->sr);
+	store_cancel(r->e->store, &r->sr);
 	apply_fail_modes(r, sent);
-	store_note_timeout(r->w->store);
+	store_note_timeout(r->e->store);
 	req_finish(r);
 }
 
@@ -407,13 +412,13 @@ send_to_store(struct req *r)
 	r->sr.n = r->nredis;
 	r->sr.cb = store_done_cb;
 	r->sent_us = util_loop_us();
-	if (store_submit(r->w->store, &r->sr) != STORE_OK) {
+	if (store_submit(r->e->store, &r->sr) != STORE_OK) {
 		apply_fail_modes(r, 0);
 		req_finish(r);
 		return;
 	}
-	deadlines_add(&r->w->deadlines, &r->deadline, r->sent_us +
-	              r->policy->redis_timeout_us - r->waited_us);
+	reqpool_deadline(r->e->pool, &r->deadline, r->sent_us +
+	                 r->policy->redis_timeout_us - r->waited_us);
 }
 
 /* ---- start and finish --------------------------------------------------- */
@@ -453,22 +458,22 @@ overflow_log(const struct req *r, const struct spop_frame *f, int dropped)
 	         "dropped=%d rule=%s answer=%s worker=%d suppressed=%llu "
 	         "hint=\"split the spoe-group: one NOTIFY holds %d checks\"",
 	         names, POLICY_MAX_CHECKS + dropped, POLICY_MAX_CHECKS, dropped,
-	         c->rule->name, fail_refuses(c) ? "503" : "degraded", r->w->id,
+	         c->rule->name, fail_refuses(c) ? "503" : "degraded", r->e->id,
 	         (unsigned long long)suppressed, POLICY_MAX_CHECKS);
 }
 
 /* The messages of <f> gave more checks than a request holds: the one that
- * weighs most among those left out (policy_build_checks_over) joins the
- * request as its last check, and decide_at_once answers it by its fail
- * mode, as if the store could not: fail: closed refuses the request (503),
- * open or local (which cannot run it either) leave it to the checks that
- * fit, degraded. */
+ * weighs most among those left out (policy_build_checks_with_overflow)
+ * joins the request as its last check, and decide_at_once answers it by its
+ * fail mode, as if the store could not: fail: closed refuses the request
+ * (503), open or local (which cannot run it either) leave it to the checks
+ * that fit, degraded. */
 static void
 note_overflow(struct req *r, const struct spop_frame *f,
               const struct policy_overflow *ov)
 {
 	r->spill = r->n++;		/* == POLICY_MAX_CHECKS: ov->worst */
-	metrics_notify_overflow(r->w->m);
+	metrics_notify_overflow(r->e->m);
 	overflow_log(r, f, ov->n);
 }
 
@@ -502,9 +507,8 @@ build_checks(struct req *r, const struct spop_frame *f, int *status)
 			plan = policy_tenant_plan(r->policy, &m, plancache_resolve,
 			                          &r->pw);
 		r->plan_wait |= plan == POLICY_PLAN_WAIT;
-		r->n += policy_build_checks_over(r->policy, &m, plan,
-		                                 r->checks + r->n,
-		                                 POLICY_MAX_CHECKS - r->n, &ov);
+		r->n += policy_build_checks_with_overflow(r->policy, &m, plan,
+		                r->checks + r->n, POLICY_MAX_CHECKS - r->n, &ov);
 		if (plan == POLICY_PLAN_UNKNOWN)
 			note_plan_lost(r, first);
 	}
@@ -521,9 +525,9 @@ near_hit(struct req *r, int i, int64_t now)
 	const struct check *c = &r->checks[i];
 
 	if (!nearcache_eligible(c) ||
-	    !nearcache_lookup(r->w->near, c, now, &r->out[i].res))
+	    !nearcache_lookup(r->e->near, c, now, &r->out[i].res))
 		return 0;
-	metrics_near_cache_hit(r->w->m);
+	metrics_near_cache_hit(r->e->m);
 	return 1;
 }
 
@@ -552,7 +556,7 @@ unique_member(struct req *r, struct check *c)
 	pthread_once(&once, member_nonce_init);
 	c->memberlen = (size_t)snprintf(c->member, sizeof(c->member),
 	                                "%016llx.%d.%llu",
-	                                (unsigned long long)member_nonce, r->w->id,
+	                                (unsigned long long)member_nonce, r->e->id,
 	                                (unsigned long long)++seq);
 }
 
@@ -587,8 +591,8 @@ decide_at_once(struct req *r)
 		} else if (c->rule->store == STORE_LOCAL) {
 			continue;		/* run_local, below */
 		} else if (r->plan_lost & (UINT32_C(1) << i)) {
-			ratelog_fail_mode(c->rule, r->w->id,
-			                  store_up(r->w->store));
+			ratelog_fail_mode(c->rule, r->e->id,
+			                  store_up(r->e->store));
 			r->out[i].src = fail_src(c, 1);
 			denied |= fail_refuses(c);
 		} else if (near_hit(r, i, now)) {
@@ -636,7 +640,7 @@ plan_resume(struct req *r, int late)
 	build_checks(r, &f, &status);	/* parsed once already: cannot fail */
 	if (r->plan_wait)
 		return;
-	ev_timer_stop(r->w->loop, &r->timer);
+	ev_timer_stop(r->e->loop, &r->timer);
 	r->waited_us = util_loop_us() - r->start_us;
 	if (late || r->waited_us >= r->policy->redis_timeout_us)
 		r->plan_failed = 1;	/* no budget left for the checks */
@@ -659,7 +663,7 @@ plan_timeout_cb(struct ev_loop *loop, ev_timer *t, int revents)
 
 	plancache_cancel(&r->pw);
 	r->pw.nowait = 1;
-	store_note_timeout(r->w->store);
+	store_note_timeout(r->e->store);
 	plan_resume(r, 1);
 }
 
@@ -677,25 +681,26 @@ plan_hold(struct req *r, const struct spop_frame *f)
 	r->held_len = f->len;
 	ev_timer_init(&r->timer, plan_timeout_cb,
 	              (double)r->policy->redis_timeout_us / 1e6, 0.);
-	ev_timer_start(r->w->loop, &r->timer);
+	ev_timer_start(r->e->loop, &r->timer);
 }
 
 int
-req_start(struct conn *c, const struct spop_frame *f, int *status)
+req_start(struct req_env *e, struct conn *c, const struct spop_frame *f,
+          int *status)
 {
-	struct worker *w = c->w;
-	struct req *r = req_alloc(w);
+	struct req *r = req_alloc(e);
 
-	r->pin = worker_pin(w);
+	assert(c->state == CONN_ST_READY);	/* NOTIFYs come after HELLO */
+	r->pin = policy_pin(e->pin);
 	r->policy = r->pin->p;
 	r->waited_us = 0;
-	plancache_waiter_init(&r->pw, w->plans, plan_cb);
+	plancache_waiter_init(&r->pw, e->plans, plan_cb);
 	if (build_checks(r, f, status) == -1) {
 		plancache_cancel(&r->pw);
-		worker_unpin(r->pin);
+		policy_unpin(r->pin);
 		r->pin = NULL;
 		r->policy = NULL;
-		req_recycle(r);
+		reqpool_put(e->pool, &r->pi);
 		return -1;
 	}
 	conn_ref(c);
@@ -717,7 +722,7 @@ static void
 shadow_log(struct req *r, int i)
 {
 	const struct check *c = &r->checks[i];
-	struct server *s = r->w->srv;
+	struct req_shared *s = r->e->shared;
 	int64_t now = util_now_us();
 	char key[4 * 120 + 1];	/* 120 key bytes, each at worst \xHH */
 	size_t klen = 0;
@@ -758,11 +763,11 @@ count_decisions(struct req *r)
 			shadow_log(r, i);
 		else if (o_kind == METRICS_DENIED && o->src != SRC_MISSING &&
 		         o->res.allowed == -1)
-			ratelog_never_fits(r->checks[i].rule, r->w->id,
+			ratelog_never_fits(r->checks[i].rule, r->e->id,
 			                   r->checks[i].cost,
 			                   lim_quota(&r->checks[i].lim),
 			                   DECIDE_NEVER_FITS_S);
-		metrics_decision_slot(r->w->m, slot, o_kind);
+		metrics_decision_slot(r->e->m, slot, o_kind);
 	}
 	declog_sample(r->policy, r->checks, r->out, r->n, &r->d);
 }
@@ -793,7 +798,6 @@ count_decisions(struct req *r)
 
 #define RELEASE_RETRY_MIN_US 100000
 #define RELEASE_RETRY_MAX_US 60000000
-#define RELEASE_RETRY_REQS   1024
 
 static int release_send(struct req *r);
 static void release_again_cb(struct ev_loop *loop, ev_timer *t, int revents);
@@ -805,12 +809,12 @@ release_lost_log(const struct req *r)
 	static _Thread_local struct ratelog rl;
 	uint64_t suppressed;
 
-	metrics_release_lost(r->w->m);
+	metrics_release_lost(r->e->m);
 	if (log_level >= LOG_WARN &&
 	    ratelog_allow(&rl, 0, util_now_us(), &suppressed))
 		log_warn("lease_release_lost", "worker=%d tries=%d "
 		         "suppressed=%llu hint=\"the slot stays taken until "
-		         "its lease ends\"", r->w->id, r->retries + 1,
+		         "its lease ends\"", r->e->id, r->retries + 1,
 		         (unsigned long long)suppressed);
 }
 
@@ -820,18 +824,17 @@ release_retry(struct req *r)
 {
 	int64_t wait = RELEASE_RETRY_MIN_US << (r->retries < 4 ? r->retries : 4);
 
-	ev_timer_stop(r->w->loop, &r->timer);
-	store_cancel(r->w->store, &r->sr);
+	ev_timer_stop(r->e->loop, &r->timer);
+	store_cancel(r->e->store, &r->sr);
 	if (util_loop_us() + wait >= r->retry_until ||
-	    (r->retries == 0 && r->w->nretrying >= RELEASE_RETRY_REQS)) {
+	    !reqpool_retry_begin(r->e->pool, &r->pi)) {
 		release_lost_log(r);
 		req_release(r);
 		return;
 	}
-	if (r->retries++ == 0)
-		r->w->nretrying++;
+	r->retries++;
 	ev_timer_init(&r->timer, release_again_cb, (double)wait / 1e6, 0.);
-	ev_timer_start(r->w->loop, &r->timer);
+	ev_timer_start(r->e->loop, &r->timer);
 }
 
 static void
@@ -859,7 +862,7 @@ release_again_cb(struct ev_loop *loop, ev_timer *t, int revents)
 
 	if (release_send(r))
 		log_debug("lease_release_retried", "worker=%d tries=%d",
-		          r->w->id, r->retries + 1);
+		          r->e->id, r->retries + 1);
 }
 
 /* Puts <r>'s release call on the store, with redis.timeout to answer.
@@ -870,13 +873,13 @@ static int
 release_send(struct req *r)
 {
 	r->sr.cb = release_done_cb;
-	if (store_submit(r->w->store, &r->sr) != STORE_OK) {
+	if (store_submit(r->e->store, &r->sr) != STORE_OK) {
 		release_retry(r);
 		return 0;
 	}
 	ev_timer_init(&r->timer, release_deadline_cb,
 	              (double)r->policy->redis_timeout_us / 1e6, 0.);
-	ev_timer_start(r->w->loop, &r->timer);
+	ev_timer_start(r->e->loop, &r->timer);
 	return 1;
 }
 
@@ -891,7 +894,7 @@ release_local(struct req *r, const int *orphan)
 		if (orphan[i] & DECIDE_FREE_LOCAL)
 			local_add(&leases, r, i);
 	if (leases.n > 0)
-		local_both(r->w->srv, r->w->local, &own, &leases, 1);
+		local_both(r->e->shared, r->e->local, &own, &leases, 1);
 }
 
 /* Sends the release of the Redis leases flagged in <orphan>. Returns 1 if
@@ -910,7 +913,7 @@ release_redis(struct req *r, const int *orphan)
 		}
 	if (n == 0)
 		return 0;
-	store_cancel(r->w->store, &r->sr);	/* drop the charging call's */
+	store_cancel(r->e->store, &r->sr);	/* drop the charging call's */
 	r->nredis = r->sr.n = n;
 	r->retry_until = util_loop_us() +
 	                 (lease < RELEASE_RETRY_MAX_US ? lease : RELEASE_RETRY_MAX_US);
@@ -963,7 +966,7 @@ give_back(struct req *r)
 	if (n == 0 && releases_unanswered(r, orphan) == 0)
 		return 0;
 	if (n > 0) {
-		metrics_self_release(r->w->m, n);
+		metrics_self_release(r->e->m, n);
 		release_local(r, orphan);
 	}
 	conn_req_done(r->c);
@@ -976,6 +979,7 @@ give_back(struct req *r)
 static void
 req_answer(struct req *r)
 {
+	assert(r->c != NULL);		/* give_back drops it, after this */
 	conn_send_ack(r->c, r->sid, r->fid, &r->d);
 	if (!give_back(r))
 		req_release(r);
@@ -994,7 +998,7 @@ req_finish(struct req *r)
 	count_decisions(r);
 	if (r->d.delay_us > 0 && r->d.status == 0) {
 		ev_timer_init(&r->timer, delay_cb, (double)r->d.delay_us / 1e6, 0.);
-		ev_timer_start(r->w->loop, &r->timer);
+		ev_timer_start(r->e->loop, &r->timer);
 		return;
 	}
 	req_answer(r);

@@ -11,24 +11,69 @@
 #ifndef REQ_H
 #define REQ_H
 
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdint.h>
+
+#include <ev.h>
+
 #include "spop.h"
 
 struct conn;
-struct deadline;
-struct deadlines;
-struct worker;
+struct local;
+struct metrics_worker;
+struct nearcache;
+struct plancache;
+struct policy_pin;
+struct reqpool;
+struct store;
+
+/* The tables every worker's requests share (the server owns them): the
+ * local tier's concurrency leases and the shadow denials already logged,
+ * each under its lock. */
+struct req_shared {
+	int                    nworkers;	/* fail: local's share */
+	/* The local tier's concurrency leases (store: local rules and the
+	 * fail: local fallback), one table for all workers: a request's
+	 * release reaches whichever worker HAProxy picks, so a lease kept
+	 * in one worker's table was found only by chance. Locked around
+	 * each request that has such a check. */
+	pthread_mutex_t        lease_lock;
+	struct local          *leases;
+	atomic_size_t          nleases;	/* keys in <leases>, for metrics */
+	/* Shadow denials logged, one set for all workers (HAProxy spreads
+	 * a key's requests over them); locked only on a would-be denial. */
+	pthread_mutex_t        shadow_lock;
+	struct nearcache      *shadow_seen;
+};
+
+/* What the requests of one worker work with; the worker fills it and
+ * owns what it points to. */
+struct req_env {
+	int                    id;		/* the worker's, for logs */
+	struct ev_loop        *loop;
+	struct store          *store;	/* NULL once the worker exits */
+	struct plancache      *plans;	/* tenant -> plan from Redis */
+	struct nearcache      *near;	/* keys Redis denied, until when */
+	struct local          *local;	/* the worker's own local tier */
+	struct metrics_worker *m;
+	struct req_shared     *shared;
+	struct policy_pin     *pin;	/* the current policy's */
+	struct reqpool        *pool;	/* req_pool_new() */
+};
 
 /* Starts the request for NOTIFY <f> on <c>. Returns 0, or -1 with an SPOP
  * status in <*status> when the payload is malformed (no request made). */
-int req_start(struct conn *c, const struct spop_frame *f, int *status);
+int req_start(struct req_env *e, struct conn *c, const struct spop_frame *f,
+              int *status);
 
-/* A request's Redis deadline passed (the worker's struct deadlines calls
- * it): its checks get their fail modes. */
-void req_deadline_passed(struct deadlines *dl, struct deadline *d);
-
-/* Frees every request of the worker at its exit, with those still waiting
- * (on a timer, or on a store already freed) released first: their conns
- * and policy pins go too. Call before the plan cache and the loop go. */
-void req_pool_free(struct worker *w);
+/* The pool of a worker's requests (reqpool.h), their Redis deadlines
+ * included. */
+struct reqpool *req_pool_new(struct ev_loop *loop, struct metrics_worker *m);
+/* Frees every request of <e>'s pool at the worker's exit, with those still
+ * waiting (on a timer, or on a store already freed) released first: their
+ * conns and policy pins go too. Call before the plan cache and the loop
+ * go. */
+void req_pool_free(struct req_env *e);
 
 #endif

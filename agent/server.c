@@ -9,6 +9,11 @@
  * count (an atomic, for max_conns) and the newest policy pointer, which the
  * main thread publishes before waking the workers with ev_async.
  *
+ * A worker owns its connections' registry and counts (the agent's, for
+ * max_conns, and its own): conn.c reaches it only through struct
+ * conn_cbs. struct worker and struct server are private to this file;
+ * the request path gets what it works with as a struct req_env.
+ *
  * Drain: the main thread sets <draining> and wakes every worker, which
  * stops accepting, lets each connection answer what is in flight, sends a
  * normal AGENT-DISCONNECT and closes; the loop ends when the worker has no
@@ -18,10 +23,13 @@
  * that answers a connect): only a stale socket file is replaced, and at
  * stop the file is removed only if it is still the one this process bound.
  */
+#include <assert.h>
 #include <errno.h>
 #include <netdb.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
+#include <pthread.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -31,21 +39,71 @@
 #include <unistd.h>
 #include <arpa/inet.h>
 
+#include <ev.h>
+
 #include "conn.h"
 #include "local.h"
 #include "log.h"
 #include "metrics.h"
 #include "nearcache.h"
 #include "plancache.h"
+#include "policy.h"
 #include "req.h"
+#include "reqpool.h"
 #include "server.h"
 #include "store.h"
 #include "ratelog.h"
 #include "util.h"
 
+#define SERVER_MAX_LISTEN 8
 #define SERVER_BACKLOG   1024
 #define SERVER_DRAIN_S   5.0
 #define SERVER_ACCEPT_RETRY_S 0.1	/* after accept4() ran out of fds */
+
+/* One worker thread: its loop, its listeners' watchers, its connections
+ * and what its requests work with (struct req_env). */
+struct worker {
+	int                    id;
+	struct server         *srv;
+	struct ev_loop        *loop;
+	pthread_t              thread;
+	ev_io                  accept_io[SERVER_MAX_LISTEN];
+	ev_timer               accept_retry;	/* resumes accepting (EMFILE) */
+	int64_t                paused_log_us;	/* last accept_paused line */
+	uint64_t               pauses;		/* since that line */
+	ev_async               wake;	/* reload or drain requested */
+	ev_prepare             flush;	/* once per loop iteration */
+	ev_check               tick;	/* after each poll: util_loop_tick */
+	ev_timer               drain_timer;
+	struct req_env         env;	/* store, tables, pin, request pool */
+	struct metrics_worker *m;	/* env.m */
+	struct policy         *policy;	/* current: env.pin->p */
+	struct conn           *conns;	/* all connections of this worker */
+	int                    nconns;
+	struct conn           *dirty;	/* connections with output to flush */
+	int                    draining;
+	int                    started;	/* thread created */
+	int64_t                refused_log_us;	/* last conn_refused line */
+	uint64_t               refused;	/* refused since that line */
+	atomic_int             redis_up;	/* for /healthz, read by main */
+};
+
+struct server {
+	int                    fds[SERVER_MAX_LISTEN];
+	char                  *addrs[SERVER_MAX_LISTEN];
+	struct stat            bound[SERVER_MAX_LISTEN];	/* unix: the file bound */
+	int                    nfds;
+	struct worker         *workers;
+	int                    nworkers;
+	struct policy         *policy;	/* the newest policy, under
+						 * policy_lock: a worker takes
+						 * its ref in the same hold */
+	pthread_mutex_t        policy_lock;
+	atomic_int             nconns;	/* all workers */
+	atomic_int             max_conns;	/* set again at reload */
+	const char            *redis_url;	/* override of policy redis.url */
+	struct req_shared      shared;	/* leases and shadow set, all workers */
+};
 
 static atomic_int server_draining;
 
@@ -241,6 +299,70 @@ open_listeners(struct server *s, const char *listen, char **err)
 	return rc;
 }
 
+/* ---- connections ------------------------------------------------------ */
+
+/* <c> joins <w>'s registry: its count was taken at accept (s->nconns). */
+static void
+conn_opened(struct worker *w, struct conn *c)
+{
+	c->next = w->conns;
+	if (w->conns != NULL)
+		w->conns->prev = c;
+	w->conns = c;
+	w->nconns++;
+	metrics_conn_open(w->m);
+}
+
+/* conn_cbs: <c>'s socket is closed. */
+static void
+conn_closed(void *arg, struct conn *c)
+{
+	struct worker *w = arg;
+
+	assert(w->nconns > 0 && c->state == CONN_ST_CLOSED);
+	if (c->prev != NULL)
+		c->prev->next = c->next;
+	else
+		w->conns = c->next;
+	if (c->next != NULL)
+		c->next->prev = c->prev;
+	c->next = c->prev = NULL;
+	w->nconns--;
+	atomic_fetch_sub(&w->srv->nconns, 1);
+	metrics_conn_close(w->m);
+}
+
+/* conn_cbs: a NOTIFY on <c>. */
+static int
+conn_request(void *arg, struct conn *c, const struct spop_frame *f,
+             int *status)
+{
+	struct worker *w = arg;
+
+	assert(c->arg == w && c->loop == w->loop);
+	return req_start(&w->env, c, f, status);
+}
+
+/* conn_cbs: <c> has output, written before the loop blocks (flush_cb). */
+static void
+conn_output(void *arg, struct conn *c)
+{
+	struct worker *w = arg;
+
+	if (c->dirty)
+		return;
+	c->dirty = 1;
+	conn_ref(c);
+	c->next_dirty = w->dirty;
+	w->dirty = c;
+}
+
+static const struct conn_cbs worker_conn_cbs = {
+	.on_request = conn_request,
+	.on_output  = conn_output,
+	.on_close   = conn_closed,
+};
+
 /* ---- accepting ---------------------------------------------------------- */
 
 static void
@@ -322,6 +444,7 @@ accept_cb(struct ev_loop *loop, ev_io *io, int revents)
 	struct sockaddr_storage ss;
 	socklen_t len;
 	char peer[64];
+	struct conn_opts o = { peer, w->policy->idle_timeout_us, w->m };
 	int fd, one = 1;
 
 	for (int i = 0; i < 64; i++) {	/* bounded: let other events run */
@@ -346,62 +469,11 @@ accept_cb(struct ev_loop *loop, ev_io *io, int revents)
 		if (ss.ss_family != AF_UNIX)
 			setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
 		peer_name(&ss, peer, sizeof(peer));
-		conn_new(w, fd, peer);
+		conn_opened(w, conn_new(loop, fd, &worker_conn_cbs, w, &o));
 	}
 }
 
 /* ---- worker loop -------------------------------------------------------- */
-
-struct policy *
-worker_policy(struct worker *w)
-{
-	return w->policy;
-}
-
-static struct policy_pin *
-pin_new(struct policy *p)
-{
-	struct policy_pin *pin = xcalloc(1, sizeof(*pin));
-
-	pin->p = policy_ref(p);
-	return pin;
-}
-
-struct policy_pin *
-worker_pin(struct worker *w)
-{
-	w->pin->inflight++;
-	return w->pin;
-}
-
-void
-worker_unpin(struct policy_pin *pin)
-{
-	if (--pin->inflight > 0 || !pin->retired)
-		return;
-	policy_unref(pin->p);
-	free(pin);
-}
-
-/* Retires the current pin: freed now, or by its last request. */
-static void
-pin_retire(struct policy_pin *pin)
-{
-	pin->retired = 1;
-	pin->inflight++;
-	worker_unpin(pin);
-}
-
-void
-worker_mark_dirty(struct worker *w, struct conn *c)
-{
-	if (c->dirty)
-		return;
-	c->dirty = 1;
-	conn_ref(c);
-	c->next_dirty = w->dirty;
-	w->dirty = c;
-}
 
 /* Runs before the loop blocks: first the Redis batch, so Redis works
  * while we write, then every connection with output. */
@@ -411,16 +483,17 @@ flush_cb(struct ev_loop *loop, ev_prepare *p, int revents)
 	struct worker *w = container_of(p, struct worker, flush);
 	struct conn *c;
 
-	if (w->store == NULL)		/* worker_deinit: only output is left */
+	if (w->env.store == NULL)	/* worker_deinit: only output is left */
 		goto conns;
-	store_flush(w->store);
-	atomic_store_explicit(&w->redis_up, store_up(w->store),
+	store_flush(w->env.store);
+	atomic_store_explicit(&w->redis_up, store_up(w->env.store),
 	                      memory_order_relaxed);
-	metrics_local_keys(w->m, (int64_t)local_count(w->local) + (w->id == 0 ?
-	                   (int64_t)atomic_load_explicit(&w->srv->nleases,
+	metrics_local_keys(w->m, (int64_t)local_count(w->env.local) + (w->id == 0 ?
+	                   (int64_t)atomic_load_explicit(&w->srv->shared.nleases,
 	                                                 memory_order_relaxed) : 0));
 conns:
 	while ((c = w->dirty) != NULL) {
+		assert(c->dirty);
 		w->dirty = c->next_dirty;
 		c->dirty = 0;
 		conn_flush(c);
@@ -482,8 +555,8 @@ wake_cb(struct ev_loop *loop, ev_async *a, int revents)
 		if (p->idle_timeout_us != w->policy->idle_timeout_us)
 			for (struct conn *c = w->conns; c != NULL; c = c->next)
 				conn_set_idle(c, p->idle_timeout_us);
-		pin_retire(w->pin);
-		w->pin = pin_new(p);
+		policy_pin_retire(w->env.pin);
+		w->env.pin = policy_pin_new(p);
 		w->policy = p;
 	}
 	policy_unref(p);		/* the pin holds its own */
@@ -526,8 +599,8 @@ worker_init(struct worker *w, struct server *s, int id, char **err)
 
 	w->id = id;
 	w->srv = s;
-	w->pin = pin_new(s->policy);	/* before the workers run */
-	w->policy = w->pin->p;
+	w->env.pin = policy_pin_new(s->policy);	/* before the workers run */
+	w->policy = w->env.pin->p;
 	w->loop = ev_loop_new(EVFLAG_AUTO);
 	if (w->loop == NULL) {
 		asprintf(err, "cannot create an event loop");
@@ -535,17 +608,17 @@ worker_init(struct worker *w, struct server *s, int id, char **err)
 	}
 	ev_set_userdata(w->loop, w);
 	w->m = metrics_worker_new();
-	w->local = local_new(keys_share(w->policy, s->nworkers));
+	w->env.local = local_new(keys_share(w->policy, s->nworkers));
 	sc.url = s->redis_url ? s->redis_url : w->policy->redis_url;
 	sc.username = w->policy->redis_username;
 	sc.password = w->policy->redis_password;
-	w->store = store_new(w->loop, &sc, w->m, &serr);
-	if (w->store == NULL) {
+	w->env.store = store_new(w->loop, &sc, w->m, &serr);
+	if (w->env.store == NULL) {
 		asprintf(err, "redis.url %s: %s", sc.url, serr);
 		return -1;
 	}
-	w->plans = plancache_new(w->store);
-	w->near = nearcache_new();
+	w->env.plans = plancache_new(w->env.store);
+	w->env.near = nearcache_new();
 	for (int i = 0; i < s->nfds; i++) {
 		ev_io_init(&w->accept_io[i], accept_cb, s->fds[i], EV_READ);
 		ev_io_start(w->loop, &w->accept_io[i]);
@@ -560,7 +633,11 @@ worker_init(struct worker *w, struct server *s, int id, char **err)
 	ev_check_init(&w->tick, tick_cb);
 	ev_set_priority(&w->tick, EV_MAXPRI);
 	ev_check_start(w->loop, &w->tick);
-	deadlines_init(&w->deadlines, w->loop, req_deadline_passed);
+	w->env.id = id;
+	w->env.loop = w->loop;
+	w->env.m = w->m;
+	w->env.shared = &s->shared;
+	w->env.pool = req_pool_new(w->loop, w->m);
 	return 0;
 }
 
@@ -573,16 +650,18 @@ worker_deinit(struct worker *w)
 		return;
 	while ((c = w->conns) != NULL)	/* past the drain deadline */
 		conn_abort(c);
-	store_free(w->store);		/* pending requests get their fail mode */
-	w->store = NULL;
-	deadlines_stop(&w->deadlines);
+	assert(w->nconns == 0);
+	store_free(w->env.store);	/* pending requests get their fail mode */
+	w->env.store = NULL;
+	if (w->env.pool != NULL)	/* no deadline passes any more */
+		reqpool_stop(w->env.pool);
 	flush_cb(w->loop, &w->flush, 0);
-	req_pool_free(w);
-	plancache_free(w->plans);
-	nearcache_free(w->near);
-	local_free(w->local);
-	pin_retire(w->pin);
-	w->pin = NULL;
+	req_pool_free(&w->env);
+	plancache_free(w->env.plans);
+	nearcache_free(w->env.near);
+	local_free(w->env.local);
+	policy_pin_retire(w->env.pin);
+	w->env.pin = NULL;
 	w->policy = NULL;
 	ev_loop_destroy(w->loop);
 	w->loop = NULL;
@@ -606,11 +685,12 @@ server_new(struct policy *p, const char *listen, int nworkers,
 	pthread_mutex_init(&s->policy_lock, NULL);
 	atomic_init(&s->max_conns, conns_cap(p));
 	s->redis_url = redis_url;
-	pthread_mutex_init(&s->shadow_lock, NULL);
-	s->shadow_seen = nearcache_new();
-	pthread_mutex_init(&s->lease_lock, NULL);
+	pthread_mutex_init(&s->shared.shadow_lock, NULL);
+	s->shared.shadow_seen = nearcache_new();
+	pthread_mutex_init(&s->shared.lease_lock, NULL);
 	nworkers = nworkers > 0 ? nworkers : 1;
-	s->leases = local_new(keys_share(p, nworkers));
+	s->shared.nworkers = nworkers;
+	s->shared.leases = local_new(keys_share(p, nworkers));
 	if (open_listeners(s, listen, err) == -1)
 		goto fail;
 	s->nworkers = nworkers;
@@ -694,9 +774,9 @@ server_stop(struct server *s)
 	free(s->workers);
 	policy_unref(s->policy);
 	pthread_mutex_destroy(&s->policy_lock);
-	nearcache_free(s->shadow_seen);
-	pthread_mutex_destroy(&s->shadow_lock);
-	local_free(s->leases);
-	pthread_mutex_destroy(&s->lease_lock);
+	nearcache_free(s->shared.shadow_seen);
+	pthread_mutex_destroy(&s->shared.shadow_lock);
+	local_free(s->shared.leases);
+	pthread_mutex_destroy(&s->shared.lease_lock);
 	free(s);
 }

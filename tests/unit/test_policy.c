@@ -36,7 +36,7 @@ static struct policy *
 load_ok(const char *file)
 {
 	char *err = NULL, *warn = NULL;
-	struct policy *p = policy_load2(file, &err, &warn);
+	struct policy *p = policy_load_with_warnings(file, &err, &warn);
 
 	cr_assert_not_null(p, "%s failed to load:\n%s", file, err ? err : "");
 	cr_assert_null(err);
@@ -49,7 +49,7 @@ static char *
 load_fails(const char *name)
 {
 	char *err = NULL, *warn = NULL;
-	struct policy *p = policy_load2(data(name), &err, &warn);
+	struct policy *p = policy_load_with_warnings(data(name), &err, &warn);
 
 	cr_assert_null(p, "%s loaded", name);
 	cr_assert_not_null(err);
@@ -601,7 +601,7 @@ Test(policy, a_redis_url_the_store_cannot_parse_is_an_error)
 Test(policy, warns_without_failing)
 {
 	char *err = NULL, *warn = NULL;
-	struct policy *p = policy_load2(data("warnings.yaml"), &err, &warn);
+	struct policy *p = policy_load_with_warnings(data("warnings.yaml"), &err, &warn);
 
 	cr_assert_not_null(p, "%s", err ? err : "");
 	cr_assert_not_null(warn);
@@ -632,7 +632,7 @@ Test(policy, example_policies_validate)
 
 		snprintf(path, sizeof(path), "%s%s%s", root ? root : "",
 		         root ? "/" : "", files[i]);
-		p = policy_load2(path, &err, &warn);
+		p = policy_load_with_warnings(path, &err, &warn);
 		cr_expect_not_null(p, "%s:\n%s", files[i], err ? err : "");
 		cr_expect_null(warn, "%s warns:\n%s", files[i], warn ? warn : "");
 		free(err);
@@ -706,9 +706,9 @@ Test(policy, reports_checks_that_do_not_fit)
 	msg_reset("rl-request");	/* ip (no arg: skip), tenant,
 					 * tenant-monthly, exports (no id: skip) */
 	add_str("tenant", "acme");
-	cr_assert_eq(policy_build_checks_over(p, &msg, -1, checks, 2, &ov), 2);
+	cr_assert_eq(policy_build_checks_with_overflow(p, &msg, -1, checks, 2, &ov), 2);
 	cr_assert_eq(ov.n, 0, "2 checks fit in 2");
-	cr_assert_eq(policy_build_checks_over(p, &msg, -1, checks, 1, &ov), 1);
+	cr_assert_eq(policy_build_checks_with_overflow(p, &msg, -1, checks, 1, &ov), 1);
 	cr_assert_eq(ov.n, 1, "the skipped bindings are no overflow");
 	cr_assert_str_eq(worst.rule->name, "tenant-monthly");
 
@@ -716,15 +716,15 @@ Test(policy, reports_checks_that_do_not_fit)
 					 * (closed, shadow) */
 	add_str("user", "bob");
 	add_ip("ip", "192.0.2.7");
-	cr_assert_eq(policy_build_checks_over(p, &msg, -1, checks, 1, &ov), 1);
+	cr_assert_eq(policy_build_checks_with_overflow(p, &msg, -1, checks, 1, &ov), 1);
 	cr_assert_eq(ov.n, 2);
 	cr_assert_str_eq(worst.rule->name, "login-ip", "shadow closed > open");
 	cr_assert(worst.flags & LIM_FL_SHADOW);
-	cr_assert_eq(policy_build_checks_over(p, &msg, -1, checks, 0, &ov), 0);
+	cr_assert_eq(policy_build_checks_with_overflow(p, &msg, -1, checks, 0, &ov), 0);
 	cr_assert_eq(ov.n, 4, "counted across messages");
 	cr_assert_str_eq(worst.rule->name, "login-account", "closed > shadow");
 	cr_assert_str_eq(worst.key, "rl:{login-account:login:user:bob}");
-	cr_assert_eq(policy_build_checks_over(p, &msg, -1, checks, 0, NULL), 0);
+	cr_assert_eq(policy_build_checks_with_overflow(p, &msg, -1, checks, 0, NULL), 0);
 	policy_unref(p);
 }
 
@@ -1115,7 +1115,7 @@ Test(policy, plan_quota_none_gives_no_check)
 	cr_assert_null(find(n, "tenant-monthly"));
 	cr_assert_eq(find(n, "tenant")->lim.rate, 6000);
 	/* an explicit plan index overrides the lookup */
-	n = policy_build_checks_plan(p, &msg, policy_plan_index(p, "free", 4),
+	n = policy_build_checks_in_plan(p, &msg, policy_plan_index(p, "free", 4),
 	                             checks, POLICY_MAX_CHECKS);
 	cr_assert_eq(find(n, "tenant-monthly")->lim.rate, 10000);
 	cr_assert(policy_needs_plan(p, &msg));

@@ -37,7 +37,7 @@ load_text(const char *text, char **err)
 	struct policy *p;
 
 	*err = NULL;
-	p = policy_load2(write_yaml(text), err, &warn);
+	p = policy_load_with_warnings(write_yaml(text), err, &warn);
 	unlink(path);
 	free(warn);
 	return p;
