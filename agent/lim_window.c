@@ -11,16 +11,28 @@
  * vanish by TTL.
  *
  * Sliding window: counters prev and cur of the windows idx - 1 and idx,
- * e = now - start of idx:
- *   estimate = floor(prev * (W - e) / W) + cur      (exact: lim_muldiv)
- *   allowed iff estimate + cost <= L
- * The retry is the first instant the estimate drops to L - cost: inside
- * this window if prev's weight decays enough (solve prev * (W - e') <=
- * (t + 1) * W - 1 for the largest W - e'), else in the next window, where
- * cur becomes prev and decays the same way. The script keeps fields
- * <index> and <index - 1> of the hash "<base>", alive until the end of the
- * next window (plus margin), as <index> is that window's prev.
+ * e = now - start of idx. The estimate prev * (W - e) / W + cur is a real
+ * number, never rounded (ALGORITHMS.md), compared exactly in integers:
+ *   allowed iff prev * (W - e) + (cur + cost) * W <= L * W
+ * As cur, cost and L are integers, that is ceil(prev * (W - e) / W) + cur
+ * + cost <= L: sw_units() is the estimate rounded up, one lim_muldiv on
+ * __int128, so no product is ever formed in 64 bits (L <= 2^32, W <= 2^48
+ * by lim_params_init; the script splits the same products, muldiv()).
+ * Flooring prev's share instead would admit one request too many just
+ * after a boundary. From it:
+ *   remaining = floor(L - estimate) = L - units (0 at least)
+ *   next      = µs until units drops by one (one more unit fits)
+ *   full      = µs until the estimate is 0 (the whole limit fits)
+ *   retry     = the first µs at which the inequality holds for <cost>
+ * Each is the first instant units <= t (sw_until): inside this window if
+ * prev's weight decays enough (the largest W - e' with prev * (W - e') <=
+ * (t - cur) * W), else in the next window, where cur becomes prev and
+ * decays the same way. The script keeps fields <index> and <index - 1> of
+ * the hash "<base>", alive until the end of the next window (plus
+ * margin), as <index> is that window's prev.
  */
+#include <assert.h>
+
 #include "limiter.h"
 
 static int64_t
@@ -102,25 +114,28 @@ sw_view(const struct lim_params *p, const struct lim_state *s, int64_t now,
 	}
 }
 
+/* The estimate rounded up: ceil(prev * (W - e) / W) + cur. */
 static int64_t
-sw_estimate(const struct sw_view *v)
+sw_units(const struct sw_view *v)
 {
-	return lim_muldiv(v->prev, v->w - v->e, v->w, NULL) + v->cur;
+	return lim_muldiv_ceil(v->prev, v->w - v->e, v->w) + v->cur;
 }
 
-/* Largest x in [0, W] with floor(a * x / W) <= t, for 0 <= t < a. */
+/* Largest x in [0, W] with a * x <= t * W, for 0 <= t < a. */
 static int64_t
 sw_xmax(int64_t a, int64_t t, int64_t w)
 {
-	return lim_muldiv_ceil(t + 1, w, a) - 1;
+	assert(t >= 0 && t < a);
+	return lim_muldiv(t, w, a, NULL);
 }
 
-/* µs from now until the estimate is <= <target> (>= 0). */
+/* µs from now until sw_units() is <= <target> (>= 0). */
 static int64_t
 sw_until(const struct sw_view *v, int64_t target)
 {
 	int64_t t;
 
+	assert(target >= 0);
 	if (v->cur <= target) {
 		t = target - v->cur;
 		if (v->prev <= t)
@@ -135,30 +150,30 @@ lim__sw_eval(const struct lim_params *p, const struct lim_state *s, int op,
              int64_t cost, int64_t now, struct lim_result *out)
 {
 	struct sw_view v;
-	int64_t est;
+	int64_t units;
 	int charge;
 
 	if (op == LIM_OP_RELEASE)
 		cost = 0;
 	sw_view(p, s, now, &v);
-	est = sw_estimate(&v);
+	units = sw_units(&v);
 	out->retry_after_us = 0;
 	if (cost > p->rate) {
 		out->allowed = -1;
 		charge = op == LIM_OP_FORCE;
-	} else if (est + cost > p->rate) {
+	} else if (units + cost > p->rate) {
 		out->allowed = 0;
 		out->retry_after_us = sw_until(&v, p->rate - cost);
 		charge = op == LIM_OP_FORCE;
 	} else {
 		out->allowed = 1;
 		v.cur += cost;
-		est += cost;
+		units += cost;
 		charge = cost > 0;
 	}
-	out->remaining = clamp0(p->rate - est);
+	out->remaining = clamp0(p->rate - units);
 	out->full_us = sw_until(&v, 0);
-	out->next_us = est > 0 ? sw_until(&v, est - 1) : 0;
+	out->next_us = units > 0 ? sw_until(&v, units - 1) : 0;
 	return charge;
 }
 

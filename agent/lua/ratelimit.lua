@@ -253,9 +253,16 @@ local function other_algorithms()
 		call('PEXPIRE', c.key, s(ceil_ms(c.en - now) + MARGIN_MS))
 	end
 
-	-- largest x in [0, W] with floor(a * x / W) <= t, for 0 <= t < a
-	local function sw_xmax(a, t, w) return muldiv_ceil(t + 1, w, a) - 1 end
+	-- Sliding window: allowed iff prev * (W - e) + (cur + cost) * W <=
+	-- L * W, no floor anywhere (lim_window.c says why). With integer cur,
+	-- cost and L, that is ceil(prev * (W - e) / W) + cur + cost <= L:
+	-- the estimate rounded up (units) is one muldiv, exact past 2^53,
+	-- and no product such as L * W is ever formed. remaining = L - units.
 
+	-- largest x in [0, W] with a * x <= t * W, for 0 <= t < a
+	local function sw_xmax(a, t, w) return (muldiv(t, w, a)) end
+
+	-- µs until units <= target: this window, else the next one
 	local function sw_until(v, target)
 		if v.cur <= target then
 			local t = target - v.cur
@@ -276,20 +283,20 @@ local function other_algorithms()
 			w = c.p2, e = now - st,
 		}
 		local L = c.p1
-		local est = muldiv(v.prev, v.w - v.e, v.w) + v.cur
+		local units = muldiv_ceil(v.prev, v.w - v.e, v.w) + v.cur
 		local allowed, retry, charge = 1, 0, c.cost > 0
 		if c.cost > L then
 			allowed, charge = -1, c.op == FORCE
-		elseif est + c.cost > L then
+		elseif units + c.cost > L then
 			allowed, charge = 0, c.op == FORCE
 			retry = sw_until(v, L - c.cost)
 		else
 			v.cur = v.cur + c.cost
-			est = est + c.cost
+			units = units + c.cost
 		end
-		local nxt = 0
-		if est > 0 then nxt = sw_until(v, est - 1) end
-		return res(allowed, max0(L - est), retry, nxt, sw_until(v, 0)), charge
+		local nxt, full = 0, sw_until(v, 0)
+		if units > 0 then nxt = sw_until(v, units - 1) end
+		return res(allowed, max0(L - units), retry, nxt, full), charge
 	end
 
 	-- Fields: this window and the last; the hash lives two windows.

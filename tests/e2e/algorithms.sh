@@ -152,7 +152,11 @@ phase sliding-window '  - name: sw
     window: 1h
     missing: deny'
 burst sliding-window f1 3
-retry_in sliding-window 1 3600
+# The 3 weigh 3 * (W - e) / W in the next window, never rounded down: a
+# fourth waits for the boundary, then 1200 s for them to weigh 2
+# (ALGORITHMS.md), (3600 - e) + 1200 s with e the seconds into the hour.
+e=$(($(date +%s) % 3600))
+retry_in sliding-window $((4800 - e - 1)) $((4800 - e + 2))
 
 # ---- sliding-log -------------------------------------------------------------
 phase sliding-log '  - name: sl

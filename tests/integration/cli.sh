@@ -110,6 +110,24 @@ sliding_log 5000 >"$TMP/sl.yaml"
 check "$TMP/sl.yaml"
 expect_eq "$rc/$(cat "$TMP/err")" "0/" "sliding-log limit 5000: exit 0, no warning"
 
+# ---- the largest sliding window -------------------------------------------
+# Limit 2^32 and window 2^48 µs are the most -c accepts, and the exact
+# sliding window's maths hold there in C and in the script (test_limiter
+# and test_script: sliding_window_largest_limit_and_window_*); one more of
+# either is refused.
+sliding_window() {
+	good | sed '6,$d'
+	printf '    algorithm: sliding-window\n    limit: %s\n' "$1"
+	printf '    window: %s\n' "$2"
+}
+sliding_window 4294967296 281474976710656us >"$TMP/sw.yaml"
+check "$TMP/sw.yaml"
+expect_eq "$rc/$(cat "$TMP/err")" "0/" "sliding-window limit 2^32, window 2^48 us: accepted"
+sliding_window 4294967297 281474976710656us >"$TMP/bad.yaml"
+bad "sliding-window limit 2^32 + 1" "7:12: rules[0]: rate/limit too large"
+sliding_window 4294967296 281474976710657us >"$TMP/bad.yaml"
+bad "sliding-window window 2^48 + 1 us" "8:13: rules[0].window: expected a duration"
+
 # ---- --help and --version ----------------------------------------------------
 for h in --help -h; do
 	"$AGENT" $h >"$TMP/out" 2>"$TMP/err"

@@ -7,7 +7,7 @@
  * equal the C twin's exactly at one µs of that span (cands_step), and
  * allowed/remaining/retry/next/full must also agree step by step within
  * the spans so far. Long periods (an hour or more) pin the decisions; the
- * time-passing tests use 100-400 ms periods with waits far from any edge.
+ * time-passing tests use 100 ms to 1 s periods with waits far from any edge.
  * Window tests first wait out a boundary that is too close.
  *
  * Also: a denied check vetoes its request's other checks, a shadow check
@@ -413,14 +413,42 @@ cands_step(struct cands *cs, const struct lim_params *p, int op,
 
 #define MAXSTEPS 64
 
+/* A sliding window's key starting with <prev> in the window before the
+ * one holding now: the hash field the script reads, and the twin's state
+ * <s> (lim_window.c). */
+static void
+seed_prev(redisContext *c, const char *key, const struct lim_params *p,
+          int64_t prev, struct lim_state *s)
+{
+	int64_t st, en, idx = lim_window_bounds(p, redis_time(c), &st, &en);
+	redisReply *r;
+
+	r = redisCommand(c, "HSET %s %lld %lld", key, (long long)(idx - 1),
+	                 (long long)prev);
+	cr_assert(r != NULL && r->type == REDIS_REPLY_INTEGER);
+	freeReplyObject(r);
+	r = redisCommand(c, "PEXPIRE %s 60000", key);
+	cr_assert(r != NULL && r->type == REDIS_REPLY_INTEGER);
+	freeReplyObject(r);
+	s->v[0] = idx - 1;
+	s->v[1] = prev;
+	s->n = 1;
+	/* n = 1 only says "set" here, but state_copy() copies n entries */
+	s->ts = calloc(4, sizeof(*s->ts));
+	cr_assert(s->ts != NULL);
+	s->cap = 4;
+}
+
 /* Runs <steps> through the script and the C twin; <got>, if not NULL,
  * receives the script's decisions, one character each ('1', '0', 'x' for
  * -1), so a test can check that its waits did what they meant to. Each
  * reply must match the twin exactly at one instant of its TIME span
- * (cands_step), and also, step by step, within the spans so far. */
+ * (cands_step), and also, step by step, within the spans so far. A
+ * sliding window starts from <prev> in the last window (seed_prev) when
+ * that is not 0. */
 static void
-compare(const struct lim_params *p, const struct step *steps, int n,
-        const char *name, char *got)
+compare_from(const struct lim_params *p, int64_t prev,
+             const struct step *steps, int n, const char *name, char *got)
 {
 	redisContext *c = setup();
 	struct lim_state st;
@@ -439,6 +467,12 @@ compare(const struct lim_params *p, const struct step *steps, int n,
 		align_window(c, p);
 	else if (p->algo == LIM_FIXED_WINDOW || p->algo == LIM_SLIDING_WINDOW)
 		avoid_boundary(c, p);
+	lim_state_init(&st);
+	if (prev != 0) {
+		cr_assert_eq(p->algo, LIM_SLIDING_WINDOW);
+		seed_prev(c, key, p, prev, &st);
+		state_copy(&cs.s[0], &st, 0);
+	}
 	/* First every call, at the times the steps ask for, recording each
 	 * reply and its TIME span; then the checks. Checking as it went made
 	 * the steps' timing depend on the checks' speed (under ASan the
@@ -457,7 +491,6 @@ compare(const struct lim_params *p, const struct step *steps, int n,
 			got[i] = rsv[i].allowed == 1 ? '1' :
 			         rsv[i].allowed == 0 ? '0' : 'x';
 	}
-	lim_state_init(&st);
 	for (i = 0; i < n; i++) {
 		const char *m = steps[i].member ? steps[i].member : "";
 		uint64_t h = lim_member_hash(m, strlen(m));
@@ -519,6 +552,24 @@ compare(const struct lim_params *p, const struct step *steps, int n,
 		lim_state_deinit(&cs.s[i]);
 	lim_state_deinit(&st);
 	redisFree(c);
+}
+
+static void
+compare(const struct lim_params *p, const struct step *steps, int n,
+        const char *name, char *got)
+{
+	compare_from(p, 0, steps, n, name, got);
+}
+
+/* compare(), and the script's decisions must be <want> (as <got> there). */
+static void
+compare_want(const struct lim_params *p, const struct step *steps, int n,
+             const char *name, const char *want)
+{
+	char got[MAXSTEPS + 1];
+
+	compare(p, steps, n, name, got);
+	cr_expect_str_eq(got, want, "%s: decisions %s", name, got);
 }
 
 #define C(n)  { LIM_OP_CHECK, n, NULL, 0 }
@@ -745,22 +796,72 @@ Test(script, fixed_window_calendar_day_matches_c)
 }
 
 /* L = 4, W = 400 ms, from ~10 ms into window k: 4 pass. 540 ms later it
- * is ~150 ms into k + 1: estimate floor(4 * 250 / 400) = 2 (2 for any e in
- * (100, 200) ms), so 2 pass and 1 is refused. 400 ms later, ~150 ms into k
- * + 2: prev = 2 weighs floor(2 * 250 / 400) = 1 (for any e in (0, 200)),
- * so 3 pass, 1 is refused, and a peek at estimate 4 is allowed. */
+ * is ~150 ms into k + 1, where prev = 4 weighs 4 * (W - e) / W, 2.5 (in
+ * (2, 3) for any e in (100, 200) ms), never rounded down: a cost 2 is
+ * refused, 1 passes, the next 1 is refused. 400 ms later, ~150 ms into k
+ * + 2: prev = 1 weighs under 1, so 3 pass, 1 is refused, and a peek at
+ * an estimate under 4 is allowed. */
 Test(script, sliding_window_weighs_the_previous_window_like_c)
 {
 	struct lim_params p = mk(LIM_SLIDING_WINDOW, 4, 400000, 0);
 	static const struct step steps[] = {
 		CW(0, 4), CW(0, 1),
-		CW(540, 2), CW(0, 1),
+		CW(540, 2), CW(0, 1), CW(0, 1),
 		CW(400, 3), CW(0, 1), CW(0, 0),
 	};
-	char got[16];
 
-	compare(&p, steps, ARRAY_LEN(steps), "sw-time", got);
-	cr_expect_str_eq(got, "1010101");
+	compare_want(&p, steps, ARRAY_LEN(steps), "sw-time", "10010101");
+}
+
+/* The acceptance test of the exact window (issue 17), through the script:
+ * L = 3, W = 1 s, from ~10 ms into a window. 3 pass ~910 ms in; ~60 ms
+ * into the next window they weigh 3 * (W - e) / W > 2 until e = W / 3,
+ * so 1 more is refused (a floored weight, 2, let it in). ~560 ms in, 1
+ * passes; the next needs e >= 2 W / 3 and is refused. Every wait ends 90
+ * ms or more from its edge. */
+Test(script, sliding_window_limit_spent_before_a_boundary_like_c)
+{
+	struct lim_params p = mk(LIM_SLIDING_WINDOW, 3, S, 0);
+	static const struct step steps[] = {
+		CW(900, 3), CW(150, 1), CW(500, 1), CW(0, 1),
+	};
+
+	compare_want(&p, steps, ARRAY_LEN(steps), "sw-edge", "1010");
+}
+
+/* ALGORITHMS.md's vector, limit 3 per hour on a fresh key: three pass,
+ * the fourth is refused with retry (W - e) + W / 3 (the twin's, pinned in
+ * tests/unit/test_limiter.c). Then from the state the boundary leaves, 3
+ * in the last window, at whatever e the clock gives: 3 * (W - e) / W + 1
+ * <= 3 from e = 1200 s. */
+Test(script, sliding_window_algorithms_md_vector_like_c)
+{
+	struct lim_params p = mk(LIM_SLIDING_WINDOW, 3, HOUR, 0);
+	static const struct step steps[] = {
+		C(1), C(1), C(1), C(1), C(0),
+	};
+
+	compare_want(&p, steps, ARRAY_LEN(steps), "sw-vector", "11101");
+	compare_from(&p, 3, steps, ARRAY_LEN(steps), "sw-vector-prev", NULL);
+}
+
+/* The largest sliding window spoa-ratelimit -c accepts (cli.sh): limit
+ * 2^32, window 2^48 µs, starting from a full last window. prev * (W - e)
+ * is about 2^80, far past 2^53: the script's muldiv must split it and
+ * still give the twin's exact answer (__int128), where the estimate is L
+ * - e / 2^16, a fraction at almost every µs. */
+Test(script, sliding_window_largest_limit_and_window_match_c)
+{
+	struct lim_params p = mk(LIM_SLIDING_WINDOW, LIM_COST_MAX,
+	                         LIM_TIME_MAX, 0);
+	static const struct step steps[] = {
+		C(0), C(1), C(100000000), C(0), C(LIM_COST_MAX / 2),
+		C(LIM_COST_MAX), F(1), C(0),
+	};
+
+	compare_from(&p, LIM_COST_MAX, steps, ARRAY_LEN(steps), "sw-max", NULL);
+	compare_from(&p, LIM_COST_MAX - 1, steps, ARRAY_LEN(steps),
+	             "sw-max-1", NULL);
 }
 
 /* L = 2, W = 200 ms: a at 0, b at 100 ms, c refused; at ~250 ms a has

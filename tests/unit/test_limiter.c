@@ -785,51 +785,221 @@ Test(fixed_window, window_end_exact_to_the_microsecond_7_per_minute)
 	lim_state_deinit(&s);
 }
 
-/* ---- sliding window ----------------------------------------------------- */
+/* ---- sliding window -----------------------------------------------------
+ * Allowed iff prev * (W - e) + (cur + cost) * W <= L * W: the estimate
+ * prev * (W - e) / W + cur is never rounded (ALGORITHMS.md). */
 
+/* The window of W µs that holds T0, and the one after it. */
+#define SW_START(w) (T0 / (w) * (w))
+
+/* 15 s into the next window prev = 8 weighs 8 * 45 / 60 = 6 exactly. A
+ * cost 1 on top of 6 + 4 needs 8 * (W - e') <= 5 * W: W - e' <= 37.5 s,
+ * e' = 22.5 s, so the retry is 7.5 s (floor(8 * x / W) would have let it
+ * in 1 µs later, at 5.99 weighed as 5). */
 Test(sliding_window, estimate_weights_the_previous_window)
 {
 	struct lim_params p = mk(LIM_SLIDING_WINDOW, 10, 60 * S, 0);
 	struct lim_state s;
 	struct lim_result r;
-	int64_t start = T0 / (60 * S) * 60 * S;
+	int64_t start = SW_START(60 * S);
 
 	lim_state_init(&s);
 	r = run(&p, &s, LIM_OP_CHECK, 8, start + 30 * S);
 	cr_expect_eq(r.allowed, 1);
 	cr_expect_eq(r.remaining, 2);
-	/* 15 s into the next window: 8 * 45/60 = 6 */
 	r = run(&p, &s, LIM_OP_CHECK, 0, start + 75 * S);
-	expect(r, 1, 4, 0, r.full_us);
+	expect(r, 1, 4, 0, 45 * S);
 	r = run(&p, &s, LIM_OP_CHECK, 4, start + 75 * S);
-	expect(r, 1, 0, 0, r.full_us);
-	/* estimate 10: a cost 1 needs prev's part to drop to 5: 8*x/60 < 6,
-	 * x <= 44.999.. -> e' = 15 s + 1 µs ... exactly: x = ceil(6*60/8)-1 */
+	expect(r, 1, 0, 0, 105 * S);
 	r = run(&p, &s, LIM_OP_CHECK, 1, start + 75 * S);
-	cr_expect_eq(r.allowed, 0);
-	cr_expect_eq(r.retry_after_us, 1);
-	r = run(&p, &s, LIM_OP_CHECK, 1, start + 75 * S + 1);
+	expect(r, 0, 0, 7500000, 105 * S);
+	r = run(&p, &s, LIM_OP_CHECK, 1, start + 75 * S + 7499999);
+	expect(r, 0, 0, 1, 105 * S - 7499999);
+	r = run(&p, &s, LIM_OP_CHECK, 1, start + 75 * S + 7500000);
 	cr_expect_eq(r.allowed, 1);
+	cr_expect_eq(r.remaining, 0);
 	lim_state_deinit(&s);
 }
 
+/* cur = 4 of 4 at e = 2 s: a cost 2 waits for the next window, where 4
+ * weighs 4 * (W - e) / W and 4 * (W - e) + 2 * W <= 4 * W from W - e =
+ * 5 s: retry = 8 s + 5 s. */
 Test(sliding_window, retry_after_the_boundary_when_cur_is_full)
 {
 	struct lim_params p = mk(LIM_SLIDING_WINDOW, 4, 10 * S, 0);
 	struct lim_state s;
 	struct lim_result r;
-	int64_t start = T0 / (10 * S) * 10 * S;
+	int64_t start = SW_START(10 * S);
 
 	lim_state_init(&s);
 	run(&p, &s, LIM_OP_CHECK, 4, start + 2 * S);
 	r = run(&p, &s, LIM_OP_CHECK, 2, start + 2 * S);
-	cr_expect_eq(r.allowed, 0);
-	/* next window: floor(4 * (W - e) / W) <= 2 <=> W - e < 7.5 s */
-	cr_expect_eq(r.retry_after_us, 8 * S + 2500001);
-	r = run(&p, &s, LIM_OP_CHECK, 2, start + 2 * S + r.retry_after_us - 1);
-	cr_expect_eq(r.allowed, 0);
-	r = run(&p, &s, LIM_OP_CHECK, 2, start + 10 * S + 2500001);
+	expect(r, 0, 0, 13 * S, 18 * S);
+	r = run(&p, &s, LIM_OP_CHECK, 2, start + 15 * S - 1);
+	expect(r, 0, 1, 1, 5 * S + 1);
+	r = run(&p, &s, LIM_OP_CHECK, 2, start + 15 * S);
 	cr_expect_eq(r.allowed, 1);
+	cr_expect_eq(r.remaining, 0);
+	lim_state_deinit(&s);
+}
+
+/* ALGORITHMS.md's vector: limit 3, window 1h, fresh key. Three requests
+ * at e pass, the fourth is denied with retry (W - e) + W / 3 (the
+ * boundary, then 1200 s for the old window's 3 to weigh 2); one second
+ * after the boundary it is still denied; at boundary + 1200 s one passes.
+ * At e = 0 and at e = 10 min. */
+static void
+sw_algorithms_md_vector(int64_t e)
+{
+	const int64_t w = 3600 * S;
+	struct lim_params p = mk(LIM_SLIDING_WINDOW, 3, w, 0);
+	struct lim_state s;
+	struct lim_result r;
+	int64_t start = SW_START(w), i;
+
+	lim_state_init(&s);
+	for (i = 0; i < 3; i++) {
+		r = run(&p, &s, LIM_OP_CHECK, 1, start + e);
+		expect(r, 1, 2 - i, 0, 2 * w - e);
+	}
+	r = run(&p, &s, LIM_OP_CHECK, 1, start + e);
+	expect(r, 0, 0, (w - e) + w / 3, 2 * w - e);
+	r = run(&p, &s, LIM_OP_CHECK, 1, start + w + S);
+	expect(r, 0, 0, 1200 * S - S, w - S);
+	r = run(&p, &s, LIM_OP_CHECK, 1, start + w + 1200 * S - 1);
+	expect(r, 0, 0, 1, w - 1200 * S + 1);
+	r = run(&p, &s, LIM_OP_CHECK, 1, start + w + 1200 * S);
+	expect(r, 1, 0, 0, 2 * w - 1200 * S);
+	lim_state_deinit(&s);
+}
+
+Test(sliding_window, algorithms_md_vector_at_the_window_start)
+{
+	sw_algorithms_md_vector(0);
+}
+
+Test(sliding_window, algorithms_md_vector_ten_minutes_in)
+{
+	sw_algorithms_md_vector(600 * S);
+}
+
+/* The acceptance test of the exact window (issue 17): L = 10 spent 1 µs
+ * before a boundary. Just after it the old window weighs 10 * (W - e) / W,
+ * more than 9 until e = W / 10: nothing fits before 6 s. Flooring that
+ * share (9 from e = 1 µs) admitted an eleventh request in W. */
+Test(sliding_window, limit_spent_before_a_boundary_admits_nothing_after_it)
+{
+	const int64_t w = 60 * S;
+	struct lim_params p = mk(LIM_SLIDING_WINDOW, 10, w, 0);
+	struct lim_state s;
+	struct lim_result r;
+	int64_t b = SW_START(w) + w;
+
+	lim_state_init(&s);
+	r = run(&p, &s, LIM_OP_CHECK, 10, b - 1);
+	expect(r, 1, 0, 0, w + 1);
+	r = run(&p, &s, LIM_OP_CHECK, 1, b);
+	expect(r, 0, 0, 6 * S, w);
+	r = run(&p, &s, LIM_OP_CHECK, 1, b + 1);
+	expect(r, 0, 0, 6 * S - 1, w - 1);
+	cr_expect_eq(r.next_us, 6 * S - 1);
+	r = run(&p, &s, LIM_OP_CHECK, 1, b + 6 * S - 1);
+	expect(r, 0, 0, 1, w - 6 * S + 1);
+	r = run(&p, &s, LIM_OP_CHECK, 1, b + 6 * S);
+	expect(r, 1, 0, 0, 2 * w - 6 * S);
+	r = run(&p, &s, LIM_OP_CHECK, 1, b + 6 * S);
+	expect(r, 0, 0, 6 * S, 2 * w - 6 * S);
+	lim_state_deinit(&s);
+}
+
+/* Each decision, remaining, next and full against the inequality itself
+ * on a model of the two windows (__int128, no shortcut): allowed iff
+ * prev * (W - e) + (cur + cost) * W <= L * W; remaining = floor(L -
+ * estimate); next and full the first µs at which one more unit, and the
+ * whole limit, fit (found by stepping the model). W = 997 µs, a prime,
+ * so the weights are rarely whole. */
+struct sw_model {
+	int64_t idx, prev, cur;
+};
+
+static __int128
+sw_model_lhs(const struct sw_model *m, int64_t w, int64_t t, int64_t cost)
+{
+	int64_t idx = t / w, e = t % w, prev = 0, cur = 0;
+
+	if (idx == m->idx) {
+		prev = m->prev;
+		cur = m->cur;
+	} else if (idx == m->idx + 1) {
+		prev = m->cur;
+	}
+	return (__int128)prev * (w - e) + (__int128)(cur + cost) * w;
+}
+
+static int64_t
+sw_model_wait(const struct sw_model *m, int64_t w, int64_t lim, int64_t t,
+              int64_t cost)
+{
+	int64_t u = t;
+
+	while (sw_model_lhs(m, w, u, cost) > (__int128)lim * w)
+		u++;
+	return u - t;
+}
+
+static void
+sw_model_charge(struct sw_model *m, int64_t w, int64_t t, int64_t cost)
+{
+	int64_t idx = t / w;
+
+	if (idx == m->idx + 1) {
+		m->prev = m->cur;
+		m->cur = 0;
+	} else if (idx != m->idx) {
+		m->prev = m->cur = 0;
+	}
+	m->idx = idx;
+	m->cur += cost;
+}
+
+Test(sliding_window, decisions_match_the_exact_inequality)
+{
+	const int64_t w = 997, lim = 7;
+	struct lim_params p = mk(LIM_SLIDING_WINDOW, lim, w, 0);
+	struct sw_model m = { 0, 0, 0 };
+	struct lim_state s;
+	struct lim_result r;
+	__int128 lhs;
+	unsigned x = 7;
+	int64_t t = 1000 * w, cost, rem;
+	int i, ok;
+
+	lim_state_init(&s);
+	for (i = 0; i < 3000; i++) {
+		x = x * 1103515245 + 12345;
+		t += (x >> 8) % 400;
+		cost = (x >> 4) % 4;
+		lhs = sw_model_lhs(&m, w, t, cost);
+		ok = lhs <= (__int128)lim * w;
+		r = run(&p, &s, LIM_OP_CHECK, cost, t);
+		cr_assert_eq(r.allowed, ok, "step %d", i);
+		if (ok)
+			sw_model_charge(&m, w, t, cost);
+		else
+			cr_assert_eq(r.retry_after_us,
+			             sw_model_wait(&m, w, lim, t, cost),
+			             "step %d", i);
+		/* floor(L - lhs / W), lhs the estimate * W after the charge
+		 * (never above L * W: only CHECKs here) */
+		lhs = sw_model_lhs(&m, w, t, 0);
+		rem = (int64_t)(((__int128)lim * w - lhs) / w);
+		cr_assert_eq(r.remaining, rem, "step %d", i);
+		cr_assert_eq(r.full_us, sw_model_wait(&m, w, 0, t, 0),
+		             "step %d", i);
+		cr_assert_eq(r.next_us, rem == lim ? 0 :
+		             sw_model_wait(&m, w, lim - rem - 1, t, 0),
+		             "step %d", i);
+	}
 	lim_state_deinit(&s);
 }
 
@@ -861,28 +1031,76 @@ Test(sliding_window, retry_matches_brute_force)
 	lim_state_deinit(&s);
 }
 
+/* 4e9 per day: 3999999999 in one window weigh 1999999999.5 halfway
+ * through the next; products pass 2^64 (lim_muldiv on __int128). The
+ * estimate is not rounded down: remaining = floor(4e9 - 1999999999.5). */
 Test(sliding_window, huge_products_stay_exact)
 {
 	struct lim_params p = mk(LIM_SLIDING_WINDOW, 4000000000LL,
 	                         86400 * S, 0);
 	struct lim_state s;
 	struct lim_result r;
-	int64_t start = T0 / (86400 * S) * 86400 * S;
+	int64_t start = SW_START(86400 * S);
 
 	lim_state_init(&s);
 	run(&p, &s, LIM_OP_CHECK, 3999999999LL, start + 1);
 	r = run(&p, &s, LIM_OP_CHECK, 0, start + 86400 * S + 43200 * S);
-	cr_expect_eq(r.remaining, 4000000000LL - 1999999999LL);
+	cr_expect_eq(r.remaining, 2000000000LL);
+	r = run(&p, &s, LIM_OP_CHECK, 2000000001LL,
+	        start + 86400 * S + 43200 * S);
+	cr_expect_eq(r.allowed, 0);
+	/* 3999999999 * (W - e) <= 1999999999 * W: e' = W - 43200000010.8.. */
+	cr_expect_eq(r.retry_after_us, 11);
+	r = run(&p, &s, LIM_OP_CHECK, 2000000000LL,
+	        start + 86400 * S + 43200 * S);
+	cr_expect_eq(r.allowed, 1);
+	cr_expect_eq(r.remaining, 0);
 	lim_state_deinit(&s);
 }
 
-/* 3/s (L = 3, W = 10^6): prev = 3, then at e into the next window
- * estimate = floor(3 * (W - e) / W) + cur. At e = 0 it is 3: a cost 1
- * waits until floor(3 * (W - e) / W) <= 2, i.e. W - e <= ceil(3 * W / 3)
- * - 1 = 999999: retry 1. At e = 1, 2 + 1 = 3 with cur = 1; the next unit
- * needs floor(3 * (W - e) / W) <= 1: W - e <= ceil(2 * W / 3) - 1 =
- * 666666, so retry = W - 666666 - 1 = 333333; at e = 333333 the estimate
- * is floor(2000001 / W) + 1 = 3, at e = 333334 floor(1999998 / W) + 1 = 2. */
+/* The largest sliding window lim_params_init (so spoa-ratelimit -c)
+ * accepts: limit 2^32 (LIM_COST_MAX), window 2^48 µs (LIM_TIME_MAX);
+ * one more of either is refused. prev = L weighs L - e / 2^16 at e: at e
+ * = 1 that is 2^32 - 2^-16, so nothing fits (a floor would admit one);
+ * one unit fits from e = 2^16, where it is 2^32 - 1 exactly. */
+Test(sliding_window, largest_limit_and_window_stay_exact)
+{
+	const int64_t lim = LIM_COST_MAX, w = LIM_TIME_MAX;
+	struct lim_params p = mk(LIM_SLIDING_WINDOW, lim, w, 0), q = p;
+	struct lim_state s;
+	struct lim_result r;
+	int64_t b = SW_START(w) + w;
+	const char *err;
+
+	q.rate = lim + 1;
+	cr_expect_eq(lim_params_init(&q, &err), -1, "limit 2^32 + 1");
+	q.rate = lim;
+	q.period_us = w + 1;
+	cr_expect_eq(lim_params_init(&q, &err), -1, "window 2^48 + 1 µs");
+	lim_state_init(&s);
+	r = run(&p, &s, LIM_OP_CHECK, lim, b - 1);
+	expect(r, 1, 0, 0, w + 1);
+	r = run(&p, &s, LIM_OP_CHECK, 1, b + 1);
+	expect(r, 0, 0, 65535, w - 1);
+	r = run(&p, &s, LIM_OP_CHECK, 0, b + 65535);
+	expect(r, 1, 0, 0, w - 65535);
+	cr_expect_eq(r.next_us, 1);
+	r = run(&p, &s, LIM_OP_CHECK, 0, b + 65536);
+	expect(r, 1, 1, 0, w - 65536);
+	cr_expect_eq(r.next_us, 65536);
+	/* half-way: L / 2 left; L / 2 + 1 waits 2^16 µs */
+	r = run(&p, &s, LIM_OP_CHECK, lim / 2 + 1, b + w / 2);
+	expect(r, 0, lim / 2, 65536, w / 2);
+	r = run(&p, &s, LIM_OP_CHECK, lim / 2, b + w / 2);
+	expect(r, 1, 0, 0, w + w / 2);
+	lim_state_deinit(&s);
+}
+
+/* 3/s (L = 3, W = 10^6): prev = 3, then at e into the next window the
+ * estimate is 3 * (W - e) / W + cur. At e = 0 a cost 1 waits until 3 *
+ * (W - e) <= 2 * W: W - e <= 666666, retry 333334; at e = 333333 it is
+ * 2000001 / W + 1 > 3, at e = 333334 1999998 / W + 1 <= 3. The next unit
+ * needs 3 * (W - e) <= W: W - e <= 333333, e = 666667. */
 Test(sliding_window, microsecond_rounding_3_per_second)
 {
 	struct lim_params p = mk(LIM_SLIDING_WINDOW, 3, S, 0);
@@ -893,24 +1111,25 @@ Test(sliding_window, microsecond_rounding_3_per_second)
 	lim_state_init(&s);
 	run(&p, &s, LIM_OP_CHECK, 3, st - 1);
 	r = run(&p, &s, LIM_OP_CHECK, 1, st);
-	expect(r, 0, 0, 1, r.full_us);
-	r = run(&p, &s, LIM_OP_CHECK, 1, st + 1);
-	expect(r, 1, 0, 0, r.full_us);
-	r = run(&p, &s, LIM_OP_CHECK, 1, st + 1);
-	cr_expect_eq(r.allowed, 0);
-	cr_expect_eq(r.retry_after_us, 333333);
+	expect(r, 0, 0, 333334, S);
 	r = run(&p, &s, LIM_OP_CHECK, 1, st + 333333);
-	expect(r, 0, 0, 1, r.full_us);
+	expect(r, 0, 0, 1, S - 333333);
 	r = run(&p, &s, LIM_OP_CHECK, 1, st + 333334);
-	expect(r, 1, 0, 0, r.full_us);
+	expect(r, 1, 0, 0, 2 * S - 333334);
+	r = run(&p, &s, LIM_OP_CHECK, 1, st + 333334);
+	expect(r, 0, 0, 333333, 2 * S - 333334);
+	r = run(&p, &s, LIM_OP_CHECK, 1, st + 666666);
+	expect(r, 0, 0, 1, 2 * S - 666666);
+	r = run(&p, &s, LIM_OP_CHECK, 1, st + 666667);
+	expect(r, 1, 0, 0, 2 * S - 666667);
 	lim_state_deinit(&s);
 }
 
-/* 7/min (L = 7, W = 60 s): prev = 7; a cost 7 needs floor(7 * (W - e) /
- * W) = 0: W - e <= ceil(W / 7) - 1 = 8571428, so from e = 0 retry = full
- * = 60 s - 8571428 = 51428572. At e = 51428571: floor(7 * 8571429 / W) =
- * floor(60000003 / 60000000) = 1, denied for 1 µs; at 51428572: 59999996
- * / 60000000 -> 0, allowed. */
+/* 7/min (L = 7, W = 60 s): prev = 7. A cost 7 waits until prev weighs
+ * nothing, the window's end (retry = full = 60 s); a cost 1 until 7 * (W
+ * - e) <= 6 * W: W - e <= 51428571 (of 51428571.43), e = 8571429. At e =
+ * 8571428: 7 * 51428572 = 360000004 > 6 * W, denied for 1 µs more. A
+ * cost 7 on cur = 1 waits for the window after next. */
 Test(sliding_window, microsecond_rounding_7_per_minute)
 {
 	struct lim_params p = mk(LIM_SLIDING_WINDOW, 7, 60 * S, 0);
@@ -921,19 +1140,24 @@ Test(sliding_window, microsecond_rounding_7_per_minute)
 	lim_state_init(&s);
 	run(&p, &s, LIM_OP_CHECK, 7, st - 1);
 	r = run(&p, &s, LIM_OP_CHECK, 7, st);
-	expect(r, 0, 0, 51428572, 51428572);
-	r = run(&p, &s, LIM_OP_CHECK, 7, st + 51428571);
-	expect(r, 0, 6, 1, 1);
-	r = run(&p, &s, LIM_OP_CHECK, 7, st + 51428572);
+	expect(r, 0, 0, 60 * S, 60 * S);
+	r = run(&p, &s, LIM_OP_CHECK, 1, st);
+	expect(r, 0, 0, 8571429, 60 * S);
+	r = run(&p, &s, LIM_OP_CHECK, 1, st + 8571428);
+	expect(r, 0, 0, 1, 60 * S - 8571428);
+	r = run(&p, &s, LIM_OP_CHECK, 1, st + 8571429);
 	cr_expect_eq(r.allowed, 1);
 	cr_expect_eq(r.remaining, 0);
+	/* 1 µs before the end: 7 weigh 7 / W, rounded up 1, plus cur 1 */
+	r = run(&p, &s, LIM_OP_CHECK, 7, st + 60 * S - 1);
+	expect(r, 0, 5, 60 * S + 1, 60 * S + 1);
 	lim_state_deinit(&s);
 }
 
 /* cost > L can never fit: -1, no retry, and the counters stay as they
  * were (the next peek still sees 3 - 1 = 2 left). full after one unit at
- * st: that unit is the next window's prev, floor(1 * (W - e) / W) = 0
- * from e = 1, so full = W + 1. */
+ * st: that unit is the next window's prev and weighs 1 * (W - e) / W > 0
+ * until its end, so full = 2 * W. */
 Test(sliding_window, impossible_cost_is_minus_one_and_charges_nothing)
 {
 	struct lim_params p = mk(LIM_SLIDING_WINDOW, 3, 60 * S, 0);
@@ -947,11 +1171,11 @@ Test(sliding_window, impossible_cost_is_minus_one_and_charges_nothing)
 	cr_expect_eq(s.n, 0);
 	run(&p, &s, LIM_OP_CHECK, 1, st);
 	r = run(&p, &s, LIM_OP_CHECK, 4, st);
-	expect(r, -1, 2, 0, 60 * S + 1);
+	expect(r, -1, 2, 0, 120 * S);
 	r = run(&p, &s, LIM_OP_CHECK, LIM_COST_MAX + 1, st);
-	expect(r, -1, 2, 0, 60 * S + 1);
+	expect(r, -1, 2, 0, 120 * S);
 	r = run(&p, &s, LIM_OP_CHECK, 0, st);
-	expect(r, 1, 2, 0, 60 * S + 1);
+	expect(r, 1, 2, 0, 120 * S);
 	lim_state_deinit(&s);
 }
 
