@@ -6,7 +6,7 @@
  * Every worker watches every listening socket and accepts what it can
  * (non-blocking accept; a worker that loses the race gets EAGAIN), so a
  * connection lives on the worker that accepted it, with that worker's
- * Redis link, local tier and metrics. The main thread owns signals and
+ * Redis link and metrics; the local tier is the agent's, one for all. The main thread owns signals and
  * reaches the workers with ev_async.
  */
 #ifndef SERVER_H
@@ -56,7 +56,6 @@ struct worker {
 	ev_timer               drain_timer;
 	struct deadlines       deadlines;	/* of requests Redis has */
 	struct store          *store;
-	struct local          *local;
 	struct plancache      *plans;	/* tenant -> plan from Redis */
 	struct nearcache      *near;	/* keys Redis denied, until when */
 	struct metrics_worker *m;
@@ -94,14 +93,10 @@ struct server {
 	 * a key's requests over them); locked only on a would-be denial. */
 	pthread_mutex_t        shadow_lock;
 	struct nearcache      *shadow_seen;
-	/* The local tier's concurrency leases (store: local rules and the
-	 * fail: local fallback), one table for all workers: a request's
-	 * release reaches whichever worker HAProxy picks, so a lease kept
-	 * in one worker's table was found only by chance. Locked around
-	 * each request that has such a check. */
-	pthread_mutex_t        lease_lock;
-	struct local          *leases;
-	atomic_size_t          nleases;	/* keys in <leases>, for metrics */
+	/* The local tier (store: local rules, the fail: local fallback and
+	 * their concurrency leases), one table for all workers; it locks
+	 * itself (local.h). */
+	struct local          *local;
 };
 
 /* Opens every address of <listen> (comma-separated; "host:port",
@@ -126,6 +121,8 @@ int server_healthy(struct server *s);
 /* Worker-side helpers for conn.c and req.c. */
 void worker_mark_dirty(struct worker *w, struct conn *c);
 struct policy *worker_policy(struct worker *w);
+/* The agent's local tier, shared by its workers. */
+struct local *worker_local(struct worker *w);
 /* Pins the current policy for one request; unpin when it ends. */
 struct policy_pin *worker_pin(struct worker *w);
 void worker_unpin(struct policy_pin *pin);
