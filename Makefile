@@ -72,8 +72,10 @@ $(BUILD)/tools/%: tests/tools/%.c $(LIB)
 
 tools: $(TOOL_BINS)
 
-# make bench's measurement of msgpack as the script's batch format
-$(BUILD)/bench/batchfmt: tests/bench/batchfmt.c $(LIB)
+# make bench's measurements: msgpack as the script's batch format, and
+# contention in the local tier
+$(BUILD)/bench/batchfmt $(BUILD)/bench/localbench: $(BUILD)/bench/%: \
+    tests/bench/%.c $(LIB)
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) -Iagent -o $@ $< $(LIB) $(LIBS)
 
@@ -137,7 +139,7 @@ asan:
 	    CFLAGS="-fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=all" \
 	    all unit integration
 
-bench: deps all $(BUILD)/bench/batchfmt
+bench: deps all $(BUILD)/bench/batchfmt $(BUILD)/bench/localbench
 	@BUILD=$(BUILD) sh tests/bench/run.sh
 
 install: $(BIN)

@@ -1,64 +1,109 @@
 /*
- * The local tier's table: a fixed ring of <max> entry slots (the CLOCK)
- * and an open-addressing index (linear probing, power-of-two size at
- * least twice <max>, backward-shift deletion, no tombstones) from the key
- * hash to a slot. Both are allocated once by local_new(); only entries
- * (one malloc each: header plus key bytes) and the lim_state arrays of
- * sliding-log/concurrency come and go.
+ * The local tier's table (local.h gives the concurrency design): S
+ * stripes, each a fixed ring of entry slots (the CLOCK) and an
+ * open-addressing index (linear probing, power-of-two size at least twice
+ * the stripe's share of <max>, backward-shift deletion, no tombstones)
+ * from the key hash to a slot, under one rwlock. All are allocated once
+ * by local_new(); only entries (one malloc each: header plus key bytes)
+ * and the lim_state arrays of sliding-log/concurrency come and go. The
+ * hash's top bits choose the stripe, its low bits the index cell.
  *
- * Eviction, when a new key arrives at a full table: the hand sweeps the
+ * Eviction, when a new key arrives at a full stripe: the hand sweeps the
  * ring; the first entry idle at <now> (its state equals a fresh key's) is
  * taken at once; otherwise the first entry without its reference bit,
  * clearing bits on the way (second chance), with a short lookahead for an
  * idle one. A new entry starts without the bit; any later lookup of a live
- * entry sets it, a denied one too (a flooded key is in use). A lookup that finds an idle entry resets it, freeing arrays.
+ * entry sets it, a denied one too (a flooded key is in use). A lookup that
+ * finds an idle entry resets it, freeing arrays.
  *
- * Single-threaded by design (one table per worker); nothing here blocks.
+ * Each entry's <word> is the time its state becomes fresh-equivalent
+ * (lim_state_idle_at()). For the GCRA family that time is the TAT itself,
+ * so the word is the whole state (0: fresh) and the CAS path needs
+ * nothing else. The token bucket's (tokens k in whole units, anchor a) is
+ * GCRA with TAT = a + (burst - k) * EI (lim_gcra.c); every (k - j, a - j *
+ * EI) gives the same decisions, so the word is turned back into the pair
+ * with the anchor nearest to now, and lim__tb_* run unchanged.
+ *
+ * Nothing here blocks except on the stripe locks, held for one request's
+ * evaluation; nothing reads a clock.
  */
+#include <assert.h>
+#include <pthread.h>
+#include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "local.h"
 #include "util.h"
 
-#define LOOKAHEAD 32
+#define LOOKAHEAD         32
+#define STRIPES_MAX       64	/* a request's stripes fit a uint64_t mask */
+#define STRIPE_MIN_KEYS   1024
 
 struct entry {
 	uint64_t         hash;
-	int64_t          idle_at;	/* state is fresh-equivalent from then */
-	struct lim_state st;
+	_Atomic int64_t  word;		/* idle from then; GCRA family: TAT */
+	struct lim_state st;		/* the other algorithms' state */
 	uint32_t         slot;		/* position in the ring */
 	uint8_t          algo;		/* the state's algorithm */
-	uint8_t          ref;		/* CLOCK reference bit */
+	_Atomic uint8_t  ref;		/* CLOCK reference bit */
 	uint16_t         keylen;
 	char             key[];
 };
 
-struct local {
-	size_t         max;
-	size_t         count;
-	struct entry **ring;		/* [0, count) in use */
-	uint32_t      *index;		/* slot + 1, 0 = empty */
-	size_t         mask;
-	size_t         hand;
+struct stripe {
+	pthread_rwlock_t lock;
+	size_t           max;
+	atomic_size_t    count;
+	struct entry   **ring;		/* [0, count) in use */
+	uint32_t        *index;		/* slot + 1, 0 = empty */
+	size_t           mask;
+	size_t           hand;
+	char             pad[64];	/* no false sharing between locks */
 };
+
+struct local {
+	size_t         nstripes;
+	struct stripe *s;
+};
+
+static void
+stripe_init(struct stripe *s, size_t max)
+{
+	pthread_rwlockattr_t a;
+	size_t size = 16;
+
+	pthread_rwlockattr_init(&a);
+	/* inserts are not starved by a hot key's stream of CAS readers */
+	pthread_rwlockattr_setkind_np(&a,
+	    PTHREAD_RWLOCK_PREFER_WRITER_NONRECURSIVE_NP);
+	pthread_rwlock_init(&s->lock, &a);
+	pthread_rwlockattr_destroy(&a);
+	while (size < 2 * max)
+		size *= 2;
+	s->max = max;
+	atomic_init(&s->count, 0);
+	s->ring = xcalloc(max, sizeof(*s->ring));
+	s->index = xcalloc(size, sizeof(*s->index));
+	s->mask = size - 1;
+}
 
 struct local *
 local_new(size_t max_keys)
 {
 	struct local *l = xcalloc(1, sizeof(*l));
-	size_t size = 16;
+	size_t n = 1;
 
 	if (max_keys < 1)
 		max_keys = 1;
 	if (max_keys > UINT32_MAX / 4)
 		max_keys = UINT32_MAX / 4;
-	while (size < 2 * max_keys)
-		size *= 2;
-	l->max = max_keys;
-	l->ring = xcalloc(max_keys, sizeof(*l->ring));
-	l->index = xcalloc(size, sizeof(*l->index));
-	l->mask = size - 1;
+	while (n < STRIPES_MAX && max_keys / (2 * n) >= STRIPE_MIN_KEYS)
+		n *= 2;
+	l->nstripes = n;
+	l->s = xcalloc(n, sizeof(*l->s));
+	for (size_t i = 0; i < n; i++)
+		stripe_init(&l->s[i], max_keys / n + (i < max_keys % n));
 	return l;
 }
 
@@ -72,21 +117,29 @@ entry_free(struct entry *e)
 void
 local_free(struct local *l)
 {
-	size_t i;
-
 	if (l == NULL)
 		return;
-	for (i = 0; i < l->count; i++)
-		entry_free(l->ring[i]);
-	free(l->ring);
-	free(l->index);
+	for (size_t i = 0; i < l->nstripes; i++) {
+		struct stripe *s = &l->s[i];
+
+		for (size_t j = 0; j < atomic_load(&s->count); j++)
+			entry_free(s->ring[j]);
+		free(s->ring);
+		free(s->index);
+		pthread_rwlock_destroy(&s->lock);
+	}
+	free(l->s);
 	free(l);
 }
 
 size_t
 local_count(const struct local *l)
 {
-	return l->count;
+	size_t n = 0;
+
+	for (size_t i = 0; i < l->nstripes; i++)
+		n += atomic_load_explicit(&l->s[i].count, memory_order_relaxed);
+	return n;
 }
 
 size_t
@@ -96,145 +149,269 @@ local_bytes_per_key(size_t keylen)
 	       4 * sizeof(uint32_t);
 }
 
+/* ---- one stripe: index and CLOCK (under its lock) ---------------------- */
+
+static size_t
+stripe_of(const struct local *l, uint64_t h)
+{
+	return (size_t)(h >> 58) & (l->nstripes - 1);
+}
+
 /* Index position holding <key>, or of the empty cell ending its probe. */
 static size_t
-probe(const struct local *l, uint64_t h, const char *key, size_t len)
+probe(const struct stripe *s, uint64_t h, const char *key, size_t len)
 {
-	size_t i = h & l->mask;
+	size_t i = h & s->mask;
 	struct entry *e;
 
-	while (l->index[i] != 0) {
-		e = l->ring[l->index[i] - 1];
+	while (s->index[i] != 0) {
+		e = s->ring[s->index[i] - 1];
 		if (e->hash == h && e->keylen == len &&
 		    memcmp(e->key, key, len) == 0)
 			break;
-		i = (i + 1) & l->mask;
+		i = (i + 1) & s->mask;
 	}
 	return i;
 }
 
 static struct entry *
-lookup(const struct local *l, uint64_t h, const char *key, size_t len)
+lookup(const struct stripe *s, uint64_t h, const char *key, size_t len)
 {
-	size_t i = probe(l, h, key, len);
+	size_t i = probe(s, h, key, len);
 
-	return l->index[i] ? l->ring[l->index[i] - 1] : NULL;
+	return s->index[i] ? s->ring[s->index[i] - 1] : NULL;
 }
 
 /* Removes index cell <i>, shifting back the cells of its probe run. */
 static void
-index_delete(struct local *l, size_t i)
+index_delete(struct stripe *s, size_t i)
 {
 	size_t j = i, home;
 
 	for (;;) {
-		l->index[i] = 0;
+		s->index[i] = 0;
 		for (;;) {
-			j = (j + 1) & l->mask;
-			if (l->index[j] == 0)
+			j = (j + 1) & s->mask;
+			if (s->index[j] == 0)
 				return;
-			home = l->ring[l->index[j] - 1]->hash & l->mask;
+			home = s->ring[s->index[j] - 1]->hash & s->mask;
 			/* keep j where it is if home lies cyclically in (i, j] */
 			if (i <= j ? (i < home && home <= j)
 			           : (i < home || home <= j))
 				continue;
 			break;
 		}
-		l->index[i] = l->index[j];
+		s->index[i] = s->index[j];
 		i = j;
 	}
 }
 
+static int
+idle(const struct entry *e, int64_t now)
+{
+	return atomic_load_explicit(&e->word, memory_order_relaxed) <= now;
+}
+
 static size_t
-pick_victim(struct local *l, int64_t now)
+pick_victim(struct stripe *s, int64_t now)
 {
 	size_t steps, cand = SIZE_MAX, v;
 	struct entry *e;
 
-	for (steps = 0; steps < 2 * l->max + LOOKAHEAD; steps++) {
-		v = l->hand;
-		l->hand = (l->hand + 1) % l->max;
-		e = l->ring[v];
-		if (e->idle_at <= now)
+	for (steps = 0; steps < 2 * s->max + LOOKAHEAD; steps++) {
+		v = s->hand;
+		s->hand = (s->hand + 1) % s->max;
+		e = s->ring[v];
+		if (idle(e, now))
 			return v;
 		if (cand != SIZE_MAX) {
 			if (steps >= LOOKAHEAD)
 				return cand;
 			continue;
 		}
-		if (e->ref)
-			e->ref = 0;
+		if (atomic_load_explicit(&e->ref, memory_order_relaxed))
+			atomic_store_explicit(&e->ref, 0, memory_order_relaxed);
 		else
 			cand = v;
 	}
-	return cand != SIZE_MAX ? cand : l->hand;
+	return cand != SIZE_MAX ? cand : s->hand;
 }
 
 static struct entry *
-insert(struct local *l, uint64_t h, const char *key, size_t len, int64_t now)
+insert(struct stripe *s, uint64_t h, const char *key, size_t len,
+       int64_t now)
 {
 	struct entry *e = xmalloc(sizeof(*e) + len);
-	size_t slot, i;
+	size_t slot, count = atomic_load_explicit(&s->count,
+	                                          memory_order_relaxed);
 
-	if (l->count < l->max) {
-		slot = l->count++;
+	if (count < s->max) {
+		slot = count;
+		atomic_store_explicit(&s->count, count + 1,
+		                      memory_order_relaxed);
 	} else {
-		slot = pick_victim(l, now);
-		struct entry *old = l->ring[slot];
+		slot = pick_victim(s, now);
+		struct entry *old = s->ring[slot];
 
-		index_delete(l, probe(l, old->hash, old->key, old->keylen));
+		index_delete(s, probe(s, old->hash, old->key, old->keylen));
 		entry_free(old);
 	}
 	e->hash = h;
-	e->idle_at = now;
+	atomic_init(&e->word, 0);
 	lim_state_init(&e->st);
 	e->slot = (uint32_t)slot;
 	e->algo = 0;
-	e->ref = 0;		/* earned by a second use: a flood of new
-				 * keys goes before the keys in use */
+	atomic_init(&e->ref, 0);	/* earned by a second use: a flood of
+					 * new keys goes before the keys in use */
 	e->keylen = (uint16_t)len;
 	memcpy(e->key, key, len);
-	l->ring[slot] = e;
-	i = probe(l, h, key, len);
-	l->index[i] = (uint32_t)slot + 1;
+	s->ring[slot] = e;
+	s->index[probe(s, h, key, len)] = (uint32_t)slot + 1;
 	return e;
 }
+
+/* ---- the state word ------------------------------------------------------ */
+
+/* 1 for the algorithms whose whole state is the TAT word. */
+static int
+is_tat(int algo)
+{
+	return algo == LIM_GCRA || algo == LIM_LEAKY_BUCKET ||
+	       algo == LIM_TOKEN_BUCKET;
+}
+
+/* The lim_state a TAT word <w> stands for at <now> (local.c's comment). */
+static void
+word_to_state(const struct lim_params *p, int64_t w, int64_t now,
+              struct lim_state *st)
+{
+	int64_t units;
+
+	lim_state_init(st);
+	if (p->algo != LIM_TOKEN_BUCKET) {
+		st->v[0] = w;
+		return;
+	}
+	if (w <= now)
+		return;				/* a full bucket */
+	units = (w - now + p->ei_us - 1) / p->ei_us;	/* owed, >= 1 */
+	st->v[0] = (p->burst - units) * LIM_MICRO;
+	st->v[1] = w - units * p->ei_us;	/* the anchor, <= now */
+	st->v[2] = 1;
+}
+
+static int64_t
+state_to_word(const struct lim_params *p, const struct lim_state *st)
+{
+	if (p->algo != LIM_TOKEN_BUCKET)
+		return st->v[0];
+	if (!st->v[2])
+		return 0;
+	assert(st->v[0] % LIM_MICRO == 0);	/* charges are whole units */
+	return st->v[1] + (p->burst - st->v[0] / LIM_MICRO) * p->ei_us;
+}
+
+static uint64_t
+member_of(const struct local_check *c)
+{
+	return lim_member_hash(c->member ? c->member : "", c->memberlen);
+}
+
+/* ---- the CAS path: one check of the GCRA family on a stored key -------- */
+
+/* Evaluates <c> on <e>'s word and, when <commit> and allowed, swaps in the
+ * charged word, again from the new word if another thread got there
+ * first. Returns 1 if the request passed. */
+static int
+cas_update(struct entry *e, struct local_check *c, int64_t now, int commit)
+{
+	const struct lim_params *p = c->params;
+	int64_t old = atomic_load(&e->word), nw;
+	struct lim_state st;
+	int veto;
+
+	do {
+		word_to_state(p, old, now, &st);
+		c->charge = lim_eval(p, &st, c->op, c->cost, 0, now,
+		                     &c->result);
+		veto = lim_vetoes(c->op, c->shadow, &c->result);
+		if (old > now || (c->charge && !veto))
+			atomic_store_explicit(&e->ref, 1,
+			                      memory_order_relaxed);
+		if (!commit || veto || !c->charge)
+			return !veto;
+		lim_commit(p, &st, c->op, c->cost, 0, now);
+		nw = state_to_word(p, &st);
+	} while (!atomic_compare_exchange_weak(&e->word, &old, nw));
+	return 1;
+}
+
+/* The CAS path: returns 1 or 0 as local_eval_request(), or -1 when the
+ * key is not stored under this algorithm (the locked path inserts it). */
+static int
+cas_one(struct local *l, struct local_check *c, int64_t now, int commit)
+{
+	struct stripe *s = &l->s[stripe_of(l, c->hash)];
+	struct entry *e;
+	int rc = -1;
+
+	pthread_rwlock_rdlock(&s->lock);
+	e = lookup(s, c->hash, c->key, c->keylen);
+	if (e != NULL && e->algo == (uint8_t)c->params->algo)
+		rc = cas_update(e, c, now, commit);
+	pthread_rwlock_unlock(&s->lock);
+	return rc;
+}
+
+/* ---- the locked path ------------------------------------------------------ */
 
 /* The entry's state, reset when idle or when the rule changed algorithm. */
 static void
 refresh(struct entry *e, const struct lim_params *p, int64_t now)
 {
-	if (e->idle_at <= now || e->algo != (uint8_t)p->algo) {
+	if (idle(e, now) || e->algo != (uint8_t)p->algo) {
 		lim_state_deinit(&e->st);
 		e->algo = (uint8_t)p->algo;
-		e->idle_at = now;
+		atomic_store_explicit(&e->word, 0, memory_order_relaxed);
 	}
 }
 
-/* Evaluates every check against the state now; returns 1 if one vetoes. */
+/* <e>'s state at <now> as lim_eval() takes it: <tmp> for the word. */
+static const struct lim_state *
+state_of(const struct entry *e, const struct lim_params *p, int64_t now,
+         struct lim_state *tmp)
+{
+	static const struct lim_state fresh;
+
+	if (e == NULL || idle(e, now) || e->algo != (uint8_t)p->algo)
+		return &fresh;
+	if (!is_tat(p->algo))
+		return &e->st;
+	word_to_state(p, atomic_load(&e->word), now, tmp);
+	return tmp;
+}
+
+/* Evaluates every check against the state now; returns 1 if one vetoes.
+ * The caller holds the checks' stripes, read or write. */
 static int
 eval_all(struct local *l, struct local_check *c, size_t n, int64_t now_us)
 {
-	static const struct lim_state fresh;
-	const struct lim_state *st;
+	struct lim_state tmp;
 	struct entry *e;
-	uint64_t h, m;
 	int veto = 0;
 
 	for (size_t i = 0; i < n; i++) {
-		h = util_hash_private(c[i].key, c[i].keylen);
 		e = c[i].keylen <= LOCAL_KEY_MAX ?
-		    lookup(l, h, c[i].key, c[i].keylen) : NULL;
-		st = &fresh;
-		if (e != NULL && e->idle_at > now_us &&
-		    e->algo == (uint8_t)c[i].params->algo) {
-			st = &e->st;
-			e->ref = 1;	/* in use, even if only denied: a
-					 * flooded key keeps its second chance */
-		}
-		m = lim_member_hash(c[i].member ? c[i].member : "",
-		                    c[i].memberlen);
-		c[i].charge = lim_eval(c[i].params, st, c[i].op, c[i].cost, m,
+		    lookup(&l->s[stripe_of(l, c[i].hash)], c[i].hash,
+		           c[i].key, c[i].keylen) : NULL;
+		if (e != NULL && !idle(e, now_us) &&
+		    e->algo == (uint8_t)c[i].params->algo)
+			atomic_store_explicit(&e->ref, 1, memory_order_relaxed);
+			/* in use, even if only denied: a flooded key keeps
+			 * its second chance */
+		c[i].charge = lim_eval(c[i].params,
+		                       state_of(e, c[i].params, now_us, &tmp),
+		                       c[i].op, c[i].cost, member_of(&c[i]),
 		                       now_us, &c[i].result);
 		veto |= lim_vetoes(c[i].op, c[i].shadow, &c[i].result);
 	}
@@ -242,50 +419,109 @@ eval_all(struct local *l, struct local_check *c, size_t n, int64_t now_us)
 }
 
 static void
+commit_one(struct entry *e, const struct local_check *c, int64_t now)
+{
+	const struct lim_params *p = c->params;
+	struct lim_state tmp;
+
+	if (is_tat(p->algo)) {
+		word_to_state(p, atomic_load(&e->word), now, &tmp);
+		lim_commit(p, &tmp, c->op, c->cost, 0, now);
+		atomic_store(&e->word, state_to_word(p, &tmp));
+		return;
+	}
+	lim_commit(p, &e->st, c->op, c->cost, member_of(c), now);
+	atomic_store(&e->word, lim_state_idle_at(p, &e->st, now));
+}
+
+/* Charges the checks eval_all() passed. The caller holds their stripes'
+ * write locks. */
+static void
 commit_all(struct local *l, struct local_check *c, size_t n, int64_t now_us)
 {
+	struct stripe *s;
 	struct entry *e;
-	uint64_t h, m;
 
 	for (size_t i = 0; i < n; i++) {
 		if (!c[i].charge || c[i].keylen > LOCAL_KEY_MAX)
 			continue;
-		h = util_hash_private(c[i].key, c[i].keylen);
-		e = lookup(l, h, c[i].key, c[i].keylen);
+		s = &l->s[stripe_of(l, c[i].hash)];
+		e = lookup(s, c[i].hash, c[i].key, c[i].keylen);
 		if (e == NULL)
-			e = insert(l, h, c[i].key, c[i].keylen, now_us);
+			e = insert(s, c[i].hash, c[i].key, c[i].keylen, now_us);
 		else
-			e->ref = 1;
+			atomic_store_explicit(&e->ref, 1, memory_order_relaxed);
 		refresh(e, c[i].params, now_us);
-		m = lim_member_hash(c[i].member ? c[i].member : "",
-		                    c[i].memberlen);
-		lim_commit(c[i].params, &e->st, c[i].op, c[i].cost, m, now_us);
-		e->idle_at = lim_state_idle_at(c[i].params, &e->st, now_us);
+		commit_one(e, &c[i], now_us);
 	}
+}
+
+/* Locks the stripes in <set> in ascending order: no two requests wait on
+ * each other's. */
+static void
+lock_set(struct local *l, uint64_t set, int write)
+{
+	for (size_t i = 0; i < l->nstripes; i++)
+		if (set >> i & 1) {
+			if (write)
+				pthread_rwlock_wrlock(&l->s[i].lock);
+			else
+				pthread_rwlock_rdlock(&l->s[i].lock);
+		}
+}
+
+static void
+unlock_set(struct local *l, uint64_t set)
+{
+	for (size_t i = l->nstripes; i-- > 0;)
+		if (set >> i & 1)
+			pthread_rwlock_unlock(&l->s[i].lock);
+}
+
+static int
+locked(struct local *l, struct local_check *c, size_t n, int64_t now,
+       int commit)
+{
+	uint64_t set = 0;
+	int veto;
+
+	for (size_t i = 0; i < n; i++)
+		if (c[i].keylen <= LOCAL_KEY_MAX)
+			set |= (uint64_t)1 << stripe_of(l, c[i].hash);
+	lock_set(l, set, commit);
+	veto = eval_all(l, c, n, now);
+	if (commit && !veto)
+		commit_all(l, c, n, now);
+	unlock_set(l, set);
+	return !veto;
+}
+
+static int
+run(struct local *l, struct local_check *c, size_t n, int64_t now,
+    int commit)
+{
+	int rc;
+
+	for (size_t i = 0; i < n; i++)
+		c[i].hash = util_hash_private(c[i].key, c[i].keylen);
+	if (n == 1 && is_tat(c->params->algo) && c->keylen <= LOCAL_KEY_MAX &&
+	    (rc = cas_one(l, c, now, commit)) >= 0)
+		return rc;
+	return locked(l, c, n, now, commit);
 }
 
 int
 local_eval_request(struct local *l, struct local_check *c, size_t n,
                    int64_t now_us)
 {
-	if (eval_all(l, c, n, now_us))
-		return 0;
-	commit_all(l, c, n, now_us);
-	return 1;
+	return run(l, c, n, now_us, 1);
 }
 
 int
 local_peek_request(struct local *l, struct local_check *c, size_t n,
                    int64_t now_us)
 {
-	return !eval_all(l, c, n, now_us);
-}
-
-void
-local_commit_request(struct local *l, struct local_check *c, size_t n,
-                     int64_t now_us)
-{
-	commit_all(l, c, n, now_us);
+	return run(l, c, n, now_us, 0);
 }
 
 /* One agent's part of <v>: rounded down, so that the pool together never

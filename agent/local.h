@@ -4,15 +4,47 @@
  * It runs the same C twins as the Redis script (lim_eval/lim_commit), on
  * the agent's monotonic clock.
  *
- * One struct local per worker thread, never shared: no locks. (The one
- * exception is the agent's table of concurrency leases, which a release
- * landing on any worker must find: server.h's <leases>, under its lock.) The table is
- * bounded: it never holds more than <max_keys> keys, whatever the flood of
- * distinct keys. When full, a new key evicts one chosen by CLOCK (second
- * chance), preferring a key whose state has become equivalent to a fresh
- * one (evicting it changes no decision). An evicted busy key restarts
- * fresh: under a flood of distinct keys the local tier forgets, it never
- * grows.
+ * One table per agent, shared by all its workers (server.c allocates it),
+ * so a rule's limit (or fail: local's share of it) is the agent's whatever
+ * worker HAProxy hands a connection to. The table owns its locking;
+ * callers take no lock around it.
+ *
+ * Concurrency design:
+ *  - The keys are split by hash into S stripes (a power of two, at most
+ *    64, at least 1024 keys each; one for small tables). A stripe is a
+ *    complete table of its own: an index, a CLOCK ring, a hand, and
+ *    max_keys / S of the keys (the remainder spread over the first ones,
+ *    so the stripes hold exactly max_keys together), under one rwlock.
+ *    Under a flood of new keys a stripe may evict while another still
+ *    has room: the bound is kept per stripe.
+ *  - The stripe's lock guards its index, ring, hand and the lifetime of
+ *    its entries: an entry is unlinked and freed (eviction) only under
+ *    the write lock, so a reader holding the read lock may use the entry
+ *    it looked up until it unlocks. No entry is ever reused for another
+ *    key while someone may still hold it: no ABA.
+ *  - GCRA, leaky bucket and token bucket keep one 64-bit word per key, the
+ *    TAT (the token bucket's tokens and anchor map to the same TAT: see
+ *    local.c). A request of one such check on a key already stored takes
+ *    the stripe's read lock and updates the word with a compare-and-swap
+ *    loop: readers never wait for each other, and two of them racing on
+ *    one key are ordered by the CAS, so the key admits exactly its burst.
+ *  - Every other request (fixed and sliding window, sliding log,
+ *    concurrency, a new key, a changed algorithm, several checks) takes
+ *    the write locks of the stripes its keys fall in, in ascending order
+ *    (no deadlock), then evaluates and charges all its checks as one
+ *    atomic step, exactly as with one table per thread. Holding the write
+ *    lock also excludes the CAS readers of those stripes, so a request of
+ *    several checks sees and charges a consistent state.
+ *  - local_peek_request() takes read locks only: what it reports may be
+ *    stale by the time the caller acts on it (req.c evaluates again, with
+ *    the charge, when Redis has answered).
+ *
+ * The table is bounded: it never holds more than <max_keys> keys, whatever
+ * the flood of distinct keys. When a stripe is full, a new key evicts one
+ * chosen by CLOCK (second chance), preferring a key whose state has become
+ * equivalent to a fresh one (evicting it changes no decision). An evicted
+ * busy key restarts fresh: under a flood of distinct keys the local tier
+ * forgets, it never grows.
  *
  * Memory per key: one entry of local_bytes_per_key(keylen) bytes, plus,
  * for sliding-log and concurrency, an array bounded by the rule's limit L
@@ -45,10 +77,12 @@ struct local_check {
 	int                      shadow;	/* never vetoes the request */
 	struct lim_result        result;	/* out */
 	int                      charge;	/* local.c */
+	uint64_t                 hash;		/* local.c */
 };
 
 /* Returns a new, empty table holding at most <max_keys> (>= 1) keys;
- * release it with local_free(). OOM is fatal. */
+ * release it with local_free() once no thread uses it. OOM is fatal.
+ * Every other function may be called from any thread at once. */
 struct local *local_new(size_t max_keys);
 void local_free(struct local *l);
 
@@ -63,18 +97,11 @@ int local_eval_request(struct local *l, struct local_check *c, size_t n,
 /* local_eval_request() without the charge: fills every <c[i].result> as
  * it would, and returns what it would, but changes nothing. For a request
  * that also has Redis checks: the local ones are charged only once Redis
- * has not vetoed either (req.c). */
+ * has not vetoed either (req.c), by a local_eval_request() then. */
 int local_peek_request(struct local *l, struct local_check *c, size_t n,
                        int64_t now_us);
 
-/* Charges what the local_peek_request() just before it evaluated on the
- * same table at the same <now_us> (the <c[i].charge> it set). For the
- * callers that must see several tables pass before charging any: the
- * table must not change in between. */
-void local_commit_request(struct local *l, struct local_check *c, size_t n,
-                          int64_t now_us);
-
-/* Keys held now (<= max_keys). */
+/* Keys held now (<= max_keys; a snapshot while other threads run). */
 size_t local_count(const struct local *l);
 
 /* Bytes the table spends on one key of <keylen> bytes, excluding the

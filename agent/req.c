@@ -220,8 +220,7 @@ redis_answered(const struct req *r, int i)
 	       r->out[i].src == SRC_STORE;
 }
 
-/* The in-process checks of a request, split by table: a worker's own, and
- * the agent's table of concurrency leases (struct req_shared). */
+/* The in-process checks of a request, for the agent's local tier. */
 struct local_part {
 	struct local_check lc[POLICY_MAX_CHECKS];
 	struct lim_params  lp[POLICY_MAX_CHECKS];
@@ -234,14 +233,11 @@ local_add(struct local_part *part, const struct req *r, int i)
 {
 	const struct check *c = &r->checks[i];
 	struct lim_params *lp = &part->lp[part->n];
-	int pool = r->policy->pool_size;
 
-	assert(part->n < POLICY_MAX_CHECKS && pool > 0);
+	assert(part->n < POLICY_MAX_CHECKS && r->policy->pool_size > 0);
 	*lp = c->lim;
-	if (c->rule->store != STORE_LOCAL)	/* fail: local; the leases are
-						 * the agent's */
-		local_share(lp, c->lim.algo == LIM_CONCURRENCY ? pool :
-		                pool * r->e->shared->nworkers);
+	if (c->rule->store != STORE_LOCAL)	/* fail: local */
+		local_share(lp, r->policy->pool_size);
 	part->lc[part->n] = (struct local_check){
 		.params = lp, .key = c->key, .keylen = c->keylen,
 		.op = c->op, .cost = c->cost, .member = c->member,
@@ -249,32 +245,6 @@ local_add(struct local_part *part, const struct req *r, int i)
 		.shadow = (c->flags & LIM_FL_SHADOW) != 0,
 	};
 	part->idx[part->n++] = i;
-}
-
-/* Peeks at both parts and charges both when <commit> and neither vetoes;
- * the leases' lock is held across, so no other worker moves them in
- * between. Returns 1 if the request passed. */
-static int
-local_both(struct req_shared *s, struct local *own, struct local_part *p,
-           struct local_part *q, int commit)
-{
-	int64_t now = util_now_us();
-	int pass;
-
-	if (q->n > 0)
-		pthread_mutex_lock(&s->lease_lock);
-	pass = local_peek_request(own, p->lc, p->n, now) &
-	       local_peek_request(s->leases, q->lc, q->n, now);
-	if (pass && commit) {
-		local_commit_request(own, p->lc, p->n, now);
-		local_commit_request(s->leases, q->lc, q->n, now);
-	}
-	if (q->n > 0) {
-		atomic_store_explicit(&s->nleases, local_count(s->leases),
-		                      memory_order_relaxed);
-		pthread_mutex_unlock(&s->lease_lock);
-	}
-	return pass;
 }
 
 /* Takes the local tier's answer to entry <j> of <part> as its check's
@@ -296,30 +266,30 @@ local_result(struct req *r, const struct local_part *part, size_t j)
 
 /* Evaluates the request's in-process checks as one request of the local
  * tier: charged together, and only when <commit> and none of them vetoes,
- * so that a denied request is charged nowhere. The fail: local fallback's
- * limits are divided among the pool's agents and, since each worker keeps
- * its own local tier, among this agent's workers (the concurrency leases,
- * kept once per agent, only among the agents): the whole pool then never
- * admits more than the limit. Returns 1 if one of them vetoes. */
+ * so that a denied request is charged nowhere. The agent's workers share
+ * one local tier, so the fail: local fallback's limits are divided among
+ * the pool's agents only: the whole pool then never admits more than the
+ * limit. Returns 1 if one of them vetoes. */
 static int
 run_local(struct req *r, int commit)
 {
-	struct local_part own, leases;
+	struct local *l = r->e->local;
+	struct local_part part;
+	int64_t now = util_now_us();
 	int pass;
 
-	own.n = leases.n = 0;
+	part.n = 0;
 	for (int i = 0; i < r->n; i++)
 		if (is_local(r, i))
-			local_add(r->checks[i].lim.algo == LIM_CONCURRENCY ?
-			          &leases : &own, r, i);
-	if (own.n + leases.n == 0)
+			local_add(&part, r, i);
+	if (part.n == 0)
 		return 0;
-	pass = local_both(r->e->shared, r->e->local, &own, &leases, commit);
-	for (size_t j = 0; j < own.n; j++)
-		local_result(r, &own, j);
-	for (size_t j = 0; j < leases.n; j++)
-		if (!redis_answered(r, leases.idx[j]))
-			local_result(r, &leases, j);
+	pass = commit ? local_eval_request(l, part.lc, part.n, now) :
+	                local_peek_request(l, part.lc, part.n, now);
+	for (size_t j = 0; j < part.n; j++)
+		if (r->checks[part.idx[j]].lim.algo != LIM_CONCURRENCY ||
+		    !redis_answered(r, part.idx[j]))
+			local_result(r, &part, j);
 	return !pass;
 }
 
@@ -887,14 +857,15 @@ release_send(struct req *r)
 static void
 release_local(struct req *r, const int *orphan)
 {
-	struct local_part own, leases;
+	struct local_part part;
 
-	own.n = leases.n = 0;
+	part.n = 0;
 	for (int i = 0; i < r->n; i++)
 		if (orphan[i] & DECIDE_FREE_LOCAL)
-			local_add(&leases, r, i);
-	if (leases.n > 0)
-		local_both(r->e->shared, r->e->local, &own, &leases, 1);
+			local_add(&part, r, i);
+	if (part.n > 0)
+		local_eval_request(r->e->local, part.lc, part.n,
+		                   util_now_us());
 }
 
 /* Sends the release of the Redis leases flagged in <orphan>. Returns 1 if

@@ -28,19 +28,9 @@ struct policy_pin;
 struct reqpool;
 struct store;
 
-/* The tables every worker's requests share (the server owns them): the
- * local tier's concurrency leases and the shadow denials already logged,
- * each under its lock. */
+/* What every worker's requests share (the server owns it): the shadow
+ * denials already logged, under its lock. */
 struct req_shared {
-	int                    nworkers;	/* fail: local's share */
-	/* The local tier's concurrency leases (store: local rules and the
-	 * fail: local fallback), one table for all workers: a request's
-	 * release reaches whichever worker HAProxy picks, so a lease kept
-	 * in one worker's table was found only by chance. Locked around
-	 * each request that has such a check. */
-	pthread_mutex_t        lease_lock;
-	struct local          *leases;
-	atomic_size_t          nleases;	/* keys in <leases>, for metrics */
 	/* Shadow denials logged, one set for all workers (HAProxy spreads
 	 * a key's requests over them); locked only on a would-be denial. */
 	pthread_mutex_t        shadow_lock;
@@ -55,7 +45,7 @@ struct req_env {
 	struct store          *store;	/* NULL once the worker exits */
 	struct plancache      *plans;	/* tenant -> plan from Redis */
 	struct nearcache      *near;	/* keys Redis denied, until when */
-	struct local          *local;	/* the worker's own local tier */
+	struct local          *local;	/* the agent's local tier (local.h) */
 	struct metrics_worker *m;
 	struct req_shared     *shared;
 	struct policy_pin     *pin;	/* the current policy's */

@@ -2,8 +2,9 @@
  * Listeners and workers.
  *
  * Each worker thread runs its own libev loop with its own Redis link
- * (store), local tier and metrics block: nothing on the request path is
- * shared between threads, so nothing is locked. The listening sockets are
+ * (store) and metrics block: nothing on the request path is shared
+ * between threads but the agent's local tier, which locks itself
+ * (local.h). The listening sockets are
  * watched by every worker; accept4() is non-blocking and the loser of a
  * race simply gets EAGAIN. The only cross-thread state is the connection
  * count (an atomic, for max_conns) and the newest policy pointer, which the
@@ -102,7 +103,8 @@ struct server {
 	atomic_int             nconns;	/* all workers */
 	atomic_int             max_conns;	/* set again at reload */
 	const char            *redis_url;	/* override of policy redis.url */
-	struct req_shared      shared;	/* leases and shadow set, all workers */
+	struct req_shared      shared;	/* shadow set, all workers */
+	struct local          *local;	/* the local tier, all workers */
 };
 
 static atomic_int server_draining;
@@ -488,9 +490,10 @@ flush_cb(struct ev_loop *loop, ev_prepare *p, int revents)
 	store_flush(w->env.store);
 	atomic_store_explicit(&w->redis_up, store_up(w->env.store),
 	                      memory_order_relaxed);
-	metrics_local_keys(w->m, (int64_t)local_count(w->env.local) + (w->id == 0 ?
-	                   (int64_t)atomic_load_explicit(&w->srv->shared.nleases,
-	                                                 memory_order_relaxed) : 0));
+	/* the agent's one local tier, counted once: in worker 0's block,
+	 * by whichever worker ran last */
+	metrics_local_keys(w->srv->workers[0].m,
+	                   (int64_t)local_count(w->env.local));
 conns:
 	while ((c = w->dirty) != NULL) {
 		assert(c->dirty);
@@ -581,16 +584,6 @@ worker_main(void *arg)
 	return NULL;
 }
 
-/* local.max_keys is the agent's; each worker's table holds its share, and
- * the agent's table of concurrency leases one more share. */
-static size_t
-keys_share(const struct policy *p, int nworkers)
-{
-	size_t n = p->local_max_keys / (size_t)nworkers;
-
-	return n > 0 ? n : 1;
-}
-
 static int
 worker_init(struct worker *w, struct server *s, int id, char **err)
 {
@@ -608,7 +601,7 @@ worker_init(struct worker *w, struct server *s, int id, char **err)
 	}
 	ev_set_userdata(w->loop, w);
 	w->m = metrics_worker_new();
-	w->env.local = local_new(keys_share(w->policy, s->nworkers));
+	w->env.local = s->local;	/* the agent's, shared */
 	sc.url = s->redis_url ? s->redis_url : w->policy->redis_url;
 	sc.username = w->policy->redis_username;
 	sc.password = w->policy->redis_password;
@@ -659,7 +652,6 @@ worker_deinit(struct worker *w)
 	req_pool_free(&w->env);
 	plancache_free(w->env.plans);
 	nearcache_free(w->env.near);
-	local_free(w->env.local);
 	policy_pin_retire(w->env.pin);
 	w->env.pin = NULL;
 	w->policy = NULL;
@@ -687,10 +679,8 @@ server_new(struct policy *p, const char *listen, int nworkers,
 	s->redis_url = redis_url;
 	pthread_mutex_init(&s->shared.shadow_lock, NULL);
 	s->shared.shadow_seen = nearcache_new();
-	pthread_mutex_init(&s->shared.lease_lock, NULL);
 	nworkers = nworkers > 0 ? nworkers : 1;
-	s->shared.nworkers = nworkers;
-	s->shared.leases = local_new(keys_share(p, nworkers));
+	s->local = local_new(p->local_max_keys);
 	if (open_listeners(s, listen, err) == -1)
 		goto fail;
 	s->nworkers = nworkers;
@@ -776,7 +766,6 @@ server_stop(struct server *s)
 	pthread_mutex_destroy(&s->policy_lock);
 	nearcache_free(s->shared.shadow_seen);
 	pthread_mutex_destroy(&s->shared.shadow_lock);
-	local_free(s->shared.leases);
-	pthread_mutex_destroy(&s->shared.lease_lock);
+	local_free(s->local);
 	free(s);
 }

@@ -16,7 +16,9 @@
 #      and tests/bench/batchfmt: the same batches in the script's one
 #      format (msgpack), their numbers as decimal strings or as integers.
 #   2. memory: agent RSS per 100,000 local-tier keys and per 10,000 SPOP
-#      connections.
+#      connections; and tests/bench/localbench: the local tier shared by 2,
+#      4 and 8 threads against a table per thread (the old per-worker
+#      design), on one hot key and on 1M cold keys (about 15 s).
 #   3. HTTP through the real haproxy, driven by wrk at fixed connection
 #      counts: (a) no limiter, (b) stick-table limiter, (c) agent + Redis
 #      ((b) and (c) also at BENCH_CONNS_HI, 200, connections),
@@ -255,6 +257,15 @@ if [ -x "$FMT" ]; then
 			R[fmt.$f.$b.enc]=$(echo "$l" | sed -n 's/.*encode_us_per_decision=\([0-9.]*\).*/\1/p')
 		done
 	done
+fi
+
+# The local tier under contention (issue 17): one table shared by 2 to 8
+# threads against a table per thread, CPU ns per decision.
+LB="$ROOT/$BUILD/bench/localbench"
+if [ -x "$LB" ]; then
+	say "local tier: shared table against one per thread, 2/4/8 threads"
+	"$LB" -m 300 >"$OUT/localbench.out" 2>&1 ||
+		say "local tier: localbench failed: $(tail -n 1 "$OUT/localbench.out")"
 fi
 
 # ---- 2. memory -------------------------------------------------------------
@@ -581,6 +592,15 @@ cpu_model=$(sed -n 's/^model name[[:space:]]*: //p' /proc/cpuinfo | head -n 1)
 	echo "|---|---|"
 	echo "| per $MEM_KEYS local-tier keys (${R[mem.keys]} keys held) | ${R[mem.per100k]} MiB (${R[mem.perkey]} B/key) |"
 	echo "| per $MEM_CONNS SPOP connections (${R[mem.conns]} open after HELLO) | ${R[mem.per10k]} MiB (${R[mem.perconn]} B/conn) |"
+	echo
+	echo "## Local tier contention (localbench: GCRA, CPU ns per decision)"
+	echo
+	echo "| workload | threads | shared table | table per thread (old) | shared / per thread | wall ns, shared / per thread |"
+	echo "|---|---|---|---|---|---|"
+	grep -E '^(hot_key|cold_1m) ' "$OUT/localbench.out" 2>/dev/null |
+		sed 's/[a-z_]*=//g' | while read -r wl n _ sc pc r _ sw pw; do
+			echo "| $wl | $n | $sc | $pc | $r | $sw / $pw |"
+		done
 } >"$OUT/results.md"
 cat "$OUT/results.md"
 echo

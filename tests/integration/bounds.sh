@@ -86,7 +86,7 @@ BASE=$(rss)
 echo "# RSS base: $BASE kB"
 
 # ---- 1. a million distinct keys ------------------------------------------------
-# local.max_keys bounds the agent: each of its workers holds a share.
+# local.max_keys bounds the agent: its workers share one local tier.
 WORKERS=2
 KEY_BOUND=$((MAX_KEYS * 512 / 1024 + 16384))
 t0=$EPOCHREALTIME
@@ -96,10 +96,9 @@ echo "$out" | grep -q 'acks=1000000 missing=0 dup=0 allowed=1000000 '
 ok $? "1,000,000 distinct keys: every NOTIFY ACKed once and allowed (each key is new)"
 lk=$(metric spoa_rl_local_keys)
 [ "$lk" -ge $((MAX_KEYS / WORKERS)) ] && [ "$lk" -le "$MAX_KEYS" ]
-ok $? "the local tiers hold $lk keys (<= max_keys $MAX_KEYS, shared by $WORKERS workers)"
+ok $? "the local tier holds $lk keys (<= max_keys $MAX_KEYS, shared by $WORKERS workers)"
 check_rss "1M distinct keys" "$(rss)" "$KEY_BOUND"
-# (the local tier is per worker, so a key of the flood may or may not be
-# on this connection's worker: a fresh key is the same on both)
+# (whichever worker serves this connection: its workers share the tier)
 out=$("$CLIENT" -a "127.0.0.1:$AP" -n 7 rl-local tenant=s:fresh)
 expect_eq "$(echo "$out" | sed -n 's/.* status=\([0-9]*\).*/\1/p' | tr '\n' ' ')" "0 0 0 0 0 429 429 " \
 	"after the churn the local tier still limits a new key (burst 5, then 429)"

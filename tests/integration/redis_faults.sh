@@ -241,17 +241,36 @@ out=$("$CLIENT" -a "127.0.0.1:$FL_AP" rl-fw tenant=s:other)
 expect_eq "$(verdict "$out")" "0/1 " "local: another key has its own count"
 grep -q ' msg=fail_mode rule=fw mode=local reason=redis_down ' "$TMP/agent-local.log"
 ok $? "local: the fallback is logged (fail_mode mode=local reason=redis_down)"
-# Each worker keeps its own local tier, so the share is divided by the
-# workers too: pool_size 2 and -w 2 make 100 into floor(100 / 4) = 25 for
-# the one worker that serves this client's connection.
+# The agent's workers share one local tier, so the share is the agent's:
+# pool_size 2 and -w 2 make a burst of 10 into 5 for the agent, all 5
+# admitted whichever worker each connection lands on (each worker kept its
+# own table, with floor(10 / 4) = 2: the agent admitted 2 to 4). Twenty
+# connections of one request each, four at a time, reach both workers
+# (each logs its own fail_mode line, worker=N).
 FL2_AP=$(port 30)
 TOP="pool_size: 2
 " run_agent local2 "$FL2_AP" "{ url: \"redis://127.0.0.1:$(port 14)/0\", timeout: 50ms }" \
-'  - { name: fw, message: rl-fw, key: "fw:{tenant}", algorithm: fixed-window, limit: 100, window: 1h, fail: local }' -w 2
+'  - { name: fw, message: rl-fw, key: "fw:{tenant}", algorithm: fixed-window, limit: 100, window: 1h, fail: local }
+  - { name: gc, message: rl-gcra, key: "gc:{tenant}", algorithm: gcra, rate: 10/h, burst: 10, fail: local }' -w 2
 wait_port "$FL2_AP"
-out=$("$CLIENT" -a "127.0.0.1:$FL2_AP" -n 40 rl-fw tenant=s:acme)
-expect_eq "$(counts "$out")" "25*0/1 15*429/1 " \
-	"local: with 2 workers, 100 over pool_size 2 is 25 per worker, so the pool stays within 100"
+for i in 1 2 3 4 5; do
+	pids=
+	for j in 1 2 3 4; do
+		"$CLIENT" -a "127.0.0.1:$FL2_AP" rl-gcra tenant=s:acme >"$TMP/w2-$i-$j" &
+		pids="$pids $!"
+	done
+	wait $pids
+done
+out=$(cat "$TMP"/w2-*)
+expect_eq "$(echo "$out" | grep -c ' status=0 ')/$(echo "$out" | grep -c ' status=429 ')" "5/15" \
+	"local: with 2 workers, burst 10 over pool_size 2 admits exactly the agent's 5 over 20 connections"
+expect_eq "$(echo "$out" | field limit | sort -u | tr '\n' ' ')" "5 " \
+	"local: and every ACK states that share (limit 5)"
+expect_eq "$(grep ' msg=fail_mode rule=gc ' "$TMP/agent-local2.log" | field worker | sort -u | tr '\n' ' ')" "0 1 " \
+	"local: the 20 connections reached both workers"
+out=$("$CLIENT" -a "127.0.0.1:$FL2_AP" -n 60 rl-fw tenant=s:acme)
+expect_eq "$(counts "$out")" "50*0/1 10*429/1 " \
+	"local: with 2 workers, 100 over pool_size 2 is 50 for the agent, so the pool stays within 100"
 
 # ---- 5. a key of another type ---------------------------------------------
 # The rule key of one tenant holds a list, as when a reload changed a

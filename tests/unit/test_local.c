@@ -3,8 +3,18 @@
  * shadow checks, the bound on keys under a flood of distinct keys (count
  * and resident memory), eviction order (idle keys first, CLOCK second
  * chance), and pool sharing. The clock is an argument; nothing is timed.
+ *
+ * Shared by threads: N threads deciding on one key admit exactly its
+ * budget, no more and no less, on the CAS path (GCRA, token bucket, leaky
+ * bucket meter) and the striped-lock path (windows, sliding log,
+ * concurrency); a request of several checks stays atomic under contention;
+ * inserts and evictions racing with CAS readers keep the bound; and the
+ * token bucket kept as a TAT word decides exactly as its lim_state twin.
+ * Every thread uses the same instant, so no budget refills in a test.
  */
 #include <criterion/criterion.h>
+#include <pthread.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -26,6 +36,7 @@
 
 #define S  LIM_USEC_PER_SEC
 #define T0 (1000LL * S)
+#define NTHREADS 8
 
 static struct lim_params
 mk(enum lim_algo a, int64_t rate, int64_t period, int64_t burst)
@@ -374,5 +385,270 @@ Test(local, flood_of_a_million_keys_stays_bounded, .timeout = 120)
 	               / 1024) + 8192;
 	cr_expect(UNDER_ASAN || after - before < bound, "RSS grew %ld kB, bound %ld kB",
 	          after - before, bound);
+	local_free(l);
+}
+
+/* ---- shared by threads ------------------------------------------------- */
+
+/* One hammering thread: <tries> requests of the checks <p>[0..n) on keys
+ * <keys>[0..n), counting those admitted. */
+struct hammer {
+	struct local            *l;
+	const struct lim_params *p[2];
+	const char              *keys[2];
+	size_t                   n;
+	int                      tries;
+	int                      id;
+	atomic_int              *admitted;
+	pthread_barrier_t       *start;
+};
+
+static void *
+hammer_run(void *arg)
+{
+	struct hammer *h = arg;
+	struct local_check c[2];
+	char member[32];
+
+	pthread_barrier_wait(h->start);
+	for (int i = 0; i < h->tries; i++) {
+		snprintf(member, sizeof(member), "t%d-%d", h->id, i);
+		for (size_t j = 0; j < h->n; j++) {
+			check_init(&c[j], h->p[j], h->keys[j], 1, 0);
+			c[j].member = member;
+			c[j].memberlen = strlen(member);
+		}
+		if (local_eval_request(h->l, c, h->n, T0))
+			atomic_fetch_add(h->admitted, 1);
+	}
+	return NULL;
+}
+
+/* Runs NTHREADS hammers of <tries> requests each; returns the admitted. */
+static int
+hammer(struct local *l, const struct lim_params *p, const char *key,
+       const struct lim_params *q, const char *key2, int tries)
+{
+	pthread_t t[NTHREADS];
+	struct hammer h[NTHREADS];
+	pthread_barrier_t start;
+	atomic_int admitted = 0;
+
+	pthread_barrier_init(&start, NULL, NTHREADS);
+	for (int i = 0; i < NTHREADS; i++) {
+		h[i] = (struct hammer){
+			.l = l, .p = { p, q }, .keys = { key, key2 },
+			.n = q ? 2 : 1, .tries = tries, .id = i,
+			.admitted = &admitted, .start = &start,
+		};
+		cr_assert_eq(pthread_create(&t[i], NULL, hammer_run, &h[i]), 0);
+	}
+	for (int i = 0; i < NTHREADS; i++)
+		pthread_join(t[i], NULL);
+	pthread_barrier_destroy(&start);
+	return atomic_load(&admitted);
+}
+
+/* The key is stored first, so the hammers take the CAS path. */
+static void
+exactly_the_burst(enum lim_algo a)
+{
+	struct local *l = local_new(100000);
+	struct lim_params p = mk(a, 1, 3600 * S, 1000);
+	struct local_check c;
+
+	check_init(&c, &p, "hot", 1, 0);
+	cr_assert_eq(local_eval_request(l, &c, 1, T0), 1);
+	cr_expect_eq(hammer(l, &p, "hot", NULL, NULL, 2000), 999,
+	             "%s: 8 threads on one key", lim_algo_name(a));
+	c.cost = 0;
+	local_peek_request(l, &c, 1, T0);
+	cr_expect_eq(c.result.remaining, 0);
+	local_free(l);
+}
+
+Test(local, threads_on_one_gcra_key_admit_exactly_the_burst)
+{
+	exactly_the_burst(LIM_GCRA);
+}
+
+Test(local, threads_on_one_token_bucket_key_admit_exactly_the_burst)
+{
+	exactly_the_burst(LIM_TOKEN_BUCKET);
+}
+
+Test(local, threads_on_one_leaky_bucket_key_admit_exactly_the_burst)
+{
+	exactly_the_burst(LIM_LEAKY_BUCKET);
+}
+
+/* A fresh key: the first requests race to insert it. */
+Test(local, threads_on_a_new_key_admit_exactly_the_burst)
+{
+	struct local *l = local_new(100000);
+	struct lim_params p = mk(LIM_GCRA, 1, 3600 * S, 500);
+
+	cr_expect_eq(hammer(l, &p, "new", NULL, NULL, 1000), 500);
+	cr_expect_eq(local_count(l), 1);
+	local_free(l);
+}
+
+static void
+exactly_the_limit(enum lim_algo a, int64_t limit)
+{
+	struct local *l = local_new(100000);
+	struct lim_params p = mk(a, limit, 3600 * S, 0);
+
+	cr_expect_eq(hammer(l, &p, "k", NULL, NULL, 2 * (int)limit / NTHREADS),
+	             limit, "%s: 8 threads on one key", lim_algo_name(a));
+	local_free(l);
+}
+
+Test(local, threads_on_one_fixed_window_key_admit_exactly_the_limit)
+{
+	exactly_the_limit(LIM_FIXED_WINDOW, 1000);
+}
+
+Test(local, threads_on_one_sliding_window_key_admit_exactly_the_limit)
+{
+	exactly_the_limit(LIM_SLIDING_WINDOW, 1000);
+}
+
+Test(local, threads_on_one_sliding_log_key_admit_exactly_the_limit)
+{
+	exactly_the_limit(LIM_SLIDING_LOG, 1000);
+}
+
+Test(local, threads_on_one_concurrency_key_hold_exactly_the_limit)
+{
+	exactly_the_limit(LIM_CONCURRENCY, 200);
+}
+
+/* Each request checks a GCRA key (budget 1000, the CAS kind) and a fixed
+ * window (limit 300): 300 pass, and the GCRA key is charged for exactly
+ * those, none for the requests the window vetoed. */
+Test(local, a_request_of_two_checks_is_charged_all_or_nothing)
+{
+	struct local *l = local_new(100000);
+	struct lim_params p = mk(LIM_GCRA, 1, 3600 * S, 1000);
+	struct lim_params q = mk(LIM_FIXED_WINDOW, 300, 3600 * S, 0);
+	struct local_check c;
+
+	check_init(&c, &p, "a", 1, 0);		/* stored: a CAS key */
+	local_eval_request(l, &c, 1, T0);
+	cr_expect_eq(hammer(l, &p, "a", &q, "b", 200), 300);
+	c.cost = 0;
+	local_peek_request(l, &c, 1, T0);
+	cr_expect_eq(c.result.remaining, 1000 - 1 - 300);
+	local_free(l);
+}
+
+/* Four threads insert distinct keys (so the stripes evict) while four
+ * hammer a hot key on the CAS path: the table stays within max_keys, and
+ * the hot key admits its burst (again if an eviction made it forget: the
+ * local tier forgets under a flood, it never grows). Meant for ASan too. */
+struct churn {
+	struct local            *l;
+	const struct lim_params *p;
+	int                      id;
+	size_t                   most;	/* keys seen at once */
+};
+
+static void *
+churn_run(void *arg)
+{
+	struct churn *ch = arg;
+	struct local_check c;
+	char key[32];
+
+	for (int i = 0; i < 200000; i++) {
+		snprintf(key, sizeof(key), "c%d-%d", ch->id, i);
+		check_init(&c, ch->p, key, 1, 0);
+		local_eval_request(ch->l, &c, 1, T0);
+		if (local_count(ch->l) > ch->most)
+			ch->most = local_count(ch->l);
+	}
+	return NULL;
+}
+
+struct hot {
+	struct local            *l;
+	const struct lim_params *p;
+	int                      admitted;
+};
+
+static void *
+hot_run(void *arg)
+{
+	struct hot *h = arg;
+	struct local_check c;
+
+	for (int i = 0; i < 200000; i++) {
+		check_init(&c, h->p, "hot", 1, 0);
+		h->admitted += local_eval_request(h->l, &c, 1, T0);
+	}
+	return NULL;
+}
+
+Test(local, evictions_racing_with_cas_readers_keep_the_bound,
+     .timeout = 120)
+{
+	struct local *l = local_new(4096);
+	struct lim_params p = mk(LIM_GCRA, 1, 3600 * S, 100);
+	pthread_t t[8];
+	struct churn ch[4];
+	struct hot h[4];
+	int admitted = 0;
+
+	for (int i = 0; i < 4; i++) {
+		ch[i] = (struct churn){ .l = l, .p = &p, .id = i };
+		h[i] = (struct hot){ .l = l, .p = &p };
+		pthread_create(&t[i], NULL, churn_run, &ch[i]);
+		pthread_create(&t[4 + i], NULL, hot_run, &h[i]);
+	}
+	for (int i = 0; i < 8; i++)
+		pthread_join(t[i], NULL);
+	for (int i = 0; i < 4; i++) {
+		admitted += h[i].admitted;
+		cr_expect_leq(ch[i].most, 4096);
+	}
+	cr_expect_eq(local_count(l), 4096);
+	cr_expect_geq(admitted, 100);
+	local_free(l);
+}
+
+/* The token bucket kept as a TAT word against its lim_state twin: the
+ * same results at every step of a sequence of costs, times, FORCEs and
+ * peeks, at a rate whose EI is not P / N (7/min). */
+Test(local, token_bucket_word_decides_as_its_state_twin)
+{
+	struct local *l = local_new(16);
+	struct lim_params p = mk(LIM_TOKEN_BUCKET, 7, 60 * S, 5);
+	struct lim_state st;
+	struct lim_result want;
+	struct local_check c;
+	uint64_t x = 42;
+	int64_t now = T0;
+
+	lim_state_init(&st);
+	for (int i = 0; i < 20000; i++) {
+		x = x * 6364136223846793005ULL + 1442695040888963407ULL;
+		now += (int64_t)(x >> 33) % (12 * S);
+		check_init(&c, &p, "tb", 1, 0);
+		c.op = (x >> 20) % 8 == 0 ? LIM_OP_FORCE :
+		       (x >> 20) % 8 == 1 ? LIM_OP_PEEK : LIM_OP_CHECK;
+		c.cost = (int64_t)((x >> 24) % 4);
+		if (lim_eval(&p, &st, c.op, c.cost, 0, now, &want) &&
+		    !lim_vetoes(c.op, 0, &want))
+			lim_commit(&p, &st, c.op, c.cost, 0, now);
+		local_eval_request(l, &c, 1, now);
+		cr_assert_eq(c.result.allowed, want.allowed, "step %d", i);
+		cr_assert_eq(c.result.remaining, want.remaining, "step %d", i);
+		cr_assert_eq(c.result.retry_after_us, want.retry_after_us,
+		             "step %d", i);
+		cr_assert_eq(c.result.next_us, want.next_us, "step %d", i);
+		cr_assert_eq(c.result.full_us, want.full_us, "step %d", i);
+	}
+	lim_state_deinit(&st);
 	local_free(l);
 }
