@@ -30,7 +30,7 @@ A1=$AGENT_PID
 	-r "redis://127.0.0.1:$REDIS_PORT/0" >>"$TMP/backup.log" 2>&1 &
 PIDS="$PIDS $!"
 wait_port "$AGENT_PORT" 10 && wait_port "$BACKUP_PORT" 10
-haproxy -c -q -f "$HAP_CFG"
+"$HAPROXY" -c -q -f "$HAP_CFG"
 ok $? "haproxy -c accepts the config with RL_AGENT_BACKUP"
 start_haproxy "$HAP_CFG"
 wait_port "$HAP_PORT" 10 && wait_port "$STATS_PORT" 5
