@@ -5,6 +5,7 @@
 #   DEMO_PORT   HAProxy's port (8080)
 #   POLICY      the policy file (policies/example.yaml)
 #   BUILD       build directory holding spoa-ratelimit (build)
+#   HAPROXY     the haproxy binary (haproxy, from PATH)
 set -eu
 
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
@@ -12,12 +13,13 @@ BUILD=${BUILD:-build}
 AGENT=$ROOT/$BUILD/spoa-ratelimit
 POLICY=${POLICY:-$ROOT/policies/example.yaml}
 DEMO_PORT=${DEMO_PORT:-8080}
+HAPROXY=${HAPROXY:-haproxy}
 
 die() { echo "demo: $*" >&2; exit 1; }
 [ -x "$AGENT" ] || die "$AGENT not found: run make first"
 [ -f "$POLICY" ] || die "policy $POLICY not found"
 command -v redis-server >/dev/null || die "redis-server not installed: make deps"
-command -v haproxy >/dev/null || die "haproxy not installed: make deps"
+command -v "$HAPROXY" >/dev/null || die "$HAPROXY not installed: make deps"
 
 # in_use PORT: something listens on 127.0.0.1:PORT.
 in_use() {
@@ -95,7 +97,7 @@ export RL_BIND="127.0.0.1:$DEMO_PORT"
 export RL_AGENT="127.0.0.1:$AGENT_PORT"
 export RL_APP="127.0.0.1:$APP_PORT"
 export RL_SPOE_CONF="$ROOT/haproxy/spoe-ratelimit.conf"
-haproxy -c -q -f "$ROOT/haproxy/haproxy.cfg" || die "haproxy -c failed"
+"$HAPROXY" -c -q -f "$ROOT/haproxy/haproxy.cfg" || die "haproxy -c failed"
 
 cat <<EOF
 
@@ -120,7 +122,7 @@ Ctrl-C stops HAProxy, the agent and Redis.
 
 EOF
 
-haproxy -db -f "$ROOT/haproxy/haproxy.cfg" &
+"$HAPROXY" -db -f "$ROOT/haproxy/haproxy.cfg" &
 HAPROXY_PID=$!
 PIDS="$HAPROXY_PID $PIDS"
 # wait returns early on a trapped signal; the trap then cleans up.

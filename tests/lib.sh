@@ -9,6 +9,9 @@ set -u
 ROOT=$(cd "$(dirname "$0")/../.." 2>/dev/null && pwd)
 [ -f "$ROOT/Makefile" ] || ROOT=$(pwd)
 AGENT="$ROOT/$BUILD/spoa-ratelimit"
+# The haproxy binary the suites run (HAPROXY=/path/to/haproxy for another
+# version than the one on PATH); exported for the scripts they start.
+export HAPROXY="${HAPROXY:-haproxy}"
 TOOLS="$ROOT/$BUILD/tools"
 TMP=$(mktemp -d /tmp/spoa-rl-test.XXXXXX)
 PIDS=""
@@ -88,9 +91,25 @@ start_agent() {
 	PIDS="$PIDS $AGENT_PID"
 }
 
-# start_haproxy CFG: haproxy in the foreground (-db), pid in HAPROXY_PID.
+# haproxy_version: "haproxy X.Y.Z (PATH)" of $HAPROXY ("?" when it does
+# not run), for the line each suite prints first.
+haproxy_version() {
+	local v
+	v=$("$HAPROXY" -v 2>/dev/null |
+		sed -n '1s/^HAProxy version \([^ ]*\).*/\1/p')
+	echo "haproxy ${v:-?} ($HAPROXY)"
+}
+
+# haproxy_atleast MAJOR.MINOR: $HAPROXY is that version or newer.
+haproxy_atleast() {
+	"$HAPROXY" -v 2>/dev/null | awk -v want="$1" '
+		NR == 1 { split($3, h, "[.-]"); split(want, w, ".")
+			exit !(h[1] > w[1] || (h[1] == w[1] && h[2] >= w[2])) }'
+}
+
+# start_haproxy CFG: $HAPROXY in the foreground (-db), pid in HAPROXY_PID.
 start_haproxy() {
-	haproxy -db -f "$1" >>"$TMP/haproxy.log" 2>&1 &
+	"$HAPROXY" -db -f "$1" >>"$TMP/haproxy.log" 2>&1 &
 	HAPROXY_PID=$!
 	PIDS="$PIDS $HAPROXY_PID"
 }

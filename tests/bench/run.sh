@@ -34,7 +34,8 @@
 # to it). Knobs: BENCH_DURATION (s per measured run, 10), BENCH_CONNS (wrk
 # connections, 50), BENCH_SPOP_CONNS (16), BENCH_PIPELINE (20),
 # BENCH_PROFILE=1 (perf record -g the agent during the agent-alone run,
-# report in $BUILD/bench/profile.txt).
+# report in $BUILD/bench/profile.txt), HAPROXY (the haproxy binary, default
+# the one on PATH: HAPROXY=/path/to/haproxy make bench for another version).
 [ -n "${BASH_VERSION:-}" ] || exec bash "$0" "$@"
 . "$(dirname "$0")/../lib.sh"
 set +u			# missing results print empty, not abort
@@ -58,12 +59,13 @@ BENCH="$TOOLS/spop-bench"
 mkdir -p "$OUT"
 rm -f "$OUT"/*.wrk "$OUT"/*.out
 
-for t in haproxy wrk redis-server redis-cli redis-benchmark curl; do
+for t in "$HAPROXY" wrk redis-server redis-cli redis-benchmark curl; do
 	command -v "$t" >/dev/null || { echo "bench: $t is not installed (make deps)" >&2; exit 1; }
 done
 for f in "$AGENT" "$BENCH"; do
 	[ -x "$f" ] || { echo "bench: $f missing (make BUILD=$BUILD all)" >&2; exit 1; }
 done
+echo "# bench: $(haproxy_version)"
 ulimit -n 20000 2>/dev/null || ulimit -n "$(ulimit -Hn)" 2>/dev/null
 NOFILE=$(ulimit -n)
 if [ "$NOFILE" != unlimited ] && [ "$NOFILE" -lt $((MEM_CONNS + 200)) ]; then
@@ -308,7 +310,7 @@ hap_start() {
 	cfg=$1; shift
 	env BENCH_BIND="127.0.0.1:$HP" BENCH_AGENT="${HAP_AGENT:-127.0.0.1:$AP}" \
 		BENCH_SPOE_CONF="$BDIR/spoe-bench.conf" "$@" \
-		haproxy -db -f "$cfg" >>"$TMP/haproxy.log" 2>&1 &
+		"$HAPROXY" -db -f "$cfg" >>"$TMP/haproxy.log" 2>&1 &
 	HAPROXY_PID=$!
 	PIDS="$PIDS $HAPROXY_PID"
 	wait_port "$HP" || { tail -n 20 "$TMP/haproxy.log" >&2; exit 1; }
@@ -518,7 +520,7 @@ cpu_model=$(sed -n 's/^model name[[:space:]]*: //p' /proc/cpuinfo | head -n 1)
 {
 	echo "# spoa-ratelimit benchmark ($(date -u +%Y-%m-%dT%H:%MZ))"
 	echo
-	echo "Machine: $(nproc) CPUs, $cpu_model; $(uname -sr); haproxy $(haproxy -v | sed -n '1s/HAProxy version \([^ ]*\).*/\1/p'), redis $(redis-server --version | sed 's/.*v=\([^ ]*\).*/\1/'), agent ${BENCH_REV:-$(cd "$ROOT" && git describe --always --dirty 2>/dev/null)}."
+	echo "Machine: $(nproc) CPUs, $cpu_model; $(uname -sr); $(haproxy_version), redis $(redis-server --version | sed 's/.*v=\([^ ]*\).*/\1/'), agent ${BENCH_REV:-$(cd "$ROOT" && git describe --always --dirty 2>/dev/null)}."
 	echo "All processes share the machine's cores; figures are from one run. Load average at the start: $LOAD0, at the end: $(cut -d' ' -f1-3 /proc/loadavg)."
 	echo
 	echo "## Targets"

@@ -8,11 +8,11 @@
 . "$(dirname "$0")/lib-e2e.bash"
 need_agent
 
-haproxy -c -f "$HAP_CFG" >"$TMP/check.out" 2>&1
+"$HAPROXY" -c -f "$HAP_CFG" >"$TMP/check.out" 2>&1
 ok $? "haproxy -c accepts the shipped config"
 ! grep -E 'WARNING|ALERT' "$TMP/check.out"
 ok $? "haproxy -c prints no warnings"
-(cd / && env -u RL_SPOE_CONF haproxy -c -q -f "$HAP_CFG") >/dev/null 2>&1
+(cd / && env -u RL_SPOE_CONF "$HAPROXY" -c -q -f "$HAP_CFG") >/dev/null 2>&1
 ok $? "haproxy -c from another directory, default SPOE path (default-path config)"
 
 write_policy 5 5/min

@@ -34,7 +34,7 @@ else
 	URL6=$URL
 fi
 HAP_CFG="$TMP/haproxy.cfg"
-haproxy -c -q -f "$HAP_CFG" >/dev/null 2>&1
+"$HAPROXY" -c -q -f "$HAP_CFG" >/dev/null 2>&1
 ok $? "haproxy -c accepts the test config"
 
 {

@@ -2,7 +2,9 @@
 # scripts/run-suite.sh only runs *.sh). The suites run the shipped
 # haproxy/haproxy.cfg and spoe-ratelimit.conf, parameterised through the
 # RL_* environment variables they document, with a real redis-server and
-# the agent, all on 127.0.0.1.
+# the agent, all on 127.0.0.1. Each suite's first line names the haproxy
+# binary's version ($HAPROXY, see tests/lib.sh).
+echo "# $(basename "$0"): $(haproxy_version)"
 
 REDIS_PORT=$(port 0)
 AGENT_PORT=$(port 1)
@@ -176,7 +178,7 @@ start_pool() {
 	start_haproxy "$HAP_CFG"
 	RL_BIND="127.0.0.1:$H2_PORT" RL_APP="127.0.0.1:$APP2_PORT" \
 		RL_STATS_SOCKET="ipv4@127.0.0.1:$STATS2_PORT" \
-		haproxy -db -f "$HAP_CFG" >>"$TMP/haproxy2.log" 2>&1 &
+		"$HAPROXY" -db -f "$HAP_CFG" >>"$TMP/haproxy2.log" 2>&1 &
 	PIDS="$PIDS $!"
 	wait_port "$HAP_PORT" 10 && wait_port "$H2_PORT" 10 &&
 		wait_port "$STATS_PORT" 5 && wait_port "$STATS2_PORT" 5

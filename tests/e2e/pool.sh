@@ -58,7 +58,7 @@ A1=$AGENT_PID
 start_agent2
 wait_port "$AGENT_PORT" 10 && wait_port "$AGENT2_PORT" 10
 ok $? "two agents listening"
-haproxy -c -q -f "$HAP_CFG"
+"$HAPROXY" -c -q -f "$HAP_CFG"
 ok $? "haproxy -c accepts the config with RL_AGENT2"
 start_haproxy "$HAP_CFG"
 wait_port "$HAP_PORT" 10 && wait_port "$STATS_PORT" 5
@@ -134,7 +134,7 @@ DROPPED_OLD=$(dropped_logs "$STATS_PORT")
 event reload
 # Its own log file: HAProxy makes its stderr non-blocking with F_SETFL,
 # which clears O_APPEND, so two processes on one file overwrite each other.
-haproxy -db -f "$HAP_CFG" -sf "$old" >>"$TMP/haproxy2.log" 2>&1 &
+"$HAPROXY" -db -f "$HAP_CFG" -sf "$old" >>"$TMP/haproxy2.log" 2>&1 &
 HAPROXY_PID=$!
 PIDS="$PIDS $HAPROXY_PID"
 gone=1

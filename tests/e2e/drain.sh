@@ -1,0 +1,164 @@
+#!/bin/bash
+# Drains and reloads under load, through the shipped haproxy.cfg with a
+# pool of two agents (RL_AGENT, RL_AGENT2) and HAProxy in master-worker
+# mode (-W, as packaged HAProxy 3.x runs), wrk paced at 16 keep-alive
+# connections and /slow requests (1 s each) in flight:
+#   1. agent 2 taken out the way docs/OPERATING.md says: `set server
+#      be_spoa_rl/rl2 state drain` on HAProxy's CLI, then SIGTERM. It exits
+#      0 within its drain deadline and no NOTIFY goes unanswered: no
+#      request gets txn.rl.error, no SPOE error line.
+#   3. a bare SIGTERM (rl2 left UP until the health check fails): the
+#      connections HAProxy opens to it meanwhile are refused and, thanks to
+#      `option redispatch 1` in be_spoa_rl, retried at once on agent 1:
+#      no error either (without it, every stream sent to rl2 in that window
+#      waited out timeout processing: 141 on 3.2.0 in one run).
+#   2. HAProxy reloaded (SIGUSR2 to the master): a new worker takes over,
+#      the old one finishes its /slow requests and exits, every request is
+#      answered 200 without an SPOE error.
+# HAProxy's log lines of the requests carry rl_error; the suite checks
+# that none was dropped (show info: DroppedLogs) before trusting them.
+. "$(dirname "$0")/../lib.sh"
+. "$(dirname "$0")/lib-e2e.bash"
+need_agent
+command -v wrk >/dev/null || { echo "not ok - wrk not installed (make deps)"; FAIL=1; finish; }
+
+AGENT2_PORT=$(port 5)
+M2=$(port 6)
+export RL_AGENT2="127.0.0.1:$AGENT2_PORT"
+write_policy 1000000 1000000/s 50ms
+
+state() {	# NAME: srv_op_state of be_spoa_rl/NAME (0 DOWN, 2 UP)
+	cli "show servers state be_spoa_rl" |
+		awk -v s="$1" '$2 == "be_spoa_rl" && $4 == s { print $6 }'
+}
+up2() { [ "$(state rl1)" = 2 ] && [ "$(state rl2)" = 2 ]; }
+down2() { [ "$(state rl2)" = 0 ]; }
+# rl_errors: request log lines with txn.rl.error set, and SPOE error lines.
+rl_errors() { grep -c -E 'rl_error=[1-9]|SPOE: .*st=[1-9]' "$TMP/haproxy.log"; }
+# workers: haproxy worker processes of the master $HAPROXY_PID.
+workers() { pgrep -P "$HAPROXY_PID" | tr '\n' ' '; }
+slow() {	# N: N /slow requests in the background (pids in SLOW), codes
+	SLOW=""	# in $TMP/slow
+	for i in $(seq "$1"); do
+		curl -s -o /dev/null -w '%{http_code}\n' --max-time 5 \
+			-H 'X-Tenant: slow' "$URL/slow" >>"$TMP/slow" &
+		SLOW="$SLOW $!"
+	done
+}
+
+start_redis "$REDIS_PORT"
+start_agent "$POLICY" -l "127.0.0.1:$AGENT_PORT" -r "redis://127.0.0.1:$REDIS_PORT/0"
+"$AGENT" -f "$POLICY" -l "127.0.0.1:$AGENT2_PORT" -m "127.0.0.1:$M2" \
+	-r "redis://127.0.0.1:$REDIS_PORT/0" >>"$TMP/agent2.log" 2>&1 &
+A2=$!
+PIDS="$PIDS $A2"
+wait_port "$AGENT_PORT" 10 && wait_port "$AGENT2_PORT" 10
+ok $? "two agents listening"
+"$HAPROXY" -W -db -f "$HAP_CFG" >>"$TMP/haproxy.log" 2>&1 &
+HAPROXY_PID=$!
+PIDS="$PIDS $HAPROXY_PID"
+wait_port "$HAP_PORT" 10 && wait_port "$STATS_PORT" 5 && until_ok 100 up2
+ok $? "haproxy (master-worker) up, rl1 and rl2 UP"
+
+cat >"$TMP/count.lua" <<'EOF'
+wrk.headers["X-Tenant"] = "wrk"
+c200, cother = 0, 0
+local threads = {}
+function setup(t) table.insert(threads, t) end
+function delay() return 20 end
+function response(status, headers, body)
+	if status == 200 then c200 = c200 + 1 else cother = cother + 1 end
+end
+function done(s, latency, requests)
+	local a, b = 0, 0
+	for _, t in ipairs(threads) do a = a + t:get("c200"); b = b + t:get("cother") end
+	io.write(string.format("wrk c200=%d cother=%d connect=%d read=%d timeout=%d\n",
+		a, b, s.errors.connect, s.errors.read, s.errors.timeout))
+end
+EOF
+
+# ---- 1. agent 2 drained ---------------------------------------------------
+wrk -t 1 -c 16 -d 8s --timeout 2s -s "$TMP/count.lua" "$URL/wrk" >"$TMP/wrk1.out" 2>&1 &
+WRK=$!
+PIDS="$PIDS $WRK"
+sleep 2
+f0=$(metric "$M2" spoa_rl_spop_frames_total)
+[ "$f0" -gt 0 ]; ok $? "agent 2 takes its share ($f0 frames)"
+cli "set server be_spoa_rl/rl2 state drain" >/dev/null
+until_ok 20 eval '[ "$(state rl2)" = 2 ] && cli "show servers state be_spoa_rl" |
+	awk '"'"'$4 == "rl2" && $7 == 8 { f = 1 } END { exit !f }'"'"''
+ok $? "rl2 in state drain (srv_admin_state 8)"
+slow 4
+sleep 0.5
+e0=$(rl_errors)
+t0=$(now_ms)
+kill -TERM "$A2"
+wait "$A2"
+rc=$?
+ms=$(($(now_ms) - t0))
+expect_eq "$rc" 0 "agent 2 drains and exits 0 on SIGTERM"
+[ "$ms" -le 7000 ]; ok $? "within its drain deadline (5 s) and slack ($ms ms)"
+until_ok 50 down2; ok $? "HAProxy marks rl2 DOWN"
+wait "$WRK"
+wait $SLOW
+grep '^wrk' "$TMP/wrk1.out" | sed 's/^/# drain: /'
+expect_eq "$(sed -n 's/^wrk .*cother=\([0-9]*\).*/\1/p' "$TMP/wrk1.out")" 0 "drain: wrk got 200 only"
+expect_eq "$(grep -c 200 "$TMP/slow")" 4 "drain: the /slow requests in flight answer 200"
+expect_eq "$(dropped_logs "$STATS_PORT")" 0 "drain: HAProxy dropped no log line"
+n=$(grep -c ' rl_status=' "$TMP/haproxy.log")
+[ "$n" -gt 100 ]; ok $? "drain: $n requests logged"
+expect_eq "$(($(rl_errors) - e0))" 0 "drain: no NOTIFY unanswered (no txn.rl.error, no SPOE error)"
+grep -E 'rl_error=[1-9]|SPOE: .*st=[1-9]' "$TMP/haproxy.log" | head -3 | sed 's/^/#   /'
+
+# ---- 2. HAProxy reloaded (master-worker) ------------------------------------
+"$AGENT" -f "$POLICY" -l "127.0.0.1:$AGENT2_PORT" -m "127.0.0.1:$M2" \
+	-r "redis://127.0.0.1:$REDIS_PORT/0" >>"$TMP/agent2.log" 2>&1 &
+PIDS="$PIDS $!"
+until_ok 100 up2; ok $? "agent 2 restarted, UP"
+: >"$TMP/slow"
+old=$(workers)
+[ -n "$old" ]; ok $? "one worker before the reload ($old)"
+wrk -t 1 -c 16 -d 6s --timeout 2s -s "$TMP/count.lua" "$URL/wrk" >"$TMP/wrk2.out" 2>&1 &
+WRK=$!
+PIDS="$PIDS $WRK"
+sleep 1.5
+slow 4
+sleep 0.2
+e0=$(rl_errors)
+kill -USR2 "$HAPROXY_PID"
+gone=1
+for i in $(seq 100); do
+	w=$(workers)
+	[ -n "$w" ] && [ "$w" != "$old" ] && ! echo " $w " | grep -q " ${old% } " &&
+		{ gone=0; break; }
+	sleep 0.1
+done
+ok $gone "the reload: a new worker ($(workers)) replaced the old ($old), which exited"
+wait "$WRK"
+wait $SLOW
+grep '^wrk' "$TMP/wrk2.out" | sed 's/^/# reload: /'
+expect_eq "$(sed -n 's/^wrk .*cother=\([0-9]*\).*/\1/p' "$TMP/wrk2.out")" 0 "reload: wrk got 200 only"
+# (read errors are keep-alive connections the old worker closed as a
+# request came: HTTP's own race, not the SPOE's)
+c=$(sed -n 's/^wrk .*connect=\([0-9]*\) read=[0-9]* timeout=\([0-9]*\).*/\1\2/p' "$TMP/wrk2.out")
+expect_eq "$c" 00 "reload: no wrk connect error or timeout"
+expect_eq "$(grep -c 200 "$TMP/slow")" 4 "reload: the /slow requests in flight answer 200"
+expect_eq "$(($(rl_errors) - e0))" 0 "reload: no txn.rl.error, no SPOE error"
+until_ok 50 up2; ok $? "the new worker sees rl1 and rl2 UP"
+
+# ---- 3. a bare SIGTERM (rl2 left UP) ------------------------------------------
+A2=$(pgrep -f -- "-l 127.0.0.1:$AGENT2_PORT " | head -1)
+wrk -t 1 -c 16 -d 5s --timeout 2s -s "$TMP/count.lua" "$URL/wrk" >"$TMP/wrk3.out" 2>&1 &
+WRK=$!
+PIDS="$PIDS $WRK"
+sleep 1.5
+e0=$(rl_errors)
+kill -TERM "$A2"
+wait "$WRK"
+until_ok 50 down2
+e=$(grep -E 'rl_error=[1-9]' "$TMP/haproxy.log" | tail -n +$((e0 + 1)) |
+	sed 's/.*rl_error=\([0-9]*\).*/\1/' | sort | uniq -c | awk '{ printf " %s x%s", $2, $1 }')
+expect_eq "$(($(rl_errors) - e0))" 0 "bare SIGTERM, rl2 UP until the check fails: no txn.rl.error (${e:-none})"
+
+[ -n "${KEEP_TMP:-}" ] && cp -r "$TMP" "$KEEP_TMP"
+finish
