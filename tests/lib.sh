@@ -13,6 +13,7 @@ AGENT="$ROOT/$BUILD/spoa-ratelimit"
 # version than the one on PATH); exported for the scripts they start.
 export HAPROXY="${HAPROXY:-haproxy}"
 TOOLS="$ROOT/$BUILD/tools"
+CLIENT="$TOOLS/spop-client"
 TMP=$(mktemp -d /tmp/spoa-rl-test.XXXXXX)
 PIDS=""
 PORT_BASE=${PORT_BASE:-$((20000 + 32 * ($$ % 380)))}
@@ -107,6 +108,51 @@ haproxy_atleast() {
 			exit !(h[1] > w[1] || (h[1] == w[1] && h[2] >= w[2])) }'
 }
 
+# agent_addrs POLICY [ARGS...]: the addresses an agent started so will
+# listen on, one a line: -l's list, else the policy's top-level listen;
+# then -m's, else the policy's metrics listen. "127.0.0.1:PORT" or
+# "unix:PATH"; any other form (a name, IPv6) is left to the caller.
+agent_addrs() {
+	_pol=$1; shift
+	_l=""; _m=""
+	while [ $# -gt 0 ]; do
+		case $1 in -l) _l=${2:-} ;; -m) _m=${2:-} ;; esac
+		shift
+	done
+	[ -n "$_l" ] || _l=$(sed -n 's/^listen: *"\{0,1\}\([^" ]*\).*/\1/p' "$_pol")
+	[ -n "$_m" ] || _m=$(sed -n \
+		's/^\(metrics: *{ *\| \{1,\}\)listen: *"\{0,1\}\([^" ,}]*\).*/\2/p' "$_pol")
+	echo "$_l,$_m" | tr ',' '\n' | grep -E '^(127\.0\.0\.1:[0-9]+|unix:.+)$'
+}
+
+# listening ADDR: whether something listens on ADDR, "127.0.0.1:PORT" or
+# "unix:PATH".
+listening() {
+	case $1 in
+	unix:*) [ -S "${1#unix:}" ] ;;
+	*) (exec 3<>"/dev/tcp/127.0.0.1/${1##*:}") 2>/dev/null ;;
+	esac
+}
+
+# agent_up POLICY [ARGS...]: start_agent, then waits until the agent listens
+# on each of its addresses (agent_addrs), AGENT_WAIT_S seconds at most for
+# each (default 5). Returns 1, with the log's tail on stderr, as soon as the
+# agent exits or when an address does not come up in time.
+agent_up() {
+	start_agent "$@"
+	for _a in $(agent_addrs "$@"); do
+		_tries=$((${AGENT_WAIT_S:-5} * 20))
+		until listening "$_a"; do
+			if ! kill -0 "$AGENT_PID" 2>/dev/null || [ "$_tries" -le 0 ]; then
+				echo "agent_up: the agent ($1) is not listening on $_a; its log:" >&2
+				tail -n 20 "${AGENT_LOG:-$TMP/agent.log}" >&2
+				return 1
+			fi
+			sleep 0.05; _tries=$((_tries - 1))
+		done
+	done
+}
+
 # start_haproxy CFG: $HAPROXY in the foreground (-db), pid in HAPROXY_PID.
 start_haproxy() {
 	"$HAPROXY" -db -f "$1" >>"$TMP/haproxy.log" 2>&1 &
@@ -117,11 +163,14 @@ start_haproxy() {
 # field NAME: the value of NAME=... on each spop-client line read.
 field() { sed -n "s/.* $1=\([^ ]*\).*/\1/p"; }
 
-# metric NAME: the sum of every series NAME on the agent's /metrics at
-# 127.0.0.1:$MP, as an integer (0 when unreachable).
+# metric PORT NAME: a sample of the agent's /metrics on 127.0.0.1:PORT,
+# rounded to an integer; 0 when it is absent or the agent unreachable.
+# NAME is a name with its labels (one series), or a bare name (the sum of
+# every series of that name).
 metric() {
-	curl -s --max-time 2 "http://127.0.0.1:$MP/metrics" |
-		awk -v n="$1" '$1 == n || index($1, n "{") == 1 { s += $2 } END { printf "%d", s }'
+	curl -s --max-time 2 "http://127.0.0.1:$1/metrics" |
+		awk -v n="$2" '$1 == n || index($1, n "{") == 1 { s += $NF }
+			END { printf "%.0f", s }'
 }
 
 # ok CONDITION-EXIT-STATUS NAME: records one assertion.

@@ -87,12 +87,6 @@ rcpu() {
 		awk -F: '/^used_cpu_(sys|user):/ {s += $2} END {printf "%.6f\n", s}'
 }
 rcalls() { script_calls "$RP"; }
-# metric PORT NAME: the sample NAME (a name, or a name with its labels),
-# summed over the label sets when NAME has none
-metric() {
-	curl -s -m 2 "http://127.0.0.1:$1/metrics" |
-		awk -v k="$2" '$1 == k || index($1, k "{") == 1 {s += $NF} END {printf "%.0f\n", s}'
-}
 # kv FILE NAME: the value of NAME= in a spop-bench output line
 kv() { tr ' ' '\n' <"$1" | sed -n "s/^$2=//p" | tail -n 1; }
 # num EXPR [DECIMALS]: awk arithmetic; "n/a" on a zero divisor

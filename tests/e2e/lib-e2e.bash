@@ -201,11 +201,7 @@ pool_ups() {
 	) 2>/dev/null | awk '$2 == "be_spoa_rl" && $4 ~ /^rl[123]$/ && $6 == 2 { n++ } END { print n + 0 }'
 }
 
-# metric PORT NAME: an agent metric's value, summed over its label sets.
-metric() {
-	curl -s --max-time 2 "http://127.0.0.1:$1/metrics" |
-		awk -v n="$2" '$1 == n || index($1, n "{") == 1 { s += $2 } END { printf "%d", s }'
-}
+# metric PORT NAME comes from tests/lib.sh.
 
 # write_count_policy REDIS_URL: the global-count policy into $POLICY: one
 # gcra (by tenant), fixed-window (by plan) and sliding-log (by key) rule,

@@ -43,11 +43,6 @@ count() {
 	echo "$n q=$(sf_param "$(hdr RateLimit-Policy)" q) last=$c"
 }
 
-metric() {
-	curl -s --max-time 2 "http://127.0.0.1:$METRICS_PORT/metrics" |
-		awk -v k="$1" '$1 == k { print $2 }'
-}
-
 policy 5 5/min
 start_redis "$REDIS_PORT"
 start_agent "$POLICY" -l "127.0.0.1:$AGENT_PORT" -r "redis://127.0.0.1:$REDIS_PORT/0" \
@@ -145,7 +140,8 @@ grep -E 'rl_error=[1-9]|SPOE: ' "$TMP/haproxy.log" | head -5 | sed 's/^/# /'
 grep -E 'msg=(reloaded|reload_failed) ' "$TMP/agent.log" | sed 's/^/# /'
 
 kill -0 "$pid0" 2>/dev/null; ok $? "the agent is the same process, still running"
-expect_eq "$(metric 'spoa_rl_policy_reloads_total{result="ok"}') $(metric 'spoa_rl_policy_reloads_total{result="error"}')" "1 2" \
+reloads() { metric "$METRICS_PORT" "spoa_rl_policy_reloads_total{result=\"$1\"}"; }
+expect_eq "$(reloads ok) $(reloads error)" "1 2" \
 	"metrics: 1 ok and 2 error reloads"
 
 # The good file back: applied again.

@@ -4,7 +4,6 @@
 # modes with Redis down, reload (good and bad files) and drain on SIGTERM.
 . "$(dirname "$0")/../lib.sh"
 RP=$(port 1); AP=$(port 2)
-CLIENT="$TOOLS/spop-client"
 start_redis "$RP"
 cat >"$TMP/policy.yaml" <<YAML
 listen: 127.0.0.1:$AP
@@ -43,10 +42,8 @@ rules:
     max_delay: 1s
     store: local
 YAML
-start_agent "$TMP/policy.yaml" -l "127.0.0.1:$AP,unix:$TMP/agent.sock"
-wait_port "$AP"
+agent_up "$TMP/policy.yaml" -l "127.0.0.1:$AP,unix:$TMP/agent.sock"
 c() { "$CLIENT" -a "127.0.0.1:$AP" "$@"; }
-field() { sed -n "s/.* $1=\([^ ]*\).*/\1/p"; }
 
 out=$(c -H)
 echo "$out" | grep -q 'version=2.0' ; ok $? "health-check HELLO is answered with version 2.0"

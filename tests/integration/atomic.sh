@@ -11,7 +11,6 @@
 # (gcra, fixed-window and sliding-log through HAProxy: e2e/global_count.sh.)
 . "$(dirname "$0")/../lib.sh"
 RP=$(port 1)
-CLIENT="$TOOLS/spop-client"
 CONC_LIMIT=20; CONC_CLIENTS=90		# one NOTIFY each, its own request id
 GCRA_BURST=40; GCRA_CLIENTS=45; GCRA_EACH=4	# pipelined on one connection
 

@@ -8,7 +8,6 @@
 # included.
 . "$(dirname "$0")/../lib.sh"
 RP=$(port 1); AP=$(port 2)
-CLIENT="$TOOLS/spop-client"
 start_redis "$RP"
 cat >"$TMP/policy.yaml" <<YAML
 listen: 127.0.0.1:$AP
@@ -29,8 +28,7 @@ rules:
     rate: 1/hour
     burst: 50
 YAML
-start_agent "$TMP/policy.yaml"
-wait_port "$AP"
+agent_up "$TMP/policy.yaml"
 redis-cli -p "$RP" monitor >"$TMP/monitor" 2>&1 &
 mon=$!
 PIDS="$PIDS $mon"

@@ -19,7 +19,6 @@
 . "$(dirname "$0")/../lib.sh"
 RP=$(port 1); AP=$(port 2); MP=$(port 3)
 FLOOD="$TOOLS/spop-flood"
-CLIENT="$TOOLS/spop-client"
 CONNS=10000
 MAX_KEYS=100000
 
@@ -50,15 +49,10 @@ rules:
     rate: 100000/s
     burst: 100000
 YAML
-start_agent "$TMP/policy.yaml" -m "127.0.0.1:$MP"
-wait_port "$AP" && wait_port "$MP"
+agent_up "$TMP/policy.yaml" -m "127.0.0.1:$MP"
 ok $? "agent up"
 
 rss() { awk '/^VmRSS/ { print $2 }' "/proc/$AGENT_PID/status" 2>/dev/null || echo 0; }
-metric() {
-	curl -s --max-time 2 "http://127.0.0.1:$MP/metrics" |
-		awk -v n="$1" '$1 == n || index($1, n "{") == 1 { s += $2 } END { printf "%d", s }'
-}
 n=0
 serves() { # LABEL: a normal request gets its ACK, decided by Redis
 	n=$((n + 1))
@@ -94,7 +88,7 @@ out=$("$FLOOD" -a "127.0.0.1:$AP" -t 120 notify -n 1000000 -c 4 -P 64 -k -m rl-l
 echo "# 1M keys: $out ($(awk -v a="$t0" -v b="$EPOCHREALTIME" 'BEGIN { printf "%.1f", b - a }') s)"
 echo "$out" | grep -q 'acks=1000000 missing=0 dup=0 allowed=1000000 '
 ok $? "1,000,000 distinct keys: every NOTIFY ACKed once and allowed (each key is new)"
-lk=$(metric spoa_rl_local_keys)
+lk=$(metric "$MP" spoa_rl_local_keys)
 [ "$lk" -ge $((MAX_KEYS / WORKERS)) ] && [ "$lk" -le "$MAX_KEYS" ]
 ok $? "the local tier holds $lk keys (<= max_keys $MAX_KEYS, shared by $WORKERS workers)"
 check_rss "1M distinct keys" "$(rss)" "$KEY_BOUND"
@@ -146,7 +140,7 @@ conn_round() { # ROUND
 	expect_eq "$(sed -n 's/^ready conns=\([0-9]*\).*/\1/p' "$TMP/conns.$1")" "$CONNS" \
 		"round $1: $CONNS connections opened and HELLO answered"
 	sleep 0.5
-	g=$(metric spoa_rl_spop_connections)
+	g=$(metric "$MP" spoa_rl_spop_connections)
 	[ "$g" -ge "$CONNS" ]; ok $? "round $1: the agent counts $g open connections"
 	held=$(rss)
 	check_rss "round $1, $CONNS connections held" "$held" "$CONN_BOUND"
@@ -155,10 +149,10 @@ conn_round() { # ROUND
 	wait "$fp"
 	closed=0
 	for i in $(seq 100); do
-		[ "$(metric spoa_rl_spop_connections)" -le 1 ] && { closed=0; break; }
+		[ "$(metric "$MP" spoa_rl_spop_connections)" -le 1 ] && { closed=0; break; }
 		closed=1; sleep 0.1
 	done
-	ok $closed "round $1: all connections closed on the agent's side too ($(metric spoa_rl_spop_connections) left)"
+	ok $closed "round $1: all connections closed on the agent's side too ($(metric "$MP" spoa_rl_spop_connections) left)"
 	after=$(rss)
 	check_rss "round $1, after the close" "$after" "$CONN_BOUND"
 	serves "round $1, after the close"

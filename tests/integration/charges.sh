@@ -17,7 +17,6 @@
 # counts the step reads, which 60 s windows did about once in a hundred runs.
 . "$(dirname "$0")/../lib.sh"
 RP=$(port 1); AP=$(port 2); BP=$(port 3); DP=$(port 4)
-CLIENT="$TOOLS/spop-client"
 start_redis "$RP"
 policy() { # FILE LISTEN REDIS_PORT
 	cat >"$1" <<YAML
@@ -93,8 +92,7 @@ rules:
 YAML
 }
 policy "$TMP/policy.yaml" "127.0.0.1:$AP" "$RP"
-start_agent "$TMP/policy.yaml"
-wait_port "$AP"
+agent_up "$TMP/policy.yaml"
 c() { "$CLIENT" -a "127.0.0.1:$AP" "$@"; }
 statuses() { grep '^ack' | field status | tr '\n' ' '; }
 

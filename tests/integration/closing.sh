@@ -17,7 +17,6 @@
 RP=$(port 1); MP=$(port 3)
 SOCK="$TMP/agent.sock"
 FLOOD="$TOOLS/spop-flood"
-CLIENT="$TOOLS/spop-client"
 IDLE_S=1
 CLOSE_S=2
 HOLD_S=15
@@ -44,8 +43,7 @@ rules:
     burst: 100
     fail: open
 YAML
-start_agent "$TMP/policy.yaml" -m "127.0.0.1:$MP"
-wait_port "$MP"
+agent_up "$TMP/policy.yaml" -m "127.0.0.1:$MP"
 ok $? "agent up"
 ms_since() { awk -v a="$1" -v b="$EPOCHREALTIME" 'BEGIN { printf "%d", (b - a) * 1000 }'; }
 
@@ -56,16 +54,16 @@ i=0
 until grep -q '^slow' "$TMP/slow" || [ $i -ge 100 ]; do sleep 0.1; i=$((i + 1)); done
 t0=$EPOCHREALTIME
 echo "# a peer that never reads: $(cat "$TMP/slow")"
-expect_eq "$(metric spoa_rl_spop_connections)" 1 "the peer that never reads is connected"
+expect_eq "$(metric "$MP" spoa_rl_spop_connections)" 1 "the peer that never reads is connected"
 
 # Closed by the idle timeout plus the close deadline, with a margin: well
 # before the peer would let go (HOLD_S).
 bound=$(((IDLE_S + CLOSE_S + 3) * 1000))
-until [ "$(metric spoa_rl_spop_connections)" -eq 0 ] || [ "$(ms_since "$t0")" -ge $bound ]; do
+until [ "$(metric "$MP" spoa_rl_spop_connections)" -eq 0 ] || [ "$(ms_since "$t0")" -ge $bound ]; do
 	sleep 0.1
 done
 ms=$(ms_since "$t0")
-[ "$(metric spoa_rl_spop_connections)" -eq 0 ] && [ "$ms" -lt $bound ]
+[ "$(metric "$MP" spoa_rl_spop_connections)" -eq 0 ] && [ "$ms" -lt $bound ]
 ok $? "the agent closes it within ${IDLE_S} s idle + ${CLOSE_S} s close deadline (${ms} ms, bound ${bound} ms)"
 grep -q 'msg=conn_close_timeout' "$TMP/agent.log"
 ok $? "at its close deadline, its output unsent (conn_close_timeout logged)"
@@ -88,7 +86,7 @@ out=$("$CLIENT" -a "unix:$SOCK" -S -n 5 -P 5 -v -t 3000 rl-slow tenant=s:half 2>
 kill -CONT "$RPID"
 echo "$out" | grep -q '^sent=5 acked=5'
 ok $? "a half-closed peer gets the ACKs of the NOTIFYs it sent ($(echo "$out" | grep -e '^sent=' -e 'ACKs'))"
-no_conns() { [ "$(metric spoa_rl_spop_connections)" -eq 0 ]; }
+no_conns() { [ "$(metric "$MP" spoa_rl_spop_connections)" -eq 0 ]; }
 until_ok 30 no_conns
 ok $? "and the connection closes after the last"
 

@@ -8,7 +8,6 @@
 # with their key).
 . "$(dirname "$0")/../lib.sh"
 P1=$(port 1); P2=$(port 2); P3=$(port 3); AP=$(port 4)
-CLIENT="$TOOLS/spop-client"
 rcc() { redis-cli -c -h 127.0.0.1 -p "$P1" "$@" 2>/dev/null; }
 
 # the cluster bus ports are this run's too (not the default port + 10000)
@@ -112,10 +111,8 @@ rules:
     burst: 2
     fail: open
 YAML
-start_agent "$TMP/policy.yaml"
-wait_port "$AP"
+agent_up "$TMP/policy.yaml"
 c() { "$CLIENT" -a "127.0.0.1:$AP" "$@"; }
-field() { sed -n "s/.* $1=\([^ ]*\).*/\1/p"; }
 healthy() { [ "$(c rl-request tenant=s:probe | field degraded)" = 0 ]; }
 until_ok 100 healthy; ok $? "decisions come from the cluster"
 

@@ -8,7 +8,6 @@
 # stayed unmapped, every request on its fail mode until a restart.
 . "$(dirname "$0")/../lib.sh"
 P=$(port 1); BUS=$(port 11); AP=$(port 2)
-CLIENT="$TOOLS/spop-client"
 mkdir -p "$TMP/c"
 redis-server --port "$P" --bind 127.0.0.1 127.0.0.200 --save '' --appendonly no \
 	--dir "$TMP/c" --cluster-enabled yes --cluster-config-file "$TMP/c/nodes.conf" \
@@ -27,8 +26,7 @@ processing_timeout: 1s
 rules:
   - { name: t, message: rl-request, key: "{tenant}", rate: 1000000/s, burst: 1000000, fail: closed }
 YAML
-start_agent "$TMP/policy.yaml"
-wait_port "$AP"
+agent_up "$TMP/policy.yaml"
 c() { "$CLIENT" -a "127.0.0.1:$AP" -t 1000 "$@"; }
 decided() { [ "$(c rl-request tenant=s:a | field status)" = 0 ]; }
 until_ok 100 decided; ok $? "decided by the cluster at its seed address" || finish

@@ -8,7 +8,6 @@
 . "$(dirname "$0")/../lib.sh"
 . "$(dirname "$0")/../e2e/lib-topo.bash"
 P1=$(port 1); P2=$(port 2); P3=$(port 3); AP=$(port 4)
-CLIENT="$TOOLS/spop-client"
 start_cluster "$P1" "$P2" "$P3" "$(port 11)" "$(port 12)" "$(port 13)"
 ok $? "3 masters, cluster_state ok"
 X=$(slot_owner "$(keyslot plans)")
@@ -29,8 +28,7 @@ plan_lookup: { redis_hash: plans, default: free, cache: 30s }
 rules:
   - { name: r, message: rl-request, key: "$K", plan: rate, fail: closed }
 YAML
-start_agent "$TMP/policy.yaml"
-wait_port "$AP"
+agent_up "$TMP/policy.yaml"
 c() { "$CLIENT" -a "127.0.0.1:$AP" "$@"; }
 healthy() { [ "$(c rl-request tenant=s:warm | field status)" = 0 ]; }
 until_ok 100 healthy; ok $? "decisions from the cluster"

@@ -11,7 +11,6 @@
 . "$(dirname "$0")/../lib.sh"
 . "$(dirname "$0")/../e2e/lib-topo.bash"	# start_cluster, rc, slot_owner...
 P1=$(port 1); P2=$(port 2); P3=$(port 3); AP=$(port 4); MP=$(port 5)
-CLIENT="$TOOLS/spop-client"
 BENCH="$TOOLS/spop-bench"
 FPID=""
 # a stopped node is resumed before the EXIT trap kills everything
@@ -51,8 +50,7 @@ rules:
     window: 1h
     fail: closed
 YAML
-start_agent "$TMP/policy.yaml"
-wait_port "$AP" || { ok 1 "the agent listens on $AP"; finish; }
+agent_up "$TMP/policy.yaml" || { ok 1 "the agent listens on $AP"; finish; }
 c() { "$CLIENT" -a "127.0.0.1:$AP" "$@"; }
 # probe TENANT: "status/degraded" of one request
 probe() {

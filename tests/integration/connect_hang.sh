@@ -8,7 +8,6 @@
 # CPU, answered nothing more, and SIGTERM could not stop the agent.
 . "$(dirname "$0")/../lib.sh"
 RP=$(port 1); AP=$(port 2)
-CLIENT="$TOOLS/spop-client"
 "$TOOLS/blackhole" "$RP" 30 >"$TMP/blackhole.out" 2>&1 &
 PIDS="$PIDS $!"
 for _ in $(seq 50); do grep -q ready "$TMP/blackhole.out" && break; sleep 0.1; done
@@ -25,8 +24,7 @@ rules:
     burst: 5
     fail: open
 YAML
-start_agent "$TMP/policy.yaml"
-wait_port "$AP"
+agent_up "$TMP/policy.yaml"
 apid=$AGENT_PID
 
 # three requests one after the other, while the first connect hangs

@@ -36,8 +36,7 @@ processing_timeout: 1s
 rules:
   - { name: t, message: rl-request, key: "t:{tenant}", rate: 1000/s, burst: 1000, fail: open }
 YAML
-start_agent "$TMP/policy.yaml"
-wait_port "$AP" 20
+AGENT_WAIT_S=20 agent_up "$TMP/policy.yaml"
 # every request is answered well inside 1 s though each lookup takes 6 s
 out=$("$TOOLS/spop-client" -a "127.0.0.1:$AP" -t 1000 -n 20 -g 100 rl-request tenant=s:a 2>&1)
 expect_eq "$(echo "$out" | grep -c '^ack .*status=0 .*degraded=1')" 20 \

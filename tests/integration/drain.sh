@@ -17,7 +17,6 @@
 # second): ACKs held up to 15 s, past the drain deadline.
 . "$(dirname "$0")/../lib.sh"
 RP=$(port 1); AP=$(port 2); BP=$(port 3)
-CLIENT="$TOOLS/spop-client"
 CONNS=48
 start_redis "$RP"
 cat >"$TMP/policy.yaml" <<YAML
@@ -36,8 +35,7 @@ rules:
     max_delay: 20s
     store: local
 YAML
-start_agent "$TMP/policy.yaml"
-wait_port "$AP"
+agent_up "$TMP/policy.yaml"
 ok $? "agent up"
 
 for k in $(seq $CONNS); do
@@ -83,8 +81,7 @@ rules:
     fail: open
 YAML
 : >"$TMP/agent.log"
-start_agent "$TMP/capped.yaml"
-wait_port "$BP"
+agent_up "$TMP/capped.yaml"
 ok $? "$RT: an agent up"
 eval "RPID=\$REDIS_PID_$RP"
 kill -STOP "$RPID"
@@ -124,8 +121,7 @@ rules:
   - { name: l, message: rl-l, key: "l:{tenant}", rate: 100000/s, burst: 100000, store: local }
 YAML
 : >"$TMP/agent.log"
-start_agent "$TMP/late.yaml"
-wait_port "$BP"
+agent_up "$TMP/late.yaml"
 ok $? "an agent with a local rule up"
 kill -STOP "$RPID"
 "$CLIENT" -a "127.0.0.1:$BP" -n 150 -P 150 -g 10 -v -M 1:rl-l -W -t 3000 \

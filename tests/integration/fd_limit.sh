@@ -9,7 +9,6 @@
 . "$(dirname "$0")/../lib.sh"
 RP=$(port 1); AP=$(port 2); MP=$(port 3)
 FLOOD="$TOOLS/spop-flood"
-CLIENT="$TOOLS/spop-client"
 
 start_redis "$RP"
 cat >"$TMP/policy.yaml" <<YAML

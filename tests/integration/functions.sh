@@ -8,7 +8,6 @@
 # without FUNCTION rights keeps EVALSHA, exact too, and says so once.
 . "$(dirname "$0")/../lib.sh"
 RP=$(port 1); AP=$(port 2); AP2=$(port 3)
-CLIENT="$TOOLS/spop-client"
 start_redis "$RP"
 ok $? "redis-server up on $RP"
 
@@ -36,8 +35,7 @@ YAML
 }
 
 policy "$AP" "redis://127.0.0.1:$RP/0" >"$TMP/policy.yaml"
-start_agent "$TMP/policy.yaml"
-wait_port "$AP"
+agent_up "$TMP/policy.yaml"
 
 # ---- 1. FCALL on Redis 7 ------------------------------------------------------
 until_ok 30 sh -c "redis-cli -p $RP function list | grep -q '^spoa_rl_[0-9a-f]\{16\}$'"
@@ -73,8 +71,7 @@ ok $? "the library's Lua memory did not grow with them ($m0 -> $m1 bytes)"
 
 # ---- 1b. a restart finds the library there: no compile, FCALL still -----------
 kill "$AGENT_PID"; wait "$AGENT_PID" 2>/dev/null
-AGENT_LOG=$TMP/agent1b.log start_agent "$TMP/policy.yaml"
-wait_port "$AP"
+AGENT_LOG=$TMP/agent1b.log agent_up "$TMP/policy.yaml"
 f0=$(cmdstat "$RP" fcall)
 expect_eq "$(allowed 12 epsilon)" 10 "a restarted agent, the library already loaded: 10 of 12 allowed"
 [ "$(cmdstat "$RP" fcall)" -gt "$f0" ] && [ "$(cmdstat "$RP" evalsha)" = 0 ]
@@ -110,8 +107,7 @@ rules:
       limit: 1, lease: 10m, id: "{id}", release: rl-done, fail: open }
 YAML
 kill "$AGENT_PID"; wait "$AGENT_PID" 2>/dev/null
-AGENT_LOG=$TMP/agent-oom.log start_agent "$TMP/policy-oom.yaml"
-wait_port "$AP"
+AGENT_LOG=$TMP/agent-oom.log agent_up "$TMP/policy-oom.yaml"
 cv() { "$CLIENT" -a "127.0.0.1:$AP" "$@" | grep '^ack' | sed 's/.* status=\([0-9]*\).* degraded=\([0-9]*\).*/\1\/\2/'; }
 rejected() { rc "$RP" info commandstats | tr -d '\r' | sed -n 's/^cmdstat_fcall:.*rejected_calls=\([0-9]*\).*/\1/p'; }
 expect_eq "$(cv rl-req tenant=s:oom id=s:req1)" "0/0" "concurrency limit 1: the first request takes the lease"
@@ -128,8 +124,7 @@ expect_eq "$(cv rl-req tenant=s:oom id=s:req2)" "0/0" "so the next request gets 
 # ---- 3. no FUNCTION rights: EVALSHA, exact, said once -------------------------
 rc "$RP" acl setuser nofn on '>pw-nofn-4e1b' '~*' '+@all' '-function' >/dev/null
 policy "$AP2" "redis://nofn:pw-nofn-4e1b@127.0.0.1:$RP/0" >"$TMP/policy2.yaml"
-AGENT_LOG=$TMP/agent2.log start_agent "$TMP/policy2.yaml"
-wait_port "$AP2"
+AGENT_LOG=$TMP/agent2.log agent_up "$TMP/policy2.yaml"
 until_ok 30 grep -q 'redis_functions_unavailable' "$TMP/agent2.log"
 ok $? "an ACL user without FUNCTION: redis_functions_unavailable logged"
 s0=$(cmdstat "$RP" evalsha)

@@ -15,8 +15,7 @@ redis: { url: "redis://127.0.0.1:$RP/0" }
 rules:
   - { name: t, message: rl-request, key: "t:{tenant}", rate: 5/s }
 YAML
-start_agent "$TMP/policy.yaml"
-wait_port "$MP"
+agent_up "$TMP/policy.yaml"
 health() { curl -s -o /dev/null -w '%{http_code}' --max-time 3 "http://127.0.0.1:$MP/healthz"; }
 expect_eq "$(health)" 200 "/healthz before"
 "$TOOLS/tcp-hold" "127.0.0.1:$MP" 200 15 >"$TMP/hold.out" 2>&1 &

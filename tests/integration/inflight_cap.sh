@@ -17,10 +17,8 @@ processing_timeout: 3s
 rules:
   - { name: t, message: rl-request, key: "t:{tenant}", rate: 100000/s, burst: 100000, fail: open }
 YAML
-start_agent "$TMP/policy.yaml"
-wait_port "$AP"
-wait_port "$MP"
-inflight() { metric spoa_rl_requests_in_flight; }
+agent_up "$TMP/policy.yaml"
+inflight() { metric "$MP" spoa_rl_requests_in_flight; }
 "$TOOLS/spop-client" -a "127.0.0.1:$AP" rl-request tenant=s:warm >/dev/null
 expect_eq "$(inflight)" 0 "no request in flight at rest"
 eval "rpid=\$REDIS_PID_$RP"

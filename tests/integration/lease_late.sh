@@ -37,7 +37,6 @@
 . "$(dirname "$0")/../lib.sh"
 RP=$(port 1); A1=$(port 2); A2=$(port 3); A3=$(port 4); M2=$(port 5)
 A4=$(port 6); M4=$(port 7); A5=$(port 8)
-CLIENT="$TOOLS/spop-client"
 start_redis "$RP"
 eval "RPID=\$REDIS_PID_$RP"
 
@@ -243,7 +242,7 @@ ok $? "rl-done sent after the drop frees the slots the stale charges took (held:
 until_ok 60 is leases dclosed ""
 ok $? "and so do the agent's own releases of the 503s (held: '$(leases dclosed)')"
 MP=$M4
-expect_eq "$(metric spoa_rl_lease_releases_lost_total)" 0 "no release given up"
+expect_eq "$(metric "$MP" spoa_rl_lease_releases_lost_total)" 0 "no release given up"
 
 # 8. Redis stays stopped past the 2 s lease: the release is given up.
 # Once Redis is back, the stale charge's lease ends on its own.
@@ -253,7 +252,7 @@ stall_and_drop allow_one
 ask "$A4" rl-dshort-done s1 >/dev/null
 until_ok 40 grep -q lease_release_lost "$TMP/agent4.log"
 ok $? "a release unanswered at its lease's end is given up, with a warning"
-expect_eq "$(metric spoa_rl_lease_releases_lost_total)" 1 \
+expect_eq "$(metric "$MP" spoa_rl_lease_releases_lost_total)" 1 \
 	"and counted: spoa_rl_lease_releases_lost_total 1"
 kill -CONT "$RPID"
 until_ok 40 is leases dshort ""

@@ -14,7 +14,6 @@
 #      (its share is divided among the pool's agents, not the workers).
 . "$(dirname "$0")/../lib.sh"
 AP=$(port 1); DEAD=$(port 2)	# nothing listens on DEAD: Redis is down
-CLIENT="$TOOLS/spop-client"
 cat >"$TMP/policy.yaml" <<YAML
 listen: 127.0.0.1:$AP
 workers: 4
@@ -48,8 +47,7 @@ rules:
     release: rl-fb-done
     fail: local
 YAML
-start_agent "$TMP/policy.yaml"
-wait_port "$AP"
+agent_up "$TMP/policy.yaml"
 c() { "$CLIENT" -a "127.0.0.1:$AP" "$@" | grep '^ack' | field status; }
 
 # cycles MSG: 16 acquire + release pairs, each frame on its own connection;

@@ -14,7 +14,6 @@ if [ ! -x "$AGENT" ]; then
 	finish
 fi
 RP=$(port 0)
-CLIENT="$TOOLS/spop-client"
 start_redis "$RP"
 
 # policy FILE [LEVEL]: a one-rule policy, with log.level LEVEL if given.
@@ -37,10 +36,8 @@ YAML
 # to $TMP/agent-NAME.log; its pid in $PID_NAME. Waits until it listens.
 agent() {
 	name=$1; ap=$(port "$2"); pol=$3; shift 3
-	"$AGENT" -f "$pol" -l "127.0.0.1:$ap" "$@" >"$TMP/agent-$name.log" 2>&1 &
-	eval "PID_$name=$!"
-	PIDS="$PIDS $!"
-	wait_port "$ap" 5
+	AGENT_LOG="$TMP/agent-$name.log" agent_up "$pol" -l "127.0.0.1:$ap" "$@"
+	eval "PID_$name=$AGENT_PID"
 }
 
 # probe N: a health-check HELLO to the agent on port N (a debug line).

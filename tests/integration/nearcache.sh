@@ -11,8 +11,7 @@ processing_timeout: 1s
 rules:
   - { name: tenant, message: rl-request, key: "tenant:{tenant}", rate: 1/min, burst: 1 }
 YAML
-start_agent "$TMP/policy.yaml"
-wait_port "$AP"
+agent_up "$TMP/policy.yaml"
 calls() { script_calls "$RP"; }
 before=$(calls)
 cpids=""
@@ -45,8 +44,7 @@ rules:
 YAML
 }
 near_policy gcra
-AGENT_LOG="$TMP/agent-near1.log" start_agent "$TMP/near1.yaml"
-wait_port "$AP2"
+AGENT_LOG="$TMP/agent-near1.log" agent_up "$TMP/near1.yaml"
 "$TOOLS/spop-client" -a "127.0.0.1:$AP2" -n 2 rl-request tenant=s:switch >"$TMP/sw1"
 expect_eq "$(field status <"$TMP/sw1" | tr '\n' ' ')" "0 429 " \
 	"gcra 1/min burst 1: allowed, then denied (and learned)"
@@ -73,8 +71,7 @@ processing_timeout: 1s
 rules:
   - { name: monthly, message: rl-request, key: "t:{tenant}", algorithm: fixed-window, limit: 3, window: month }
 YAML
-AGENT_LOG="$TMP/agent-month.log" start_agent "$TMP/month.yaml"
-wait_port "$AP3"
+AGENT_LOG="$TMP/agent-month.log" agent_up "$TMP/month.yaml"
 "$TOOLS/spop-client" -a "127.0.0.1:$AP3" -n 4 rl-request tenant=s:cust >"$TMP/m1"
 expect_eq "$(field status <"$TMP/m1" | tr '\n' ' ')" "0 0 0 429 " \
 	"limit 3 a month: three pass, the fourth is denied (and learned)"

@@ -16,8 +16,7 @@ processing_timeout: 1s
 rules:
   - { name: upload, message: rl-request, key: "user:{user}", rate: 1/s, burst: 5, cost: "{c}" }
 YAML
-start_agent "$TMP/policy.yaml"
-wait_port "$AP"
+agent_up "$TMP/policy.yaml"
 "$TOOLS/spop-client" -a "127.0.0.1:$AP" -n 3 rl-request user=s:a c=i:6 >"$TMP/big"
 expect_eq "$(field status <"$TMP/big" | sort -u)" 429 "cost 6 over burst 5: 429"
 expect_eq "$(field retry_after <"$TMP/big" | sort -u)" 3600 \

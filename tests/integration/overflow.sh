@@ -13,7 +13,6 @@
 #   6. one log line per worker per 10 s, and a counter in /metrics.
 . "$(dirname "$0")/../lib.sh"
 RP=$(port 1); AP=$(port 2); MP=$(port 3)
-CLIENT="$TOOLS/spop-client"
 start_redis "$RP"
 rule() { # NAME MESSAGE LIMIT [EXTRA]
 	printf '  - { name: %s, message: %s, key: "k:{tenant}", algorithm: fixed-window, limit: %s, window: 60s%s }\n' \
@@ -39,9 +38,7 @@ YAML
 	rule s9 rl-s 1 "fail: closed, shadow: true"
 	for n in 1 2 3; do rule "d$n" rl-d 100; done
 } >"$TMP/policy.yaml"
-start_agent "$TMP/policy.yaml"
-wait_port "$AP"
-wait_port "$MP"
+agent_up "$TMP/policy.yaml"
 c() { "$CLIENT" -a "127.0.0.1:$AP" "$@" | grep '^ack'; }
 charged() { redis-cli -p "$RP" --scan --pattern "rl:{*:k:$1}" | wc -l | tr -d ' '; }
 vars() { # ACK-LINE: "status retry_after degraded shadow", retry_after - if none
@@ -92,7 +89,7 @@ expect_eq "$(vars "$out")" "0 - 1 1" \
 	"rl-a + rl-s: s9 (shadow, fail: closed) left out never refuses; shadow=1"
 
 # ---- 6. visible ----------------------------------------------------------------------
-expect_eq "$(metric spoa_rl_notify_too_many_checks_total)" "4" \
+expect_eq "$(metric "$MP" spoa_rl_notify_too_many_checks_total)" "4" \
 	"/metrics counts the 4 NOTIFYs with too many checks"
 lines=$(grep -c 'msg=notify_too_many_checks' "$TMP/agent.log")
 expect_eq "$lines" "1" "one log line per worker per 10 s"

@@ -8,7 +8,6 @@
 # gave up (about 15 minutes).
 . "$(dirname "$0")/../lib.sh"
 RP=$(port 1); AP=$(port 2)
-CLIENT="$TOOLS/spop-client"
 start_redis "$RP"
 cat >"$TMP/policy.yaml" <<YAML
 listen: 127.0.0.1:$AP
@@ -21,8 +20,7 @@ plan_lookup: { redis_hash: plans, default: free, cache: 60s }
 rules:
   - { name: tenant, message: rl-request, key: "tenant:{tenant}", plan: rate, fail: open }
 YAML
-start_agent "$TMP/policy.yaml"
-wait_port "$AP"
+agent_up "$TMP/policy.yaml"
 c() { "$CLIENT" -a "127.0.0.1:$AP" -t 2000 "$@"; }
 by_redis() { [ "$(c rl-request tenant=s:$1 | field degraded)" = 0 ]; }
 until_ok 50 by_redis warm; ok $? "a tenant decided by Redis"

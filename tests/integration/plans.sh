@@ -25,8 +25,7 @@ rules:
     burst: 1
     missing: skip
 YAML
-start_agent "$TMP/policy.yaml"
-wait_port "$AP"
+agent_up "$TMP/policy.yaml"
 # allowed TENANT [ARGS...]: how many of 8 requests pass
 allowed() {
 	t=$1; shift
@@ -82,8 +81,7 @@ expect_eq "$(( $(hgets) - ${before:-0} ))" 1 \
 	"a tenant not in the hash costs one HGET; its absence is cached"
 # A restart empties the cache: the first request still gets pro.
 kill "$AGENT_PID"; wait "$AGENT_PID" 2>/dev/null
-start_agent "$TMP/policy.yaml"
-wait_port "$AP"
+agent_up "$TMP/policy.yaml"
 until_ok 30 test "$(grep -c msg=redis_connected "$TMP/agent.log")" -ge 2
 expect_eq "$(c1 rl-request tenant=s:first1 | field limit)" 5 \
 	"after a restart, the first request of a pro tenant is judged as pro"

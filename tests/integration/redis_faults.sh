@@ -8,7 +8,6 @@
 # reply (WRONGTYPE) that fails its request without tripping the breaker.
 # Every agent runs one worker, so one store and one breaker are observed.
 . "$(dirname "$0")/../lib.sh"
-CLIENT="$TOOLS/spop-client"
 
 
 # log_ms FILE MSG [FROM_LINE]: the time of day, in ms, of each MSG line
@@ -74,7 +73,7 @@ redis_and_agent breaker 1 50ms \
 LOG1="$TMP/agent-breaker.log"
 c() { "$CLIENT" -a "127.0.0.1:$AP" "$@"; }
 expect_eq "$(verdict "$(c rl-request tenant=s:warm)")" "0/0 " "breaker: a decision from Redis before the fault"
-expect_eq "$(metric spoa_rl_redis_circuit_open)" 0 "breaker: circuit_open is 0 while Redis answers"
+expect_eq "$(metric "$MP" spoa_rl_redis_circuit_open)" 0 "breaker: circuit_open is 0 while Redis answers"
 before=$(script_calls "$RP")
 RPID=$(eval echo "\$REDIS_PID_$RP")
 kill -STOP "$RPID"
@@ -88,7 +87,7 @@ while [ $sent -lt 80 ]; do
 done
 grep -q " msg=redis_breaker_open host=127.0.0.1 port=$RP cooldown_s=0.5" "$LOG1"
 ok $? "breaker: redis_breaker_open is logged with its cooldown ($sent requests sent)"
-expect_eq "$(metric spoa_rl_redis_circuit_open)" 1 "breaker: circuit_open reaches 1"
+expect_eq "$(metric "$MP" spoa_rl_redis_circuit_open)" 1 "breaker: circuit_open reaches 1"
 timed -n 30 rl-request tenant=s:cool
 expect_eq "$(counts "$out")" "30*0/1 " \
 	"breaker: during the cooldown 30 requests get fail: open at once, degraded=1"
@@ -122,7 +121,7 @@ wait_log "$LOG1" redis_breaker_closed "$line" 3
 ok $? "breaker: the late replies after SIGCONT close it (redis_breaker_closed)"
 expect_eq "$(($(script_calls "$RP") - before))" "$((sent + 2))" \
 	"breaker: Redis executed the $sent calls sent before it opened and the two probes, none of the cooldowns' 40"
-expect_eq "$(metric spoa_rl_redis_circuit_open)" 0 "breaker: circuit_open is back to 0"
+expect_eq "$(metric "$MP" spoa_rl_redis_circuit_open)" 0 "breaker: circuit_open is back to 0"
 expect_eq "$(verdict "$(c rl-request tenant=s:after)")" "0/0 " "breaker: decisions come from Redis again"
 
 # ---- 2. reconnect backoff -------------------------------------------------
@@ -295,7 +294,7 @@ out=$(c -n 4 rl-log tenant=s:acme)
 expect_eq "$(counts "$out")" "3*0/0 1*429/0 " "wrongtype: sliding-log over a hash starts fresh: 3 of limit 3, then 429"
 expect_eq "$(redis-cli -p "$RP" type 'rl:{z:z:acme}')" zset "wrongtype: the hash was replaced by the log"
 ! grep -q ' msg=redis_error ' "$LOG5"; ok $? "wrongtype: no redis_error logged"
-expect_eq "$(metric spoa_rl_redis_circuit_open)" 0 "wrongtype: the breaker stays closed"
+expect_eq "$(metric "$MP" spoa_rl_redis_circuit_open)" 0 "wrongtype: the breaker stays closed"
 out=$(c -n 3 rl-request tenant=s:good)
 expect_eq "$(counts "$out")" "3*0/0 " "wrongtype: the good key is still decided by Redis"
 

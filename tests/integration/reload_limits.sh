@@ -9,7 +9,6 @@
 #      reload that changes none of them logs none.
 . "$(dirname "$0")/../lib.sh"
 RP=$(port 1); AP=$(port 2)
-CLIENT="$TOOLS/spop-client"
 start_redis "$RP"
 # pol MAX_CONNS IDLE MAX_KEYS WORKERS LISTEN_PORT
 pol() {
@@ -34,8 +33,7 @@ reload() {
 hello() { "$CLIENT" -a "127.0.0.1:$AP" -H -t 1000 2>&1 | grep -q '^hello'; }
 
 pol 1 60s 1000 1 "$AP"
-start_agent "$TMP/policy.yaml"
-wait_port "$AP"
+agent_up "$TMP/policy.yaml"
 # The held connection: silent after its HELLO; with idle_timeout 60s it
 # would be kept past this whole suite. (wait_port's own probe connection
 # may still count against max_conns 1 for a moment: then the held one is

@@ -23,9 +23,7 @@ done)
 YAML
 }
 policy tenant slow
-start_agent "$TMP/policy.yaml"
-wait_port "$AP"
-wait_port "$MP"
+agent_up "$TMP/policy.yaml"
 count() {
 	curl -s --max-time 3 "http://127.0.0.1:$MP/metrics" |
 		awk -v r="$1" 'index($1, "spoa_rl_decisions_total{rule=\"" r "\"") == 1 { s += $2 }

@@ -4,36 +4,17 @@
 # resume against the new master within a few seconds (degraded meanwhile
 # per fail mode), and the limit keeps counting there.
 . "$(dirname "$0")/../lib.sh"
+. "$(dirname "$0")/../e2e/lib-topo.bash"	# start_sentinels, synced...
 M=$(port 1); R=$(port 2); S1=$(port 3); S2=$(port 4); S3=$(port 5); AP=$(port 6)
-CLIENT="$TOOLS/spop-client"
 
 start_redis "$M"
 start_redis "$R"
 rc "$R" replicaof 127.0.0.1 "$M" >/dev/null
-synced() { rc "$1" info replication | grep -q 'master_link_status:up'; }
 until_ok 200 synced "$R"; ok $? "the replica syncs with the master"
 
-for s in "$S1" "$S2" "$S3"; do
-	mkdir -p "$TMP/s$s"
-	cat >"$TMP/s$s/sentinel.conf" <<CONF
-port $s
-bind 127.0.0.1
-daemonize no
-dir $TMP/s$s
-sentinel monitor mymaster 127.0.0.1 $M 2
-sentinel down-after-milliseconds mymaster 1000
-sentinel failover-timeout mymaster 4000
-sentinel parallel-syncs mymaster 1
-CONF
-	redis-server "$TMP/s$s/sentinel.conf" --sentinel >"$TMP/s$s.log" 2>&1 &
-	PIDS="$PIDS $!"
-	eval "SPID_$s=$!"
-done
-for s in "$S1" "$S2" "$S3"; do wait_port "$s"; done
-knows_replica() { rc "$S1" sentinel replicas mymaster | grep -q "$R"; }
-until_ok 200 knows_replica; ok $? "the sentinels see the replica"
-knows_peers() { [ "$(rc "$S1" sentinel master mymaster | grep -A1 '^num-other-sentinels$' | tail -1)" = 2 ]; }
-until_ok 200 knows_peers; ok $? "the sentinels see each other"
+start_sentinels "$M" "$S1" "$S2" "$S3"
+until_ok 200 sentinel_sees_replica "$S1" "$R"; ok $? "the sentinels see the replica"
+until_ok 200 sentinel_peers "$S1"; ok $? "the sentinels see each other"
 
 cat >"$TMP/policy.yaml" <<YAML
 listen: 127.0.0.1:$AP
@@ -56,10 +37,8 @@ rules:
     burst: 100
     fail: closed
 YAML
-start_agent "$TMP/policy.yaml"
-wait_port "$AP"
+agent_up "$TMP/policy.yaml"
 c() { "$CLIENT" -a "127.0.0.1:$AP" "$@"; }
-field() { sed -n "s/.* $1=\([^ ]*\).*/\1/p"; }
 # healthy KEY: one rl-login decided by Redis (status 0, not degraded)
 healthy() { [ "$(c rl-login user=s:"$1" | field status)/$(c rl-login user=s:"$1" | field degraded)" = "0/0" ]; }
 

@@ -10,7 +10,6 @@
 # is promoted, decisions resume within a couple of seconds.
 . "$(dirname "$0")/../lib.sh"
 M=$(port 1); R=$(port 2); S=$(port 3); AP=$(port 4)
-CLIENT="$TOOLS/spop-client"
 MAX_CONNS=50		# the tight loop made ~2700 per second per worker
 MAX_LINES=50
 RESUME_MS=3000		# the backoff is capped at 1 s
@@ -91,8 +90,7 @@ resume() {
 
 # A. a sentinel that points at a replica
 c0=$(conns)
-start_agent "$TMP/policy.yaml"
-wait_port "$AP"
+agent_up "$TMP/policy.yaml"
 fail_modes replica
 n=$(($(conns) - c0)); l=$(notmaster)
 echo "# A: ${n} connections to the replica and ${l} redis_not_master lines in ~3 s (2 workers)"

@@ -12,7 +12,6 @@
 #      closes the next is accepted and served.
 . "$(dirname "$0")/../lib.sh"
 RP=$(port 1); AP=$(port 2)
-CLIENT="$TOOLS/spop-client"
 MAX_CONNS=5
 start_redis "$RP"
 cat >"$TMP/policy.yaml" <<YAML
@@ -39,8 +38,7 @@ rules:
     rate: 1000/s
     burst: 1000
 YAML
-start_agent "$TMP/policy.yaml"
-wait_port "$AP"
+agent_up "$TMP/policy.yaml"
 c() { "$CLIENT" -a "127.0.0.1:$AP" "$@"; }
 ms_since() { awk -v a="$1" -v b="$EPOCHREALTIME" 'BEGIN { printf "%d", (b - a) * 1000 }'; }
 # served LABEL TENANT: one NOTIFY on a new connection gets its ACK

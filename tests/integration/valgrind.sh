@@ -17,7 +17,6 @@ case $BUILD in *asan*)
 	exit 0 ;;
 esac
 RP=$(port 21); AP=$(port 22); MP=$(port 23); MP2=$(port 24)
-CLIENT="$TOOLS/spop-client"
 VLOG="$TMP/valgrind.log"
 
 if ! command -v valgrind >/dev/null 2>&1; then
@@ -97,7 +96,6 @@ wait_port "$MP" 20
 ok $? "metrics served on the policy's metrics.listen"
 
 c() { "$CLIENT" -t 15000 -a "127.0.0.1:$AP" "$@"; }
-field() { sed -n "s/.* $1=\([^ ]*\).*/\1/p"; }
 statuses() { field status | tr '\n' ' '; }
 
 # ---- traffic -----------------------------------------------------------------
