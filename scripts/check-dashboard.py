@@ -109,6 +109,7 @@ class Expr:
 		self.names = []		# (name, inside rate()/increase())
 		self.quantile = "histogram_quantile" in text
 		text = self._selectors(text)
+		text = re.sub(r'"(?:[^"\\]|\\.)*"', '""', text)	# strings
 		text = re.sub(r"\[[^\]]*\]", "", text)
 		text = self._grouping(text)
 		for m in re.finditer(IDENT, text):
