@@ -7,6 +7,7 @@
 #   $PREFIX/share/man/man8/spoa-ratelimit.8         dist/spoa-ratelimit.8
 #   $PREFIX/share/spoa-ratelimit/haproxy/           haproxy/* (cfg, SPOE conf)
 #   $PREFIX/share/spoa-ratelimit/policies/          policies/*.yaml
+#   $PREFIX/share/spoa-ratelimit/grafana/           dist/grafana/*.json
 #   $PREFIX/share/doc/spoa-ratelimit/               README.md, docs/*.md
 #   $UNITDIR/spoa-ratelimit.service                 ExecStart -> $PREFIX/bin
 # UNITDIR is $PREFIX/lib/systemd/system: /usr/local/lib/systemd/system for
@@ -48,13 +49,15 @@ copy_files() {
 
 echo "installing into ${destdir:-/} (prefix $prefix)"
 install -d "$destdir$prefix/bin" "$destdir$prefix/share/man/man8" \
-	"$destdir$share/haproxy" "$destdir$share/policies" "$destdir$doc" \
+	"$destdir$share/haproxy" "$destdir$share/policies" \
+	"$destdir$share/grafana" "$destdir$doc" \
 	"$destdir$unitdir"
 install -m 755 "$bin" "$destdir$prefix/bin/spoa-ratelimit"
 echo "  $prefix/bin/spoa-ratelimit"
 copy_files 644 "$prefix/share/man/man8" "$root/dist/spoa-ratelimit.8"
 copy_files 644 "$share/haproxy" "$root"/haproxy/*
 copy_files 644 "$share/policies" "$root"/policies/*.yaml
+copy_files 644 "$share/grafana" "$root"/dist/grafana/*.json
 copy_files 644 "$doc" "$root/README.md" "$root"/docs/*.md
 
 # The unit names the binary by absolute path: point it at this prefix.

@@ -25,6 +25,9 @@ expect_eq "$(ls "$p/share/spoa-ratelimit/haproxy" | wc -l)" \
 	"$(find haproxy -maxdepth 1 -type f | wc -l)" "all of haproxy/ installed"
 expect_eq "$(ls "$p/share/spoa-ratelimit/policies" | wc -l)" \
 	"$(ls policies/*.yaml 2>/dev/null | wc -l)" "all of policies/*.yaml installed"
+expect_eq "$(ls "$p/share/spoa-ratelimit/grafana" | wc -l)" \
+	"$(ls dist/grafana/*.json 2>/dev/null | wc -l)" \
+	"all of dist/grafana/*.json installed"
 expect_eq "$(ls "$dest")" usr "nothing outside PREFIX (no /etc)"
 "$p/bin/spoa-ratelimit" --version >/dev/null 2>&1
 ok $? "installed binary runs (--version)"
