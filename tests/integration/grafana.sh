@@ -58,7 +58,7 @@ wait_port "$AP"; wait_port "$MP"
 
 # One allowed, then denials (some from the near-cache); a shadow rule's
 # would-be denials on another connection; a reload.
-conns0=$(metric spoa_rl_spop_connections_total)
+conns0=$(metric "$MP" spoa_rl_spop_connections_total)
 "$TOOLS/spop-client" -a "127.0.0.1:$AP" -n 40 -P 4 rl-request \
 	tenant=s:$TENANT >"$TMP/out1"
 "$TOOLS/spop-client" -a "127.0.0.1:$AP" -n 5 rl-preview \
