@@ -203,6 +203,29 @@ pool_ups() {
 
 # metric PORT NAME comes from tests/lib.sh.
 
+# wrk_count_lua DELAY_MS: a wrk script (X-Tenant: wrk, one request per
+# DELAY_MS per connection) whose last line counts the answers by kind:
+# "wrk c200=N cother=N connect=N read=N write=N timeout=N maxlat_ms=N".
+wrk_count_lua() {
+	sed "s/DELAY_MS/$1/" <<'EOF'
+wrk.headers["X-Tenant"] = "wrk"
+c200, cother, maxlat = 0, 0, 0
+local threads = {}
+function setup(t) table.insert(threads, t) end
+function delay() return DELAY_MS end
+function response(status, headers, body)
+	if status == 200 then c200 = c200 + 1 else cother = cother + 1 end
+end
+function done(s, latency, requests)
+	local a, b = 0, 0
+	for _, t in ipairs(threads) do a = a + t:get("c200"); b = b + t:get("cother") end
+	io.write(string.format("wrk c200=%d cother=%d connect=%d read=%d write=%d timeout=%d maxlat_ms=%d\n",
+		a, b, s.errors.connect, s.errors.read, s.errors.write, s.errors.timeout,
+		math.floor(latency.max / 1000)))
+end
+EOF
+}
+
 # write_count_policy REDIS_URL: the global-count policy into $POLICY: one
 # gcra (by tenant), fixed-window (by plan) and sliding-log (by key) rule,
 # each allowing exactly $ALLOW per hour, fail closed; and checks it.

@@ -78,23 +78,7 @@ loop() {
 		echo "$t0 $name $n ${w:-000 2.0} $EPOCHREALTIME" >>"$TMP/load.$name"
 	done
 }
-cat >"$TMP/count.lua" <<'EOF'
-wrk.headers["X-Tenant"] = "wrk"
-c200, cother, maxlat = 0, 0, 0
-local threads = {}
-function setup(t) table.insert(threads, t) end
-function delay() return 50 end
-function response(status, headers, body)
-	if status == 200 then c200 = c200 + 1 else cother = cother + 1 end
-end
-function done(s, latency, requests)
-	local a, b = 0, 0
-	for _, t in ipairs(threads) do a = a + t:get("c200"); b = b + t:get("cother") end
-	io.write(string.format("wrk c200=%d cother=%d connect=%d read=%d write=%d timeout=%d maxlat_ms=%d\n",
-		a, b, s.errors.connect, s.errors.read, s.errors.write, s.errors.timeout,
-		math.floor(latency.max / 1000)))
-end
-EOF
+wrk_count_lua 50 >"$TMP/count.lua"
 loop l1 & LP1=$!
 loop l2 & LP2=$!
 loop l3 & LP3=$!
