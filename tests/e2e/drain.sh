@@ -6,11 +6,12 @@
 #   1. agent 2 taken out the way docs/OPERATING.md says: `set server
 #      be_spoa_rl/rl2 state drain` on HAProxy's CLI, then SIGTERM. It exits
 #      0 within its drain deadline and no NOTIFY goes unanswered: no
-#      request gets txn.rl.error, no SPOE error line.
+#      request gets txn.rl.error but the DISCONNECT race SPOP cannot rule
+#      out (only_drain_race), no SPOE error line.
 #   3. a bare SIGTERM (rl2 left UP until the health check fails): the
 #      connections HAProxy opens to it meanwhile are refused and, thanks to
 #      `option redispatch 1` in be_spoa_rl, retried at once on agent 1:
-#      no error either (without it, every stream sent to rl2 in that window
+#      no error either but that race (without it, every stream sent to rl2 in that window
 #      waited out timeout processing: 141 on 3.2.0 in one run).
 #   2. HAProxy reloaded (SIGUSR2 to the master): a new worker takes over,
 #      the old one finishes its /slow requests and exits, every request is
@@ -35,6 +36,24 @@ up2() { [ "$(state rl1)" = 2 ] && [ "$(state rl2)" = 2 ]; }
 down2() { [ "$(state rl2)" = 0 ]; }
 # rl_errors: request log lines with txn.rl.error set, and SPOE error lines.
 rl_errors() { grep -c -E 'rl_error=[1-9]|SPOE: .*st=[1-9]' "$TMP/haproxy.log"; }
+# only_drain_race E0 WHAT: since the E0th error line, no error but the one
+# SPOP cannot rule out (docs/OPERATING.md, "Upgrades"): a NOTIFY HAProxy
+# wrote in the instant before it read the agent's normal DISCONNECT fails,
+# 256 on 2.6 and 257 on 3.x, and is never resent. Each such instant loses
+# at most what was in flight then, and wrk keeps 16 requests in flight, so
+# more than 16 means the agent closed connections that were not quiet; a
+# timeout (1) means it left a NOTIFY unanswered.
+only_drain_race() {
+	local l n bad
+	l=$(grep -E 'rl_error=[1-9]|SPOE: .*st=[1-9]' "$TMP/haproxy.log" | tail -n +$(($1 + 1)))
+	n=$(printf '%s' "$l" | grep -c 'rl_error=')
+	bad=$(printf '%s' "$l" | grep -v -E '(rl_error|st)=25[67]( |$)' | head -3)
+	printf '%s\n' "$l" | sed -n 's/.*rl_error=\([0-9]*\).*/\1/p' | sort | uniq -c |
+		awk -v w="$2" '{ printf "# %s: rl_error=%s x%s\n", w, $2, $1 }'
+	[ -z "$bad" ] && [ "$n" -le 16 ]
+	ok $? "$2: no NOTIFY unanswered, no error but the DISCONNECT race ($n, <= 16)"
+	[ -z "$bad" ] || printf '%s\n' "$bad" | sed 's/^/#   /'
+}
 # workers: haproxy worker processes of the master $HAPROXY_PID.
 workers() { pgrep -P "$HAPROXY_PID" | tr '\n' ' '; }
 slow() {	# N: N /slow requests in the background (pids in SLOW), codes
@@ -92,8 +111,7 @@ expect_eq "$(grep -c 200 "$TMP/slow")" 4 "drain: the /slow requests in flight an
 expect_eq "$(dropped_logs "$STATS_PORT")" 0 "drain: HAProxy dropped no log line"
 n=$(grep -c ' rl_status=' "$TMP/haproxy.log")
 [ "$n" -gt 100 ]; ok $? "drain: $n requests logged"
-expect_eq "$(($(rl_errors) - e0))" 0 "drain: no NOTIFY unanswered (no txn.rl.error, no SPOE error)"
-grep -E 'rl_error=[1-9]|SPOE: .*st=[1-9]' "$TMP/haproxy.log" | head -3 | sed 's/^/#   /'
+only_drain_race "$e0" drain
 
 # ---- 2. HAProxy reloaded (master-worker) ------------------------------------
 "$AGENT" -f "$POLICY" -l "127.0.0.1:$AGENT2_PORT" -m "127.0.0.1:$M2" \
@@ -141,9 +159,7 @@ e0=$(rl_errors)
 kill -TERM "$A2"
 wait "$WRK"
 until_ok 50 down2
-e=$(grep -E 'rl_error=[1-9]' "$TMP/haproxy.log" | tail -n +$((e0 + 1)) |
-	sed 's/.*rl_error=\([0-9]*\).*/\1/' | sort | uniq -c | awk '{ printf " %s x%s", $2, $1 }')
-expect_eq "$(($(rl_errors) - e0))" 0 "bare SIGTERM, rl2 UP until the check fails: no txn.rl.error (${e:-none})"
+only_drain_race "$e0" "bare SIGTERM, rl2 UP until the check fails"
 
 [ -n "${KEEP_TMP:-}" ] && cp -r "$TMP" "$KEEP_TMP"
 finish
