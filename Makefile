@@ -3,9 +3,11 @@
 # Flags: C11 with the warnings from STYLE.md; -Werror always (a warning is a
 # bug here). Dependencies come from Debian 12 packages: libev has no
 # pkg-config file, so it is linked with -lev; the others use pkg-config.
-# Every agent/*.c except main.c goes into a static library that the unit
-# tests, the fuzz target and the benchmark link against, so adding a module
-# or a test needs no edit here. BUILD may be overridden (helpers and asan
+# Every agent/*/*.c (main.c aside, the only file at agent/'s top) goes into
+# a static library that the unit tests, the fuzz target and the benchmark
+# link against, so adding a module or a test needs no edit here. agent/'s
+# subfolders follow the data flow (README.md, "Layout"); each is on the
+# include path, so a module includes "x.h" wherever x lives. BUILD may be overridden (helpers and asan
 # builds use their own directory).
 
 BUILD    ?= build
@@ -22,7 +24,10 @@ override CFLAGS += -std=c11 -D_GNU_SOURCE -O2 -g -pthread $(WARN) -MMD -MP \
 LIBS     = -lev $(shell $(PKG_CONFIG) --libs hiredis yaml-0.1 2>/dev/null) -lmsgpackc -lm -pthread
 TEST_LIBS = $(shell $(PKG_CONFIG) --libs criterion 2>/dev/null)
 
-AGENT_SRCS = $(filter-out agent/main.c,$(wildcard agent/*.c))
+AGENT_DIRS = $(sort $(dir $(wildcard agent/*/*.c agent/*/*.h)))
+AGENT_INC  = $(patsubst %/,-I%,$(AGENT_DIRS))
+AGENT_HDRS = $(wildcard agent/*/*.h)
+AGENT_SRCS = $(wildcard agent/*/*.c)
 AGENT_OBJS = $(patsubst agent/%.c,$(BUILD)/agent/%.o,$(AGENT_SRCS)) $(BUILD)/agent/scripts.o
 UNIT_SRCS  = $(wildcard tests/unit/test_*.c)
 UNIT_BINS  = $(patsubst tests/unit/%.c,$(BUILD)/tests/%,$(UNIT_SRCS))
@@ -30,7 +35,7 @@ ITEST_SRCS = $(wildcard tests/integration/test_*.c)
 ITEST_BINS = $(patsubst tests/integration/%.c,$(BUILD)/itests/%,$(ITEST_SRCS))
 TOOL_SRCS  = $(wildcard tests/tools/*.c)
 TOOL_BINS  = $(patsubst tests/tools/%.c,$(BUILD)/tools/%,$(TOOL_SRCS))
-LUA_SRCS   = $(sort $(wildcard agent/lua/*.lua))
+LUA_SRCS   = $(sort $(wildcard agent/store/lua/*.lua))
 LIB        = $(BUILD)/libagent.a
 BIN        = $(BUILD)/spoa-ratelimit
 
@@ -40,14 +45,14 @@ all: $(BIN) $(TOOL_BINS)
 
 $(BUILD)/agent/%.o: agent/%.c
 	@mkdir -p $(dir $@)
-	$(CC) $(CFLAGS) -Iagent -c -o $@ $<
+	$(CC) $(CFLAGS) $(AGENT_INC) -c -o $@ $<
 
 # The Lua scripts are compiled into the binary as C strings (scripts.c).
 $(BUILD)/agent/scripts.c: $(LUA_SRCS) scripts/embed-lua.sh
 	@mkdir -p $(dir $@)
 	sh scripts/embed-lua.sh $(LUA_SRCS) > $@.tmp && mv $@.tmp $@
 $(BUILD)/agent/scripts.o: $(BUILD)/agent/scripts.c
-	$(CC) $(CFLAGS) -Iagent -c -o $@ $<
+	$(CC) $(CFLAGS) $(AGENT_INC) -c -o $@ $<
 
 $(LIB): $(AGENT_OBJS)
 	@rm -f $@
@@ -58,17 +63,17 @@ $(BIN): $(BUILD)/agent/main.o $(LIB)
 
 $(BUILD)/tests/%: tests/unit/%.c $(LIB)
 	@mkdir -p $(dir $@)
-	$(CC) $(CFLAGS) -Iagent -o $@ $< $(LIB) $(LIBS) $(TEST_LIBS)
+	$(CC) $(CFLAGS) $(AGENT_INC) -o $@ $< $(LIB) $(LIBS) $(TEST_LIBS)
 
 # Criterion suites that need a live redis-server; tests/integration/*.sh
 # start one and run them with REDIS_PORT set.
 $(BUILD)/itests/%: tests/integration/%.c $(LIB)
 	@mkdir -p $(dir $@)
-	$(CC) $(CFLAGS) -Iagent -o $@ $< $(LIB) $(LIBS) $(TEST_LIBS)
+	$(CC) $(CFLAGS) $(AGENT_INC) -o $@ $< $(LIB) $(LIBS) $(TEST_LIBS)
 
 $(BUILD)/tools/%: tests/tools/%.c $(LIB)
 	@mkdir -p $(dir $@)
-	$(CC) $(CFLAGS) -Iagent -o $@ $< $(LIB) $(LIBS)
+	$(CC) $(CFLAGS) $(AGENT_INC) -o $@ $< $(LIB) $(LIBS)
 
 tools: $(TOOL_BINS)
 
@@ -77,7 +82,7 @@ tools: $(TOOL_BINS)
 $(BUILD)/bench/batchfmt $(BUILD)/bench/localbench: $(BUILD)/bench/%: \
     tests/bench/%.c $(LIB)
 	@mkdir -p $(dir $@)
-	$(CC) $(CFLAGS) -Iagent -o $@ $< $(LIB) $(LIBS)
+	$(CC) $(CFLAGS) $(AGENT_INC) -o $@ $< $(LIB) $(LIBS)
 
 # ---- dependencies (Debian 12) ------------------------------------------
 deps:
@@ -120,14 +125,13 @@ e2e: $(BIN) $(TOOL_BINS)
 # reply from Redis (results.c).
 FUZZ_SRCS = $(wildcard tests/fuzz/fuzz_*.c)
 FUZZ_BINS = $(patsubst tests/fuzz/%.c,$(BUILD)/fuzz/%,$(FUZZ_SRCS))
-FUZZ_LIB_SRCS = agent/spop.c agent/policy.c agent/policy_parse.c agent/yamlkw.c \
-	agent/keys.c \
-	agent/decide.c agent/util.c agent/log.c $(wildcard agent/lim_*.c) \
-	agent/httpd.c agent/metrics.c agent/results.c agent/store_url.c
-$(BUILD)/fuzz/%: tests/fuzz/%.c $(FUZZ_LIB_SRCS) $(wildcard agent/*.h)
+FUZZ_MODS = spop policy policy_parse yamlkw keys decide util log lim_common \
+	lim_gcra lim_log lim_window httpd metrics results store_url
+FUZZ_LIB_SRCS = $(foreach m,$(FUZZ_MODS),$(wildcard agent/*/$(m).c))
+$(BUILD)/fuzz/%: tests/fuzz/%.c $(FUZZ_LIB_SRCS) $(AGENT_HDRS)
 	@mkdir -p $(dir $@)
 	clang -std=c11 -D_GNU_SOURCE -g -O1 -fsanitize=fuzzer,address,undefined \
-	      -Iagent -o $@ $< $(FUZZ_LIB_SRCS) \
+	      $(AGENT_INC) -o $@ $< $(FUZZ_LIB_SRCS) \
 	      $(shell $(PKG_CONFIG) --libs yaml-0.1) -lev -lm -pthread
 fuzz: $(FUZZ_BINS)
 	@echo "run: $(FUZZ_BINS) -max_total_time=600"
@@ -148,4 +152,4 @@ install: $(BIN)
 clean:
 	rm -rf build build-*
 
--include $(wildcard $(BUILD)/agent/*.d $(BUILD)/tests/*.d $(BUILD)/tools/*.d $(BUILD)/itests/*.d)
+-include $(wildcard $(BUILD)/agent/*.d $(BUILD)/agent/*/*.d $(BUILD)/tests/*.d $(BUILD)/tools/*.d $(BUILD)/itests/*.d)

@@ -1,9 +1,9 @@
 /*
- * batchfmt: the script's one batch format (msgpack, agent/batch.h), with
+ * batchfmt: the script's one batch format (msgpack, agent/store/batch.h), with
  * its numbers as msgpack integers against the same numbers as decimal
  * strings (issue 6 measured msgpack against plain ARGV, which the script
  * no longer takes). Side by side on one Redis, the same batches of GCRA
- * decisions go to agent/lua/ratelimit.lua as
+ * decisions go to agent/store/lua/ratelimit.lua as
  *   strings: one msgpack array of decimal strings (nreq nrule rule...
  *            (1 code)...), the shape the naive baseline sends (run.sh:
  *            redis-benchmark cannot send a NUL byte);
@@ -13,7 +13,7 @@
  * and this client's CPU per decision to encode the calls, then the
  * medians. Both formats' answers are compared first.
  *
- *   batchfmt -s agent/lua/ratelimit.lua [-p PORT] [-n PER_CALL]
+ *   batchfmt -s agent/store/lua/ratelimit.lua [-p PORT] [-n PER_CALL]
  *            [-c CALLS] [-r ROUNDS] [-k TENANTS]
  *
  * Loopback only (127.0.0.1:PORT, default 6379); FLUSHALLs that Redis.

@@ -164,7 +164,7 @@ start_agent "$TMP/agent.yaml" -q -m "127.0.0.1:$MP"
 APID=$AGENT_PID
 wait_port "$AP" || exit 1
 wait_port "$MP" || exit 1
-SHA=$(redis-cli -p "$RP" SCRIPT LOAD "$(cat "$ROOT/agent/lua/ratelimit.lua")")
+SHA=$(redis-cli -p "$RP" SCRIPT LOAD "$(cat "$ROOT/agent/store/lua/ratelimit.lua")")
 
 # ---- 1. the agent alone ----------------------------------------------------
 say "agent alone: spop-bench -c $SPOP_C -P $PIPE, ${DUR}s"
@@ -240,10 +240,10 @@ FMT="$ROOT/$BUILD/bench/batchfmt"
 BATCH_N=$(num "x = int(${R[as.batch]:-48} + 0.5); if (x < 1) x = 1; if (x > 512) x = 512" 0)
 if [ -x "$FMT" ]; then
 	say "batch format: strings against integers, $BATCH_N and 1 decisions per call"
-	"$FMT" -s "$ROOT/agent/lua/ratelimit.lua" -p "$RP" -n "$BATCH_N" -c 2000 \
+	"$FMT" -s "$ROOT/agent/store/lua/ratelimit.lua" -p "$RP" -n "$BATCH_N" -c 2000 \
 		-k "$TENANTS" >"$OUT/batchfmt-n.out" 2>&1 ||
 		say "batch format: batchfmt failed: $(tail -n 1 "$OUT/batchfmt-n.out")"
-	"$FMT" -s "$ROOT/agent/lua/ratelimit.lua" -p "$RP" -n 1 -c 20000 \
+	"$FMT" -s "$ROOT/agent/store/lua/ratelimit.lua" -p "$RP" -n 1 -c 20000 \
 		-k "$TENANTS" >"$OUT/batchfmt-1.out" 2>&1 ||
 		say "batch format: batchfmt failed: $(tail -n 1 "$OUT/batchfmt-1.out")"
 	for f in strings msgpack; do

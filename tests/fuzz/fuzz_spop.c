@@ -1,5 +1,5 @@
 /*
- * libFuzzer target for the SPOP codec (agent/spop.c).
+ * libFuzzer target for the SPOP codec (agent/codec/spop.c).
  *
  * Drives the decoder the way conn.c does: cut frames out of the input with
  * spop_decode_frame() (once with HAProxy's 16380 and once with a small

@@ -53,7 +53,7 @@ ok $? "packed calls were made ($packed)"
 grep '"FCALL"' "$TMP/monitor" | grep 'solo' | grep -q '"\\x9[0-9a-f]'
 ok $? "a request alone goes packed too"
 # the decimal ARGV of old Cluster batches is not a format any more
-out=$(rc "$RP" eval "$(cat "$ROOT/agent/lua/ratelimit.lua")" 1 'rl:{g:g:plain}' \
+out=$(rc "$RP" eval "$(cat "$ROOT/agent/store/lua/ratelimit.lua")" 1 'rl:{g:g:plain}' \
 	1 1 0 1000 1000000 0 1 16 2>&1)
 echo "$out" | grep -q 'ERR'
 ok $? "a plain decimal ARGV is refused by the script ($(echo "$out" | head -c 60))"

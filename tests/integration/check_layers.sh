@@ -6,7 +6,9 @@
 #   3. an include cycle inside one layer fails, reported as a cycle;
 #   4. an "allow" line exempts exactly the include it names;
 #   5. a module in no layer fails;
-#   6. the agent's own tree passes with the repository's layers.txt.
+#   6. in subfolders, a module sits in its layer's folder: a tree laid out
+#      so passes, a module in another layer's folder fails and is named;
+#   7. the agent's own tree passes with the repository's layers.txt.
 . "$(dirname "$0")/../lib.sh"
 CHECK="$(dirname "$0")/../../scripts/check-layers.sh"
 ROOT="$(dirname "$0")/../.."
@@ -58,7 +60,19 @@ out=$(sh "$CHECK" "$TMP/stray" "$TMP/layers.txt"); rc=$?
 ok $((rc == 0)) "a module in no layer fails (exit $rc)"
 expect_eq "$(echo "$out" | grep -c 'module stray is in no layer')" 1 "and is named"
 
-# 6. the agent
+# 6. folders: base/util, mid/{codec,conn}, top/req pass; mid/util fails
+for f in util.h util.c; do mkdir -p "$TMP/dirs/base"; cp "$TMP/ok/$f" "$TMP/dirs/base/"; done
+for f in codec.h conn.c conn.h; do mkdir -p "$TMP/dirs/mid"; cp "$TMP/ok/$f" "$TMP/dirs/mid/"; done
+for f in req.c req.h; do mkdir -p "$TMP/dirs/top"; cp "$TMP/ok/$f" "$TMP/dirs/top/"; done
+out=$(sh "$CHECK" "$TMP/dirs" "$TMP/layers.txt"); rc=$?
+expect_eq "$rc:$out" "0:" "modules in their layers' folders pass"
+mv "$TMP/dirs/base/util.c" "$TMP/dirs/mid/util.c"
+out=$(sh "$CHECK" "$TMP/dirs" "$TMP/layers.txt"); rc=$?
+ok $((rc == 0)) "a module in another layer's folder fails (exit $rc)"
+expect_eq "$(echo "$out" | grep -c 'mid/util.c: module util of layer base sits in the folder of another layer')" 1 \
+	"and is named with its file and layer"
+
+# 7. the agent
 out=$(cd "$ROOT" && sh scripts/check-layers.sh agent scripts/layers.txt); rc=$?
 expect_eq "$rc:$out" "0:" "the agent keeps to scripts/layers.txt"
 finish

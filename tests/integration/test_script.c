@@ -1,5 +1,5 @@
 /*
- * agent/lua/ratelimit.lua against its C twins on a real redis-server
+ * agent/store/lua/ratelimit.lua against its C twins on a real redis-server
  * (127.0.0.1:$REDIS_PORT, started by script.sh), through hiredis' sync API.
  *
  * The script takes its time from Redis TIME, which the test cannot set, so

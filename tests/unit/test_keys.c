@@ -1,5 +1,5 @@
 /*
- * Unit tests of key templates (agent/keys.c): compile errors with their
+ * Unit tests of key templates (agent/policy/keys.c): compile errors with their
  * positions, and expansion of every SPOP data type against hand-built
  * messages: IPv4, IPv6 masking (sharing inside a prefix, separation
  * across it), IPv4-mapped IPv6, addresses carried in strings, composite

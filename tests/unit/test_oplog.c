@@ -1,7 +1,7 @@
 /*
  * Unit tests of the operations logs: the sampled decision log
- * (agent/declog.c: the line's format and escaping, the sampling rate, one
- * branch when off) and the rate-limited fail-mode log (agent/ratelog.c:
+ * (agent/decision/declog.c: the line's format and escaping, the sampling rate, one
+ * branch when off) and the rate-limited fail-mode log (agent/decision/ratelog.c:
  * once per rule per interval, the suppressed count, its line). Log lines
  * are read back from a redirected stderr; the clock is util_now_us,
  * replaced by a fake one.

@@ -1,5 +1,5 @@
 /*
- * Unit tests of the policy (agent/policy.c, agent/policy_parse.c): loading
+ * Unit tests of the policy (agent/policy/policy.c, agent/policy/policy_parse.c): loading
  * the YAML fixtures of tests/unit/data (every field, the defaults, each
  * kind of error with its line, column and field path, several errors in one
  * file, warnings), the example policies of policies/, tenant plan

@@ -1,5 +1,5 @@
 /*
- * Unit tests of the policy keys for operations (agent/policy_parse.c):
+ * Unit tests of the policy keys for operations (agent/policy/policy_parse.c):
  * metrics.listen, log.level, log.sample, and redis.password_env /
  * username_env (secrets read from the environment, never quoted in an
  * error). Each test writes its YAML into a temporary file.

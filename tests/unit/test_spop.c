@@ -1,5 +1,5 @@
 /*
- * Unit tests of the SPOP codec (agent/spop.c), on bytes alone.
+ * Unit tests of the SPOP codec (agent/codec/spop.c), on bytes alone.
  *
  * Covers the varint vectors of SPOP.md 1.2 both ways, every typed data
  * type, the LAB HELLO/NOTIFY captures of SPOP.md 1.10 byte for byte, a

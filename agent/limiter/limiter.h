@@ -1,7 +1,7 @@
 /*
  * Rate-limit algorithms: parameters, results, and the contract shared by
  * the C twins (lim_*.c, used by the local tier and the fail: local
- * fallback) and the Redis script (agent/lua/ratelimit.lua, the shared truth
+ * fallback) and the Redis script (agent/store/lua/ratelimit.lua, the shared truth
  * of an agent pool). shared/reference/ALGORITHMS.md is the specification.
  *
  * All times are integer microseconds; there is no floating point in any
@@ -12,7 +12,7 @@
  *         "rl:{<rule>:<key>}". A check touches that key alone (the windows
  *         are fields of a hash, keyed by window index), so a slot
  *         migration moves all of a check's state at once.
- *   ARGV  one string, a msgpack array (agent/batch.h writes it) of:
+ *   ARGV  one string, a msgpack array (agent/store/batch.h writes it) of:
  *         R, U, then U rule tuples of LIM_SCRIPT_RULE fields each:
  *           algo p1 p2 p3
  *         with p1..p3 as lim_script_params() gives them (each distinct
@@ -188,7 +188,7 @@ int lim_algo_from_name(const char *s);	/* -1 if unknown */
 #define LIM_MONTH_US   (30LL * 86400 * LIM_USEC_PER_SEC)
 #define LIM_DAY_US     (86400LL * LIM_USEC_PER_SEC)
 
-/* The Redis script, embedded by the Makefile from agent/lua/ratelimit.lua. */
+/* The Redis script, embedded by the Makefile from agent/store/lua/ratelimit.lua. */
 extern const char lua_ratelimit[];
 
 /* One key's state for the C twins. <v> holds the algorithm's words (gcra:

@@ -1,5 +1,5 @@
 -- spoa-ratelimit: the one Redis script. The contract (KEYS, ARGV, reply)
--- is in agent/limiter.h; the maths in agent/lim_*.c, which are its C twins
+-- is in agent/limiter/limiter.h; the maths in agent/limiter/lim_*.c, which are its C twins
 -- and must stay decision-for-decision identical (tests/integration).
 --
 -- Redis 7 runs Lua 5.1: numbers are doubles, so every value kept here is an
@@ -548,8 +548,8 @@ local function generic(ki, r, op, cost, member)
 	return res1[1], charge, c
 end
 
--- KEYS and ARGV as agent/limiter.h says; the reply is five integers per
--- check, in order, packed into one msgpack array (agent/results.h: packing
+-- KEYS and ARGV as agent/limiter/limiter.h says; the reply is five integers per
+-- check, in order, packed into one msgpack array (agent/store/results.h: packing
 -- costs Redis what converting the table would, and the agent reads one
 -- string instead of an object per integer). The request loop is inline:
 -- under FCALL a function call per request, and upvalues instead of locals
@@ -560,7 +560,7 @@ local function batch(keys, argv)
 		call, tonumber, floor, min, max, format, unpack, mp_unpack,
 			mp_pack, byte, rep = globals()
 	end
-	-- ARGV is one msgpack array (agent/batch.h), from every backend
+	-- ARGV is one msgpack array (agent/store/batch.h), from every backend
 	KEY, ARG = keys, mp_unpack(argv[1])
 	local t = call('TIME')
 	now = tonumber(t[1]) * 1000000 + tonumber(t[2])

@@ -1,5 +1,5 @@
 /*
- * The one input format of the script call (agent/limiter.h has the
+ * The one input format of the script call (agent/limiter/limiter.h has the
  * contract): the keys as bulk strings, then every other argument packed by
  * msgpack-c into one string, which ratelimit.lua unpacks with Redis'
  * cmsgpack. Both backends (store_single.c, store_cluster.c) send it.

@@ -1,7 +1,7 @@
 /*
  * The decision script as a Redis 7 FUNCTION library.
  *
- * agent/lua/ratelimit.lua ends with the one line that runs it under EVAL;
+ * agent/store/lua/ratelimit.lua ends with the one line that runs it under EVAL;
  * the library is the same text with that line replaced by the function's
  * registration, so its helpers are made once per FUNCTION LOAD instead of
  * on every call. The library and function names carry a hash of the text:

@@ -1,6 +1,6 @@
 /*
  * The decision script's reply: one bulk string, a msgpack array of
- * LIM_SCRIPT_RESULT integers per check (agent/limiter.h).
+ * LIM_SCRIPT_RESULT integers per check (agent/limiter/limiter.h).
  *
  * Why not the plain array of integers Redis would make of the Lua table:
  * hiredis builds a reply object per integer, which was a sixth of the
