@@ -61,14 +61,14 @@ Test(batch, keys_go_plain_and_the_rest_as_one_msgpack_array)
 	cr_assert_eq(a->ptr[4].via.u64, 1000000);
 	cr_assert_eq(a->ptr[6].via.u64, LIM_SLIDING_LOG);
 	cr_assert_eq(a->ptr[10].via.u64, 2, "the first part's check count");
-	cr_assert_eq(a->ptr[11].via.u64, lim_script_code(1, LIM_OP_CHECK, 0, 1));
-	cr_assert_eq(a->ptr[12].via.u64, lim_script_code(2, LIM_OP_CHECK, 0, 3));
+	cr_assert_eq(a->ptr[11].via.u64, (uint64_t)lim_script_code(1, LIM_OP_CHECK, 0, 1));
+	cr_assert_eq(a->ptr[12].via.u64, (uint64_t)lim_script_code(2, LIM_OP_CHECK, 0, 3));
 	cr_assert_eq(a->ptr[13].via.u64, 3, "a cost other than 1 is sent");
 	cr_assert_eq(a->ptr[14].type, MSGPACK_OBJECT_STR);
 	cr_assert_eq(memcmp(a->ptr[14].via.str.ptr, "m1", 2), 0);
 	cr_assert_eq(a->ptr[15].via.u64, 1, "the second part");
 	cr_assert_eq(a->ptr[16].via.u64,
-	             lim_script_code(1, LIM_OP_CHECK, LIM_FL_SHADOW, 1),
+	             (uint64_t)lim_script_code(1, LIM_OP_CHECK, LIM_FL_SHADOW, 1),
 	             "the repeated rule, shadow");
 	msgpack_unpacked_destroy(&u);
 	batch_buf_free(&b);
