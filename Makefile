@@ -39,7 +39,7 @@ LUA_SRCS   = $(sort $(wildcard agent/store/lua/*.lua))
 LIB        = $(BUILD)/libagent.a
 BIN        = $(BUILD)/spoa-ratelimit
 
-.PHONY: all deps run test unit integration e2e fuzz fuzz-short asan bench \
+.PHONY: all deps run test unit integration e2e fuzz fuzz-short asan bench bench-cluster \
         install clean check-policies check-layers tools
 all: $(BIN) $(TOOL_BINS)
 
@@ -145,6 +145,10 @@ asan:
 
 bench: deps all $(BUILD)/bench/batchfmt $(BUILD)/bench/localbench
 	@BUILD=$(BUILD) sh tests/bench/run.sh
+
+# Redis Cluster, 1 and 3 shards (run.sh runs it too, at its end)
+bench-cluster: all
+	@BUILD=$(BUILD) sh tests/bench/cluster.sh
 
 install: $(BIN)
 	sh scripts/install.sh "$(DESTDIR)" "$(PREFIX)" "$(BIN)"

@@ -601,3 +601,8 @@ cpu_model=$(sed -n 's/^model name[[:space:]]*: //p' /proc/cpuinfo | head -n 1)
 cat "$OUT/results.md"
 echo
 say "written to $OUT/results.md (raw outputs in $OUT)"
+
+# Redis Cluster, 1 and 3 shards (tests/bench/cluster.sh), in ports of this
+# run's range that it leaves free; its table goes at the end of results.md.
+PORT_BASE=$((PORT_BASE + 16)) BUILD=$BUILD bash "$BDIR/cluster.sh" &&
+	{ echo; cat "$OUT/cluster.md"; } >>"$OUT/results.md"
