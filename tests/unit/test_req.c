@@ -11,6 +11,7 @@
  */
 #include <criterion/criterion.h>
 #include <errno.h>
+#include <signal.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -239,7 +240,8 @@ write_all(const char *buf, size_t len)
 	while (len > 0) {
 		ssize_t n = write(h.peer, buf, len);
 
-		cr_assert(n > 0 || errno == EINTR, "write: %s", strerror(errno));
+		cr_assert(n > 0 || errno == EINTR, "write: %s",
+		          strerror(errno));
 		if (n > 0) {
 			buf += n;
 			len -= (size_t)n;
@@ -335,6 +337,7 @@ start(const char *yaml)
 	int sv[2];
 
 	log_level = LOG_ERROR;
+	signal(SIGPIPE, SIG_IGN);	/* as main.c: a peer gone is EPIPE */
 	memset(&h, 0, sizeof(h));
 	h.loop = ev_loop_new(EVFLAG_AUTO);
 	h.fake.loop = h.loop;
@@ -352,7 +355,8 @@ start(const char *yaml)
 	h.env.pool = req_pool_new(h.loop, h.env.m);
 	ev_prepare_init(&h.flush, flush_cb);
 	ev_prepare_start(h.loop, &h.flush);
-	cr_assert_eq(socketpair(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK, 0, sv), 0);
+	cr_assert_eq(socketpair(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK, 0, sv),
+	             0);
 	h.peer = sv[1];
 	o.m = h.env.m;
 	h.c = conn_new(h.loop, sv[0], &cbs, NULL, &o);
@@ -467,6 +471,18 @@ no_more_frames(double wait_s)
 	cr_assert_eq(next_frame(&f, wait_s), 0, "one ACK per NOTIFY");
 }
 
+/* Runs the loop for <s> seconds, reading nothing. */
+static void
+run_for(double s)
+{
+	int64_t until = util_clock_us() + (int64_t)(s * 1e6);
+
+	while (util_clock_us() < until) {
+		ev_run(h.loop, EVRUN_NOWAIT);
+		usleep(200);
+	}
+}
+
 static void
 stop(void)
 {
@@ -489,7 +505,8 @@ stop(void)
 	policy_pin_retire(h.env.pin);
 	nearcache_free(h.shared.shadow_seen);
 	pthread_mutex_destroy(&h.shared.shadow_lock);
-	close(h.peer);
+	if (h.peer >= 0)
+		close(h.peer);
 	ev_loop_destroy(h.loop);
 	h.c = NULL;
 }
@@ -642,7 +659,8 @@ Test(req, store_down_fail_local_enforces_the_pool_share)
 	h.fake.mode = FAKE_DOWN;
 	for (int i = 0; i < 5; i++) {
 		a = ASK("rl-request", "user", "u1");
-		cr_assert_eq(a.status, 0, "request %d of the share of 5", i + 1);
+		cr_assert_eq(a.status, 0, "request %d of the share of 5",
+		             i + 1);
 		cr_assert_eq(a.degraded, 1);
 		cr_assert_eq(a.limit, 5, "the header states the share");
 	}
@@ -888,4 +906,20 @@ Test(req, a_local_veto_after_redis_gives_the_redis_lease_back)
 	no_more_frames(0.1);
 	cr_assert_eq(h.fake.submits, 3, "two charges, one release");
 	cr_assert_eq(h.fake.releases, 1, "the vetoed one's lease");
+}
+
+/* HAProxy closed the connection while Redis had the request: the lease
+ * Redis grants is one HAProxy will never release. */
+Test(req, a_lease_granted_after_haproxy_left_is_given_back)
+{
+	start(CONC_RULE("redis", ""));
+	h.fake.delay_s = 0.05;
+	notify("rl-request", "user", "u1", "id", "r1", NULL);
+	run_for(0.01);
+	cr_assert_eq(h.fake.submits, 1, "the charge is on its way");
+	close(h.peer);
+	h.peer = -1;
+	run_for(0.2);
+	cr_assert_eq(h.fake.answered, 2, "the charge, then the release");
+	cr_assert_eq(h.fake.releases, 1);
 }
