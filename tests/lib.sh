@@ -169,7 +169,8 @@ redis_agent_up() {
 	_workers=$1; _timeout=$2; shift 2
 	start_redis "$RP" || return 1
 	{
-		policy_top "$AP" "redis://127.0.0.1:$RP/0" "$_timeout" "$_workers"
+		policy_top "$AP" "redis://127.0.0.1:$RP/0" "$_timeout" \
+			"$_workers"
 		cat
 	} >"$TMP/policy.yaml"
 	agent_up "$TMP/policy.yaml" "$@"
