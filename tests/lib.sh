@@ -153,6 +153,29 @@ agent_up() {
 	done
 }
 
+# policy_top PORT URL TIMEOUT WORKERS: the first lines of a test policy:
+# listen on 127.0.0.1:PORT, WORKERS workers, the Redis at URL with
+# TIMEOUT (redis.timeout). The suite writes the rest after them.
+policy_top() {
+	printf 'listen: 127.0.0.1:%s\nworkers: %s\n' "$1" "$4"
+	printf 'redis: { url: "%s", timeout: %s }\n' "$2" "$3"
+}
+
+# redis_agent_up WORKERS TIMEOUT [AGENT ARGS...]: the preamble most suites
+# share: a Redis on $RP, the policy $TMP/policy.yaml (policy_top for $AP
+# and that Redis, then the suite's lines from stdin: rules and any other
+# keys) and the agent on it (agent_up, with AGENT ARGS).
+redis_agent_up() {
+	_workers=$1; _timeout=$2; shift 2
+	start_redis "$RP" || return 1
+	{
+		policy_top "$AP" "redis://127.0.0.1:$RP/0" "$_timeout" \
+			"$_workers"
+		cat
+	} >"$TMP/policy.yaml"
+	agent_up "$TMP/policy.yaml" "$@"
+}
+
 # start_haproxy CFG: $HAPROXY in the foreground (-db), pid in HAPROXY_PID.
 start_haproxy() {
 	"$HAPROXY" -db -f "$1" >>"$TMP/haproxy.log" 2>&1 &

@@ -18,6 +18,7 @@
  * -Remaining and -Reset are limit, remaining and reset themselves: the
  * agent only says whether HAProxy should send them (var legacy).
  */
+#include <assert.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -243,6 +244,7 @@ decide(const struct check *checks, const struct outcome *out, int n,
 	d->delay_us = 0;
 	d->ratelimit[0] = d->ratelimit_policy[0] = '\0';
 	d->ratelimit_len = d->ratelimit_policy_len = 0;
+	assert(n >= 0 && (n == 0 || (checks != NULL && out != NULL)));
 	for (int i = 0; i < n; i++) {
 		const struct check *c = &checks[i];
 		const struct outcome *o = &out[i];
@@ -309,6 +311,10 @@ decide(const struct check *checks, const struct outcome *out, int n,
 		d->retry_after = d->reset;
 	if (d->status == 0)
 		d->release = took_lease(checks, out, n);
+	/* a denial always says when to come back; a 429 of a limiter is its
+	 * deciding rule's */
+	assert(d->status == 0 || d->retry_after >= 1);
+	assert(!best_denies || (d->status == 429 && d->policy != NULL));
 }
 
 void

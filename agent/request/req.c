@@ -255,6 +255,7 @@ local_result(struct req *r, const struct local_part *part, size_t j)
 {
 	int i = part->idx[j];
 
+	assert(i >= 0 && i < r->n && i != r->spill);
 	r->out[i].res = part->lc[j].result;
 	r->out[i].lim = NULL;
 	if (part->lp[j].rate != r->checks[i].lim.rate ||	/* local_share */
@@ -370,6 +371,7 @@ req_deadline_passed(struct deadlines *dl, struct deadline *d)
 	struct req *r = container_of(d, struct req, deadline);
 	int sent = !r->sr.queued;	/* still queued: Redis never saw it */
 
+	assert(r->pi.live && r->c != NULL && r->nredis > 0);	/* answering */
 	store_cancel(r->e->store, &r->sr);
 	apply_fail_modes(r, sent);
 	store_note_timeout(r->e->store);
@@ -379,6 +381,7 @@ req_deadline_passed(struct deadlines *dl, struct deadline *d)
 static void
 send_to_store(struct req *r)
 {
+	assert(r->nredis > 0 && r->nredis <= r->n && !r->plan_wait);
 	r->sr.n = r->nredis;
 	r->sr.cb = store_done_cb;
 	r->sent_us = util_loop_us();
@@ -482,6 +485,7 @@ build_checks(struct req *r, const struct spop_frame *f, int *status)
 		if (plan == POLICY_PLAN_UNKNOWN)
 			note_plan_lost(r, first);
 	}
+	assert(r->n <= POLICY_MAX_CHECKS);	/* the spill comes next */
 	if (rc != -1 && ov.n > 0 && !r->plan_wait)
 		note_overflow(r, f, &ov);
 	return rc;
@@ -571,6 +575,7 @@ decide_at_once(struct req *r)
 			r->redis_idx[r->nredis++] = i;
 		}
 	}
+	assert(r->nredis <= r->n);
 	return run_local(r, !denied && r->nredis == 0) | denied;
 }
 
@@ -794,6 +799,7 @@ release_retry(struct req *r)
 {
 	int64_t wait = RELEASE_RETRY_MIN_US << (r->retries < 4 ? r->retries : 4);
 
+	assert(r->c == NULL);		/* detached since give_back */
 	ev_timer_stop(r->e->loop, &r->timer);
 	store_cancel(r->e->store, &r->sr);
 	if (util_loop_us() + wait >= r->retry_until ||
@@ -812,6 +818,7 @@ release_done_cb(struct store_req *sr, int err)
 {
 	struct req *r = container_of(sr, struct req, sr);
 
+	assert(r->c == NULL && r->pi.live);	/* detached since give_back */
 	if (err != STORE_OK) {
 		release_retry(r);
 		return;
@@ -884,6 +891,7 @@ release_redis(struct req *r, const int *orphan)
 		}
 	if (n == 0)
 		return 0;
+	assert(n <= r->n && r->c == NULL);
 	store_cancel(r->e->store, &r->sr);	/* drop the charging call's */
 	r->nredis = r->sr.n = n;
 	r->retry_until = util_loop_us() +
@@ -965,6 +973,8 @@ delay_cb(struct ev_loop *loop, ev_timer *t, int revents)
 static void
 req_finish(struct req *r)
 {
+	assert(r->c != NULL && r->pin != NULL && !r->plan_wait);
+	assert(r->n <= REQ_MAX_CHECKS && r->nredis <= r->n);
 	decide(r->checks, r->out, r->n, r->policy->headers, &r->d);
 	count_decisions(r);
 	if (r->d.delay_us > 0 && r->d.status == 0) {

@@ -156,6 +156,7 @@ conn_send_ack(struct conn *c, uint64_t sid, uint64_t fid,
 	char *p;
 	int n;
 
+	assert(c->inflight > 0);	/* an ACK answers a request in flight */
 	if (c->state != CONN_ST_READY)
 		return;
 	if ((p = wbuf_reserve(c, room)) == NULL) {
@@ -183,6 +184,7 @@ conn_flush(struct conn *c)
 
 	if (c->state == CONN_ST_CLOSED)
 		return;
+	assert(c->woff <= c->wlen && c->wlen <= c->wcap);
 	while (c->woff < c->wlen) {
 		n = write(c->fd, c->wbuf + c->woff, c->wlen - c->woff);
 		if (n == -1 && errno == EINTR)
@@ -283,6 +285,8 @@ conn_handle_frame(struct conn *c, const struct spop_frame *f)
 			protocol_error(c, status);
 			return -1;
 		}
+		/* conn_parse stops at the cap: one request more at most */
+		assert(c->inflight <= CONN_MAX_INFLIGHT);
 		if (c->inflight >= CONN_MAX_INFLIGHT)
 			ev_io_stop(c->loop, &c->rio);
 		return 0;
@@ -318,6 +322,7 @@ conn_parse(struct conn *c)
 		if (conn_handle_frame(c, &f) == -1)
 			break;
 	}
+	assert(off <= c->rlen);
 	memmove(c->rbuf, c->rbuf + off, c->rlen - off);
 	c->rlen -= off;
 	c->parsing = 0;
@@ -502,6 +507,7 @@ conn_close(struct conn *c)
 {
 	if (c->state == CONN_ST_CLOSED)
 		return;
+	assert(c->refs > 0 && c->fd >= 0);	/* the socket's reference */
 	c->state = CONN_ST_CLOSED;
 	ev_io_stop(c->loop, &c->rio);
 	ev_io_stop(c->loop, &c->wio);
@@ -530,6 +536,7 @@ conn_linger(struct conn *c)
 void
 conn_ref(struct conn *c)
 {
+	assert(c->refs > 0);		/* not freed */
 	c->refs++;
 }
 

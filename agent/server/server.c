@@ -307,6 +307,7 @@ open_listeners(struct server *s, const char *listen, char **err)
 static void
 conn_opened(struct worker *w, struct conn *c)
 {
+	assert(c->arg == w && c->next == NULL && c->prev == NULL);
 	c->next = w->conns;
 	if (w->conns != NULL)
 		w->conns->prev = c;
@@ -351,6 +352,7 @@ conn_output(void *arg, struct conn *c)
 {
 	struct worker *w = arg;
 
+	assert(c->arg == w && c->refs > 0);
 	if (c->dirty)
 		return;
 	c->dirty = 1;

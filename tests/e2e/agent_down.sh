@@ -63,7 +63,7 @@ c=$(req -H 'X-Tenant: t2' "$URL/api/orders")
 expect_eq "$c" 200 "any other route is fail-open too"
 
 # Back up: the same Redis still holds t1's state.
-start_agent "$POLICY" -l "127.0.0.1:$AGENT_PORT" -r "redis://127.0.0.1:$REDIS_PORT/0"
+stack_agent "$POLICY"
 wait_srv_state 2 10
 ok $? "restarted agent is UP again"
 expect_eq "$(req -H 'X-Tenant: t1' "$URL/")" 429 "t1 still over its burst after the restart (state in Redis)"

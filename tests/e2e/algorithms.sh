@@ -22,18 +22,7 @@ $2
 EOF
 	} >"$POLICY"
 	policy_valid "$1: the policy passes -c"
-	if [ -n "${AGENT_PID:-}" ]; then
-		kill "$AGENT_PID" 2>/dev/null
-		i=0
-		while kill -0 "$AGENT_PID" 2>/dev/null && [ $i -lt 70 ]; do
-			sleep 0.1; i=$((i + 1))
-		done
-		kill -9 "$AGENT_PID" 2>/dev/null
-		wait "$AGENT_PID" 2>/dev/null
-	fi
-	start_agent "$POLICY" -l "127.0.0.1:$AGENT_PORT" \
-		-r "redis://127.0.0.1:$REDIS_PORT/0"
-	wait_port "$AGENT_PORT" 10 && wait_srv_state 2 10
+	restart_agent "$POLICY"
 	ok $? "$1: agent up on the new policy, UP per the health check"
 }
 

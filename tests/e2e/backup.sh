@@ -25,8 +25,7 @@ backup_state() {
 }
 
 start_redis "$REDIS_PORT"
-start_agent "$POLICY" -l "127.0.0.1:$AGENT_PORT" -m "127.0.0.1:$M1" \
-	-r "redis://127.0.0.1:$REDIS_PORT/0"
+stack_agent "$POLICY" -m "127.0.0.1:$M1"
 A1=$AGENT_PID
 "$AGENT" -f "$POLICY" -l "127.0.0.1:$BACKUP_PORT" -m "127.0.0.1:$MB" \
 	-r "redis://127.0.0.1:$REDIS_PORT/0" >>"$TMP/backup.log" 2>&1 &

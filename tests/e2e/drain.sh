@@ -66,7 +66,7 @@ slow() {	# N: N /slow requests in the background (pids in SLOW), codes
 }
 
 start_redis "$REDIS_PORT"
-start_agent "$POLICY" -l "127.0.0.1:$AGENT_PORT" -r "redis://127.0.0.1:$REDIS_PORT/0"
+stack_agent "$POLICY"
 "$AGENT" -f "$POLICY" -l "127.0.0.1:$AGENT2_PORT" -m "127.0.0.1:$M2" \
 	-r "redis://127.0.0.1:$REDIS_PORT/0" >>"$TMP/agent2.log" 2>&1 &
 A2=$!

@@ -31,13 +31,31 @@ SF_LIST="^$SF_MEMBER( *, *$SF_MEMBER)*\$"
 # stack's listen, 2 workers, and Redis (this stack's, timeout 10ms, unless
 # given); the caller writes the rest (rules:...) after it.
 policy_head() {
-	cat <<EOF
-listen: 127.0.0.1:$AGENT_PORT
-workers: 2
-redis:
-  url: "${2:-redis://127.0.0.1:$REDIS_PORT/0}"
-  timeout: ${1:-10ms}
-EOF
+	policy_top "$AGENT_PORT" "${2:-redis://127.0.0.1:$REDIS_PORT/0}" \
+		"${1:-10ms}" 2
+}
+
+# stack_agent POLICY [ARGS...]: the agent on POLICY, listening where this
+# stack's HAProxy looks for it and using this stack's Redis, with more
+# ARGS (-m ...); its pid in AGENT_PID.
+stack_agent() {
+	_pol=$1; shift
+	start_agent "$_pol" -l "127.0.0.1:$AGENT_PORT" \
+		-r "redis://127.0.0.1:$REDIS_PORT/0" "$@"
+}
+
+# restart_agent POLICY: stops the running agent (SIGTERM, 7 s for its
+# drain, then SIGKILL), starts it on POLICY (stack_agent) and waits until
+# it listens and HAProxy sees it UP.
+restart_agent() {
+	if [ -n "${AGENT_PID:-}" ]; then
+		kill "$AGENT_PID" 2>/dev/null
+		until_ok 70 eval '! kill -0 "$AGENT_PID" 2>/dev/null'
+		kill -9 "$AGENT_PID" 2>/dev/null
+		wait "$AGENT_PID" 2>/dev/null
+	fi
+	stack_agent "$1"
+	wait_port "$AGENT_PORT" 10 && wait_srv_state 2 10
 }
 
 # write_policy [TENANT_BURST [TENANT_RATE [REDIS_TIMEOUT]]]: the test
@@ -74,8 +92,7 @@ EOF
 # sees the agent UP.
 start_stack() {
 	start_redis "$REDIS_PORT" || return 1
-	start_agent "$POLICY" -l "127.0.0.1:$AGENT_PORT" \
-		-r "redis://127.0.0.1:$REDIS_PORT/0" || return 1
+	stack_agent "$POLICY" || return 1
 	wait_port "$AGENT_PORT" 10 || return 1
 	start_haproxy "$HAP_CFG"
 	wait_port "$HAP_PORT" 10 || return 1

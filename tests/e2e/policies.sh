@@ -22,21 +22,10 @@ RC="redis-cli -p $REDIS_PORT"
 
 # use FILE: (re)starts the agent on policies/FILE.
 use() {
-	if [ -n "${AGENT_PID:-}" ]; then
-		kill "$AGENT_PID" 2>/dev/null
-		i=0
-		while kill -0 "$AGENT_PID" 2>/dev/null && [ $i -lt 70 ]; do
-			sleep 0.1; i=$((i + 1))
-		done
-		kill -9 "$AGENT_PID" 2>/dev/null
-		wait "$AGENT_PID" 2>/dev/null
-	fi
 	echo "# ---- $1"
 	"$AGENT" -c -f "$ROOT/policies/$1" >"$TMP/check.out" 2>&1
 	ok $? "$1: -c passes"
-	start_agent "$ROOT/policies/$1" -l "127.0.0.1:$AGENT_PORT" \
-		-r "redis://127.0.0.1:$REDIS_PORT/0"
-	wait_port "$AGENT_PORT" 10 && wait_srv_state 2 10
+	restart_agent "$ROOT/policies/$1"
 	ok $? "$1: agent up on it, UP per the health check"
 }
 

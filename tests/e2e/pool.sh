@@ -52,8 +52,7 @@ start_agent2() {
 }
 
 start_redis "$REDIS_PORT"
-start_agent "$POLICY" -l "127.0.0.1:$AGENT_PORT" -m "127.0.0.1:$M1" \
-	-r "redis://127.0.0.1:$REDIS_PORT/0"
+stack_agent "$POLICY" -m "127.0.0.1:$M1"
 A1=$AGENT_PID
 start_agent2
 wait_port "$AGENT_PORT" 10 && wait_port "$AGENT2_PORT" 10

@@ -45,8 +45,7 @@ count() {
 
 policy 5 5/min
 start_redis "$REDIS_PORT"
-start_agent "$POLICY" -l "127.0.0.1:$AGENT_PORT" -r "redis://127.0.0.1:$REDIS_PORT/0" \
-	-m "127.0.0.1:$METRICS_PORT"
+stack_agent "$POLICY" -m "127.0.0.1:$METRICS_PORT"
 pid0=$AGENT_PID
 wait_port "$AGENT_PORT" 10 && wait_port "$METRICS_PORT" 5 &&
 	start_haproxy "$HAP_CFG" && wait_port "$HAP_PORT" 10 &&

@@ -4,11 +4,7 @@
 # modes with Redis down, reload (good and bad files) and drain on SIGTERM.
 . "$(dirname "$0")/../lib.sh"
 RP=$(port 1); AP=$(port 2)
-start_redis "$RP"
-cat >"$TMP/policy.yaml" <<YAML
-listen: 127.0.0.1:$AP
-workers: 2
-redis: { url: "redis://127.0.0.1:$RP/0", timeout: 100ms }
+redis_agent_up 2 100ms -l "127.0.0.1:$AP,unix:$TMP/agent.sock" <<YAML
 idle_timeout: 300ms
 processing_timeout: 2s
 rules:
@@ -42,7 +38,6 @@ rules:
     max_delay: 1s
     store: local
 YAML
-agent_up "$TMP/policy.yaml" -l "127.0.0.1:$AP,unix:$TMP/agent.sock"
 c() { "$CLIENT" -a "127.0.0.1:$AP" "$@"; }
 
 out=$(c -H)

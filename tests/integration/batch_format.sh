@@ -8,11 +8,7 @@
 # included.
 . "$(dirname "$0")/../lib.sh"
 RP=$(port 1); AP=$(port 2)
-start_redis "$RP"
-cat >"$TMP/policy.yaml" <<YAML
-listen: 127.0.0.1:$AP
-workers: 1
-redis: { url: "redis://127.0.0.1:$RP/0", timeout: 500ms }
+redis_agent_up 1 500ms <<YAML
 processing_timeout: 1s
 rules:
   - name: log
@@ -28,7 +24,6 @@ rules:
     rate: 1/hour
     burst: 50
 YAML
-agent_up "$TMP/policy.yaml"
 redis-cli -p "$RP" monitor >"$TMP/monitor" 2>&1 &
 mon=$!
 PIDS="$PIDS $mon"

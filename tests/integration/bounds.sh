@@ -26,12 +26,8 @@ ulimit -n 16384 2>/dev/null || ulimit -n "$(ulimit -Hn)"
 [ "$(ulimit -n)" -ge $((CONNS + 200)) ]
 ok $? "open files limit raised to $(ulimit -n) (>= $CONNS connections + slack)"
 
-start_redis "$RP"
-cat >"$TMP/policy.yaml" <<YAML
-listen: 127.0.0.1:$AP
-workers: 2
+redis_agent_up 2 100ms -m "127.0.0.1:$MP" <<YAML
 max_conns: 12000
-redis: { url: "redis://127.0.0.1:$RP/0", timeout: 100ms }
 processing_timeout: 1s
 local: { max_keys: $MAX_KEYS }
 rules:
@@ -49,7 +45,6 @@ rules:
     rate: 100000/s
     burst: 100000
 YAML
-agent_up "$TMP/policy.yaml" -m "127.0.0.1:$MP"
 ok $? "agent up"
 
 rss() { awk '/^VmRSS/ { print $2 }' "/proc/$AGENT_PID/status" 2>/dev/null || echo 0; }

@@ -18,11 +18,7 @@
 . "$(dirname "$0")/../lib.sh"
 RP=$(port 1); AP=$(port 2); BP=$(port 3)
 CONNS=48
-start_redis "$RP"
-cat >"$TMP/policy.yaml" <<YAML
-listen: 127.0.0.1:$AP
-workers: 2
-redis: { url: "redis://127.0.0.1:$RP/0", timeout: 100ms }
+redis_agent_up 2 100ms <<YAML
 processing_timeout: 30s
 rules:
   - name: slow
@@ -35,7 +31,6 @@ rules:
     max_delay: 20s
     store: local
 YAML
-agent_up "$TMP/policy.yaml"
 ok $? "agent up"
 
 for k in $(seq $CONNS); do

@@ -40,12 +40,8 @@ broken() {
 	ok $? "broken copy $1: the report says \"$3\""
 }
 
-start_redis "$RP"
-cat >"$TMP/policy.yaml" <<YAML
-listen: 127.0.0.1:$AP
-workers: 1
+redis_agent_up 1 1s <<YAML
 metrics: { listen: "127.0.0.1:$MP" }
-redis: { url: "redis://127.0.0.1:$RP/0", timeout: 1s }
 processing_timeout: 3s
 rules:
   - { name: tenant, message: rl-request, key: "tenant:{tenant}",
@@ -53,8 +49,6 @@ rules:
   - { name: preview, message: rl-preview, key: "preview:{tenant}",
       rate: 1/min, burst: 2, shadow: true }
 YAML
-start_agent "$TMP/policy.yaml"
-wait_port "$AP"; wait_port "$MP"
 
 # One allowed, then denials (some from the near-cache); a shadow rule's
 # would-be denials on another connection; a reload.

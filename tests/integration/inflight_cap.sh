@@ -7,17 +7,12 @@
 # them; all are answered once Redis is back.
 . "$(dirname "$0")/../lib.sh"
 RP=$(port 1); AP=$(port 2); MP=$(port 3)
-start_redis "$RP"
-cat >"$TMP/policy.yaml" <<YAML
-listen: 127.0.0.1:$AP
-workers: 1
+redis_agent_up 1 1500ms <<YAML
 metrics: { listen: "127.0.0.1:$MP" }
-redis: { url: "redis://127.0.0.1:$RP/0", timeout: 1500ms }
 processing_timeout: 3s
 rules:
   - { name: t, message: rl-request, key: "t:{tenant}", rate: 100000/s, burst: 100000, fail: open }
 YAML
-agent_up "$TMP/policy.yaml"
 inflight() { metric "$MP" spoa_rl_requests_in_flight; }
 "$TOOLS/spop-client" -a "127.0.0.1:$AP" rl-request tenant=s:warm >/dev/null
 expect_eq "$(inflight)" 0 "no request in flight at rest"

@@ -2,16 +2,11 @@
 # retry interval per worker, not one per request.
 . "$(dirname "$0")/../lib.sh"
 RP=$(port 1); AP=$(port 2)
-start_redis "$RP"
-cat >"$TMP/policy.yaml" <<YAML
-listen: 127.0.0.1:$AP
-workers: 2
-redis: { url: "redis://127.0.0.1:$RP/0", timeout: 100ms }
+redis_agent_up 2 100ms <<YAML
 processing_timeout: 1s
 rules:
   - { name: tenant, message: rl-request, key: "tenant:{tenant}", rate: 1/min, burst: 1 }
 YAML
-agent_up "$TMP/policy.yaml"
 calls() { script_calls "$RP"; }
 before=$(calls)
 cpids=""

@@ -7,16 +7,11 @@
 # that fits still passes on the same key.
 . "$(dirname "$0")/../lib.sh"
 RP=$(port 0); AP=$(port 1)
-start_redis "$RP"
-cat >"$TMP/policy.yaml" <<YAML
-listen: 127.0.0.1:$AP
-workers: 1
-redis: { url: "redis://127.0.0.1:$RP/0", timeout: 100ms }
+redis_agent_up 1 100ms <<YAML
 processing_timeout: 1s
 rules:
   - { name: upload, message: rl-request, key: "user:{user}", rate: 1/s, burst: 5, cost: "{c}" }
 YAML
-agent_up "$TMP/policy.yaml"
 "$TOOLS/spop-client" -a "127.0.0.1:$AP" -n 3 rl-request user=s:a c=i:6 >"$TMP/big"
 expect_eq "$(field status <"$TMP/big" | sort -u)" 429 "cost 6 over burst 5: 429"
 expect_eq "$(field retry_after <"$TMP/big" | sort -u)" 3600 \

@@ -8,11 +8,7 @@
 # gave up (about 15 minutes).
 . "$(dirname "$0")/../lib.sh"
 RP=$(port 1); AP=$(port 2)
-start_redis "$RP"
-cat >"$TMP/policy.yaml" <<YAML
-listen: 127.0.0.1:$AP
-workers: 1
-redis: { url: "redis://127.0.0.1:$RP/0", timeout: 100ms }
+redis_agent_up 1 100ms <<YAML
 processing_timeout: 1s
 plans:
   free: { rate: 1000/s, burst: 1000 }
@@ -20,7 +16,6 @@ plan_lookup: { redis_hash: plans, default: free, cache: 60s }
 rules:
   - { name: tenant, message: rl-request, key: "tenant:{tenant}", plan: rate, fail: open }
 YAML
-agent_up "$TMP/policy.yaml"
 c() { "$CLIENT" -a "127.0.0.1:$AP" -t 2000 "$@"; }
 by_redis() { [ "$(c rl-request tenant=s:$1 | field degraded)" = 0 ]; }
 until_ok 50 by_redis warm; ok $? "a tenant decided by Redis"

@@ -2,11 +2,7 @@
 # Redis hash (cached, refreshed without reload) and the default.
 . "$(dirname "$0")/../lib.sh"
 RP=$(port 1); AP=$(port 2)
-start_redis "$RP"
-cat >"$TMP/policy.yaml" <<YAML
-listen: 127.0.0.1:$AP
-workers: 1
-redis: { url: "redis://127.0.0.1:$RP/0", timeout: 100ms }
+redis_agent_up 1 100ms <<YAML
 processing_timeout: 1s
 plans:
   free: { rate: 1/min, burst: 2 }
@@ -25,7 +21,6 @@ rules:
     burst: 1
     missing: skip
 YAML
-agent_up "$TMP/policy.yaml"
 # allowed TENANT [ARGS...]: how many of 8 requests pass
 allowed() {
 	t=$1; shift

@@ -13,12 +13,8 @@
 . "$(dirname "$0")/../lib.sh"
 RP=$(port 1); AP=$(port 2)
 MAX_CONNS=5
-start_redis "$RP"
-cat >"$TMP/policy.yaml" <<YAML
-listen: 127.0.0.1:$AP
-workers: 2
+redis_agent_up 2 100ms <<YAML
 max_conns: $MAX_CONNS
-redis: { url: "redis://127.0.0.1:$RP/0", timeout: 100ms }
 idle_timeout: 30s
 processing_timeout: 2s
 rules:
@@ -38,7 +34,6 @@ rules:
     rate: 1000/s
     burst: 1000
 YAML
-agent_up "$TMP/policy.yaml"
 c() { "$CLIENT" -a "127.0.0.1:$AP" "$@"; }
 ms_since() { awk -v a="$1" -v b="$EPOCHREALTIME" 'BEGIN { printf "%d", (b - a) * 1000 }'; }
 # served LABEL TENANT: one NOTIFY on a new connection gets its ACK

@@ -1,0 +1,925 @@
+/*
+ * The request path (req.c, with reqpool, decide, the near-cache and the
+ * local tier) against a fake store plugged in through the operations table
+ * (store_new_with_ops): a HELLO and NOTIFYs go in at one end of a socket
+ * pair, through a real conn, and the ACK's variables come out at the
+ * other. The fake answers each call allowed, denied, with an error, late,
+ * or never, or is down; it answers from a timer, as a link would.
+ *
+ * Not here: the script and Redis (tests/integration), HAProxy
+ * (tests/e2e), the server's workers and accept loop.
+ */
+#include <criterion/criterion.h>
+#include <errno.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <ev.h>
+
+#include "conn.h"
+#include "local.h"
+#include "log.h"
+#include "metrics.h"
+#include "nearcache.h"
+#include "plancache.h"
+#include "policy.h"
+#include "req.h"
+#include "reqpool.h"
+#include "store.h"
+#include "util.h"
+
+/* ---- the fake store ----------------------------------------------------- */
+
+enum fake_mode {
+	FAKE_ANSWER = 0,	/* every check answered (see fake_result) */
+	FAKE_ERROR,		/* every call fails (STORE_EIO) */
+	FAKE_NEVER,		/* calls are taken, never answered */
+	FAKE_DOWN,		/* submit refuses (STORE_EDOWN) */
+};
+
+#define FAKE_MAX 64
+
+struct fake_call {
+	struct store_req *sr;
+	uint32_t          gen;		/* as queued: a later one is stale */
+	ev_timer          timer;
+	struct fake      *f;
+};
+
+struct fake {
+	struct ev_loop  *loop;
+	enum fake_mode   mode;
+	double           delay_s;	/* from the flush to the answer */
+	struct {
+		const char       *in_key;	/* keys holding this */
+		struct lim_result res;		/* are answered this */
+	}                says[4];
+	int              nsays;
+	int              submits, releases, flushes, cancels, timeouts;
+	int              answered, stale;
+	int              nqueued, ncalls;
+	struct store_req *queued[FAKE_MAX];
+	struct fake_call calls[FAKE_MAX];
+};
+
+/* The answer to <c>: the first of says[] whose text its key holds, or
+ * allowed with 5 left and 1 s to the next unit. */
+static struct lim_result
+fake_result(const struct fake *f, const struct check *c)
+{
+	for (int i = 0; i < f->nsays; i++)
+		if (memmem(c->key, c->keylen, f->says[i].in_key,
+		           strlen(f->says[i].in_key)) != NULL)
+			return f->says[i].res;
+	return (struct lim_result){ 1, 5, 0, 1000000, 1000000 };
+}
+
+static void
+fake_answer_cb(struct ev_loop *loop, ev_timer *t, int revents)
+{
+	struct fake_call *call = (struct fake_call *)((char *)t -
+	                         offsetof(struct fake_call, timer));
+	struct store_req *sr = call->sr;
+	struct fake *f = call->f;
+
+	call->sr = NULL;
+	if (sr->gen != call->gen) {	/* given up on: dropped, as reqq does */
+		f->stale++;
+		return;
+	}
+	f->answered++;
+	if (f->mode == FAKE_ERROR) {
+		sr->cb(sr, STORE_EIO);
+		return;
+	}
+	for (int j = 0; j < sr->n; j++) {
+		int i = sr->index[j];
+
+		sr->results[i] = fake_result(f, &sr->checks[i]);
+	}
+	sr->cb(sr, STORE_OK);
+}
+
+static int
+f_submit(void *be, struct store_req *sr)
+{
+	struct fake *f = be;
+
+	f->submits++;
+	for (int j = 0; j < sr->n; j++)
+		f->releases += sr->checks[sr->index[j]].op == LIM_OP_RELEASE;
+	if (f->mode == FAKE_DOWN)
+		return STORE_EDOWN;
+	cr_assert_lt(f->nqueued, FAKE_MAX);
+	f->queued[f->nqueued++] = sr;
+	return STORE_OK;
+}
+
+static void
+f_flush(void *be)
+{
+	struct fake *f = be;
+
+	f->flushes++;
+	for (int i = 0; i < f->nqueued; i++) {
+		struct fake_call *call;
+
+		if (f->mode == FAKE_NEVER)
+			continue;
+		cr_assert_lt(f->ncalls, FAKE_MAX);
+		call = &f->calls[f->ncalls++];
+		call->sr = f->queued[i];
+		call->gen = f->queued[i]->gen;
+		call->f = f;
+		ev_timer_init(&call->timer, fake_answer_cb, f->delay_s, 0.);
+		ev_timer_start(f->loop, &call->timer);
+	}
+	f->nqueued = 0;
+}
+
+static int
+f_hget(void *be, const char *hash, const char *field, size_t len,
+       store_value_cb *cb, void *arg)
+{
+	cb(arg, NULL, 0, 0);
+	return 0;
+}
+
+static void
+f_cancel(void *be, struct store_req *sr)
+{
+	struct fake *f = be;
+
+	f->cancels++;
+	for (int i = 0; i < f->nqueued; i++)
+		if (f->queued[i] == sr)
+			f->queued[i--] = f->queued[--f->nqueued];
+}
+
+static int
+f_up(const void *be)
+{
+	return ((const struct fake *)be)->mode != FAKE_DOWN;
+}
+
+static void f_timeout(void *be) { ((struct fake *)be)->timeouts++; }
+
+static void
+f_free(void *be)
+{
+	struct fake *f = be;
+
+	for (int i = 0; i < f->ncalls; i++)
+		ev_timer_stop(f->loop, &f->calls[i].timer);
+}
+
+static const struct store_ops fake_ops = {
+	.submit = f_submit, .flush = f_flush, .hget = f_hget,
+	.cancel = f_cancel, .up = f_up, .note_timeout = f_timeout,
+	.free = f_free,
+};
+
+/* ---- the worker around the request path --------------------------------- */
+
+static struct {
+	struct ev_loop   *loop;
+	ev_prepare        flush;
+	struct fake       fake;
+	struct req_env    env;
+	struct req_shared shared;
+	struct conn      *c;
+	int               dirty;
+	int               peer;		/* HAProxy's end of the socket pair */
+	uint64_t          fid;
+	char              in[1 << 16];	/* read from the agent, unparsed */
+	size_t            inlen;
+} h;
+
+static int
+on_request(void *arg, struct conn *c, const struct spop_frame *f, int *status)
+{
+	return req_start(&h.env, c, f, status);
+}
+
+static void
+on_output(void *arg, struct conn *c)
+{
+	if (c->dirty)
+		return;
+	c->dirty = 1;
+	conn_ref(c);
+}
+
+static void on_close(void *arg, struct conn *c) { }
+
+static const struct conn_cbs cbs = {
+	.on_request = on_request, .on_output = on_output,
+	.on_close = on_close,
+};
+
+/* The server's flush_cb: the store's queue, then the conn's output. */
+static void
+flush_cb(struct ev_loop *loop, ev_prepare *p, int revents)
+{
+	store_flush(h.env.store);
+	if (h.c->dirty) {
+		h.c->dirty = 0;
+		conn_flush(h.c);
+		conn_unref(h.c);
+	}
+}
+
+static void
+write_all(const char *buf, size_t len)
+{
+	while (len > 0) {
+		ssize_t n = write(h.peer, buf, len);
+
+		cr_assert(n > 0 || errno == EINTR, "write: %s",
+		          strerror(errno));
+		if (n > 0) {
+			buf += n;
+			len -= (size_t)n;
+		}
+	}
+}
+
+/* Runs the loop until a whole frame has come from the agent, or 3 s.
+ * Returns its size (into h.in), or 0. */
+static int
+next_frame(struct spop_frame *f, double wait_s)
+{
+	int64_t until = util_clock_us() + (int64_t)(wait_s * 1e6);
+	int status;
+
+	for (;;) {
+		int n = spop_decode_frame(h.in, h.inlen, 1 << 16, f, &status);
+		ssize_t got;
+
+		cr_assert_neq(n, -1, "a bad frame from the agent");
+		if (n > 0)
+			return n;
+		if (util_clock_us() >= until)
+			return 0;
+		ev_run(h.loop, EVRUN_NOWAIT);
+		got = read(h.peer, h.in + h.inlen, sizeof(h.in) - h.inlen);
+		if (got > 0)
+			h.inlen += (size_t)got;
+		else
+			usleep(200);
+	}
+}
+
+static void
+drop_frame(int n)
+{
+	memmove(h.in, h.in + n, h.inlen - (size_t)n);
+	h.inlen -= (size_t)n;
+}
+
+static void
+hello(void)
+{
+	char buf[256];
+	struct spop_writer w;
+	struct spop_frame f;
+	int n;
+
+	spop_w_begin(&w, buf, sizeof(buf), SPOP_FRM_HAPROXY_HELLO, 0, 0);
+	spop_w_kv_str(&w, "supported-versions", "2.0", 3);
+	spop_w_kv_uint32(&w, "max-frame-size", 16380);
+	spop_w_kv_str(&w, "capabilities", "pipelining", 10);
+	n = spop_w_end(&w);
+	cr_assert_gt(n, 0);
+	write_all(buf, (size_t)n);
+	n = next_frame(&f, 3.);
+	cr_assert_gt(n, 0, "no AGENT-HELLO");
+	cr_assert_eq(f.type, SPOP_FRM_AGENT_HELLO);
+	drop_frame(n);
+	cr_assert_eq(h.c->state, CONN_ST_READY);
+}
+
+static char policy_path[64];
+
+static struct policy *
+load_policy(const char *yaml)
+{
+	char *err = NULL, *warn = NULL;
+	struct policy *p;
+	FILE *fp;
+	int fd;
+
+	snprintf(policy_path, sizeof(policy_path), "/tmp/test_req.XXXXXX");
+	fd = mkstemp(policy_path);
+	cr_assert(fd >= 0);
+	fp = fdopen(fd, "w");
+	fputs("processing_timeout: 3s\n", fp);	/* HAProxy's, above redis's */
+	fputs(yaml, fp);
+	fclose(fp);
+	p = policy_load_with_warnings(policy_path, &err, &warn);
+	unlink(policy_path);
+	cr_assert_not_null(p, "policy:\n%s", err ? err : "");
+	free(warn);
+	return p;
+}
+
+/* A worker with <yaml>'s policy, the fake store and one ready conn. */
+static void
+start(const char *yaml)
+{
+	struct conn_opts o = { .peer = "test", .idle_us = 30000000 };
+	struct policy *p = load_policy(yaml);
+	int sv[2];
+
+	log_level = LOG_ERROR;
+	signal(SIGPIPE, SIG_IGN);	/* as main.c: a peer gone is EPIPE */
+	memset(&h, 0, sizeof(h));
+	h.loop = ev_loop_new(EVFLAG_AUTO);
+	h.fake.loop = h.loop;
+	pthread_mutex_init(&h.shared.shadow_lock, NULL);
+	h.shared.shadow_seen = nearcache_new();
+	h.env.loop = h.loop;
+	h.env.m = metrics_worker_new();
+	h.env.store = store_new_with_ops(&fake_ops, &h.fake);
+	h.env.plans = plancache_new(h.env.store);
+	h.env.near = nearcache_new();
+	h.env.local = local_new(p->local_max_keys);
+	h.env.shared = &h.shared;
+	h.env.pin = policy_pin_new(p);
+	policy_unref(p);
+	h.env.pool = req_pool_new(h.loop, h.env.m);
+	ev_prepare_init(&h.flush, flush_cb);
+	ev_prepare_start(h.loop, &h.flush);
+	cr_assert_eq(socketpair(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK, 0, sv),
+	             0);
+	h.peer = sv[1];
+	o.m = h.env.m;
+	h.c = conn_new(h.loop, sv[0], &cbs, NULL, &o);
+	hello();
+}
+
+/* The ACK's variables; -1 for those absent. */
+struct ack {
+	int64_t status, retry_after, limit, remaining, reset;
+	int64_t degraded, shadow, release;
+	char    policy[64];
+	char    ratelimit[256];
+	double  after_s;		/* from the NOTIFY */
+};
+
+static void
+ack_var(struct ack *a, const struct spop_str *name, const struct spop_data *v)
+{
+	static const char *ints[] = { "status", "retry_after", "limit",
+		"remaining", "reset", "degraded", "shadow", "release" };
+	int64_t *dst[] = { &a->status, &a->retry_after, &a->limit,
+		&a->remaining, &a->reset, &a->degraded, &a->shadow,
+		&a->release };
+	char *s = NULL;
+
+	for (size_t i = 0; i < sizeof(ints) / sizeof(ints[0]); i++)
+		if (name->len == strlen(ints[i]) &&
+		    memcmp(name->ptr, ints[i], name->len) == 0)
+			*dst[i] = v->v.i;
+	if (name->len == 6 && memcmp(name->ptr, "policy", 6) == 0)
+		s = a->policy;
+	if (name->len == 9 && memcmp(name->ptr, "ratelimit", 9) == 0)
+		s = a->ratelimit;
+	if (s != NULL) {
+		cr_assert_lt(v->v.str.len, 64);
+		memcpy(s, v->v.str.ptr, v->v.str.len);
+		s[v->v.str.len] = '\0';
+	}
+}
+
+static void
+ack_decode(const struct spop_frame *f, struct ack *a)
+{
+	struct spop_iter it = { f->payload, f->payload + f->len };
+	struct spop_str name;
+	struct spop_data v;
+	int action, scope, status, rc;
+
+	memset(a, 0, sizeof(*a));
+	a->status = a->retry_after = a->limit = a->remaining = -1;
+	a->reset = a->degraded = a->shadow = a->release = -1;
+	while ((rc = spop_next_action(&it, &action, &scope, &name, &v,
+	                              &status)) == 1)
+		ack_var(a, &name, &v);
+	cr_assert_eq(rc, 0, "a bad ACK");
+}
+
+/* Sends the NOTIFY of message <msg> with string args (name, value pairs,
+ * NULL-terminated). */
+static uint64_t
+notify(const char *msg, ...)
+{
+	const char *args[2 * SPOP_MAX_ARGS];
+	char buf[1024];
+	struct spop_writer w;
+	va_list ap;
+	int n = 0, len;
+
+	va_start(ap, msg);
+	while ((args[n] = va_arg(ap, const char *)) != NULL)
+		n++;
+	va_end(ap);
+	cr_assert_eq(n % 2, 0);
+	spop_w_begin(&w, buf, sizeof(buf), SPOP_FRM_NOTIFY, 1, ++h.fid);
+	spop_w_message(&w, msg, n / 2);
+	for (int i = 0; i < n; i += 2) {
+		spop_w_name(&w, args[i], strlen(args[i]));
+		spop_w_str(&w, args[i + 1], strlen(args[i + 1]));
+	}
+	len = spop_w_end(&w);
+	cr_assert_gt(len, 0);
+	write_all(buf, (size_t)len);
+	return h.fid;
+}
+
+/* The ACK of frame <fid>, within <wait_s>. */
+static struct ack
+ack_within(uint64_t fid, double wait_s)
+{
+	int64_t t0 = util_clock_us();
+	struct spop_frame f;
+	struct ack a;
+	int n = next_frame(&f, wait_s);
+
+	cr_assert_gt(n, 0, "no ACK within %.1f s", wait_s);
+	cr_assert_eq(f.type, SPOP_FRM_ACK);
+	cr_assert_eq(f.frame_id, fid, "the ACK answers its NOTIFY");
+	ack_decode(&f, &a);
+	a.after_s = (double)(util_clock_us() - t0) / 1e6;
+	drop_frame(n);
+	return a;
+}
+
+/* Sends a NOTIFY and waits for its ACK. */
+#define ASK(...) ack_within(notify(__VA_ARGS__, NULL), 3.)
+
+static void
+no_more_frames(double wait_s)
+{
+	struct spop_frame f;
+
+	cr_assert_eq(next_frame(&f, wait_s), 0, "one ACK per NOTIFY");
+}
+
+/* Runs the loop for <s> seconds, reading nothing. */
+static void
+run_for(double s)
+{
+	int64_t until = util_clock_us() + (int64_t)(s * 1e6);
+
+	while (util_clock_us() < until) {
+		ev_run(h.loop, EVRUN_NOWAIT);
+		usleep(200);
+	}
+}
+
+static void
+stop(void)
+{
+	struct conn *c = h.c;
+
+	if (c == NULL)
+		return;
+	if (c->dirty) {
+		c->dirty = 0;
+		conn_unref(c);
+	}
+	conn_abort(c);
+	store_free(h.env.store);	/* as worker_deinit does */
+	h.env.store = NULL;
+	reqpool_stop(h.env.pool);
+	req_pool_free(&h.env);
+	plancache_free(h.env.plans);
+	nearcache_free(h.env.near);
+	local_free(h.env.local);
+	policy_pin_retire(h.env.pin);
+	nearcache_free(h.shared.shadow_seen);
+	pthread_mutex_destroy(&h.shared.shadow_lock);
+	if (h.peer >= 0)
+		close(h.peer);
+	ev_loop_destroy(h.loop);
+	h.c = NULL;
+}
+
+/* Keys holding <in_key> are answered <res> from now on. */
+static void
+fake_says(const char *in_key, int allowed, int64_t remaining,
+          int64_t retry_us, int64_t next_us)
+{
+	cr_assert_lt(h.fake.nsays, 4);
+	h.fake.says[h.fake.nsays].in_key = in_key;
+	h.fake.says[h.fake.nsays++].res = (struct lim_result){
+		allowed, remaining, retry_us, next_us, next_us };
+}
+
+static void
+fake_denies(const char *in_key, int64_t retry_us)
+{
+	fake_says(in_key, 0, 0, retry_us, retry_us);
+}
+
+TestSuite(req, .fini = stop, .timeout = 30);
+
+/* Two Redis rules on one message, both GCRA burst 10, fail: <fail>. */
+#define TWO_RULES(fail, timeout) \
+	"redis: { url: \"redis://127.0.0.1:1/0\", timeout: " timeout " }\n" \
+	"pool_size: 2\n" \
+	"rules:\n" \
+	"  - { name: a, message: rl-request, key: \"a:{user}\", " \
+	"rate: 60/min, burst: 10, fail: " fail " }\n" \
+	"  - { name: b, message: rl-request, key: \"b:{user}\", " \
+	"rate: 60/min, burst: 10, fail: " fail " }\n"
+
+/* ---- most restrictive wins ---------------------------------------------- */
+
+Test(req, allowed_checks_state_the_rule_with_the_least_left)
+{
+	struct ack a;
+
+	start(TWO_RULES("open", "200ms"));
+	fake_says("a:", 1, 7, 0, 1000000);
+	fake_says("b:", 1, 2, 0, 2500000);
+	a = ASK("rl-request", "user", "u1");
+	cr_assert_eq(a.status, 0);
+	cr_assert_str_eq(a.policy, "b");
+	cr_assert_eq(a.remaining, 2);
+	cr_assert_eq(h.fake.submits, 1, "one store call for both checks");
+}
+
+Test(req, one_denied_check_denies_the_request)
+{
+	struct ack a;
+
+	start(TWO_RULES("open", "200ms"));
+	fake_denies("b:", 2500000);
+	a = ASK("rl-request", "user", "u1");
+	cr_assert_eq(a.status, 429);
+	cr_assert_str_eq(a.policy, "b");
+	cr_assert_eq(a.retry_after, 3, "2.5 s rounded up");
+	cr_assert_eq(a.degraded, 0);
+}
+
+Test(req, the_longest_wait_wins_among_denials)
+{
+	struct ack a;
+
+	start(TWO_RULES("open", "200ms"));
+	fake_denies("a:", 7000000);
+	fake_denies("b:", 2000000);
+	a = ASK("rl-request", "user", "u1");
+	cr_assert_eq(a.status, 429);
+	cr_assert_str_eq(a.policy, "a");
+	cr_assert_eq(a.retry_after, 7);
+}
+
+Test(req, a_missing_key_denies_without_asking_the_store)
+{
+	struct ack a;
+
+	start("rules:\n"
+	      "  - { name: m, message: rl-request, key: \"m:{user}\", "
+	      "rate: 60/min, burst: 10, missing: deny }\n");
+	a = ASK("rl-request", "other", "x");
+	cr_assert_eq(a.status, 429);
+	cr_assert_str_eq(a.policy, "m");
+	cr_assert_eq(h.fake.submits, 0);
+}
+
+/* ---- header values ------------------------------------------------------ */
+
+Test(req, the_ack_states_limit_remaining_and_reset_of_the_deciding_rule)
+{
+	struct ack a;
+
+	start(TWO_RULES("open", "200ms"));
+	fake_says("a:", 1, 7, 0, 2500000);
+	fake_says("b:", 1, 9, 0, 1000000);
+	a = ASK("rl-request", "user", "u1");
+	cr_assert_eq(a.status, 0);
+	cr_assert_eq(a.limit, 10, "the burst");
+	cr_assert_eq(a.remaining, 7);
+	cr_assert_eq(a.reset, 3, "2.5 s rounded up");
+	cr_assert_eq(a.retry_after, -1, "only on a denial");
+	cr_assert(strstr(a.ratelimit, "\"a\";r=7;t=3") != NULL, "%s",
+	          a.ratelimit);
+}
+
+Test(req, a_denial_rounds_retry_after_up_to_whole_seconds)
+{
+	struct ack a;
+
+	start(TWO_RULES("open", "200ms"));
+	fake_denies("a:", 1200000);
+	a = ASK("rl-request", "user", "u1");
+	cr_assert_eq(a.status, 429);
+	cr_assert_eq(a.retry_after, 2);
+	cr_assert_eq(a.remaining, 0);
+}
+
+/* ---- fail modes --------------------------------------------------------- */
+
+Test(req, store_down_fail_open_allows_degraded)
+{
+	struct ack a;
+
+	start(TWO_RULES("open", "200ms"));
+	h.fake.mode = FAKE_DOWN;
+	a = ASK("rl-request", "user", "u1");
+	cr_assert_eq(a.status, 0);
+	cr_assert_eq(a.degraded, 1);
+}
+
+Test(req, store_down_fail_closed_refuses_with_503)
+{
+	struct ack a;
+
+	start(TWO_RULES("closed", "200ms"));
+	h.fake.mode = FAKE_DOWN;
+	a = ASK("rl-request", "user", "u1");
+	cr_assert_eq(a.status, 503);
+	cr_assert_eq(a.degraded, 1);
+	cr_assert_gt(a.retry_after, 0, "a 503 says when to come back");
+}
+
+Test(req, store_down_fail_local_enforces_the_pool_share)
+{
+	struct ack a;
+
+	start(TWO_RULES("local", "200ms"));	/* burst 10 over 2 agents */
+	h.fake.mode = FAKE_DOWN;
+	for (int i = 0; i < 5; i++) {
+		a = ASK("rl-request", "user", "u1");
+		cr_assert_eq(a.status, 0, "request %d of the share of 5",
+		             i + 1);
+		cr_assert_eq(a.degraded, 1);
+		cr_assert_eq(a.limit, 5, "the header states the share");
+	}
+	a = ASK("rl-request", "user", "u1");
+	cr_assert_eq(a.status, 429, "the 6th is over the share");
+	cr_assert_eq(a.degraded, 1);
+	a = ASK("rl-request", "user", "u2");
+	cr_assert_eq(a.status, 0, "another key has its own share");
+}
+
+Test(req, a_store_error_applies_the_fail_mode)
+{
+	struct ack a;
+
+	start(TWO_RULES("closed", "200ms"));
+	h.fake.mode = FAKE_ERROR;
+	a = ASK("rl-request", "user", "u1");
+	cr_assert_eq(a.status, 503);
+	cr_assert_eq(a.degraded, 1);
+	cr_assert_eq(h.fake.answered, 1, "the store did answer, with an error");
+}
+
+Test(req, each_rule_follows_its_own_fail_mode)
+{
+	struct ack a;
+
+	start("redis: { url: \"redis://127.0.0.1:1/0\", timeout: 200ms }\n"
+	      "rules:\n"
+	      "  - { name: o, message: rl-request, key: \"o:{user}\", "
+	      "rate: 60/min, burst: 10, fail: open }\n"
+	      "  - { name: c, message: rl-other, key: \"c:{user}\", "
+	      "rate: 60/min, burst: 10, fail: closed }\n");
+	h.fake.mode = FAKE_DOWN;
+	a = ASK("rl-request", "user", "u1");
+	cr_assert_eq(a.status, 0, "the open rule's message");
+	a = ASK("rl-other", "user", "u1");
+	cr_assert_eq(a.status, 503, "the closed rule's message");
+}
+
+/* ---- deadlines ---------------------------------------------------------- */
+
+Test(req, a_call_never_answered_gets_the_fail_mode_by_its_deadline)
+{
+	struct ack a;
+
+	start(TWO_RULES("closed", "100ms"));
+	h.fake.mode = FAKE_NEVER;
+	a = ASK("rl-request", "user", "u1");
+	cr_assert_eq(a.status, 503);
+	cr_assert_eq(a.degraded, 1);
+	cr_assert_geq(a.after_s, 0.09, "not before redis.timeout: %.3f s",
+	              a.after_s);
+	cr_assert_lt(a.after_s, 2., "by its deadline: %.3f s", a.after_s);
+	cr_assert_eq(h.fake.timeouts, 1, "the store hears of the timeout");
+	cr_assert_geq(h.fake.cancels, 1, "and that the call is given up");
+}
+
+Test(req, a_late_answer_is_dropped_once_the_deadline_answered)
+{
+	struct ack a;
+
+	start(TWO_RULES("open", "50ms"));
+	h.fake.delay_s = 0.3;
+	fake_denies("a:", 5000000);
+	a = ASK("rl-request", "user", "u1");
+	cr_assert_eq(a.status, 0, "fail: open, not the late denial");
+	cr_assert_eq(a.degraded, 1);
+	no_more_frames(0.5);
+	cr_assert_eq(h.fake.stale, 1, "the late answer came, and was stale");
+	cr_assert_eq(h.fake.answered, 0);
+}
+
+Test(req, an_answer_within_the_deadline_decides)
+{
+	struct ack a;
+
+	start(TWO_RULES("closed", "500ms"));
+	h.fake.delay_s = 0.03;
+	fake_denies("a:", 5000000);
+	a = ASK("rl-request", "user", "u1");
+	cr_assert_eq(a.status, 429);
+	cr_assert_eq(a.degraded, 0);
+	cr_assert_eq(h.fake.timeouts, 0);
+}
+
+/* ---- near-cache --------------------------------------------------------- */
+
+#define ONE_RULE \
+	"redis: { url: \"redis://127.0.0.1:1/0\", timeout: 200ms }\n" \
+	"rules:\n" \
+	"  - { name: a, message: rl-request, key: \"a:{user}\", " \
+	"rate: 60/min, burst: 10 }\n"
+
+Test(req, a_key_redis_denied_is_denied_again_without_a_store_call)
+{
+	struct ack a;
+
+	start(ONE_RULE);
+	fake_denies("a:", 1500000);
+	a = ASK("rl-request", "user", "u1");
+	cr_assert_eq(a.status, 429);
+	cr_assert_eq(h.fake.submits, 1);
+	a = ASK("rl-request", "user", "u1");
+	cr_assert_eq(a.status, 429, "from the near-cache");
+	cr_assert_eq(a.retry_after, 2);
+	cr_assert_eq(h.fake.submits, 1, "no second store call");
+	a = ASK("rl-request", "user", "u2");
+	cr_assert_eq(h.fake.submits, 2, "another key asks the store");
+}
+
+Test(req, an_allowed_key_is_asked_of_the_store_every_time)
+{
+	start(ONE_RULE);
+	ASK("rl-request", "user", "u1");
+	ASK("rl-request", "user", "u1");
+	cr_assert_eq(h.fake.submits, 2);
+}
+
+/* ---- shadow rules ------------------------------------------------------- */
+
+#define SHADOW_RULES(fail) \
+	"redis: { url: \"redis://127.0.0.1:1/0\", timeout: 200ms }\n" \
+	"rules:\n" \
+	"  - { name: s, message: rl-request, key: \"s:{user}\", " \
+	"rate: 60/min, burst: 10, shadow: true, fail: " fail " }\n" \
+	"  - { name: r, message: rl-request, key: \"r:{user}\", " \
+	"rate: 60/min, burst: 10 }\n"
+
+Test(req, a_shadow_denial_allows_and_says_so)
+{
+	struct ack a;
+
+	start(SHADOW_RULES("open"));
+	fake_denies("s:", 3000000);
+	a = ASK("rl-request", "user", "u1");
+	cr_assert_eq(a.status, 0);
+	cr_assert_eq(a.shadow, 1);
+}
+
+Test(req, a_shadow_denial_is_asked_of_the_store_every_time)
+{
+	start(SHADOW_RULES("open"));
+	fake_denies("s:", 3000000);
+	ASK("rl-request", "user", "u1");
+	ASK("rl-request", "user", "u1");
+	cr_assert_eq(h.fake.submits, 2, "no near-cache for shadow rules");
+}
+
+Test(req, a_shadow_rule_does_not_hide_a_real_denial)
+{
+	struct ack a;
+
+	start(SHADOW_RULES("open"));
+	fake_denies("s:", 3000000);
+	fake_denies("r:", 2000000);
+	a = ASK("rl-request", "user", "u1");
+	cr_assert_eq(a.status, 429);
+	cr_assert_str_eq(a.policy, "r");
+}
+
+Test(req, a_shadow_fail_closed_rule_never_refuses)
+{
+	struct ack a;
+
+	start(SHADOW_RULES("closed"));
+	h.fake.mode = FAKE_DOWN;
+	a = ASK("rl-request", "user", "u1");
+	cr_assert_eq(a.status, 0);
+	cr_assert_eq(a.degraded, 1);
+}
+
+/* ---- concurrency -------------------------------------------------------- */
+
+#define CONC_RULE(store, extra) \
+	"redis: { url: \"redis://127.0.0.1:1/0\", timeout: 200ms }\n" \
+	"rules:\n" \
+	"  - { name: x, message: rl-request, key: \"x:{user}\", " \
+	"algorithm: concurrency, limit: 1, lease: 10m, id: \"{id}\", " \
+	"release: rl-done, store: " store " }\n" extra
+
+Test(req, a_released_local_lease_frees_its_slot)
+{
+	struct ack a;
+
+	start(CONC_RULE("local", ""));
+	a = ASK("rl-request", "user", "u1", "id", "r1");
+	cr_assert_eq(a.status, 0);
+	cr_assert_eq(a.release, 1, "HAProxy is asked for the release");
+	a = ASK("rl-request", "user", "u1", "id", "r2");
+	cr_assert_eq(a.status, 429, "the one slot is taken");
+	ASK("rl-done", "user", "u1", "id", "r1");
+	a = ASK("rl-request", "user", "u1", "id", "r2");
+	cr_assert_eq(a.status, 0, "the release freed it");
+	cr_assert_eq(h.fake.submits, 0, "store: local never asks Redis");
+}
+
+Test(req, an_allowed_redis_lease_is_left_to_haproxy_to_release)
+{
+	struct ack a;
+
+	start(CONC_RULE("redis", ""));
+	a = ASK("rl-request", "user", "u1", "id", "r1");
+	cr_assert_eq(a.status, 0);
+	cr_assert_eq(a.release, 1);
+	no_more_frames(0.05);
+	cr_assert_eq(h.fake.releases, 0, "the agent releases nothing itself");
+	ASK("rl-done", "user", "u1", "id", "r1");
+	cr_assert_eq(h.fake.releases, 1, "rl-done's release reaches Redis");
+}
+
+Test(req, a_lease_whose_answer_was_lost_is_given_back_on_a_refusal)
+{
+	struct ack a;
+
+	start(CONC_RULE("redis, fail: closed", ""));
+	h.fake.mode = FAKE_NEVER;
+	a = ASK("rl-request", "user", "u1", "id", "r1");
+	cr_assert_eq(a.status, 503);
+	cr_assert_neq(a.release, 1, "HAProxy will not release it");
+	no_more_frames(0.05);
+	cr_assert_eq(h.fake.submits, 2, "the charge, then the release");
+	cr_assert_eq(h.fake.releases, 1, "Redis may have taken the lease");
+}
+
+/* Both requests pass the local rule's peek; the first answered takes its
+ * one unit, so the second is vetoed after Redis took its lease. */
+Test(req, a_local_veto_after_redis_gives_the_redis_lease_back)
+{
+	struct ack a1, a2;
+	uint64_t f1, f2;
+
+	start(CONC_RULE("redis",
+	      "  - { name: l, message: rl-request, key: \"l:{user}\", "
+	      "rate: 1/h, burst: 1, store: local }\n"));
+	h.fake.delay_s = 0.02;
+	f1 = notify("rl-request", "user", "u1", "id", "r1", NULL);
+	f2 = notify("rl-request", "user", "u1", "id", "r2", NULL);
+	a1 = ack_within(f1, 3.);
+	a2 = ack_within(f2, 3.);
+	cr_assert_eq(a1.status, 0);
+	cr_assert_eq(a2.status, 429);
+	cr_assert_str_eq(a2.policy, "l");
+	no_more_frames(0.1);
+	cr_assert_eq(h.fake.submits, 3, "two charges, one release");
+	cr_assert_eq(h.fake.releases, 1, "the vetoed one's lease");
+}
+
+/* HAProxy closed the connection while Redis had the request: the lease
+ * Redis grants is one HAProxy will never release. */
+Test(req, a_lease_granted_after_haproxy_left_is_given_back)
+{
+	start(CONC_RULE("redis", ""));
+	h.fake.delay_s = 0.05;
+	notify("rl-request", "user", "u1", "id", "r1", NULL);
+	run_for(0.01);
+	cr_assert_eq(h.fake.submits, 1, "the charge is on its way");
+	close(h.peer);
+	h.peer = -1;
+	run_for(0.2);
+	cr_assert_eq(h.fake.answered, 2, "the charge, then the release");
+	cr_assert_eq(h.fake.releases, 1);
+}
