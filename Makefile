@@ -121,7 +121,7 @@ e2e: $(BIN) $(TOOL_BINS)
 FUZZ_SRCS = $(wildcard tests/fuzz/fuzz_*.c)
 FUZZ_BINS = $(patsubst tests/fuzz/%.c,$(BUILD)/fuzz/%,$(FUZZ_SRCS))
 FUZZ_LIB_SRCS = agent/spop.c agent/policy.c agent/policy_parse.c agent/yamlkw.c \
-	agent/keys.c agent/cidr.c agent/policy_allow.c \
+	agent/keys.c agent/cidr.c agent/policy_allow.c agent/override.c \
 	agent/decide.c agent/util.c agent/log.c $(wildcard agent/lim_*.c) \
 	agent/httpd.c agent/metrics.c agent/results.c agent/store_url.c
 $(BUILD)/fuzz/%: tests/fuzz/%.c $(FUZZ_LIB_SRCS) $(wildcard agent/*.h)
