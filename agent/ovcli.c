@@ -268,8 +268,11 @@ change(redisContext *c, const struct policy *p, const struct ovopts *o,
 		fprintf(stderr, PROG ": no override for %s\n", key);
 		return 1;
 	}
-	printf("%s %s%s%s\n", set ? "set" : "deleted", key, set ? " " : "",
+	printf("%s %s%s%s", set ? "set" : "deleted", key, set ? " " : "",
 	       set ? val : "");
+	if (set && o->q.ttl_us > 0)	/* the script put Redis' now + ttl */
+		printf(" ttl_s=%" PRId64, (o->q.ttl_us + 999999) / 1000000);
+	printf("\n");
 	return 0;
 }
 
