@@ -199,6 +199,10 @@ struct policy {
 	uint64_t          log_sample_thresh;	/* log_sample * 2^32: a decision
 					 * is logged when a 32-bit random
 					 * number is below it; 0 = off */
+	/* added for operators (issue 18) */
+	bool              overrides;	/* poll the runtime overrides
+					 * (ovcache.h); default true; read at
+					 * start only */
 };
 
 /* One limit check for one request, built by policy_build_checks(). */

@@ -99,7 +99,7 @@ static const struct kw local_kw[] = {
 enum top_kw {
 	TK_LISTEN = 0, TK_WORKERS, TK_REDIS, TK_POOL, TK_MAXCONNS, TK_IDLE,
 	TK_HEADERS, TK_SHADOW, TK_LOCAL, TK_PLANS, TK_TENANTS, TK_LOOKUP,
-	TK_RULES, TK_METRICS, TK_LOG, TK_PROCESSING, TK_ALLOW, TK_COUNT
+	TK_RULES, TK_METRICS, TK_LOG, TK_PROCESSING, TK_ALLOW, TK_OVERRIDES, TK_COUNT
 };
 
 static const struct kw top_kw[TK_COUNT] = {
@@ -137,6 +137,8 @@ static const struct kw top_kw[TK_COUNT] = {
 	  "{ level, sample }" },
 	[TK_ALLOW] = { "allow_lists", KW_NODE, 0, 0, 0, 0, NULL, NULL, 0,
 	  "name: [address ranges] for rules' allow:" },
+	[TK_OVERRIDES] = { "overrides", KW_BOOL, FIELD(struct policy, overrides), 0, 0,
+	  NULL, NULL, 0, "poll Redis for runtime overrides (true; at restart)" },
 };
 
 struct metrics_src {
@@ -338,6 +340,7 @@ set_defaults(struct policy *p)
 	p->processing_timeout_us = POLICY_DEF_PROCESSING;
 	p->local_max_keys = POLICY_DEF_LOCAL_KEYS;
 	p->headers = HEADERS_IETF;
+	p->overrides = true;
 	p->plan_lookup.default_plan = -1;
 	p->plan_lookup.cache_us = POLICY_DEF_PLAN_CACHE;
 	p->log_level = -1;

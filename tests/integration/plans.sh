@@ -8,6 +8,7 @@ listen: 127.0.0.1:$AP
 workers: 1
 redis: { url: "redis://127.0.0.1:$RP/0", timeout: 100ms }
 processing_timeout: 1s
+overrides: false   # its poll is HGETs too: the counts below are the plans'
 plans:
   free: { rate: 1/min, burst: 2 }
   pro:  { rate: 1/min, burst: 5 }
