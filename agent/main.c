@@ -23,6 +23,7 @@
 #include "httpd.h"
 #include "log.h"
 #include "metrics.h"
+#include "ovcli.h"
 #include "policy.h"
 #include "server.h"
 #include "store.h"
@@ -391,6 +392,8 @@ main(int argc, char **argv)
 	char *err = NULL;
 	int nworkers;
 
+	if (argc > 1 && strcmp(argv[1], "override") == 0)
+		return ovcli_main(argc - 1, argv + 1);
 	parse_args(argc, argv);
 	if ((p = load(1)) == NULL)
 		return 1;

@@ -16,6 +16,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "cidr.h"
 #include "keys.h"
 #include "policy.h"
 #include "util.h"
@@ -88,6 +89,7 @@ rule_deinit(struct rule *r)
 	free(r->release);
 	keys_free(r->id);
 	free(r->plan_lim);
+	free(r->allow);
 }
 
 void
@@ -421,6 +423,37 @@ rule_lim(const struct policy *p, const struct rule *r, int plan)
 	return &r->plan_lim[plan];
 }
 
+/* 1 if <m>'s "ip" arg (an address, or a string that reads as one) is in
+ * <r>'s allow: ranges. An absent or unreadable ip is in none. */
+static bool
+allowed_ip(const struct rule *r, const struct spop_message *m)
+{
+	const struct spop_arg *a;
+	uint8_t addr[16];
+
+	if (r->nallow == 0)
+		return false;
+	a = keys_find_arg(m, POLICY_ALLOW_ARG, sizeof(POLICY_ALLOW_ARG) - 1);
+	if (!a)
+		return false;
+	switch (a->value.type) {
+	case SPOP_DATA_IPV4:
+		cidr_addr_v4(a->value.v.ipv4, addr);
+		break;
+	case SPOP_DATA_IPV6:
+		memcpy(addr, a->value.v.ipv6, sizeof(addr));
+		break;
+	case SPOP_DATA_STRING:
+		if (cidr_addr_text(a->value.v.str.ptr, a->value.v.str.len,
+		                   addr) == -1)
+			return false;
+		break;
+	default:
+		return false;
+	}
+	return cidr_match_any(r->allow, r->nallow, addr);
+}
+
 /* Builds the check of one binding into <c>. Returns 1 or 0 (no check). */
 static int
 build_one(const struct policy *p, const struct policy_binding *b,
@@ -431,7 +464,7 @@ build_one(const struct policy *p, const struct policy_binding *b,
 	bool request = b->role == ROLE_REQUEST;
 	int64_t status;
 
-	if (!lim)
+	if (!lim || allowed_ip(r, m))
 		return 0;
 	c->rule = r;
 	c->kind = CHECK_EVAL;

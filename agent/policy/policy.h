@@ -119,6 +119,10 @@ struct policy_msg {
 };
 
 struct tmpl;			/* a compiled key template (keys.c) */
+struct cidr;			/* an address range (cidr.h) */
+
+#define POLICY_ALLOW_ARG  "ip"	/* the message arg an allow: list tests */
+#define POLICY_ALLOW_MAX  1024	/* ranges in one rule's allow:, all told */
 
 struct rule {
 	char             *name;
@@ -151,6 +155,11 @@ struct rule {
 	struct lim_params *plan_lim;	/* [policy->nplans] when plan != NONE;
 					 * .rate == 0: no limit on that plan */
 	int               ipv6_prefix;	/* default for {ip} without /N; 64 */
+	/* added for operators (issue 18) */
+	struct cidr      *allow;	/* allow: the ranges, lists expanded;
+					 * a request whose "ip" arg is in one
+					 * gets no check of this rule */
+	int               nallow;
 };
 
 struct policy {
@@ -190,6 +199,10 @@ struct policy {
 	uint64_t          log_sample_thresh;	/* log_sample * 2^32: a decision
 					 * is logged when a 32-bit random
 					 * number is below it; 0 = off */
+	/* added for operators (issue 18) */
+	bool              overrides;	/* poll the runtime overrides
+					 * (ovcache.h); default true; read at
+					 * start only */
 };
 
 /* One limit check for one request, built by policy_build_checks(). */

@@ -27,6 +27,7 @@
 #include "keys.h"
 #include "log.h"
 #include "policy.h"
+#include "policy_allow.h"
 #include "store.h"
 #include "util.h"
 #include "yamlkw.h"
@@ -40,6 +41,7 @@ struct ctx {
 	/* plan_lookup.default, resolved once the plans are known */
 	char            *plan_default;
 	yaml_node_t     *plan_default_node;
+	struct allow_lists *allow;	/* allow_lists:, while rules are read */
 };
 
 static void __attribute__((format(printf, 4, 5)))
@@ -97,7 +99,7 @@ static const struct kw local_kw[] = {
 enum top_kw {
 	TK_LISTEN = 0, TK_WORKERS, TK_REDIS, TK_POOL, TK_MAXCONNS, TK_IDLE,
 	TK_HEADERS, TK_SHADOW, TK_LOCAL, TK_PLANS, TK_TENANTS, TK_LOOKUP,
-	TK_RULES, TK_METRICS, TK_LOG, TK_PROCESSING, TK_COUNT
+	TK_RULES, TK_METRICS, TK_LOG, TK_PROCESSING, TK_ALLOW, TK_OVERRIDES, TK_COUNT
 };
 
 static const struct kw top_kw[TK_COUNT] = {
@@ -133,6 +135,10 @@ static const struct kw top_kw[TK_COUNT] = {
 	  "{ listen }: /metrics and /healthz (none)" },
 	[TK_LOG] = { "log", KW_NODE, 0, 0, 0, 0, NULL, NULL, 0,
 	  "{ level, sample }" },
+	[TK_ALLOW] = { "allow_lists", KW_NODE, 0, 0, 0, 0, NULL, NULL, 0,
+	  "name: [address ranges] for rules' allow:" },
+	[TK_OVERRIDES] = { "overrides", KW_BOOL, FIELD(struct policy, overrides), 0, 0,
+	  NULL, NULL, 0, "poll Redis for runtime overrides (true; at restart)" },
 };
 
 struct metrics_src {
@@ -214,7 +220,7 @@ enum rule_kw {
 	RK_NAME = 0, RK_MESSAGE, RK_KEY, RK_ALGO, RK_RATE, RK_BURST, RK_LIMIT,
 	RK_WINDOW, RK_FAIL, RK_SHADOW, RK_HEADERS, RK_MISSING, RK_COST,
 	RK_COUNT_, RK_STATUS, RK_RESULT, RK_RELEASE, RK_ID, RK_LEASE, RK_MODE,
-	RK_MAXDELAY, RK_STORE, RK_PLAN, RK_PREFIX, RK_COUNT
+	RK_MAXDELAY, RK_STORE, RK_PLAN, RK_PREFIX, RK_ALLOW, RK_COUNT
 };
 
 static const struct kw rule_kw[RK_COUNT] = {
@@ -267,6 +273,8 @@ static const struct kw rule_kw[RK_COUNT] = {
 	  "rate | quota: limits from the tenant's plan" },
 	[RK_PREFIX] = { "ipv6_prefix", KW_INT, FIELD(struct rule_src, ipv6_prefix), 0, 128,
 	  NULL, NULL, 0, "IPv6 prefix of {ip} placeholders without /N (64)" },
+	[RK_ALLOW] = { "allow", KW_NODE, 0, 0, 0, 0, NULL, NULL, 0,
+	  "allow-list names or address ranges never limited by this rule" },
 };
 
 /* ---- top level ---------------------------------------------------------- */
@@ -332,6 +340,7 @@ set_defaults(struct policy *p)
 	p->processing_timeout_us = POLICY_DEF_PROCESSING;
 	p->local_max_keys = POLICY_DEF_LOCAL_KEYS;
 	p->headers = HEADERS_IETF;
+	p->overrides = true;
 	p->plan_lookup.default_plan = -1;
 	p->plan_lookup.cache_us = POLICY_DEF_PLAN_CACHE;
 	p->log_level = -1;
@@ -1254,6 +1263,9 @@ parse_rules(struct ctx *c, yaml_node_t *n)
 		}
 		yamlkw_map(&c->y, rc.node, rc.path, rule_kw, RK_COUNT, &src, seen);
 		build_rule(&rc);
+		if (seen[RK_ALLOW])
+			allow_rule(&c->y, c->allow, seen[RK_ALLOW],
+			           rpath(&rc, RK_ALLOW), rc.r);
 		if (rc.r->plan != RULE_PLAN_NONE) {
 			any_plan = true;
 			build_rule_plans(c, rc.r, rnode(&rc, RK_PLAN), rpath(&rc, RK_PLAN));
@@ -1295,8 +1307,11 @@ parse_root(struct ctx *c, yaml_node_t *root)
 	if (seen[TK_TENANTS])
 		parse_tenants(c, seen[TK_TENANTS]);
 	parse_lookup(c, seen[TK_LOOKUP]);
+	c->allow = allow_lists_parse(&c->y, seen[TK_ALLOW]);
 	if (seen[TK_RULES])
 		parse_rules(c, seen[TK_RULES]);
+	allow_lists_done(&c->y, c->allow);
+	c->allow = NULL;
 	if (!seen[TK_RULES])
 		warn_at(c, root, "rules", "no rules: every request is allowed");
 	if (c->y.nerr == 0 && policy__index(c->p, &bad) == -1)

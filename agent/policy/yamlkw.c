@@ -133,14 +133,25 @@ yamlkw_vwarn(struct yamlkw *c, const yaml_node_t *n, const char *path,
 	vreport(c, &c->warn, n, path, fmt, ap);
 }
 
-static void __attribute__((format(printf, 4, 5)))
-error_at(struct yamlkw *c, const yaml_node_t *n, const char *path,
-         const char *fmt, ...)
+void
+yamlkw_error(struct yamlkw *c, const yaml_node_t *n, const char *path,
+             const char *fmt, ...)
 {
 	va_list ap;
 
 	va_start(ap, fmt);
 	yamlkw_verror(c, n, path, fmt, ap);
+	va_end(ap);
+}
+
+void
+yamlkw_warn(struct yamlkw *c, const yaml_node_t *n, const char *path,
+            const char *fmt, ...)
+{
+	va_list ap;
+
+	va_start(ap, fmt);
+	yamlkw_vwarn(c, n, path, fmt, ap);
 	va_end(ap);
 }
 
@@ -178,12 +189,12 @@ yamlkw_scalar(struct yamlkw *c, yaml_node_t *n, const char *path,
               const char *what)
 {
 	if (n->type != YAML_SCALAR_NODE) {
-		error_at(c, n, path, "expected %s, got a %s", what,
+		yamlkw_error(c, n, path, "expected %s, got a %s", what,
 		         n->type == YAML_MAPPING_NODE ? "mapping" : "list");
 		return NULL;
 	}
 	if (strlen((const char *)n->data.scalar.value) != n->data.scalar.length) {
-		error_at(c, n, path, "NUL byte in value");
+		yamlkw_error(c, n, path, "NUL byte in value");
 		return NULL;
 	}
 	return (const char *)n->data.scalar.value;
@@ -288,7 +299,7 @@ parse_value(struct yamlkw *c, const struct kw *k, yaml_node_t *n,
 		return;
 	if (k->type == KW_SECTION) {
 		if (n->type != YAML_MAPPING_NODE) {
-			error_at(c, n, path, "expected a mapping");
+			yamlkw_error(c, n, path, "expected a mapping");
 			return;
 		}
 		yamlkw_map(c, n, path, k->sub, k->nsub, base, NULL);
@@ -303,9 +314,9 @@ parse_value(struct yamlkw *c, const struct kw *k, yaml_node_t *n,
 		break;
 	case KW_INT:
 		if (yamlkw_parse_int(s, &v) == -1) {
-			error_at(c, n, path, "expected an integer, got \"%s\"", s);
+			yamlkw_error(c, n, path, "expected an integer, got \"%s\"", s);
 		} else if (v < k->min || v > k->max) {
-			error_at(c, n, path, "must be between %lld and %lld",
+			yamlkw_error(c, n, path, "must be between %lld and %lld",
 			         (long long)k->min, (long long)k->max);
 		} else {
 			store_int(dst, k->size, v);
@@ -313,16 +324,16 @@ parse_value(struct yamlkw *c, const struct kw *k, yaml_node_t *n,
 		break;
 	case KW_BOOL:
 		if (parse_bool(s, &b) == -1)
-			error_at(c, n, path, "expected true or false, got \"%s\"", s);
+			yamlkw_error(c, n, path, "expected true or false, got \"%s\"", s);
 		else
 			*(bool *)(void *)dst = b;
 		break;
 	case KW_DURATION:
 		if (lim_parse_duration(s, &v) == -1) {
-			error_at(c, n, path, "expected a duration such as 250us, "
+			yamlkw_error(c, n, path, "expected a duration such as 250us, "
 			         "5ms, 30s, 15m, 1h, 1d, got \"%s\"", s);
 		} else if (v < k->min || v > k->max) {
-			error_at(c, n, path, "must be between %lldus and %lldus",
+			yamlkw_error(c, n, path, "must be between %lldus and %lldus",
 			         (long long)k->min, (long long)k->max);
 		} else {
 			memcpy(dst, &v, sizeof(v));
@@ -336,7 +347,7 @@ parse_value(struct yamlkw *c, const struct kw *k, yaml_node_t *n,
 			}
 		}
 		enum_choices(choices, sizeof(choices), k->names);
-		error_at(c, n, path, "unknown %s \"%s\" (one of: %s)", k->name, s,
+		yamlkw_error(c, n, path, "unknown %s \"%s\" (one of: %s)", k->name, s,
 		         choices);
 		break;
 	default:
@@ -370,7 +381,7 @@ yamlkw_map(struct yamlkw *c, yaml_node_t *map, const char *path,
 				break;
 		}
 		if (q < pr) {
-			error_at(c, kn, sub, "duplicate key (first at line %d)",
+			yamlkw_error(c, kn, sub, "duplicate key (first at line %d)",
 			         (int)yamlkw_node(c, q->key)->start_mark.line + 1);
 			continue;
 		}
@@ -378,7 +389,7 @@ yamlkw_map(struct yamlkw *c, yaml_node_t *map, const char *path,
 			if (tab[i].name && strcmp(tab[i].name, key) == 0)
 				break;
 		if (i == ntab) {
-			error_at(c, kn, sub, "unknown key");
+			yamlkw_error(c, kn, sub, "unknown key");
 			continue;
 		}
 		if (seen)

@@ -75,6 +75,12 @@ void yamlkw_vwarn(struct yamlkw *y, const yaml_node_t *n, const char *path,
                   const char *fmt, va_list ap)
 	__attribute__((format(printf, 4, 0)));
 
+/* yamlkw_verror() and yamlkw_vwarn() with the arguments inline. */
+void yamlkw_error(struct yamlkw *y, const yaml_node_t *n, const char *path,
+                  const char *fmt, ...) __attribute__((format(printf, 4, 5)));
+void yamlkw_warn(struct yamlkw *y, const yaml_node_t *n, const char *path,
+                 const char *fmt, ...) __attribute__((format(printf, 4, 5)));
+
 /* <base>.<key> (or <key> at the top) into <out>, YAMLKW_PATH_MAX bytes. */
 const char *yamlkw_path(char *out, const char *base, const char *key);
 /* Node <id> of the document. */

@@ -47,6 +47,7 @@
 #include "log.h"
 #include "metrics.h"
 #include "nearcache.h"
+#include "ovcache.h"
 #include "plancache.h"
 #include "policy.h"
 #include "ratelog.h"
@@ -79,6 +80,8 @@ struct req {
 	int               plan_failed;		/* ... came too late for Redis */
 	uint32_t          plan_lost;		/* checks whose plan could not
 						 * be had (bit i: check i) */
+	uint32_t          ov_deny;		/* checks a deny override
+						 * refuses (bit i; out[i].res) */
 	struct plancache_waiter pw;
 	char             *held;			/* the payload, kept while waiting */
 	size_t            held_len, held_cap;
@@ -207,6 +210,7 @@ is_local(const struct req *r, int i)
 	const struct check *c = &r->checks[i];
 
 	return c->kind != CHECK_DENY_MISSING && i != r->spill &&
+	       !(r->ov_deny & (UINT32_C(1) << i)) &&
 	       (c->rule->store == STORE_LOCAL || r->out[i].src == SRC_FAIL_LOCAL ||
 	        (c->op == LIM_OP_RELEASE && c->rule->fail == FAIL_LOCAL));
 }
@@ -445,7 +449,9 @@ static void
 note_overflow(struct req *r, const struct spop_frame *f,
               const struct policy_overflow *ov)
 {
-	r->spill = r->n++;		/* == POLICY_MAX_CHECKS: ov->worst */
+	if (r->n != POLICY_MAX_CHECKS)	/* allow overrides made room */
+		r->checks[r->n] = *ov->worst;
+	r->spill = r->n++;
 	metrics_notify_overflow(r->e->m);
 	overflow_log(r, f, ov->n);
 }
@@ -461,6 +467,33 @@ note_plan_lost(struct req *r, int first)
 			r->plan_lost |= UINT32_C(1) << i;
 }
 
+/* The runtime overrides (ovcache.h) on the checks from <first> on: an
+ * allow removes its check, a limit replaces its limit, a deny marks it to
+ * be refused at once (decide_at_once) with its answer in out[].res. */
+static void
+apply_overrides(struct req *r, int first)
+{
+	const struct ov_table *t = ovcache_table(r->e->overrides);
+	int64_t now;
+	int i, n = first;
+
+	if (ov_table_count(t) == 0)
+		return;
+	now = util_loop_us();
+	for (i = first; i < r->n; i++) {
+		enum ov_kind k = ov_apply(t, &r->checks[i], now, &r->out[n].res);
+
+		if (k == OV_ALLOW)
+			continue;
+		if (k == OV_DENY)
+			r->ov_deny |= UINT32_C(1) << n;
+		if (n != i)
+			r->checks[n] = r->checks[i];
+		n++;
+	}
+	r->n = n;
+}
+
 static int
 build_checks(struct req *r, const struct spop_frame *f, int *status)
 {
@@ -473,6 +506,7 @@ build_checks(struct req *r, const struct spop_frame *f, int *status)
 	r->spill = -1;
 	r->plan_wait = r->plan_failed = 0;
 	r->plan_lost = 0;
+	r->ov_deny = 0;
 	while ((rc = spop_next_message(&it, &m, status)) == 1) {
 		int plan = -1, first = r->n;
 
@@ -482,6 +516,7 @@ build_checks(struct req *r, const struct spop_frame *f, int *status)
 		r->plan_wait |= plan == POLICY_PLAN_WAIT;
 		r->n += policy_build_checks_with_overflow(r->policy, &m, plan,
 		                r->checks + r->n, POLICY_MAX_CHECKS - r->n, &ov);
+		apply_overrides(r, first);
 		if (plan == POLICY_PLAN_UNKNOWN)
 			note_plan_lost(r, first);
 	}
@@ -562,6 +597,8 @@ decide_at_once(struct req *r)
 		if (c->kind == CHECK_DENY_MISSING) {
 			r->out[i].src = SRC_MISSING;
 			denied |= !(c->flags & LIM_FL_SHADOW);
+		} else if (r->ov_deny & (UINT32_C(1) << i)) {
+			denied |= !(c->flags & LIM_FL_SHADOW);	/* out[i].res */
 		} else if (c->rule->store == STORE_LOCAL) {
 			continue;		/* run_local, below */
 		} else if (r->plan_lost & (UINT32_C(1) << i)) {

@@ -23,6 +23,7 @@ struct conn;
 struct local;
 struct metrics_worker;
 struct nearcache;
+struct ovcache;
 struct plancache;
 struct policy_pin;
 struct reqpool;
@@ -44,6 +45,7 @@ struct req_env {
 	struct ev_loop        *loop;
 	struct store          *store;	/* NULL once the worker exits */
 	struct plancache      *plans;	/* tenant -> plan from Redis */
+	struct ovcache        *overrides;	/* runtime overrides (ovcache.h) */
 	struct nearcache      *near;	/* keys Redis denied, until when */
 	struct local          *local;	/* the agent's local tier (local.h) */
 	struct metrics_worker *m;

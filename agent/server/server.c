@@ -47,6 +47,7 @@
 #include "log.h"
 #include "metrics.h"
 #include "nearcache.h"
+#include "ovcache.h"
 #include "plancache.h"
 #include "policy.h"
 #include "req.h"
@@ -613,6 +614,8 @@ worker_init(struct worker *w, struct server *s, int id, char **err)
 		return -1;
 	}
 	w->env.plans = plancache_new(w->env.store);
+	if (w->policy->overrides)	/* else none: no table, no poll */
+		w->env.overrides = ovcache_new(w->loop, w->env.store);
 	w->env.near = nearcache_new();
 	for (int i = 0; i < s->nfds; i++) {
 		ev_io_init(&w->accept_io[i], accept_cb, s->fds[i], EV_READ);
@@ -653,6 +656,7 @@ worker_deinit(struct worker *w)
 	flush_cb(w->loop, &w->flush, 0);
 	req_pool_free(&w->env);
 	plancache_free(w->env.plans);
+	ovcache_free(w->env.overrides);
 	nearcache_free(w->env.near);
 	policy_pin_retire(w->env.pin);
 	w->env.pin = NULL;

@@ -4,6 +4,7 @@
 RP=$(port 1); AP=$(port 2)
 redis_agent_up 1 100ms <<YAML
 processing_timeout: 1s
+overrides: false   # its poll is HGETs too: the counts below are the plans'
 plans:
   free: { rate: 1/min, burst: 2 }
   pro:  { rate: 1/min, burst: 5 }

@@ -14,6 +14,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "keys.h"
 #include "policy.h"
@@ -1122,4 +1123,134 @@ Test(policy, plan_quota_none_gives_no_check)
 	msg_reset("rl-login");
 	cr_assert(!policy_needs_plan(p, &msg));
 	policy_unref(p);
+}
+
+/* ---- allow lists (issue 18) --------------------------------------------- */
+
+/* The rules of allow.yaml that check a request from <ip> (an address, or
+ * a string arg when <as_string>), as "name,name," in rule order. */
+static const char *
+allow_checked(struct policy *p, const char *ip, bool as_string)
+{
+	static char names[256];
+	size_t len = 0;
+	int i, n;
+
+	msg_reset("rl-request");
+	if (ip && as_string)
+		add_str("ip", ip);
+	else if (ip)
+		add_ip("ip", ip);
+	n = policy_build_checks(p, &msg, checks, POLICY_MAX_CHECKS);
+	names[0] = '\0';
+	for (i = 0; i < n; i++)
+		len += (size_t)snprintf(names + len, sizeof(names) - len, "%s,",
+		                        checks[i].rule->name);
+	return names;
+}
+
+Test(policy, allow_list_skips_the_rule_for_listed_addresses)
+{
+	struct policy *p = load_ok(data("allow.yaml"));
+
+	cr_assert_eq(rule_named(p, "per-ip")->nallow, 4);	/* lists expanded */
+	cr_assert_eq(rule_named(p, "everyone")->nallow, 0);
+	cr_assert_str_eq(allow_checked(p, "10.20.3.4", false), "everyone,");
+	cr_assert_str_eq(allow_checked(p, "192.0.2.7", false), "everyone,");
+	cr_assert_str_eq(allow_checked(p, "198.51.100.255", false),
+	                 "everyone,");
+	cr_assert_str_eq(allow_checked(p, "2001:db8:42:ffff::1", false),
+	                 "everyone,v4-all,");
+	policy_unref(p);
+}
+
+Test(policy, allow_list_limits_addresses_just_outside)
+{
+	struct policy *p = load_ok(data("allow.yaml"));
+
+	cr_assert_str_eq(allow_checked(p, "10.21.0.0", false),
+	                 "per-ip,everyone,");
+	cr_assert_str_eq(allow_checked(p, "192.0.2.8", false),	/* a /32 */
+	                 "per-ip,everyone,");
+	cr_assert_str_eq(allow_checked(p, "2001:db8:43::", false),
+	                 "per-ip,everyone,v4-all,");
+	policy_unref(p);
+}
+
+Test(policy, allow_list_matches_v4_mapped_and_string_addresses)
+{
+	struct policy *p = load_ok(data("allow.yaml"));
+
+	/* a dual-stack listener's ::ffff:a.b.c.d is the IPv4 client */
+	cr_assert_str_eq(allow_checked(p, "::ffff:10.20.0.1", false),
+	                 "everyone,");
+	/* an address from a header, as a string */
+	cr_assert_str_eq(allow_checked(p, "10.20.0.1", true), "everyone,");
+	cr_assert_str_eq(allow_checked(p, "2001:db8:42::9", true),
+	                 "everyone,v4-all,");
+	policy_unref(p);
+}
+
+Test(policy, allow_list_never_matches_a_missing_or_unreadable_ip)
+{
+	struct policy *p = load_ok(data("allow.yaml"));
+
+	cr_assert_str_eq(allow_checked(p, NULL, false),
+	                 "per-ip,everyone,anyone,v4-all,");
+	cr_assert_str_eq(allow_checked(p, "not-an-address", true),
+	                 "per-ip,everyone,anyone,v4-all,");
+	cr_assert_str_eq(allow_checked(p, "10.20.0.1 ", true),
+	                 "per-ip,everyone,anyone,v4-all,");
+	policy_unref(p);
+}
+
+Test(policy, allow_list_errors_name_the_item)
+{
+	char *err = load_fails("allow-errors.yaml");
+	const char *f = "allow-errors.yaml";
+
+	has_line(err, f, "2:30", "allow_lists.monitoring[1]: \"10.0.0.1/8\": "
+	         "host bits set past the prefix length (a typo? write the "
+	         "network address, or the address alone)");
+	has_line(err, f, "2:42", "allow_lists.monitoring[2]: \"::/129\": "
+	         "prefix length must be a decimal 0..128");
+	has_line(err, f, "2:52", "allow_lists.monitoring[3]: \"nonsense\": "
+	         "not an IPv4 or IPv6 address (want 10.0.0.0/8, 2001:db8::/32 "
+	         "or a single address)");
+	has_line(err, f, "4:3", "allow_lists.bad name!: name must be 1-64 "
+	         "letters, digits, '-', '_' or '.'");
+	has_line(err, f, "5:11", "allow_lists.scalar: expected a list of "
+	         "address ranges ([10.0.0.0/8, \"2001:db8::/32\"])");
+	has_line(err, f, "11:25", "rules[0].allow[1]: unknown allow list "
+	         "\"officee\" (define it under allow_lists:, or write an "
+	         "address range)");
+	has_line(err, f, "11:34", "rules[0].allow[2]: \"1.2.3\": not an IPv4 "
+	         "or IPv6 address (want 10.0.0.0/8, 2001:db8::/32 or a single "
+	         "address)");
+	has_line(err, f, "11:43", "rules[0].allow[3]: \"10.0.0.0/33\": prefix "
+	         "length must be a decimal 0..32");
+	has_line(err, f, "16:12", "rules[1].allow: expected a list of "
+	         "allow-list names or address ranges ([monitoring, 192.0.2.7])");
+	cr_assert_eq(count_lines(err), 9, "%s", err);
+	free(err);
+}
+
+Test(policy, unused_allow_list_warns)
+{
+	char *err = NULL, *warn = NULL;
+	struct policy *p;
+	FILE *f = fopen("/tmp/rl-allow-unused.yaml", "w");
+
+	cr_assert_not_null(f);
+	fputs("allow_lists:\n  spare: [192.0.2.0/24]\nrules:\n"
+	      "  - { name: r, message: m, key: \"{ip}\", rate: 1/s }\n", f);
+	fclose(f);
+	p = policy_load_with_warnings("/tmp/rl-allow-unused.yaml", &err, &warn);
+	cr_assert_not_null(p, "%s", err ? err : "");
+	cr_assert_not_null(warn);
+	cr_assert(strstr(warn, "allow_lists.spare: no rule uses this list"),
+	          "%s", warn);
+	free(warn);
+	policy_unref(p);
+	unlink("/tmp/rl-allow-unused.yaml");
 }
