@@ -158,6 +158,19 @@ took_lease(const struct check *checks, const struct outcome *out, int n)
 	return 0;
 }
 
+/* 1 if a request-phase check of a count: response (or failures-like)
+ * rule is among <checks>: its charge comes with the response. */
+static int
+charged_later(const struct check *checks, int n)
+{
+	for (int i = 0; i < n; i++)
+		if (checks[i].kind == CHECK_EVAL &&
+		    checks[i].rule->count == COUNT_RESPONSE &&
+		    checks[i].op == LIM_OP_PEEK)
+			return 1;
+	return 0;
+}
+
 void
 decide_mark_leases(const struct check *checks, struct outcome *out,
                    const int *idx, int n, int answered)
@@ -240,6 +253,7 @@ decide(const struct check *checks, const struct outcome *out, int n,
 	d->retry_after = d->limit = d->remaining = d->reset = 0;
 	d->policy = NULL;
 	d->degraded = d->shadow = d->has_limits = d->release = 0;
+	d->response = 0;
 	d->legacy = 0;
 	d->delay_us = 0;
 	d->ratelimit[0] = d->ratelimit_policy[0] = '\0';
@@ -309,8 +323,10 @@ decide(const struct check *checks, const struct outcome *out, int n,
 	}
 	if (d->status != 0 && d->retry_after < d->reset && best_denies)
 		d->retry_after = d->reset;
-	if (d->status == 0)
+	if (d->status == 0) {
 		d->release = took_lease(checks, out, n);
+		d->response = charged_later(checks, n);
+	}
 	/* a denial always says when to come back; a 429 of a limiter is its
 	 * deciding rule's */
 	assert(d->status == 0 || d->retry_after >= 1);
@@ -339,6 +355,8 @@ decide_encode(const struct decision *d, struct spop_writer *w)
 	}
 	if (d->release)
 		spop_w_set_var_int(w, SPOP_SCOPE_TXN, "release", 1);
+	if (d->response)
+		spop_w_set_var_int(w, SPOP_SCOPE_TXN, "response", 1);
 	if (d->legacy)
 		spop_w_set_var_int(w, SPOP_SCOPE_TXN, "legacy", 1);
 	spop_w_set_var_int(w, SPOP_SCOPE_TXN, "degraded", d->degraded);

@@ -64,6 +64,9 @@ struct decision {
 	int64_t     delay_us;		/* leaky-bucket delay mode: hold the ACK */
 	int         release;		/* a concurrency lease was taken: the
 					 * response phase must send its release */
+	int         response;		/* a count: response rule passed the
+					 * request: the response phase must
+					 * send its cost (rl-response) */
 };
 
 /* Fills <d> from the <n> checks and their outcomes. <headers> is the

@@ -1,8 +1,8 @@
 /*
- * Fail-mode and never-fits log lines, at most one per rule per interval per
- * worker (see ratelog.h). The state is a thread-local struct ratelog per
- * kind of line (4 KiB per thread that ever logs that kind), so workers
- * never contend; the main thread never calls this.
+ * Fail-mode, never-fits and rejected-cost log lines, at most one per rule
+ * per interval per worker (see ratelog.h). The state is a thread-local
+ * struct ratelog per kind of line (4 KiB per thread that ever logs that
+ * kind), so workers never contend; the main thread never calls this.
  */
 #include "log.h"
 #include "ratelog.h"
@@ -10,6 +10,7 @@
 
 static _Thread_local struct ratelog tl_state;
 static _Thread_local struct ratelog tl_never_fits;
+static _Thread_local struct ratelog tl_cost_rejected;
 
 int
 ratelog_allow(struct ratelog *rl, int index, int64_t now_us,
@@ -71,6 +72,22 @@ ratelog_never_fits(const struct rule *rule, int worker, int64_t cost,
 	log_warn("cost_never_fits", "rule=%s cost=%lld quota=%lld retry_after=%lld "
 	         "worker=%d suppressed=%llu", rule->name, (long long)cost,
 	         (long long)quota, (long long)retry_after_s, worker,
+	         (unsigned long long)suppressed);
+	return 1;
+}
+
+int
+ratelog_cost_rejected(const struct rule *rule, int worker)
+{
+	uint64_t suppressed;
+
+	if (log_level < LOG_WARN ||
+	    !ratelog_allow(&tl_cost_rejected, rule->index, util_now_us(),
+	                   &suppressed))
+		return 0;
+	log_warn("response_cost_rejected", "rule=%s arg=%s worker=%d "
+	         "suppressed=%llu", rule->name,
+	         rule->cost_arg ? rule->cost_arg : "", worker,
 	         (unsigned long long)suppressed);
 	return 1;
 }

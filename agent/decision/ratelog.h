@@ -57,4 +57,14 @@ int ratelog_fail_mode(const struct rule *rule, int worker, int store_up);
 int ratelog_never_fits(const struct rule *rule, int worker, int64_t cost,
                        int64_t quota, int64_t retry_after_s);
 
+/* A response reported a cost for <rule> that is missing or malformed
+ * (negative, fractional, over 2^53): nothing was charged. Logs, with the
+ * same per-rule interval and <suppressed> count but a state of its own,
+ *
+ *   ts=... level=warn msg=response_cost_rejected rule=llm-tokens
+ *     arg=cost worker=0 suppressed=0
+ *
+ * Returns 1 when it logged. */
+int ratelog_cost_rejected(const struct rule *rule, int worker);
+
 #endif

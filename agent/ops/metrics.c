@@ -305,6 +305,42 @@ render_decisions(struct out *o)
 	}
 }
 
+/* A per-rule counter family, <off> the offset of its array in the worker
+ * block; a rule at 0 is listed, "_other" only once it counted. */
+static void
+render_per_rule(struct out *o, const char *name, const char *help,
+                size_t off)
+{
+	int n = atomic_load_explicit(&nnames, memory_order_acquire);
+
+	out_head(o, name, "counter", help);
+	for (int s = 0; s <= METRICS_RULE_OTHER; s++) {
+		uint64_t v = sum_at(off + (size_t)s * sizeof(_Atomic uint64_t));
+
+		if ((s >= n && s != METRICS_RULE_OTHER) ||
+		    (s == METRICS_RULE_OTHER && v == 0))
+			continue;
+		out_printf(o, "%s{rule=\"", name);
+		out_label_value(o, s == METRICS_RULE_OTHER ? "_other"
+		                : rule_names[s]);
+		out_printf(o, "\"} %" PRIu64 "\n", v);
+	}
+}
+
+static void
+render_response(struct out *o)
+{
+	render_per_rule(o, "spoa_rl_response_units_charged_total",
+	                "Units charged by responses (count: response, "
+	                "charge: response), by rule.",
+	                offsetof(struct metrics_worker, units_charged));
+	render_per_rule(o, "spoa_rl_response_costs_rejected_total",
+	                "Responses whose cost was missing or malformed "
+	                "(negative, fractional, not a number, over 2^53): "
+	                "nothing charged.",
+	                offsetof(struct metrics_worker, costs_rejected));
+}
+
 static void
 render_latency(struct out *o)
 {
@@ -452,6 +488,7 @@ metrics_render(char *buf, size_t size)
 		buf[0] = '\0';
 	render_process(&o);
 	render_decisions(&o);
+	render_response(&o);
 	render_latency(&o);
 	render_labelled(&o, "spoa_rl_redis_errors_total",
 	                "Failed Redis requests by kind.", "kind",

@@ -90,6 +90,9 @@ struct metrics_worker {
 	_Atomic uint64_t releases_lost;
 	_Atomic uint64_t conns_opened;
 	_Atomic uint64_t conns_closed;	/* written with release, see .c */
+	/* response phase (issue 19), per rule slot like decisions */
+	_Atomic uint64_t units_charged[METRICS_MAX_RULES + 1];
+	_Atomic uint64_t costs_rejected[METRICS_MAX_RULES + 1];
 	_Atomic int64_t  local_keys;	/* gauge */
 	_Atomic int64_t  requests;	/* gauge: requests out of the pool */
 	_Atomic int      circuit_open;	/* gauge, 0 or 1 */
@@ -165,6 +168,28 @@ metrics_decision_slot(struct metrics_worker *w, int slot,
 		slot = METRICS_RULE_OTHER;
 	if ((unsigned)o < METRICS_OUTCOME_COUNT)
 		metrics__add(&w->decisions[slot][o], 1);
+}
+
+/* Response phase: <units> charged to the rule at <slot> by a response
+ * (spoa_rl_response_units_charged_total), or a response whose cost was
+ * missing or malformed and charged nothing
+ * (spoa_rl_response_costs_rejected_total). */
+static inline int
+metrics__slot(int slot)
+{
+	return slot < 0 || slot > METRICS_RULE_OTHER ? METRICS_RULE_OTHER : slot;
+}
+
+static inline void
+metrics_units_charged(struct metrics_worker *w, int slot, uint64_t units)
+{
+	metrics__add(&w->units_charged[metrics__slot(slot)], units);
+}
+
+static inline void
+metrics_cost_rejected(struct metrics_worker *w, int slot)
+{
+	metrics__add(&w->costs_rejected[metrics__slot(slot)], 1);
 }
 
 /* Observes one Redis round trip of <us> microseconds (negative counts as

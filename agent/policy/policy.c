@@ -172,7 +172,7 @@ policy__index(struct policy *p, const char **name)
 
 		if (msg_bind(p, r->message, r, ROLE_REQUEST, name) == -1)
 			return -1;
-		if (r->count == COUNT_FAILURES &&
+		if (r->count != COUNT_ALL &&
 		    msg_bind(p, r->result_message, r, ROLE_RESULT, name) == -1)
 			return -1;
 		if (r->release && msg_bind(p, r->release, r, ROLE_RELEASE, name) == -1)
@@ -315,15 +315,12 @@ policy_tenant_plan(const struct policy *p, const struct spop_message *m,
 
 /* ---- checks ------------------------------------------------------------- */
 
-static bool
-status_is_failure(const struct rule *r, int64_t status)
+bool
+policy_status_matches(const struct rule *r, int64_t status)
 {
-	int i;
-
-	for (i = 0; i < r->nfailure_status; i++)
-		if (r->failure_status[i] == status)
-			return true;
-	return false;
+	if (status < 0 || status >= POLICY_STATUS_MAX)
+		return false;
+	return (r->status_bits[status / 64] >> (status % 64)) & 1;
 }
 
 static void
@@ -454,10 +451,31 @@ allowed_ip(const struct rule *r, const struct spop_message *m)
 	return cidr_match_any(r->allow, r->nallow, addr);
 }
 
+/* The cost of a result message for <r>: 1 for count: failures; for count:
+ * response the rule's cost: (a constant, or the arg it names: an integer,
+ * or a string of decimal digits, 0 <= cost <= POLICY_COST_MAX; so never
+ * negative, fractional or past what the script's doubles hold). Returns
+ * 0, or -1 for a missing or malformed cost, noted in <rej>. */
+static int
+result_cost(const struct rule *r, const struct spop_message *m,
+            struct policy_rejects *rej, int64_t *cost)
+{
+	*cost = r->count == COUNT_FAILURES ? 1 : r->cost;
+	if (r->count == COUNT_FAILURES || !r->cost_arg)
+		return 0;
+	if (keys_arg_int(m, r->cost_arg, cost) == 0 && *cost >= 0 &&
+	    *cost <= POLICY_COST_MAX)
+		return 0;
+	if (rej && rej->n < POLICY_MAX_CHECKS)
+		rej->rule[rej->n++] = r;
+	return -1;
+}
+
 /* Builds the check of one binding into <c>. Returns 1 or 0 (no check). */
 static int
 build_one(const struct policy *p, const struct policy_binding *b,
-          const struct spop_message *m, int plan, struct check *c)
+          const struct spop_message *m, int plan, struct check *c,
+          struct policy_rejects *rej)
 {
 	const struct rule *r = b->rule;
 	const struct lim_params *lim = rule_lim(p, r, plan);
@@ -478,10 +496,11 @@ build_one(const struct policy *p, const struct policy_binding *b,
 	c->cost = r->cost;
 	if (b->role == ROLE_RESULT) {
 		if (keys_arg_int(m, "status", &status) == -1 ||
-		    !status_is_failure(r, status))
+		    !policy_status_matches(r, status))
+			return 0;
+		if (result_cost(r, m, rej, &c->cost) == -1)
 			return 0;
 		c->op = LIM_OP_FORCE;
-		c->cost = 1;
 	}
 	if (!build_key(r, m, request, c))
 		return 0;
@@ -489,9 +508,10 @@ build_one(const struct policy *p, const struct policy_binding *b,
 		return 1;
 	switch (b->role) {
 	case ROLE_REQUEST:
-		if (r->count == COUNT_FAILURES) {
-			/* "would one more failure pass?": refused once the
-			 * budget is spent, never charged here */
+		if (r->count != COUNT_ALL) {
+			/* "would one more failure (unit) pass?": refused
+			 * once the budget is spent (in debt), never charged
+			 * here */
 			c->op = LIM_OP_PEEK;
 			c->cost = 1;
 			break;
@@ -528,12 +548,13 @@ weight(const struct check *c)
  * time, into <ov>. */
 static void
 overflow(const struct policy *p, const struct policy_msg *pm, int i,
-         const struct spop_message *m, int plan, struct policy_overflow *ov)
+         const struct spop_message *m, int plan, struct policy_overflow *ov,
+         struct policy_rejects *rej)
 {
 	struct check c;
 
 	for (; i < pm->n; i++) {
-		if (!build_one(p, &pm->b[i], m, plan, &c))
+		if (!build_one(p, &pm->b[i], m, plan, &c, rej))
 			continue;
 		if (ov->n++ == 0 || weight(&c) > weight(ov->worst))
 			*ov->worst = c;
@@ -546,15 +567,23 @@ policy_build_checks_with_overflow(const struct policy *p,
                                   struct check *out, int max,
                                   struct policy_overflow *ov)
 {
+	return policy_build_checks_full(p, m, plan, out, max, ov, NULL);
+}
+
+int
+policy_build_checks_full(const struct policy *p, const struct spop_message *m,
+                         int plan, struct check *out, int max,
+                         struct policy_overflow *ov, struct policy_rejects *rej)
+{
 	const struct policy_msg *pm = policy_find_msg(p, m->name.ptr, m->name.len);
 	int i, n = 0;
 
 	if (!pm)
 		return 0;
 	for (i = 0; i < pm->n && n < max; i++)
-		n += build_one(p, &pm->b[i], m, plan, &out[n]);
+		n += build_one(p, &pm->b[i], m, plan, &out[n], rej);
 	if (ov)
-		overflow(p, pm, i, m, plan, ov);
+		overflow(p, pm, i, m, plan, ov, rej);
 	return n;
 }
 

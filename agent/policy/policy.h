@@ -51,6 +51,9 @@ enum headers_mode {
 enum count_mode {
 	COUNT_ALL = 0,			/* every request of <message> */
 	COUNT_FAILURES,			/* only results whose status is a failure */
+	COUNT_RESPONSE,			/* the response's cost, when its status
+					 * matches (count: response, charge:
+					 * response) */
 };
 
 /* plan: where a rule takes its parameters from. */
@@ -63,6 +66,9 @@ enum rule_plan {
 #define POLICY_NAME_MAX   64	/* rule and plan names */
 #define POLICY_MAX_STATUS 16	/* failure_status entries */
 #define POLICY_ADDR_MAX   128	/* metrics.listen, with its NUL */
+#define POLICY_STATUS_MAX 600	/* statuses 0..599 in rule->status_bits */
+#define POLICY_RESPONSE_MSG "rl-response"	/* result_message of count:
+					 * response by default */
 
 /* A plan (plans: { name: { rate, burst, quota } }). A field given as
  * "none" means "no limit of that kind for this plan": rules taking it
@@ -160,6 +166,12 @@ struct rule {
 					 * a request whose "ip" arg is in one
 					 * gets no check of this rule */
 	int               nallow;
+	/* added for issue 19 (the response phase) */
+	uint64_t          status_bits[(POLICY_STATUS_MAX + 63) / 64];
+					/* statuses the result message charges:
+					 * failure_status, or status: classes
+					 * (5xx); all set for count: response
+					 * without status: */
 };
 
 struct policy {
@@ -305,6 +317,14 @@ void policy_pin_retire(struct policy_pin *pin);
  *            count: failures rule: op FORCE, cost 1, only when the
  *            message's "status" arg (int or decimal string) is one of
  *            failure_status (401, 403); any other status, or none: no check
+ *   request, count: response (or charge: response) op PEEK, cost 1, as
+ *            for failures: a key with no unit left (in debt) is refused
+ *   result (POLICY_RESPONSE_MSG by default) of a count: response rule:
+ *            op FORCE, cost = cost: (a constant, or the arg it names read
+ *            from the response, 0..POLICY_COST_MAX), only when "status" is
+ *            in status_bits (status: [401, 403] or 5xx; every status
+ *            without status:); a cost arg missing or malformed: no check,
+ *            the rule listed in policy_rejects
  *   request, concurrency     op CHECK, cost, member = expanded id:
  *   release (rule->release)  op RELEASE, cost 0, same key and member
  * A missing key or id arg at request time follows missing:; at result and
@@ -375,6 +395,14 @@ struct policy_overflow {
 					 * first */
 };
 
+/* count: response rules whose response carried a cost that is missing or
+ * malformed (result_cost() in policy.c): no check, nothing charged; the caller
+ * counts and logs them. */
+struct policy_rejects {
+	int                n;
+	const struct rule *rule[POLICY_MAX_CHECKS];
+};
+
 /* policy_build_checks_in_plan() that also accounts for the checks beyond
  * <max> (a binding that would give no check, say missing: skip, is no
  * overflow): adds their number to <ov->n> and keeps the weightiest in
@@ -384,6 +412,22 @@ int policy_build_checks_with_overflow(const struct policy *p,
                                       const struct spop_message *m, int plan,
                                       struct check *out, int max,
                                       struct policy_overflow *ov);
+
+/* The largest cost a response may report: 2^53, the largest integer the
+ * script's doubles hold exactly. More, or a negative, fractional or
+ * non-numeric cost, is rejected (policy_rejects). */
+#define POLICY_COST_MAX (INT64_C(1) << 53)
+
+/* 1 if <status> is one <r>'s result message charges (status_bits). */
+bool policy_status_matches(const struct rule *r, int64_t status);
+
+/* policy_build_checks_with_overflow() that also lists in <rej> (n = 0 to
+ * start; may be NULL) the rules whose response cost was rejected. */
+int policy_build_checks_full(const struct policy *p,
+                             const struct spop_message *m, int plan,
+                             struct check *out, int max,
+                             struct policy_overflow *ov,
+                             struct policy_rejects *rej);
 
 /* Returns the bindings of the message named <name>, or NULL. */
 const struct policy_msg *policy_find_msg(const struct policy *p,

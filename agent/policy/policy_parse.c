@@ -71,7 +71,9 @@ warn_at(struct ctx *c, const yaml_node_t *n, const char *path,
 static const char *const headers_names[] = { "ietf", "legacy", "both", "none", NULL };
 static const char *const fail_names[] = { "open", "closed", "local", NULL };
 static const char *const store_names[] = { "redis", "local", NULL };
-static const char *const count_names[] = { "all", "failures", NULL };
+static const char *const count_names[] = { "all", "failures", "response",
+                                           NULL };
+static const char *const charge_names[] = { "request", "response", NULL };
 static const char *const plan_names[] = { "none", "rate", "quota", NULL };
 static const char *const mode_names[] = { "meter", "delay", NULL };
 
@@ -210,7 +212,7 @@ struct rule_src {
 	char    *name, *message, *key, *algorithm, *rate, *window, *missing;
 	char    *cost, *result_message, *release, *id;
 	int64_t  burst, limit, lease_us, max_delay_us, ipv6_prefix;
-	int      fail, count, store, plan, mode;
+	int      fail, count, store, plan, mode, charge;
 	bool     shadow, headers;
 	int      status[POLICY_MAX_STATUS];
 	int      nstatus;
@@ -220,7 +222,8 @@ enum rule_kw {
 	RK_NAME = 0, RK_MESSAGE, RK_KEY, RK_ALGO, RK_RATE, RK_BURST, RK_LIMIT,
 	RK_WINDOW, RK_FAIL, RK_SHADOW, RK_HEADERS, RK_MISSING, RK_COST,
 	RK_COUNT_, RK_STATUS, RK_RESULT, RK_RELEASE, RK_ID, RK_LEASE, RK_MODE,
-	RK_MAXDELAY, RK_STORE, RK_PLAN, RK_PREFIX, RK_ALLOW, RK_COUNT
+	RK_MAXDELAY, RK_STORE, RK_PLAN, RK_PREFIX, RK_ALLOW, RK_STATUS2, RK_CHARGE,
+	RK_COUNT
 };
 
 static const struct kw rule_kw[RK_COUNT] = {
@@ -252,11 +255,12 @@ static const struct kw rule_kw[RK_COUNT] = {
 	[RK_COST] = { "cost", KW_STR, FIELD(struct rule_src, cost), 0, 0, NULL, NULL, 0,
 	  "a constant (1) or \"{arg}\"" },
 	[RK_COUNT_] = { "count", KW_ENUM, FIELD(struct rule_src, count), 0, 0, count_names,
-	  NULL, 0, "all (default) | failures" },
+	  NULL, 0, "all (default) | failures | response" },
 	[RK_STATUS] = { "failure_status", KW_NODE, 0, 0, 0, 0, NULL, NULL, 0,
 	  "statuses counted as failures ([401, 403])" },
 	[RK_RESULT] = { "result_message", KW_STR, FIELD(struct rule_src, result_message), 0, 0,
-	  NULL, NULL, 0, "count: failures: message carrying status (<message>-result)" },
+	  NULL, NULL, 0, "message carrying status (<message>-result for count: "
+	  "failures, rl-response for count: response)" },
 	[RK_RELEASE] = { "release", KW_STR, FIELD(struct rule_src, release), 0, 0, NULL, NULL, 0,
 	  "concurrency: message that frees the slot" },
 	[RK_ID] = { "id", KW_STR, FIELD(struct rule_src, id), 0, 0, NULL, NULL, 0,
@@ -275,6 +279,12 @@ static const struct kw rule_kw[RK_COUNT] = {
 	  NULL, NULL, 0, "IPv6 prefix of {ip} placeholders without /N (64)" },
 	[RK_ALLOW] = { "allow", KW_NODE, 0, 0, 0, 0, NULL, NULL, 0,
 	  "allow-list names or address ranges never limited by this rule" },
+	[RK_STATUS2] = { "status", KW_NODE, 0, 0, 0, 0, NULL, NULL, 0,
+	  "count: response: statuses charged, a list of 401 or 5xx, or one "
+	  "(all)" },
+	[RK_CHARGE] = { "charge", KW_ENUM, FIELD(struct rule_src, charge), 0, 0,
+	  charge_names, NULL, 0, "request (default) | response: the response's "
+	  "cost (count: response for every status)" },
 };
 
 /* ---- top level ---------------------------------------------------------- */
@@ -767,40 +777,63 @@ compile_tmpl(struct rule_ctx *rc, int kw, const char *src)
 	return t;
 }
 
+/* One status of failure_status: or status:, "401" or a class "5xx",
+ * into s->status (a class N as N). Returns 0 or -1. */
+static int
+status_item(struct rule_ctx *rc, yaml_node_t *in, const char *ipath)
+{
+	struct rule_src *s = rc->s;
+	const char *v;
+	int64_t st;
+
+	if (!(v = yamlkw_scalar(&rc->c->y, in, ipath, "a status")))
+		return 0;
+	if (strlen(v) == 3 && v[0] >= '1' && v[0] <= '5' &&
+	    strcmp(v + 1, "xx") == 0) {
+		st = v[0] - '0';
+	} else if (yamlkw_parse_int(v, &st) == -1 || st < 100 || st > 599) {
+		error_at(rc->c, in, ipath, "expected an HTTP status 100-599 or "
+		         "a class 1xx-5xx, got \"%s\"", v);
+		return 0;
+	}
+	if (s->nstatus == POLICY_MAX_STATUS) {
+		error_at(rc->c, in, ipath, "at most %d statuses", POLICY_MAX_STATUS);
+		return -1;
+	}
+	s->status[s->nstatus++] = (int)st;
+	return 0;
+}
+
+/* failure_status: or its newer name status: (one of them), a list or, for
+ * status:, a single status or class. */
 static void
 rule_statuses(struct rule_ctx *rc)
 {
-	yaml_node_t *n = rc->seen[RK_STATUS];
+	int kw = rc->seen[RK_STATUS2] ? RK_STATUS2 : RK_STATUS;
+	yaml_node_t *n = rc->seen[kw];
 	yaml_node_item_t *it;
 	struct rule_src *s = rc->s;
-	const char *path = rpath(rc, RK_STATUS);
+	const char *path = rpath(rc, kw);
 	char ipath[YAMLKW_PATH_MAX];
 
 	if (!n)
 		return;
+	s->nstatus = 0;
+	if (rc->seen[RK_STATUS] && rc->seen[RK_STATUS2])
+		error_at(rc->c, n, path, "give status or failure_status, not both");
+	if (n->type == YAML_SCALAR_NODE && kw == RK_STATUS2) {
+		status_item(rc, n, path);
+		return;
+	}
 	if (n->type != YAML_SEQUENCE_NODE) {
 		error_at(rc->c, n, path, "expected a list of HTTP statuses");
 		return;
 	}
-	s->nstatus = 0;
 	for (it = n->data.sequence.items.start; it < n->data.sequence.items.top; it++) {
-		yaml_node_t *in = yamlkw_node(&rc->c->y, *it);
-		const char *v;
-		int64_t st;
-
 		snprintf(ipath, sizeof(ipath), "%s[%d]", path,
 		         (int)(it - n->data.sequence.items.start));
-		if (!(v = yamlkw_scalar(&rc->c->y, in, ipath, "a status")))
-			continue;
-		if (yamlkw_parse_int(v, &st) == -1 || st < 100 || st > 599) {
-			error_at(rc->c, in, ipath, "expected an HTTP status 100-599, got \"%s\"", v);
-			continue;
-		}
-		if (s->nstatus == POLICY_MAX_STATUS) {
-			error_at(rc->c, in, ipath, "at most %d statuses", POLICY_MAX_STATUS);
+		if (status_item(rc, yamlkw_node(&rc->c->y, *it), ipath) == -1)
 			break;
-		}
-		s->status[s->nstatus++] = (int)st;
 	}
 	if (s->nstatus == 0 && n->data.sequence.items.start == n->data.sequence.items.top)
 		error_at(rc->c, n, path, "empty list");
@@ -949,6 +982,12 @@ rule_params(struct rule_ctx *rc)
 		if (r->count == COUNT_FAILURES)
 			error_at(rc->c, rnode(rc, RK_COUNT_), rpath(rc, RK_COUNT_),
 			         "count: failures does not apply to concurrency");
+		if (r->count == COUNT_RESPONSE)
+			error_at(rc->c, rnode(rc, rc->seen[RK_CHARGE] ? RK_CHARGE :
+			         RK_COUNT_), rpath(rc, rc->seen[RK_CHARGE] ?
+			         RK_CHARGE : RK_COUNT_), "a response's cost "
+			         "does not apply to concurrency (a slot is held, "
+			         "not spent): use a rate or window algorithm");
 		l->rate = s->limit;
 		l->period_us = rc->seen[RK_LEASE] ? s->lease_us : POLICY_DEF_LEASE;
 		if (!r->id) {
@@ -966,35 +1005,56 @@ rule_params(struct rule_ctx *rc)
 	}
 }
 
-/* count:, failure_status, result_message. */
+/* Sets statuses <lo>..<hi> in <r>'s status_bits. */
 static void
-rule_count(struct rule_ctx *rc)
+status_set(struct rule *r, int lo, int hi)
+{
+	for (int st = lo; st <= hi; st++)
+		r->status_bits[st / 64] |= UINT64_C(1) << (st % 64);
+}
+
+/* failure_status / status: into r->failure_status (the exact ones) and
+ * r->status_bits (all, classes too); the default when neither is given. */
+static void
+rule_status_bits(struct rule_ctx *rc)
 {
 	struct rule_src *s = rc->s;
 	struct rule *r = rc->r;
-	int i;
 
-	rule_statuses(rc);
-	if (r->count != COUNT_FAILURES) {
-		if (rc->seen[RK_STATUS])
-			warn_at(rc->c, rc->seen[RK_STATUS], rpath(rc, RK_STATUS),
-			        "ignored without count: failures");
-		if (rc->seen[RK_RESULT])
-			warn_at(rc->c, rc->seen[RK_RESULT], rpath(rc, RK_RESULT),
-			        "ignored without count: failures");
-		return;
+	if (!rc->seen[RK_STATUS] && !rc->seen[RK_STATUS2]) {
+		if (r->count == COUNT_RESPONSE) {
+			status_set(r, 100, 599);
+			return;
+		}
+		s->status[0] = 401;
+		s->status[1] = 403;
+		s->nstatus = 2;
 	}
-	if (rc->seen[RK_STATUS]) {
-		for (i = 0; i < s->nstatus; i++)
-			r->failure_status[i] = s->status[i];
-		r->nfailure_status = s->nstatus;
-	} else {
-		r->failure_status[0] = 401;
-		r->failure_status[1] = 403;
-		r->nfailure_status = 2;
+	r->nfailure_status = 0;
+	for (int i = 0; i < s->nstatus; i++) {
+		int st = s->status[i];
+
+		if (st < 100) {
+			status_set(r, st * 100, st * 100 + 99);
+			continue;
+		}
+		status_set(r, st, st);
+		r->failure_status[r->nfailure_status++] = st;
 	}
+}
+
+/* The result message's name: result_message:, else "<message>-result"
+ * (count: failures) or POLICY_RESPONSE_MSG (count: response). */
+static void
+rule_result_message(struct rule_ctx *rc)
+{
+	struct rule_src *s = rc->s;
+	struct rule *r = rc->r;
+
 	if (s->result_message) {
 		r->result_message = xstrdup(s->result_message);
+	} else if (r->count == COUNT_RESPONSE) {
+		r->result_message = xstrdup(POLICY_RESPONSE_MSG);
 	} else if (r->message) {
 		r->result_message = xmalloc(strlen(r->message) + sizeof("-result"));
 		strcpy(r->result_message, r->message);
@@ -1003,6 +1063,44 @@ rule_count(struct rule_ctx *rc)
 	if (r->result_message && r->message && strcmp(r->result_message, r->message) == 0)
 		error_at(rc->c, rnode(rc, RK_RESULT), rpath(rc, RK_RESULT),
 		         "must differ from message");
+}
+
+/* charge: response is count: response for every status: folded into
+ * s->count before anything reads it. */
+static void
+rule_charge(struct rule_ctx *rc)
+{
+	struct rule_src *s = rc->s;
+
+	if (s->charge == 0)
+		return;
+	if (rc->seen[RK_COUNT_] && s->count != COUNT_RESPONSE)
+		error_at(rc->c, rc->seen[RK_CHARGE], rpath(rc, RK_CHARGE),
+		         "charge: response is count: response; it cannot go "
+		         "with count: %s", count_names[s->count]);
+	s->count = COUNT_RESPONSE;
+}
+
+/* count:, failure_status / status:, result_message. */
+static void
+rule_count(struct rule_ctx *rc)
+{
+	struct rule *r = rc->r;
+	static const char *const why = "ignored without count: failures or "
+	                               "count: response";
+
+	rule_statuses(rc);
+	if (r->count == COUNT_ALL) {
+		if (rc->seen[RK_STATUS])
+			warn_at(rc->c, rc->seen[RK_STATUS], rpath(rc, RK_STATUS), why);
+		if (rc->seen[RK_STATUS2])
+			warn_at(rc->c, rc->seen[RK_STATUS2], rpath(rc, RK_STATUS2), why);
+		if (rc->seen[RK_RESULT])
+			warn_at(rc->c, rc->seen[RK_RESULT], rpath(rc, RK_RESULT), why);
+		return;
+	}
+	rule_status_bits(rc);
+	rule_result_message(rc);
 }
 
 /* 1 if <v>, a missing: value that is not deny or skip, reads as a mode
@@ -1107,6 +1205,7 @@ build_rule(struct rule_ctx *rc)
 	r->line = (int)rc->node->start_mark.line + 1;
 	r->col = (int)rc->node->start_mark.column + 1;
 	r->store = (enum store_kind)s->store;
+	rule_charge(rc);
 	r->count = (enum count_mode)s->count;
 	r->fail = default_fail(rc);
 	r->plan = (enum rule_plan)s->plan;

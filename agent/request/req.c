@@ -494,11 +494,33 @@ apply_overrides(struct req *r, int first)
 	r->n = n;
 }
 
+/* The response phase of count: response rules, counted once the checks
+ * are final: the units each response charges, and the responses whose
+ * cost was missing or malformed (no check; logged at most once per 10 s
+ * per rule). */
+static void
+note_response(struct req *r, const struct policy_rejects *rej)
+{
+	for (int i = 0; i < rej->n; i++) {
+		metrics_cost_rejected(r->e->m, rej->rule[i]->metrics_slot);
+		ratelog_cost_rejected(rej->rule[i], r->e->id);
+	}
+	for (int i = 0; i < r->n; i++) {
+		const struct check *c = &r->checks[i];
+
+		if (c->kind == CHECK_EVAL && c->op == LIM_OP_FORCE &&
+		    c->rule->count == COUNT_RESPONSE)
+			metrics_units_charged(r->e->m, c->rule->metrics_slot,
+			                      (uint64_t)c->cost);
+	}
+}
+
 static int
 build_checks(struct req *r, const struct spop_frame *f, int *status)
 {
 	struct spop_iter it = { f->payload, f->payload + f->len };
 	struct policy_overflow ov = { 0, &r->checks[POLICY_MAX_CHECKS] };
+	struct policy_rejects rej = { 0 };
 	struct spop_message m;
 	int rc;
 
@@ -514,8 +536,9 @@ build_checks(struct req *r, const struct spop_frame *f, int *status)
 			plan = policy_tenant_plan(r->policy, &m, plancache_resolve,
 			                          &r->pw);
 		r->plan_wait |= plan == POLICY_PLAN_WAIT;
-		r->n += policy_build_checks_with_overflow(r->policy, &m, plan,
-		                r->checks + r->n, POLICY_MAX_CHECKS - r->n, &ov);
+		r->n += policy_build_checks_full(r->policy, &m, plan,
+		                r->checks + r->n, POLICY_MAX_CHECKS - r->n, &ov,
+		                &rej);
 		apply_overrides(r, first);
 		if (plan == POLICY_PLAN_UNKNOWN)
 			note_plan_lost(r, first);
@@ -523,6 +546,8 @@ build_checks(struct req *r, const struct spop_frame *f, int *status)
 	assert(r->n <= POLICY_MAX_CHECKS);	/* the spill comes next */
 	if (rc != -1 && ov.n > 0 && !r->plan_wait)
 		note_overflow(r, f, &ov);
+	if (rc != -1 && !r->plan_wait)
+		note_response(r, &rej);
 	return rc;
 }
 

@@ -52,8 +52,8 @@ ok $? "Retry-After ($ra) is not earlier than t ($t)"
 expect_eq "$rp" '"tenant";q=5;w=60' "RateLimit-Policy is \"tenant\";q=5;w=60"
 grep -q '"error":"rate_limited"' "$TMP/b" && grep -q "\"retry_after\":$ra[},]" "$TMP/b"
 ok $? "429 body is the JSON error with the same retry_after ($(cat "$TMP/b"))"
-case $(hdr Content-Type) in application/json*) r=0;; *) r=1;; esac
-ok $r "429 is application/json"
+case $(hdr Content-Type) in application/problem+json*) r=0;; *) r=1;; esac
+ok $r "429 is application/problem+json (RFC 9457)"
 
 c=$(req -H 'X-Tenant: acme' "$URL/other")
 expect_eq "$c" 429 "request 7 of tenant acme (another path): still 429"

@@ -1156,6 +1156,52 @@ Test(script, impossible_cost_is_minus_one_and_writes_nothing)
 	redisFree(c);
 }
 
+/* ---- charged after the response (issue 19) -------------------------------
+ *
+ * What the agent sends for charge: response / count: response: a PEEK of
+ * one unit when the request comes ("is a unit left?"), a FORCE of the
+ * response's cost when it returns. Limit 5; responses of 3, 3, 2 and an
+ * impossible 10 take the key into debt, and every request in debt is
+ * refused with the twin's retry. Decisions: P F P F P F P F P. */
+#define P(n)  { LIM_OP_PEEK, n, NULL, 0 }
+
+static const struct step response_steps[] = {
+	P(1), F(3), P(1), F(3), P(1), F(2), P(1), F(10), P(1),
+};
+static const char response_want[] = "1110000x0";
+
+static void
+compare_response(struct lim_params p, const char *name)
+{
+	compare_want(&p, response_steps, ARRAY_LEN(response_steps), name,
+	             response_want);
+}
+
+Test(script, gcra_charged_after_the_response_matches_c)
+{
+	compare_response(mk(LIM_GCRA, 1, HOUR, 5), "gcra-response");
+}
+
+Test(script, token_bucket_charged_after_the_response_matches_c)
+{
+	compare_response(mk(LIM_TOKEN_BUCKET, 1, HOUR, 5), "tb-response");
+}
+
+Test(script, fixed_window_charged_after_the_response_matches_c)
+{
+	compare_response(mk(LIM_FIXED_WINDOW, 5, HOUR, 0), "fw-response");
+}
+
+Test(script, sliding_window_charged_after_the_response_matches_c)
+{
+	compare_response(mk(LIM_SLIDING_WINDOW, 5, HOUR, 0), "sw-response");
+}
+
+Test(script, sliding_log_charged_after_the_response_matches_c)
+{
+	compare_response(mk(LIM_SLIDING_LOG, 5, HOUR, 0), "log-response");
+}
+
 /* ---- atomicity ------------------------------------------------------------ */
 
 #define PROCS 8

@@ -1254,3 +1254,195 @@ Test(policy, unused_allow_list_warns)
 	policy_unref(p);
 	unlink("/tmp/rl-allow-unused.yaml");
 }
+
+/* ---- the response phase (issue 19) -------------------------------------
+ *
+ * count: response with a status condition (a list, a class such as 5xx),
+ * charge: response (every status, the response's cost), count: failures
+ * kept as its alias with its old meaning, what is refused at load, and the
+ * strict reading of a cost a response reports. The C twins and the script
+ * charge these checks as any FORCE (tests/integration/test_script.c). */
+
+/* A response of tenant acme from 192.0.2.9 with <status> and, unless
+ * NULL, the cost header <cost>. */
+static int
+response(const struct policy *p, int64_t status, const char *cost,
+         struct policy_rejects *rej)
+{
+	msg_reset(POLICY_RESPONSE_MSG);
+	add_str("tenant", "acme");
+	add_str("ip", "192.0.2.9");
+	add_int("status", status);
+	if (cost)
+		add_str("cost", cost);
+	return policy_build_checks_full(p, &msg, -1, checks, POLICY_MAX_CHECKS,
+	                                NULL, rej);
+}
+
+Test(policy, response_request_phase_peeks_one_unit_and_charges_nothing)
+{
+	struct policy *p = load_ok(data("response.yaml"));
+	const struct check *c;
+	int n;
+
+	msg_reset("rl-request");
+	add_str("tenant", "acme");
+	add_str("ip", "192.0.2.9");
+	n = policy_build_checks(p, &msg, checks, POLICY_MAX_CHECKS);
+	cr_assert_eq(n, 3);
+	for (int i = 0; i < n; i++) {
+		cr_assert_eq(checks[i].op, LIM_OP_PEEK, "%s", checks[i].rule->name);
+		cr_assert_eq(checks[i].cost, 1);
+	}
+	c = find(n, "tokens");
+	cr_assert_str_eq(c->key, "rl:{tokens:tenant:acme}");
+	policy_unref(p);
+}
+
+Test(policy, response_charge_response_forces_the_reported_cost_on_any_status)
+{
+	struct policy *p = load_ok(data("response.yaml"));
+	const struct check *c;
+	int n;
+
+	n = response(p, 200, "300", NULL);
+	cr_assert_eq(n, 1);
+	c = find(n, "tokens");
+	cr_assert_not_null(c);
+	cr_assert_eq(c->op, LIM_OP_FORCE);
+	cr_assert_eq(c->cost, 300);
+	cr_assert_str_eq(c->key, "rl:{tokens:tenant:acme}");
+	n = response(p, 404, "7", NULL);
+	cr_assert_not_null(c = find(n, "tokens"));
+	cr_assert_eq(c->cost, 7);
+	policy_unref(p);
+}
+
+Test(policy, response_status_class_5xx_counts_only_5xx)
+{
+	struct policy *p = load_ok(data("response.yaml"));
+	const struct check *c;
+	int n;
+
+	n = response(p, 503, "1", NULL);
+	c = find(n, "errors-5xx");
+	cr_assert_not_null(c);
+	cr_assert_eq(c->op, LIM_OP_FORCE);
+	cr_assert_eq(c->cost, 1, "a constant cost: the header is not read");
+	cr_assert_str_eq(c->key, "rl:{errors-5xx:ip:192.0.2.9}");
+	cr_assert_not_null(find(response(p, 500, "1", NULL), "errors-5xx"));
+	cr_assert_not_null(find(response(p, 599, "1", NULL), "errors-5xx"));
+	cr_assert_null(find(response(p, 200, "1", NULL), "errors-5xx"));
+	cr_assert_null(find(response(p, 499, "1", NULL), "errors-5xx"));
+	cr_assert_null(find(response(p, 404, "1", NULL), "errors-5xx"));
+	policy_unref(p);
+}
+
+Test(policy, response_status_list_counts_only_its_statuses)
+{
+	struct policy *p = load_ok(data("response.yaml"));
+
+	cr_assert_not_null(find(response(p, 401, "1", NULL), "denied"));
+	cr_assert_not_null(find(response(p, 429, "1", NULL), "denied"));
+	cr_assert_null(find(response(p, 402, "1", NULL), "denied"));
+	cr_assert_null(find(response(p, 500, "1", NULL), "denied"));
+	policy_unref(p);
+}
+
+Test(policy, response_count_failures_keeps_its_meaning)
+{
+	struct policy *p = load_ok(data("response.yaml"));
+	const struct rule *r = &p->rules[3];
+	int n;
+
+	cr_assert_eq(r->count, COUNT_FAILURES);
+	cr_assert_str_eq(r->result_message, "rl-login-result");
+	cr_assert_eq(r->nfailure_status, 2);
+	cr_assert_eq(r->fail, FAIL_CLOSED);
+	cr_assert_eq(p->rules[0].fail, FAIL_OPEN);
+	msg_reset("rl-login-result");
+	add_str("user", "alice");
+	add_int("status", 403);
+	add_str("cost", "50");		/* not read: a failure costs 1 */
+	n = policy_build_checks(p, &msg, checks, POLICY_MAX_CHECKS);
+	cr_assert_eq(n, 1);
+	cr_assert_eq(checks[0].op, LIM_OP_FORCE);
+	cr_assert_eq(checks[0].cost, 1);
+	msg_reset("rl-login-result");
+	add_str("user", "alice");
+	add_int("status", 500);
+	cr_assert_eq(policy_build_checks(p, &msg, checks, POLICY_MAX_CHECKS), 0);
+	policy_unref(p);
+}
+
+Test(policy, response_malformed_costs_charge_nothing_and_are_reported)
+{
+	static const char *const bad[] = {
+		"-5", "12.5", "abc", "", " 3", "3 ", "+3", "1e3", "0x10",
+		"9007199254740993", "99999999999999999999999",
+		"18446744073709551617", "-0x1",
+	};
+	struct policy *p = load_ok(data("response.yaml"));
+
+	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+		struct policy_rejects rej = { 0 };
+		int n = response(p, 200, bad[i], &rej);
+
+		cr_assert_null(find(n, "tokens"), "cost \"%s\" charged", bad[i]);
+		cr_assert_eq(rej.n, 1, "cost \"%s\"", bad[i]);
+		cr_assert_str_eq(rej.rule[0]->name, "tokens");
+	}
+	{
+		struct policy_rejects rej = { 0 };
+		int n;
+
+		msg_reset(POLICY_RESPONSE_MSG);	/* an integer arg, negative */
+		add_str("tenant", "acme");
+		add_int("status", 200);
+		add_int("cost", -3);
+		n = policy_build_checks_full(p, &msg, -1, checks,
+		                             POLICY_MAX_CHECKS, NULL, &rej);
+		cr_assert_null(find(n, "tokens"));
+		cr_assert_eq(rej.n, 1);
+	}
+	{
+		struct policy_rejects rej = { 0 };
+		int n = response(p, 200, NULL, &rej);	/* no header at all */
+
+		cr_assert_null(find(n, "tokens"));
+		cr_assert_eq(rej.n, 1);
+	}
+	{
+		struct policy_rejects rej = { 0 };
+		const struct check *c;
+		int n = response(p, 200, "9007199254740992", &rej);
+
+		cr_assert_eq(rej.n, 0, "2^53 itself is a cost");
+		cr_assert_not_null(c = find(n, "tokens"));
+		cr_assert_eq(c->cost, INT64_C(9007199254740992));
+	}
+	policy_unref(p);
+}
+
+Test(policy, response_refused_at_load_with_clear_errors)
+{
+	char *err = NULL, *warn = NULL;
+	struct policy *p = policy_load_with_warnings(data("response-errors.yaml"),
+	                                             &err, &warn);
+
+	cr_assert_null(p);
+	cr_assert_not_null(err);
+	cr_assert_not_null(strstr(err, "rules[0].charge: a response's cost does "
+	                          "not apply to concurrency"), "%s", err);
+	cr_assert_not_null(strstr(err, "rules[1].charge: charge: response is "
+	                          "count: response; it cannot go with count: "
+	                          "failures"), "%s", err);
+	cr_assert_not_null(strstr(err, "rules[2].status[0]: expected an HTTP "
+	                          "status 100-599 or a class 1xx-5xx, got "
+	                          "\"6xx\""), "%s", err);
+	cr_assert_not_null(strstr(err, "rules[2].status[1]:"), "%s", err);
+	cr_assert_not_null(strstr(err, "rules[3].status: give status or "
+	                          "failure_status, not both"), "%s", err);
+	free(err);
+	free(warn);
+}

@@ -1,0 +1,122 @@
+#!/bin/bash
+# The response phase through the shipped haproxy.cfg (issue 19): rules
+# charged by the response (charge: response, count: response) get
+# rl-response (grp-response) only when the agent set rl.response, with the
+# status and the cost the application reported in X-Tokens-Used (the demo
+# backend's /v1/completions answers with X-Demo-Tokens, else 300).
+#   - a token budget of 1,000 (gcra, 1000/min, burst 1000) and requests
+#     that spend 300 each: requests pass while a unit is left (900 spent:
+#     the 4th passes and takes the key into debt, 1,200), the 5th is 429
+#     with the RFC 9457 problem body (quota-exceeded, the violated policy)
+#     and a Retry-After right to the second (the debt paid back at
+#     1000/min: 12.06 s, so 13, or 12 when the requests took over 60 ms);
+#   - a status-counting rule (count: response, status: 5xx, 2 per minute
+#     per IP) counts only 5xx: many 404s cost nothing, two 503s spend it,
+#     the next request from that IP is 429, another IP passes;
+#   - a response without the cost header charges nothing and is counted
+#     in spoa_rl_response_costs_rejected_total; the units charged are in
+#     spoa_rl_response_units_charged_total.
+. "$(dirname "$0")/../lib.sh"
+. "$(dirname "$0")/lib-e2e.bash"
+need_agent
+
+MET_PORT=$(port 5)
+{
+	policy_head 25ms
+	cat <<EOF
+metrics:
+  listen: "127.0.0.1:$MET_PORT"
+log:
+  level: info
+rules:
+  - name: llm-tokens
+    message: rl-request
+    key: "tenant:{tenant}"
+    algorithm: gcra
+    rate: 1000/min
+    burst: 1000
+    charge: response
+    cost: "{cost}"
+    missing: skip
+  - name: errors-5xx
+    message: rl-request
+    key: "ip:{ip}"
+    algorithm: sliding-window
+    limit: 2
+    window: 1m
+    count: response
+    status: 5xx
+    missing: skip
+EOF
+} >"$POLICY"
+policy_valid "the response-phase policy is valid"
+start_stack
+rc=$?
+ok $rc "stack up, agent UP"
+[ $rc -eq 0 ] || finish
+wait_port "$MET_PORT" 5
+
+# ---- a token budget --------------------------------------------------------
+tokens() {	# tokens ADDR TENANT [N]: one completion spending N (300)
+	req --interface "$1" -H "X-Tenant: $2" -H "X-Demo-Tokens: ${3:-300}" \
+		"$URL/v1/completions"
+}
+codes=""
+for i in 1 2 3 4; do codes="$codes $(tokens 127.0.0.11 acme)"; done
+expect_eq "$codes" " 200 200 200 200" \
+	"4 requests of 300 tokens pass while the budget has a unit left"
+expect_eq "$(hdr X-Tokens-Used)" 300 "the demo backend reports X-Tokens-Used"
+c=$(tokens 127.0.0.11 acme)
+expect_eq "$c" 429 "the 5th request (1,200 of 1,000 spent: in debt) is 429"
+ra=$(hdr Retry-After)
+[ "$ra" = 13 ] || [ "$ra" = 12 ]
+ok $? "Retry-After is 13 (or 12): the 200-token debt plus one unit at 1000/min (got '$ra')"
+case $(hdr Content-Type) in application/problem+json*) r=0;; *) r=1;; esac
+ok $r "the 429 is application/problem+json"
+grep -q '"type":"https://iana.org/assignments/http-problem-types#quota-exceeded"' "$TMP/b" &&
+	grep -q '"status":429' "$TMP/b" && grep -q '"title":"' "$TMP/b" &&
+	grep -q '"violated-policies":\["llm-tokens"\]' "$TMP/b" &&
+	grep -q "\"retry_after\":$ra}" "$TMP/b"
+ok $? "the body is the quota-exceeded problem naming llm-tokens ($(cat "$TMP/b"))"
+python3 -c 'import json,sys; json.load(open(sys.argv[1]))' "$TMP/b"
+ok $? "the problem body is valid JSON"
+case $(hdr RateLimit-Policy) in '"llm-tokens";q=1000;w=60, "errors-5xx";q=2;w=60') r=0;; *) r=1;; esac
+ok $r "RateLimit-Policy is kept on the 429 ($(hdr RateLimit-Policy))"
+expect_eq "$(tokens 127.0.0.11 globex)" 200 "another tenant has its own budget"
+
+# ---- a missing cost --------------------------------------------------------
+rej0=$(metric "$MET_PORT" spoa_rl_response_costs_rejected_total)
+for i in 1 2 3; do
+	req --interface 127.0.0.11 -H 'X-Tenant: initech' "$URL/" >/dev/null
+done
+expect_eq "$(tokens 127.0.0.11 initech 999)" 200 \
+	"responses without X-Tokens-Used charged nothing"
+expect_eq "$(metric "$MET_PORT" spoa_rl_response_costs_rejected_total)" \
+	$((rej0 + 3)) "3 missing costs counted in spoa_rl_response_costs_rejected_total"
+expect_eq "$(metric "$MET_PORT" 'spoa_rl_response_units_charged_total{rule="llm-tokens"}')" \
+	$((5 * 300 + 999)) "units charged: 4 + 1 (globex) requests of 300, and 999"
+grep -q 'msg=response_cost_rejected rule=llm-tokens arg=cost' "$TMP/agent.log"
+ok $? "the rejected cost is logged"
+[ "$(grep -c 'msg=response_cost_rejected' "$TMP/agent.log")" -le 2 ]
+ok $? "logged at most once per 10 s per rule and worker (2 workers)"
+
+# ---- counting by status ----------------------------------------------------
+codes=""
+for i in 1 2 3 4 5; do
+	codes="$codes $(req --interface 127.0.0.12 "$URL/status/4xx")"
+done
+expect_eq "$codes" " 404 404 404 404 404" "404s are not counted by a 5xx rule"
+codes=""
+for i in 1 2; do
+	codes="$codes $(req --interface 127.0.0.12 "$URL/status/5xx")"
+done
+expect_eq "$codes" " 503 503" "two 503s from the application pass (and are counted)"
+expect_eq "$(req --interface 127.0.0.12 "$URL/")" 429 \
+	"the next request from that IP is 429 (2 5xx per minute)"
+grep -q '"violated-policies":\["errors-5xx"\]' "$TMP/b"
+ok $? "the problem names errors-5xx"
+expect_eq "$(req --interface 127.0.0.13 "$URL/")" 200 "another IP is not affected"
+
+! grep -q 'SPOE: \[rl-agent\].*st=[1-9]' "$TMP/haproxy.log"
+ok $? "no SPOE processing errors in the haproxy log"
+finish
