@@ -63,6 +63,8 @@ enum rule_plan {
 #define POLICY_NAME_MAX   64	/* rule and plan names */
 #define POLICY_MAX_STATUS 16	/* failure_status entries */
 #define POLICY_ADDR_MAX   128	/* metrics.listen, with its NUL */
+#define POLICY_TOKEN_MIN  16	/* admin token bytes */
+#define POLICY_TOKEN_MAX  256
 
 /* A plan (plans: { name: { rate, burst, quota } }). A field given as
  * "none" means "no limit of that kind for this plan": rules taking it
@@ -190,6 +192,9 @@ struct policy {
 	uint64_t          log_sample_thresh;	/* log_sample * 2^32: a decision
 					 * is logged when a 32-bit random
 					 * number is below it; 0 = off */
+	/* added for the admin API (issue 18) */
+	char              admin_listen[POLICY_ADDR_MAX];	/* "" = off */
+	char             *admin_token;	/* NULL = off; never logged */
 };
 
 /* One limit check for one request, built by policy_build_checks(). */
@@ -229,6 +234,7 @@ struct check {
 							 * and the shipped
 							 * timeout server (1m):
 							 * HAProxy closes first */
+#define POLICY_DEF_ADMIN_LISTEN  "127.0.0.1:9181"
 #define POLICY_DEF_PROCESSING    (100 * 1000)	/* the shipped timeout processing */
 #define POLICY_DEF_LOCAL_KEYS    100000
 #define POLICY_DEF_PLAN_CACHE    (30 * LIM_USEC_PER_SEC)
