@@ -123,7 +123,8 @@ FUZZ_BINS = $(patsubst tests/fuzz/%.c,$(BUILD)/fuzz/%,$(FUZZ_SRCS))
 FUZZ_LIB_SRCS = agent/spop.c agent/policy.c agent/policy_parse.c agent/yamlkw.c \
 	agent/keys.c \
 	agent/decide.c agent/util.c agent/log.c $(wildcard agent/lim_*.c) \
-	agent/httpd.c agent/metrics.c agent/results.c agent/store_url.c
+	agent/httpd.c agent/metrics.c agent/results.c agent/store_url.c \
+	agent/adminreq.c
 $(BUILD)/fuzz/%: tests/fuzz/%.c $(FUZZ_LIB_SRCS) $(wildcard agent/*.h)
 	@mkdir -p $(dir $@)
 	clang -std=c11 -D_GNU_SOURCE -g -O1 -fsanitize=fuzzer,address,undefined \
