@@ -12,21 +12,32 @@
 #include "adminreq.h"
 #include "keyop.h"
 #include "log.h"
+#include "topk.h"
+#include "toppool.h"
 #include "util.h"
 
 struct admin {
+	struct ev_loop *loop;
+	ev_timer       publish;
 	struct policy *p;
 	char          *url;		/* NULL: the policy's */
 	redisContext  *redis;		/* NULL until needed, or after an error */
 };
 
+static void publish_cb(struct ev_loop *loop, ev_timer *w, int revents);
+static redisContext **redis(struct admin *a, char *err);
+static void redis_drop(struct admin *a);
+
 struct admin *
-admin_new(struct policy *p, const char *url)
+admin_new(struct ev_loop *loop, struct policy *p, const char *url)
 {
 	struct admin *a = xcalloc(1, sizeof(*a));
 
+	a->loop = loop;
 	a->p = policy_ref(p);
 	a->url = url ? xstrdup(url) : NULL;
+	ev_timer_init(&a->publish, publish_cb, ADMIN_PUBLISH_S, ADMIN_PUBLISH_S);
+	ev_timer_start(loop, &a->publish);
 	return a;
 }
 
@@ -35,6 +46,7 @@ admin_free(struct admin *a)
 {
 	if (a == NULL)
 		return;
+	ev_timer_stop(a->loop, &a->publish);
 	policy_unref(a->p);
 	redisFree(a->redis);
 	free(a->url);
@@ -178,11 +190,67 @@ key_route(struct admin *a, const struct adminreq *q, int del,
 	return 200;
 }
 
-/* /admin/top: filled in by the top-keys step. */
-static int
-admin_top(const struct policy *p, const struct adminreq *q, struct jsonw *w)
+/* Publishes this agent's top list of each rule that denied lately. */
+static void
+publish_cb(struct ev_loop *loop, ev_timer *w, int revents)
 {
-	return error_body(w, 501, "not implemented yet");
+	struct admin *a = container_of(w, struct admin, publish);
+	struct topk_merge m;
+	char err[KEYOP_ERR_MAX];
+	int failed = 0;
+
+	for (int i = 0; i < a->p->nrules && !failed; i++) {
+		memset(&m, 0, sizeof(m));
+		topk_collect(a->p->rules[i].metrics_slot, util_now_us(), &m);
+		topk_merge_finish(&m);
+		if (m.total > 0)
+			failed = redis(a, err) == NULL ||
+			         toppool_publish(a->redis, a->p->rules[i].name, &m,
+			                         util_wall_us() / 1000) == -1;
+		topk_merge_free(&m);
+	}
+	if (failed) {
+		redis_drop(a);
+		log_warn("admin_top_publish_failed", "retry_in=%.0fs",
+		         ADMIN_BACKOFF_S);
+	}
+	ev_timer_set(w, failed ? ADMIN_BACKOFF_S : ADMIN_PUBLISH_S,
+	             ADMIN_PUBLISH_S);
+	ev_timer_again(loop, w);
+}
+
+/* GET /admin/top?rule=NAME[&n=N]: the pool's most denied keys. */
+static int
+admin_top(struct admin *a, const struct adminreq *q, struct jsonw *w)
+{
+	const struct adminreq_param *rule = adminreq_get(q, "rule"), *np;
+	struct topk_merge m = { 0 };
+	char err[KEYOP_ERR_MAX], *end;
+	long n = 20;
+	int agents, known = 0;
+
+	np = adminreq_get(q, "n");
+	if (rule == NULL || q->nparams != 1 + (np != NULL))
+		return error_body(w, 400, "want ?rule=NAME[&n=N]");
+	if (np != NULL && ((n = strtol(np->value, &end, 10)) < 1 || n > 1000 ||
+	                   *end != '\0'))
+		return error_body(w, 400, "n must be 1 to 1000");
+	for (int i = 0; i < a->p->nrules; i++)
+		known |= strcmp(a->p->rules[i].name, rule->value) == 0;
+	if (!known)
+		return error_body(w, 404, "unknown rule");
+	if (redis(a, err) == NULL ||
+	    (agents = toppool_read(a->redis, rule->value, util_wall_us() / 1000,
+	                           &m)) < 0) {
+		redis_drop(a);
+		topk_merge_free(&m);
+		audit("top", rule->value, NULL, 0, "redis_error", 503);
+		return error_body(w, 503, "redis: cannot read the top lists");
+	}
+	toppool_json(w, rule->value, &m, agents, (int)n);
+	topk_merge_free(&m);
+	audit("top", rule->value, NULL, 0, "shown", 200);
+	return 200;
 }
 
 static int
@@ -208,7 +276,7 @@ dispatch(struct admin *a, const struct httpd_req *rq, struct jsonw *w)
 		status = error_body(w, 405, "method not allowed: GET, or "
 		                    "DELETE on a key");
 	} else if (q->route == ADMINREQ_TOP) {
-		status = admin_top(a->p, q, w);
+		status = admin_top(a, q, w);
 	} else {
 		status = key_route(a, q, del, w);
 	}

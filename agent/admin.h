@@ -22,6 +22,8 @@
 
 #include <stddef.h>
 
+#include <ev.h>
+
 #include "httpd.h"
 #include "policy.h"
 
@@ -30,8 +32,13 @@
 struct admin;
 
 /* An API over <p> (a reference is taken) and Redis at <url> (NULL: the
- * policy's redis.url). */
-struct admin *admin_new(struct policy *p, const char *url);
+ * policy's redis.url). On <loop> it publishes, every ADMIN_PUBLISH_S,
+ * this agent's top denied keys of each rule that denied in the last
+ * minute (toppool.h); after a Redis failure it waits ADMIN_BACKOFF_S. */
+#define ADMIN_PUBLISH_S 1.0
+#define ADMIN_BACKOFF_S 10.0
+struct admin *admin_new(struct ev_loop *loop, struct policy *p,
+                        const char *url);
 void admin_free(struct admin *a);
 
 /* A reload: rules and token from <p> from now on. */

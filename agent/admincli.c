@@ -12,6 +12,8 @@
 #include "keyop.h"
 #include "log.h"
 #include "policy.h"
+#include "toppool.h"
+#include "util.h"
 
 #define CLI_TIMEOUT_US 2000000
 #define CLI_DEF_POLICY "/etc/spoa-ratelimit/policy.yaml"
@@ -156,11 +158,46 @@ key_cmd(struct cli *o, struct policy *p, int argc, char **argv)
 	return 0;
 }
 
-/* top: filled in by the top-keys step. */
 static int
 topcli(struct cli *o, struct policy *p, int argc, char **argv)
 {
-	return usage("top: not implemented yet");
+	struct topk_merge m = { 0 };
+	struct jsonw w = { 0 };
+	char err[KEYOP_ERR_MAX];
+	redisContext *c;
+	int agents, known = 0;
+
+	if (argc != 1)
+		return usage("top: which rule?");
+	for (int i = 0; i < p->nrules; i++)
+		known |= strcmp(p->rules[i].name, argv[0]) == 0;
+	if (!known) {
+		fprintf(stderr, "spoa-ratelimit: unknown rule '%.64s'\n", argv[0]);
+		return 2;
+	}
+	if ((c = keyop_connect(p, o->url, CLI_TIMEOUT_US, err)) == NULL) {
+		fprintf(stderr, "spoa-ratelimit: %s\n", err);
+		return 1;
+	}
+	agents = toppool_read(c, argv[0], util_wall_us() / 1000, &m);
+	redisFree(c);
+	if (agents < 0) {
+		fprintf(stderr, "spoa-ratelimit: redis: cannot read the top lists\n");
+		return 1;
+	}
+	if (o->json) {
+		toppool_json(&w, argv[0], &m, agents, o->n);
+		printf("%s\n", w.buf);
+		free(w.buf);
+	} else {
+		printf("rule %s: %lld denied in the last minute, %d agents\n",
+		       argv[0], (long long)m.total, agents);
+		for (int i = 0; i < m.n && i < o->n; i++)
+			printf("%10lld  %.*s\n", (long long)m.v[i].count,
+			       (int)m.v[i].len, m.v[i].key);
+	}
+	topk_merge_free(&m);
+	return 0;
 }
 
 int

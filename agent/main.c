@@ -375,7 +375,7 @@ admin_start(struct policy *p)
 
 	if (p->admin_token == NULL)
 		return 0;
-	admin = admin_new(p, opts.redis_url);
+	admin = admin_new(main_loop, p, opts.redis_url);
 	if (h == NULL || strcmp(httpd_addr, p->admin_listen) != 0) {
 		h = admin_httpd = httpd_new(main_loop, p->admin_listen, healthy,
 		                            NULL, &err);
