@@ -19,6 +19,13 @@ rules:
   - { name: login, message: rl-request, key: "u:{user}", rate: 2/h, burst: 2, missing: skip }
   - { name: guard, message: rl-guard, key: "g:{user}", rate: 5/h, burst: 5 }
   - { name: top, message: rl-top, key: "t:{user}", rate: 1/h, burst: 1 }
+  - { name: a-gcra, message: rl-a-gcra, key: "k:{k}", algorithm: gcra, rate: 10/h, burst: 10 }
+  - { name: a-token-bucket, message: rl-a-token-bucket, key: "k:{k}", algorithm: token-bucket, rate: 10/h, burst: 10 }
+  - { name: a-leaky-bucket, message: rl-a-leaky-bucket, key: "k:{k}", algorithm: leaky-bucket, rate: 10/h, burst: 10 }
+  - { name: a-fixed-window, message: rl-a-fixed-window, key: "k:{k}", algorithm: fixed-window, limit: 10, window: 1h }
+  - { name: a-sliding-window, message: rl-a-sliding-window, key: "k:{k}", algorithm: sliding-window, limit: 10, window: 1h }
+  - { name: a-sliding-log, message: rl-a-sliding-log, key: "k:{k}", algorithm: sliding-log, limit: 10, window: 1h }
+  - { name: a-concurrency, message: rl-a-concurrency, key: "k:{k}", algorithm: concurrency, limit: 10, lease: 10m, id: "{id}", release: rl-a-done }
   - { name: quota, message: rl-request, key: "q:{tenant}:{ip}", algorithm: fixed-window, limit: 5, window: 1h, missing: skip }
 YAML
 	[ -n "${2:-}" ] && echo "admin: { listen: \"127.0.0.1:$2\", token_file: \"$TMP/token\" }"
@@ -50,13 +57,16 @@ printf 'admin: { token_file: "%s" }\nrules: []\n' "$TMP/short" >"$TMP/short.yaml
 ok $? "no admin: block, no admin listener"
 
 # ---- the CLI -------------------------------------------------------------
-"$CLIENT" -a "127.0.0.1:$A1" -n 2 rl-request user=s:alice >/dev/null
+"$CLIENT" -a "127.0.0.1:$A1" -n 3 rl-request user=s:alice >"$TMP/alice"
 KEY show -f "$TMP/p1.yaml" login user=alice >"$TMP/show" 2>&1
 expect_eq "$(sed -n 's/^remaining: *\([0-9]*\).*/\1/p' "$TMP/show")" 0 \
 	"key show: after 2 of 2, remaining 0"
 grep -q '^key: *rl:{login:u:alice}$' "$TMP/show"; ok $? "key show prints the key the agent charges"
 grep -q '^algorithm: *gcra$' "$TMP/show"; ok $? "key show prints the algorithm"
-grep -q '^retry_after: *[1-9]' "$TMP/show"; ok $? "key show: retry_after > 0 when denied"
+ra=$(field retry_after <"$TMP/alice" | tail -n 1)
+sra=$(sed -n 's/^retry_after: *\([0-9]*\)\..*/\1/p' "$TMP/show")
+[ -n "$ra" ] && [ "$sra" -ge $((ra - 2)) ] && [ "$sra" -le "$ra" ]
+ok $? "key show: retry_after ${sra}s, as the agent's denial said (${ra}s, rounded up)"
 grep -q 'raw: *type=string pttl_ms=[0-9]' "$TMP/show"; ok $? "key show prints the raw Redis state"
 KEY show --json -f "$TMP/p1.yaml" login user=alice >"$TMP/show.json"
 python3 -c 'import json,sys; d=json.load(open(sys.argv[1])); assert d["rule"]=="login" and d["remaining"]==0 and d["allowed"] is False and d["raw"]["type"]=="string", d' "$TMP/show.json"
@@ -65,6 +75,17 @@ ok $? "key show --json is JSON with the same numbers"
 KEY show --json -f "$TMP/p1.yaml" quota tenant=acme ip=10.1.2.3 >"$TMP/fw.json"
 python3 -c 'import json,sys; d=json.load(open(sys.argv[1])); assert d["algorithm"]=="fixed-window" and d["limit"]==5 and d["remaining"]==3, d' "$TMP/fw.json"
 ok $? "fixed window: show says 3 of 5 left after 2 (an IP given as text keys as HAProxy's address)"
+# every algorithm: after 3 requests, show's remaining is what the agent's
+# own answer to the third said was left
+for alg in gcra token-bucket leaky-bucket fixed-window sliding-window sliding-log concurrency; do
+	for id in a b c; do
+		"$CLIENT" -a "127.0.0.1:$A1" "rl-a-$alg" k=s:x "id=s:$id"
+	done >"$TMP/alg.$alg"
+	want=$(field remaining <"$TMP/alg.$alg" | tail -n 1)
+	KEY show --json -f "$TMP/p1.yaml" "a-$alg" k=x >"$TMP/alg.json"
+	got=$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["remaining"])' "$TMP/alg.json")
+	expect_eq "$got" "$want" "$alg: key show says $want left, as the agent's last answer did"
+done
 KEY reset -f "$TMP/p1.yaml" login user=alice >"$TMP/reset"; rc_=$?
 expect_eq "$rc_:$(cat "$TMP/reset")" "0:login rl:{login:u:alice}: reset" "key reset deletes the key"
 expect_eq "$("$CLIENT" -a "127.0.0.1:$A1" rl-request user=s:alice | field status)" 0 \
