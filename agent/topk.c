@@ -10,14 +10,23 @@
 #include "topk.h"
 #include "util.h"
 
+/* Eight bytes at a time: a 200-byte key is hashed in 25 steps. Only
+ * told apart here, compared whole on a match. */
 static uint64_t
 hash(const char *s, size_t n)
 {
-	uint64_t h = 1469598103934665603ULL;
+	uint64_t h = 0x9e3779b97f4a7c15ULL ^ n, v;
+	size_t i = 0;
 
-	for (size_t i = 0; i < n; i++)
-		h = (h ^ (unsigned char)s[i]) * 1099511628211ULL;
-	return h;
+	for (; i + 8 <= n; i += 8) {
+		memcpy(&v, s + i, 8);
+		h = (h ^ v) * 0xff51afd7ed558ccdULL;
+		h ^= h >> 32;
+	}
+	v = 0;
+	memcpy(&v, s + i, n - i);
+	h = (h ^ v) * 0xc4ceb9fe1a85ec53ULL;
+	return h ^ (h >> 29);
 }
 
 /* The slot of <epoch>, emptied if it held an older one. */
