@@ -5,13 +5,16 @@
  * after. Checks: an accepted target gives NUL-terminated parameters of
  * the stated lengths inside the request's buffer, with no control byte,
  * no two with one name; the JSON of every value is valid enough that it
- * starts and ends with a quote and holds no raw control byte.
+ * starts and ends with a quote and holds no raw control byte. The same
+ * bytes as a request head: httpd_header() finds the Authorization value
+ * inside them, without a line end or surrounding blanks.
  */
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "adminreq.h"
+#include "httpd.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
@@ -50,7 +53,15 @@ LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
 	static struct adminreq rq;
 	const char *err = NULL;
+	const char *head = (const char *)data, *v;
+	size_t vlen;
 	int rc = adminreq_parse((const char *)data, size, &rq, &err);
+
+	v = httpd_header(head, size, "Authorization", &vlen);
+	if (v != NULL && (v < head || v + vlen > head + size ||
+	                  memchr(v, '\n', vlen) != NULL ||
+	                  (vlen > 0 && (v[0] == ' ' || v[vlen - 1] == ' '))))
+		abort();
 
 	if (rc != 0) {
 		if ((rc != 400 && rc != 404) || err == NULL)

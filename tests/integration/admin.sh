@@ -36,6 +36,7 @@ AM2=$(port 10)
 pool_policy "$A2" "$AM2" >"$TMP/p2.yaml"
 pool_policy "$A3" >"$TMP/p3.yaml"
 AGENT_LOG="$TMP/agent1.log" agent_up "$TMP/p1.yaml"
+A1_PID=$AGENT_PID
 AGENT_LOG="$TMP/agent2.log" agent_up "$TMP/p2.yaml"
 AGENT_LOG="$TMP/agent3.log" agent_up "$TMP/p3.yaml"
 until_ok 50 listening "127.0.0.1:$AM"; ok $? "the admin API listens on admin.listen"
@@ -202,10 +203,19 @@ expect_eq "$(code -H "$AUTH" "$U/admin/top?rule=top&n=0")" 400 "n=0: 400"
 ! curl -s --max-time 2 "http://127.0.0.1:$AM/metrics" | grep -q flood
 ok $? "keys never become metric labels"
 
+# ---- a reload reads the token again ------------------------------------
+NEW="rotated-token-$(date +%s)-ghijkl"
+printf '%s\n' "$NEW" >"$TMP/token"
+kill -HUP "$A1_PID"
+reloaded() { grep -q 'msg=reloaded' "$TMP/agent1.log"; }
+until_ok 50 reloaded; ok $? "SIGHUP reloads the policy"
+expect_eq "$(code -H "$AUTH" "$U/admin/top?rule=top")" 401 "after a reload the old token is refused"
+expect_eq "$(code -H "Authorization: Bearer $NEW" "$U/admin/top?rule=top")" 200 "... and the new one taken"
+
 # ---- the audit log and the token ----------------------------------------------
 grep -q 'msg=admin action=key_reset rule=guard key="rl:{guard:g:carol}" result=deleted status=200' "$TMP/agent1.log"
 ok $? "the reset is logged at info: action, rule, key, result"
 grep -q 'msg=admin action=auth .*result=unauthorized status=401' "$TMP/agent1.log"
 ok $? "a refused token is logged"
-! grep -rqF "$TOKEN" "$TMP"/agent*.log; ok $? "the token appears in no log line"
+! grep -rqF -e "$TOKEN" -e "$NEW" "$TMP"/agent*.log; ok $? "no token appears in any log line"
 finish
