@@ -54,6 +54,7 @@ struct hconn {
 	size_t        inlen;
 	char          in[HTTPD_MAX_HEAD];
 	char         *out;		/* response; NULL while reading */
+	const char   *allow;		/* a 405's Allow; NULL: GET, HEAD */
 	size_t        outlen;
 	size_t        outoff;
 };
@@ -361,14 +362,16 @@ static void
 respond(struct hconn *c, int status, const char *ctype, const char *body,
         size_t blen, int head_only)
 {
-	char head[512];
+	char head[512], allow[64];
 	int n;
 
+	snprintf(allow, sizeof(allow), "Allow: %s\r\n",
+	         c->allow ? c->allow : "GET, HEAD");
 	n = snprintf(head, sizeof(head), "HTTP/1.1 %d %s\r\n"
 	             "Content-Type: %s\r\nContent-Length: %zu\r\n"
 	             "Cache-Control: no-store\r\n%sConnection: close\r\n\r\n",
 	             status, reason(status), ctype, blen,
-	             status == 405 ? "Allow: GET, HEAD\r\n" :
+	             status == 405 ? allow :
 	             status == 401 ? "WWW-Authenticate: Bearer\r\n" : "");
 	if (head_only)
 		blen = 0;
@@ -472,6 +475,7 @@ route_handler(struct hconn *c, const char *meth, size_t mlen,
 	rq.head = (const char *)memchr(path, '\n', (size_t)(hend - path)) + 1;
 	rq.hlen = (size_t)(hend - rq.head);
 	status = c->h->handler(c->h->harg, &rq, &body, &blen, &ctype);
+	c->allow = "GET, DELETE";
 	respond(c, status, ctype, body ? body : "", blen, 0);
 	free(body);
 }

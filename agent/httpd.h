@@ -8,9 +8,12 @@
  *
  * (HEAD too), 404 for other paths, 405 for other methods, 400 for a
  * request head that is malformed or over HTTPD_MAX_HEAD bytes, one request
- * per connection (Connection: close). It is not a general HTTP server: no
- * keep-alive, no bodies, no chunking, no TLS, no authentication. Bind it
- * to loopback or a management network.
+ * per connection (Connection: close). A handler may take every request
+ * under one path prefix (httpd_set_handler(): the admin API, admin.h),
+ * any method, with the request head to read its headers; authentication
+ * is the handler's. It is not a general HTTP server: no keep-alive, no
+ * bodies, no chunking, no TLS. Bind it to loopback or a management
+ * network.
  *
  * Bounded: at most HTTPD_MAX_CONNS connections, each of which must
  * complete its exchange within the timeout (HTTPD_TIMEOUT seconds by

@@ -119,6 +119,8 @@ expect_eq "$(code -H "$AUTH" "$U/admin/keys/login?user=%zz")" 400 "bad percent-e
 python3 -c 'import json,sys; d=json.load(open(sys.argv[1])); assert "percent" in d["error"], d' "$TMP/body"
 ok $? "... with a clear error line"
 expect_eq "$(code -H "$AUTH" -X POST "$U/admin/keys/login?user=a")" 405 "POST: 405"
+curl -s -D - -o /dev/null --max-time 5 -H "$AUTH" -X POST "$U/admin/keys/login?user=a" | grep -qi '^Allow: GET, DELETE'
+ok $? "... with Allow: GET, DELETE"
 expect_eq "$(code -H "$AUTH" "$U/admin/keys/login?user=$(head -c 5000 /dev/zero | tr '\0' a)")" 400 "a huge target: 400"
 expect_eq "$(code "$U/metrics")" 200 "the admin listener also answers /metrics"
 expect_eq "$("$CLIENT" -a "127.0.0.1:$A1" rl-request user=s:bob | field status)" 0 \
