@@ -20,6 +20,8 @@
 
 #include <ev.h>
 
+#include "admin.h"
+#include "admincli.h"
 #include "httpd.h"
 #include "log.h"
 #include "metrics.h"
@@ -56,6 +58,8 @@ static struct opts     opts;
 static struct ev_loop *main_loop;
 static struct httpd   *httpd;	/* NULL: no metrics server */
 static char            httpd_addr[POLICY_ADDR_MAX];	/* where it listens */
+static struct admin   *admin;	/* NULL: no admin API */
+static struct httpd   *admin_httpd;	/* its own listener, or NULL */
 
 /* --help: GNU style, on stdout, exit 0. */
 static void
@@ -80,6 +84,9 @@ help(void)
 "\n"
 "Signals: SIGHUP reloads the policy (a bad file is refused and the old one\n"
 "kept); SIGTERM and SIGINT answer what is in flight, then exit.\n"
+"\n"
+"Operators: spoa-ratelimit key show|reset ..., spoa-ratelimit top ...\n"
+"(see the man page, ADMINISTRATION).\n"
 "\n"
 "Exit status: 0 on a normal stop or a valid -c check, 1 when the policy\n"
 "is invalid or startup fails, 2 on a usage error.\n"
@@ -355,6 +362,33 @@ warn_restart_only(const struct policy *p)
 	restart_only("redis.password",
 	             str_differs(b->redis_password, p->redis_password));
 	restart_only("local.max_keys", b->local_max_keys != p->local_max_keys);
+	restart_only("admin.listen", strcmp(b->admin_listen, p->admin_listen));
+}
+
+/* The admin API, when the policy has a token: on the metrics listener
+ * when admin.listen is that address, else on a listener of its own. Its
+ * address holds until a restart. Returns 0, or -1 logged. */
+static int
+admin_start(struct policy *p)
+{
+	char *err = NULL;
+	struct httpd *h = httpd;
+
+	if (p->admin_token == NULL)
+		return 0;
+	admin = admin_new(main_loop, p, opts.redis_url);
+	if (h == NULL || strcmp(httpd_addr, p->admin_listen) != 0) {
+		h = admin_httpd = httpd_new(main_loop, p->admin_listen, healthy,
+		                            NULL, &err);
+		if (h == NULL) {
+			log_error("startup_failed", "error=\"admin: %s\"", err);
+			free(err);
+			return -1;
+		}
+	}
+	httpd_set_handler(h, "/admin/", admin_handle, admin);
+	log_info("admin_listening", "addr=%s", p->admin_listen);
+	return 0;
 }
 
 static void
@@ -369,6 +403,8 @@ sighup_cb(struct ev_loop *loop, ev_signal *w, int revents)
 	}
 	publish_rule_names(p);
 	warn_restart_only(p);
+	if (admin != NULL)
+		admin_set_policy(admin, p);
 	server_reload(server, p);
 	metrics_bind(metrics_addr(p));
 	log_info("reloaded", "path=%s rules=%d", opts.path, p->nrules);
@@ -394,6 +430,8 @@ main(int argc, char **argv)
 
 	if (argc > 1 && strcmp(argv[1], "override") == 0)
 		return ovcli_main(argc - 1, argv + 1);
+	if (argc > 1 && admincli_is(argv[1]))
+		return admincli_main(argc, argv);
 	parse_args(argc, argv);
 	if ((p = load(1)) == NULL)
 		return 1;
@@ -433,6 +471,13 @@ main(int argc, char **argv)
 		ev_loop_destroy(loop);
 		return 1;
 	}
+	if (admin_start(p) == -1) {
+		server_stop(server);
+		metrics_bind(NULL);
+		policy_unref(p);
+		ev_loop_destroy(loop);
+		return 1;
+	}
 	booted = p;			/* its reference, until exit */
 	ev_signal_init(&shup, sighup_cb, SIGHUP);
 	ev_signal_init(&sterm, sigterm_cb, SIGTERM);
@@ -444,7 +489,9 @@ main(int argc, char **argv)
 	log_info("started", "version=%s workers=%d", VERSION, nworkers);
 	ev_run(loop, 0);
 	server_stop(server);
+	httpd_free(admin_httpd);
 	metrics_bind(NULL);
+	admin_free(admin);
 	policy_unref(booted);
 	ev_loop_destroy(loop);
 	log_info("stopped", NULL);

@@ -17,6 +17,9 @@ struct nc_entry {
 	int64_t  hold_us;		/* the entry ends; 0 = empty */
 };
 
+/* docs/OPERATING.md promises a reset is seen by the pool within 1 s */
+_Static_assert(NEARCACHE_HOLD_US < 1000000, "a held denial outlives a reset");
+
 struct nearcache {
 	struct nc_entry e[NEARCACHE_SETS][NEARCACHE_WAYS];
 };

@@ -1,6 +1,6 @@
 /*
  * Near-cache: keys Redis has just denied, answered locally for a moment
- * (until they can pass again, 2 s at most), so a flood on a denied key
+ * (until they can pass again, 0.5 s at most), so a flood on a denied key
  * costs Redis next to nothing.
  *
  * Exact, not a guess: for gcra, token-bucket, leaky-bucket (meter) and
@@ -33,11 +33,13 @@
 #define NEARCACHE_SETS 4096
 #define NEARCACHE_WAYS 4
 
-/* The longest a denial is answered locally (2 s): how late a reset in
- * Redis is seen. A flood on a denied key then costs Redis one call per
- * worker per 2 s, 0.01 per denied request from 50 requests a second on a
- * worker, which is where a flood starts to matter. */
-#define NEARCACHE_HOLD_US 2000000LL
+/* The longest a denial is answered locally (0.5 s): how late a reset in
+ * Redis (`spoa-ratelimit key reset`, a DEL) is seen by every agent of a
+ * pool, under the 1 s the admin API promises (docs/OPERATING.md). A flood
+ * on a denied key then costs Redis one call per worker per 0.5 s, 0.04
+ * per denied request from 50 requests a second on a worker, which is
+ * where a flood starts to matter. */
+#define NEARCACHE_HOLD_US 500000LL
 
 struct nearcache;
 

@@ -30,6 +30,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -53,6 +54,7 @@ struct hconn {
 	size_t        inlen;
 	char          in[HTTPD_MAX_HEAD];
 	char         *out;		/* response; NULL while reading */
+	const char   *allow;		/* a 405's Allow; NULL: GET, HEAD */
 	size_t        outlen;
 	size_t        outoff;
 };
@@ -68,6 +70,9 @@ struct httpd {
 	double          timeout;
 	int             nconns;
 	struct hconn   *conns[HTTPD_MAX_CONNS];
+	const char     *prefix;		/* httpd_set_handler() */
+	httpd_handler  *handler;
+	void           *harg;
 };
 
 static void accept_cb(struct ev_loop *loop, ev_io *w, int revents);
@@ -344,7 +349,10 @@ reason(int status)
 	case 200: return "OK";
 	case 400: return "Bad Request";
 	case 404: return "Not Found";
+	case 401: return "Unauthorized";
+	case 403: return "Forbidden";
 	case 405: return "Method Not Allowed";
+	case 500: return "Internal Server Error";
 	default:  return "Service Unavailable";
 	}
 }
@@ -354,14 +362,17 @@ static void
 respond(struct hconn *c, int status, const char *ctype, const char *body,
         size_t blen, int head_only)
 {
-	char head[512];
+	char head[512], allow[64];
 	int n;
 
+	snprintf(allow, sizeof(allow), "Allow: %s\r\n",
+	         c->allow ? c->allow : "GET, HEAD");
 	n = snprintf(head, sizeof(head), "HTTP/1.1 %d %s\r\n"
 	             "Content-Type: %s\r\nContent-Length: %zu\r\n"
 	             "Cache-Control: no-store\r\n%sConnection: close\r\n\r\n",
 	             status, reason(status), ctype, blen,
-	             status == 405 ? "Allow: GET, HEAD\r\n" : "");
+	             status == 405 ? allow :
+	             status == 401 ? "WWW-Authenticate: Bearer\r\n" : "");
 	if (head_only)
 		blen = 0;
 	c->out = xmalloc((size_t)n + blen);
@@ -414,16 +425,77 @@ is(const char *s, size_t len, const char *lit)
 	return len == strlen(lit) && memcmp(s, lit, len) == 0;
 }
 
+void
+httpd_set_handler(struct httpd *h, const char *prefix, httpd_handler *fn,
+                  void *arg)
+{
+	h->prefix = prefix;
+	h->handler = fn;
+	h->harg = arg;
+}
+
+const char *
+httpd_header(const char *head, size_t len, const char *name, size_t *vlen)
+{
+	size_t nl = strlen(name);
+	const char *p = head, *end = head + len, *eol, *v;
+
+	for (; p < end; p = eol + 1) {
+		eol = memchr(p, '\n', (size_t)(end - p));
+		if (eol == NULL)
+			eol = end;
+		if ((size_t)(eol - p) <= nl || p[nl] != ':' ||
+		    strncasecmp(p, name, nl) != 0)
+			continue;
+		v = p + nl + 1;
+		while (v < eol && (*v == ' ' || *v == '\t'))
+			v++;
+		*vlen = (size_t)(eol - v);
+		while (*vlen > 0 && (v[*vlen - 1] == '\r' ||
+		                     v[*vlen - 1] == ' ' || v[*vlen - 1] == '\t'))
+			(*vlen)--;
+		return v;
+	}
+	return NULL;
+}
+
+/* Hands a request under the handler's prefix to it. */
+static void
+route_handler(struct hconn *c, const char *meth, size_t mlen,
+              const char *path, const char *hend)
+{
+	struct httpd_req rq = { .meth = meth, .mlen = mlen, .target = path };
+	const char *ctype = "application/json";
+	char *body = NULL;
+	size_t blen = 0;
+	int status;
+
+	rq.tlen = (size_t)((const char *)memchr(path, ' ',
+	                   (size_t)(hend - path)) - path);
+	rq.head = (const char *)memchr(path, '\n', (size_t)(hend - path)) + 1;
+	rq.hlen = (size_t)(hend - rq.head);
+	status = c->h->handler(c->h->harg, &rq, &body, &blen, &ctype);
+	c->allow = "GET, DELETE";
+	respond(c, status, ctype, body ? body : "", blen, 0);
+	free(body);
+}
+
 /* Routes a complete, valid request line. */
 static void
 route(struct hconn *c, const char *meth, size_t mlen, const char *path,
-      size_t plen)
+      size_t plen, const char *hend)
 {
 	int head = is(meth, mlen, "HEAD");
 	int known = is(path, plen, "/metrics") || is(path, plen, "/healthz");
 	char *text;
 	size_t len;
 
+	if (c->h->handler != NULL &&
+	    plen >= strlen(c->h->prefix) &&
+	    memcmp(path, c->h->prefix, strlen(c->h->prefix)) == 0) {
+		route_handler(c, meth, mlen, path, hend);
+		return;
+	}
 	if (!known) {
 		respond_text(c, 404, "not found: try /metrics or /healthz\n",
 		             head);
@@ -466,16 +538,19 @@ examine(struct hconn *c)
 		return 1;
 	}
 	/* Wait for the end of the head so closing does not reset it. */
+	/* hend: past the last header line's end */
 	hend = memmem(c->in, c->inlen, "\r\n\r\n", 4);
-	if (hend == NULL)
-		hend = memmem(c->in, c->inlen, "\n\n", 2);
+	if (hend != NULL)
+		hend += 2;
+	else if ((hend = memmem(c->in, c->inlen, "\n\n", 2)) != NULL)
+		hend += 1;
 	if (hend == NULL) {
 		if (c->inlen < HTTPD_MAX_HEAD)
 			return 0;
 		respond_text(c, 400, "request head too large\n", 0);
 		return 1;
 	}
-	route(c, meth, mlen, path, plen);
+	route(c, meth, mlen, path, plen, hend);
 	if (log_level >= LOG_DEBUG)
 		log_request(c, meth, mlen, path, plen);
 	return 1;

@@ -8,9 +8,12 @@
  *
  * (HEAD too), 404 for other paths, 405 for other methods, 400 for a
  * request head that is malformed or over HTTPD_MAX_HEAD bytes, one request
- * per connection (Connection: close). It is not a general HTTP server: no
- * keep-alive, no bodies, no chunking, no TLS, no authentication. Bind it
- * to loopback or a management network.
+ * per connection (Connection: close). A handler may take every request
+ * under one path prefix (httpd_set_handler(): the admin API, admin.h),
+ * any method, with the request head to read its headers; authentication
+ * is the handler's. It is not a general HTTP server: no keep-alive, no
+ * bodies, no chunking, no TLS. Bind it to loopback or a management
+ * network.
  *
  * Bounded: at most HTTPD_MAX_CONNS connections, each of which must
  * complete its exchange within the timeout (HTTPD_TIMEOUT seconds by
@@ -51,6 +54,28 @@ int httpd_port(const struct httpd *h);
 /* Replaces the per-connection timeout (seconds, > 0) for connections
  * accepted from now on. For tests and tuning. */
 void httpd_set_timeout(struct httpd *h, double seconds);
+
+/* A request handed to a handler (httpd_set_handler()): slices of the
+ * connection's buffer, valid during the call. */
+struct httpd_req {
+	const char *meth, *target, *head;	/* target: path and query */
+	size_t      mlen, tlen, hlen;	/* head: the header lines */
+};
+
+/* Answers <rq>: returns the status and sets <*body> (malloc'ed, taken
+ * over by httpd) and <*ctype>. Runs on the loop's thread. */
+typedef int httpd_handler(void *arg, const struct httpd_req *rq,
+                          char **body, size_t *blen, const char **ctype);
+
+/* Routes every request whose path starts with <prefix> (static text) to
+ * <fn>, any method. One handler per httpd; NULL <fn> removes it. */
+void httpd_set_handler(struct httpd *h, const char *prefix,
+                       httpd_handler *fn, void *arg);
+
+/* The value of header <name> (case-insensitive) in <head,len>, without
+ * surrounding blanks, or NULL; <*vlen> gets its length. */
+const char *httpd_header(const char *head, size_t len, const char *name,
+                         size_t *vlen);
 
 /* Checks "METHOD SP /target SP HTTP/1.x" in <line,len> (no line end):
  * an upper-case method of at most 16 bytes, an origin-form target with no

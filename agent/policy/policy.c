@@ -121,6 +121,9 @@ policy__free(struct policy *p)
 	free(p->redis_url);
 	free(p->redis_username);
 	free(p->redis_password);
+	if (p->admin_token != NULL)
+		explicit_bzero(p->admin_token, strlen(p->admin_token));
+	free(p->admin_token);
 	free(p);
 }
 

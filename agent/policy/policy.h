@@ -69,6 +69,8 @@ enum rule_plan {
 #define POLICY_STATUS_MAX 600	/* statuses 0..599 in rule->status_bits */
 #define POLICY_RESPONSE_MSG "rl-response"	/* result_message of count:
 					 * response by default */
+#define POLICY_TOKEN_MIN  16	/* admin token bytes */
+#define POLICY_TOKEN_MAX  256
 
 /* A plan (plans: { name: { rate, burst, quota } }). A field given as
  * "none" means "no limit of that kind for this plan": rules taking it
@@ -215,6 +217,9 @@ struct policy {
 	bool              overrides;	/* poll the runtime overrides
 					 * (ovcache.h); default true; read at
 					 * start only */
+	/* added for the admin API (issue 18) */
+	char              admin_listen[POLICY_ADDR_MAX];	/* "" = off */
+	char             *admin_token;	/* NULL = off; never logged */
 };
 
 /* One limit check for one request, built by policy_build_checks(). */
@@ -254,6 +259,7 @@ struct check {
 							 * and the shipped
 							 * timeout server (1m):
 							 * HAProxy closes first */
+#define POLICY_DEF_ADMIN_LISTEN  "127.0.0.1:9181"
 #define POLICY_DEF_PROCESSING    (100 * 1000)	/* the shipped timeout processing */
 #define POLICY_DEF_LOCAL_KEYS    100000
 #define POLICY_DEF_PLAN_CACHE    (30 * LIM_USEC_PER_SEC)

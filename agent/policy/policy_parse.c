@@ -101,7 +101,8 @@ static const struct kw local_kw[] = {
 enum top_kw {
 	TK_LISTEN = 0, TK_WORKERS, TK_REDIS, TK_POOL, TK_MAXCONNS, TK_IDLE,
 	TK_HEADERS, TK_SHADOW, TK_LOCAL, TK_PLANS, TK_TENANTS, TK_LOOKUP,
-	TK_RULES, TK_METRICS, TK_LOG, TK_PROCESSING, TK_ALLOW, TK_OVERRIDES, TK_COUNT
+	TK_RULES, TK_METRICS, TK_LOG, TK_PROCESSING, TK_ALLOW, TK_OVERRIDES,
+	TK_ADMIN, TK_COUNT
 };
 
 static const struct kw top_kw[TK_COUNT] = {
@@ -141,6 +142,8 @@ static const struct kw top_kw[TK_COUNT] = {
 	  "name: [address ranges] for rules' allow:" },
 	[TK_OVERRIDES] = { "overrides", KW_BOOL, FIELD(struct policy, overrides), 0, 0,
 	  NULL, NULL, 0, "poll Redis for runtime overrides (true; at restart)" },
+	[TK_ADMIN] = { "admin", KW_NODE, 0, 0, 0, 0, NULL, NULL, 0,
+	  "{ listen, token_file | token_env }: the admin API (off)" },
 };
 
 struct metrics_src {
@@ -426,6 +429,100 @@ parse_metrics(struct ctx *c, yaml_node_t *n)
 		         src.listen);
 	}
 	free(src.listen);
+}
+
+/* ---- admin: the operator's API (admin.h) --------------------------------- */
+
+struct admin_src {
+	char    *listen;
+	char    *token_file;
+	char    *token_env;
+};
+
+enum admin_kw { AK_LISTEN = 0, AK_FILE, AK_ENV, AK_COUNT };
+
+static const struct kw admin_kw[AK_COUNT] = {
+	[AK_LISTEN] = { "listen", KW_STR, FIELD(struct admin_src, listen), 0, 0,
+	  NULL, NULL, 0, "host:port for /admin/ (" POLICY_DEF_ADMIN_LISTEN ")" },
+	[AK_FILE] = { "token_file", KW_STR, FIELD(struct admin_src, token_file),
+	  0, 0, NULL, NULL, 0, "file holding the bearer token" },
+	[AK_ENV] = { "token_env", KW_STR, FIELD(struct admin_src, token_env),
+	  0, 0, NULL, NULL, 0, "environment variable holding the token" },
+};
+
+/* The token: the file's or the variable's text without its line end.
+ * Never echoed in a message. Returns a malloc'ed copy or NULL. */
+static char *
+admin_token(struct ctx *c, yaml_node_t *n, const struct admin_src *s)
+{
+	char buf[POLICY_TOKEN_MAX + 2];
+	size_t len = 0;
+	FILE *f;
+
+	if (s->token_file != NULL) {
+		if ((f = fopen(s->token_file, "r")) == NULL) {
+			error_at(c, n, "admin.token_file", "%s: %s", s->token_file,
+			         strerror(errno));
+			return NULL;
+		}
+		len = fread(buf, 1, sizeof(buf) - 1, f);
+		fclose(f);
+	} else if (getenv(s->token_env) != NULL) {
+		len = strlen(getenv(s->token_env));
+		if (len < sizeof(buf))
+			memcpy(buf, getenv(s->token_env), len);
+	}
+	while (len > 0 && len < sizeof(buf) &&
+	       (buf[len - 1] == '\n' || buf[len - 1] == '\r'))
+		len--;
+	if (len < POLICY_TOKEN_MIN || len > POLICY_TOKEN_MAX ||
+	    memchr(buf, '\0', len) != NULL) {
+		error_at(c, n, s->token_file ? "admin.token_file" : "admin.token_env",
+		         "the token must be %d to %d bytes of text",
+		         POLICY_TOKEN_MIN, POLICY_TOKEN_MAX);
+		return NULL;
+	}
+	buf[len] = '\0';
+	return xstrdup(buf);
+}
+
+/* Loopback: 127.0.0.0/8, [::1] or localhost; anything else is reachable
+ * from elsewhere, which -c points out. */
+static int
+admin_loopback(const char *addr)
+{
+	return strncmp(addr, "127.", 4) == 0 || strncmp(addr, "[::1]:", 6) == 0 ||
+	       strncmp(addr, "localhost:", 10) == 0;
+}
+
+static void
+parse_admin(struct ctx *c, yaml_node_t *n)
+{
+	struct admin_src src = { 0 };
+	yaml_node_t *seen[AK_COUNT] = { 0 };
+	const char *addr;
+
+	if (n->type != YAML_MAPPING_NODE) {
+		error_at(c, n, "admin", "expected a mapping { listen, token_file }");
+		return;
+	}
+	yamlkw_map(&c->y, n, "admin", admin_kw, AK_COUNT, &src, seen);
+	addr = src.listen ? src.listen : POLICY_DEF_ADMIN_LISTEN;
+	if (src.listen)
+		check_metrics_listen(c, seen[AK_LISTEN], src.listen);
+	if ((src.token_file == NULL) == (src.token_env == NULL))
+		error_at(c, n, "admin", "give exactly one of token_file and "
+		         "token_env: the API is never open without a token");
+	else
+		c->p->admin_token = admin_token(c, n, &src);
+	if (!admin_loopback(addr))
+		warn_at(c, seen[AK_LISTEN], "admin.listen", "%s is not a loopback "
+		        "address: the admin API is reachable from the network",
+		        addr);
+	snprintf(c->p->admin_listen, sizeof(c->p->admin_listen), "%s", addr);
+	free(src.listen);
+	free(src.token_file);
+	free(src.token_env);
 }
 
 /* Strict fraction in [0, 1]: a decimal number, the whole text. */
@@ -1401,6 +1498,8 @@ parse_root(struct ctx *c, yaml_node_t *root)
 		parse_metrics(c, seen[TK_METRICS]);
 	if (seen[TK_LOG])
 		parse_log(c, seen[TK_LOG]);
+	if (seen[TK_ADMIN])
+		parse_admin(c, seen[TK_ADMIN]);
 	if (seen[TK_PLANS])
 		parse_plans(c, seen[TK_PLANS]);
 	if (seen[TK_TENANTS])

@@ -54,6 +54,7 @@
 #include "req.h"
 #include "reqpool.h"
 #include "store.h"
+#include "topk.h"
 #include "util.h"
 
 /* A request's checks: those of its messages that fit, and one more standing
@@ -804,6 +805,9 @@ count_decisions(struct req *r)
 			                   r->checks[i].cost,
 			                   lim_quota(&r->checks[i].lim),
 			                   DECIDE_NEVER_FITS_S);
+		if (o_kind == METRICS_DENIED && o->src != SRC_MISSING)
+			topk_note(r->e->id, slot, r->checks[i].key,
+			          r->checks[i].keylen, util_loop_us());
 		metrics_decision_slot(r->e->m, slot, o_kind);
 	}
 	declog_sample(r->policy, r->checks, r->out, r->n, &r->d);

@@ -55,7 +55,7 @@ expect_eq "$(field status <"$TMP/sw2")" 0 \
 # Redis's state is the truth: after an operator resets a tenant (DEL; a
 # Redis restarting empty or a failover losing writes alike), a key the
 # near-cache holds as denied until the end of the month passes again
-# within the hold (2 s), not at the end of the window. While held, the
+# within the hold (0.5 s), not at the end of the window. While held, the
 # Retry-After is still the time left in the window, not the hold.
 AP3=$(port 4)
 cat >"$TMP/month.yaml" <<YAML

@@ -259,8 +259,8 @@ Test(nearcache, a_denial_under_another_algorithm_does_not_apply)
 }
 
 /* Redis's state is the truth and can be reset (DEL, a restart, a
- * failover): a denial until the end of a month is held a few seconds,
- * not a month, for every algorithm; while held, its Retry-After is the
+ * failover): a denial until the end of a month is held NEARCACHE_HOLD_US
+ * (under the 1 s a `key reset` promises the pool), not a month, for every algorithm; while held, its Retry-After is the
  * true time left, not the hold. */
 Test(nearcache, a_long_denial_is_held_briefly_with_the_true_retry_after)
 {
@@ -275,10 +275,14 @@ Test(nearcache, a_long_denial_is_held_briefly_with_the_true_retry_after)
 		struct check c = mk("rl:{t:a}", algos[i], LIM_OP_CHECK, 1);
 
 		nearcache_learn(nc, &c, &far, 1000);
-		cr_assert_eq(nearcache_lookup(nc, &c, 1000 + 1000000, &r), 1);
-		cr_assert_eq(r.retry_after_us, month - 1000000,
+		cr_assert_eq(nearcache_lookup(nc, &c, 1000 + NEARCACHE_HOLD_US / 2,
+		                              &r), 1);
+		cr_assert_eq(r.retry_after_us, month - NEARCACHE_HOLD_US / 2,
 		             "the time left in the window, not the hold");
-		cr_assert_eq(r.full_us, month - 1000000);
+		cr_assert_eq(r.full_us, month - NEARCACHE_HOLD_US / 2);
+		cr_assert_eq(nearcache_lookup(nc, &c, 1000 + NEARCACHE_HOLD_US, &r),
+		             0, "%s: after the hold Redis is asked again",
+		             lim_algo_name(algos[i]));
 		cr_assert_eq(nearcache_lookup(nc, &c, 1000 + 10000000, &r), 0,
 		             "%s: after 10 s Redis is asked again",
 		             lim_algo_name(algos[i]));

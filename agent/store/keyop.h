@@ -1,0 +1,73 @@
+/*
+ * keyop: one limiter key as an operator sees it, for `spoa-ratelimit key
+ * show|reset` and the admin API's /admin/keys (admin.c).
+ *
+ * The key is built by the agent's own code: the rule's template expanded
+ * by policy_build_checks() against a message made of the operator's
+ * ARG=VALUE pairs (strings; one that reads as an IP address is one, as
+ * from HAProxy), so a reset cannot miss the key the agent charges. A key
+ * copied from a log line (rl:{rule:...}) is taken as it is, once its
+ * prefix names a rule of the policy.
+ *
+ * Show asks the decision script itself with a PEEK of cost 1 (reads
+ * only: nothing is charged), so remaining/reset/retry_after are the
+ * algorithm's own numbers, then reads the raw state (TYPE, PTTL and the
+ * value). Reset is a DEL. Both talk to Redis through a blocking hiredis
+ * context with a timeout: callers run them off the request path (the CLI,
+ * the agent's main loop). A Cluster's MOVED is followed once; a Sentinel
+ * group is asked for its master.
+ *
+ * Not here: HTTP and tokens (admin.c), the command line (main.c).
+ */
+#ifndef KEYOP_H
+#define KEYOP_H
+
+#include <stdint.h>
+#include <stdio.h>
+
+#include <hiredis/hiredis.h>
+
+#include "adminreq.h"
+#include "policy.h"
+
+#define KEYOP_ERR_MAX 256
+
+struct keyop_state {
+	struct lim_result res;		/* PEEK at cost 1 */
+	long long         pttl_ms;	/* -2: no key, -1: no expiry */
+	char              type[16];	/* Redis TYPE: none, string, hash, zset */
+	struct jsonw      raw;		/* the value, as a JSON value */
+};
+
+/* Builds the check of rule <rule> from <n> pairs <names>/<values>.
+ * Returns 0, or -1 with a one-line reason in <err> (unknown rule, an arg
+ * the template lacks or does not use, a missing one). */
+int keyop_from_args(const struct policy *p, const char *rule,
+                    const char *const *names, const char *const *values,
+                    int n, struct check *out, char *err);
+
+/* The check of <raw>, a key as logs print it ("rl:{login:u:alice}",
+ * log escapes undone). Returns 0 or -1 with <err>. */
+int keyop_from_raw(const struct policy *p, const char *raw,
+                   struct check *out, char *err);
+
+/* Connects to <url> (NULL: the policy's redis.url) with the policy's
+ * credentials, <timeout_us> per connect and command. NULL with <err>. */
+redisContext *keyop_connect(const struct policy *p, const char *url,
+                            int64_t timeout_us, char *err);
+
+/* Fills <st> (free its raw.buf). Returns 0 or -1 with <err>; <*c> may be
+ * replaced (a Cluster redirect). */
+int keyop_show(redisContext **c, const struct check *ck,
+               struct keyop_state *st, char *err);
+
+/* DELs the key; <*deleted> is 1 when it existed. Returns 0 or -1. */
+int keyop_reset(redisContext **c, const struct check *ck, long long *deleted,
+                char *err);
+
+/* <ck> and <st> as one JSON object / as text lines. */
+void keyop_json(struct jsonw *w, const struct check *ck,
+                const struct keyop_state *st);
+void keyop_text(FILE *f, const struct check *ck, const struct keyop_state *st);
+
+#endif

@@ -1,0 +1,164 @@
+/*
+ * The pool's top lists in Redis (see toppool.h): a text format written
+ * and read here only, and the merge of the agents' views.
+ */
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/random.h>
+#include <unistd.h>
+
+#include "adminreq.h"
+#include "toppool.h"
+#include "util.h"
+
+#define STALE_MS 60000
+
+const char *
+toppool_agent_id(void)
+{
+	static char id[300];
+	char host[256] = "?";
+	unsigned r = 0;
+
+	if (id[0] == '\0') {
+		gethostname(host, sizeof(host) - 1);
+		if (getrandom(&r, sizeof(r), 0) != sizeof(r))
+			r = (unsigned)util_now_us();
+		snprintf(id, sizeof(id), "%s/%d/%08x", host, (int)getpid(), r);
+	}
+	return id;
+}
+
+static void
+hash_name(char *buf, size_t size, const char *rule)
+{
+	snprintf(buf, size, "rl:top:{%s}", rule);
+}
+
+int
+toppool_publish(redisContext *c, const char *rule, const struct topk_merge *m,
+                int64_t now_ms)
+{
+	char name[POLICY_NAME_MAX + 16], line[64];
+	struct jsonw v = { 0 };	/* a bounded buffer, not JSON here */
+	redisReply *r;
+	int n;
+
+	n = snprintf(line, sizeof(line), "%" PRId64 " %" PRId64 "\n", now_ms,
+	             m->total);
+	jsonw_raw(&v, line, (size_t)n);
+	for (int i = 0; i < m->n && i < TOPK_K; i++) {
+		n = snprintf(line, sizeof(line), "%" PRId64 " %" PRId64 " %zu:",
+		             m->v[i].count, m->v[i].err, m->v[i].len);
+		jsonw_raw(&v, line, (size_t)n);
+		jsonw_raw(&v, m->v[i].key, m->v[i].len);
+		jsonw_raw(&v, "\n", 1);
+	}
+	hash_name(name, sizeof(name), rule);
+	redisAppendCommand(c, "HSET %s %s %b", name, toppool_agent_id(),
+	                   v.buf, v.len);
+	redisAppendCommand(c, "PEXPIRE %s %d", name, TOPPOOL_TTL_MS);
+	free(v.buf);
+	for (int i = 0; i < 2; i++) {
+		if (redisGetReply(c, (void **)&r) != REDIS_OK)
+			return -1;
+		n = r->type == REDIS_REPLY_ERROR;
+		freeReplyObject(r);
+		if (n)
+			return -1;
+	}
+	return 0;
+}
+
+/* Parses one agent's value into <m>. Returns its ts_ms, or -1. */
+static int64_t
+parse_view(const char *s, size_t len, struct topk_merge *m)
+{
+	const char *end = s + len;
+	char *p;
+	long long ts, total, count, err;
+	unsigned long klen;
+
+	ts = strtoll(s, &p, 10);
+	if (p == s || *p != ' ')
+		return -1;
+	total = strtoll(p + 1, &p, 10);
+	if (*p != '\n' || total < 0)
+		return -1;
+	m->total += total;
+	for (s = p + 1; s < end;) {
+		count = strtoll(s, &p, 10);
+		err = strtoll(p, &p, 10);
+		klen = strtoul(p, &p, 10);
+		if (*p != ':' || klen > (unsigned long)(end - p - 1) ||
+		    klen > POLICY_KEY_MAX || count < 0 || err < 0)
+			return -1;
+		topk_merge_add(m, p + 1, klen, count, err);
+		s = p + 1 + klen + 1;
+	}
+	return ts;
+}
+
+int
+toppool_read(redisContext *c, const char *rule, int64_t now_ms,
+             struct topk_merge *m)
+{
+	char name[POLICY_NAME_MAX + 16];
+	struct topk_merge one;
+	redisReply *r, *f, *v;
+	int64_t ts;
+	int agents = 0;
+
+	hash_name(name, sizeof(name), rule);
+	r = redisCommand(c, "HGETALL %s", name);
+	if (r == NULL || r->type != REDIS_REPLY_ARRAY) {
+		freeReplyObject(r);
+		return -1;
+	}
+	for (size_t i = 0; i + 1 < r->elements; i += 2) {
+		f = r->element[i];
+		v = r->element[i + 1];
+		memset(&one, 0, sizeof(one));
+		ts = parse_view(v->str, v->len, &one);
+		if (ts >= 0 && ts > now_ms - TOPPOOL_FRESH_MS) {
+			for (int k = 0; k < one.n; k++)
+				topk_merge_add(m, one.v[k].key, one.v[k].len,
+				               one.v[k].count, one.v[k].err);
+			m->total += one.total;
+			agents++;
+		} else if (ts < now_ms - STALE_MS) {
+			freeReplyObject(redisCommand(c, "HDEL %s %b", name,
+			                             f->str, f->len));
+		}
+		topk_merge_free(&one);
+	}
+	freeReplyObject(r);
+	topk_merge_finish(m);
+	return agents;
+}
+
+void
+toppool_json(struct jsonw *w, const char *rule, const struct topk_merge *m,
+             int agents, int n)
+{
+	jsonw_open(w, '{');
+	jsonw_kstr(w, "rule", rule);
+	jsonw_kint(w, "window_s", TOPK_SLOTS * TOPK_SLOT_US / 1000000);
+	jsonw_kint(w, "agents", agents);
+	jsonw_kint(w, "denied", m->total);
+	jsonw_key(w, "keys");
+	jsonw_open(w, '[');
+	for (int i = 0; i < m->n && i < n; i++) {
+		jsonw_elem(w);
+		jsonw_open(w, '{');
+		jsonw_key(w, "key");
+		jsonw_str(w, m->v[i].key, m->v[i].len);
+		jsonw_kint(w, "denied", m->v[i].count);
+		jsonw_kint(w, "error", m->v[i].err);
+		jsonw_close(w, '}');
+	}
+	jsonw_close(w, ']');
+	jsonw_close(w, '}');
+}
