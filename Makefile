@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 # spoa-ratelimit: one flat Makefile.
 #
 # Flags: C11 with the warnings from STYLE.md; -Werror always (a warning is a

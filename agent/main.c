@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * spoa-ratelimit: command line, policy load, signals, the main loop.
  * Nothing else: the work happens in the workers (server.c).
@@ -35,11 +36,8 @@
 #define VERSION "0.1.0"
 #endif
 #define COPYRIGHT_YEARS "2026"
-/* The project has not chosen a license yet; a packager or the release
- * that adds LICENSE sets this (-DLICENSE_LINE=...). */
-#ifndef LICENSE_LINE
-#define LICENSE_LINE "License: not chosen yet (the source tree has no LICENSE file)."
-#endif
+#define LICENSE_LINE "License: Apache-2.0 (the LICENSE file; " \
+                     "https://www.apache.org/licenses/LICENSE-2.0)."
 #define PROG "spoa-ratelimit"
 #define DEFAULT_POLICY "/etc/spoa-ratelimit/policy.yaml"
 

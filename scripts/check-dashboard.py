@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: Apache-2.0
 # Checks a Grafana dashboard's PromQL against a real /metrics scrape:
 #
 #   check-dashboard.py DASHBOARD.json SCRAPE.txt

@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: Apache-2.0
 # Checks the agent's includes against the declared layers.
 #
 #   sh scripts/check-layers.sh [SRCDIR [LAYERS]]   (agent, scripts/layers.txt)

@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: Apache-2.0
 # Every example policy must pass `spoa-ratelimit -c -f FILE`.
 bin=$1; pass=0; fail=0
 for f in policies/*.yaml; do

@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: Apache-2.0
 # `make run`: Redis, the agent and HAProxy on loopback, HAProxy in the
 # foreground. Ctrl-C (or SIGTERM) stops all three and removes the temp dir.
 #

@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: Apache-2.0
 # Installs the Debian 12 packages spoa-ratelimit builds, tests and runs
 # with, and only those that are missing. Needs root (or sudo) the first time.
 set -e

@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: Apache-2.0
 # Turns each agent/store/lua/NAME.lua into a C string `const char lua_NAME[]`
 # (dashes become underscores), so the agent ships its Redis scripts inside
 # the binary and loads them with SCRIPT LOAD at connect time (ratelimit.lua

@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: Apache-2.0
 # install.sh DESTDIR PREFIX BIN: what `make install` runs.
 #
 # Installs, under $DESTDIR (empty for a real install, a staging directory
@@ -8,7 +9,7 @@
 #   $PREFIX/share/spoa-ratelimit/haproxy/           haproxy/* (cfg, SPOE conf)
 #   $PREFIX/share/spoa-ratelimit/policies/          policies/*.yaml
 #   $PREFIX/share/spoa-ratelimit/grafana/           dist/grafana/*.json
-#   $PREFIX/share/doc/spoa-ratelimit/               README.md, docs/*.md
+#   $PREFIX/share/doc/spoa-ratelimit/               README.md, LICENSE, copyright, docs/*.md
 #   $UNITDIR/spoa-ratelimit.service                 ExecStart -> $PREFIX/bin
 # UNITDIR is $PREFIX/lib/systemd/system: /usr/local/lib/systemd/system for
 # the default prefix and /usr/lib/systemd/system for PREFIX=/usr, both on
@@ -58,7 +59,10 @@ copy_files 644 "$prefix/share/man/man8" "$root/dist/spoa-ratelimit.8"
 copy_files 644 "$share/haproxy" "$root"/haproxy/*
 copy_files 644 "$share/policies" "$root"/policies/*.yaml
 copy_files 644 "$share/grafana" "$root"/dist/grafana/*.json
-copy_files 644 "$doc" "$root/README.md" "$root"/docs/*.md
+copy_files 644 "$doc" "$root/README.md" "$root/LICENSE" "$root"/docs/*.md
+# Debian keeps a package's licence as share/doc/PACKAGE/copyright.
+install -m 644 "$root/LICENSE" "$destdir$doc/copyright"
+echo "  $doc/copyright"
 
 # The unit names the binary by absolute path: point it at this prefix.
 sed -e "s|/usr/local/bin/spoa-ratelimit|$prefix/bin/spoa-ratelimit|g" \

@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: Apache-2.0
 # A short, bounded run of each fuzz target (FUZZ_SECONDS each, default 20;
 # the SPOP frame decoder, fuzz_spop, gets 30), seeded from
 # tests/fuzz/corpus-<name>/. Any crash fails that target and the run.

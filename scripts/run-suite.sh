@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: Apache-2.0
 # Runs every tests/<suite>/*.sh, each bounded in time, and prints one
 # summary line "suite: N passed, N failed". Exits 1 if any script failed.
 dir=$1

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 # Shared helpers for the shell suites (integration, e2e, bench).
 # Source it; every server it starts is stopped by the EXIT trap, and every
 # wait is bounded. Ports come from a per-run base so suites can run side by

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * Address ranges for the static allow lists (cidr.h): strict parsing of
  * "addr[/len]" and matching on the 16-byte form (IPv4 mapped into IPv6).

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * Address ranges (CIDRs) for the policy's static allow lists: parsed once
  * at load, strictly, and matched against a client address per request.

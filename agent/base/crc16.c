@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * CRC16 for Redis Cluster slots, bit by bit. Keys are short (at most
  * POLICY_KEY_MAX bytes, the hash tag usually a few dozen), so the table a

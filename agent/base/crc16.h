@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * Redis Cluster key slots: CRC16-CCITT (XMODEM: poly 0x1021, init 0, no
  * reflection), as the Redis Cluster specification gives it, and the hash

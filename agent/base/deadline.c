@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * Request deadlines in one time-ordered list with one timer (deadline.h).
  */

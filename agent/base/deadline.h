@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * Deadlines of one worker's requests waiting for Redis: a list kept in
  * time order, with one ev_timer on its head.

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * xmalloc and friends, and the clocks. OOM is fatal by design; nothing
  * here logs through log.c so that log.c may use it.

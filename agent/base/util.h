@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * Small helpers every module uses: allocation that cannot fail (OOM is
  * fatal: a limiter that limps on after OOM is worse than one that

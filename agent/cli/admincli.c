@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * The operator's subcommands (see admincli.h): argument parsing, the
  * policy load, and printing. The key is keyop.c's, the top list topk.c's.

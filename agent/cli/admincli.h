@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * admincli: the operator's subcommands, `spoa-ratelimit key show|reset`
  * and `spoa-ratelimit top`, run instead of the agent when argv[1] names

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * The override subcommand (ovcli.h): options, the key, one EVAL of
  * ov_script or one HGETALL, the answer on stdout.

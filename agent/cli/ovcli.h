@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * `spoa-ratelimit override set|list|del`: the operator's command line for
  * the runtime overrides (override.h), over one blocking hiredis

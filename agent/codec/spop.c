@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * SPOP 2.0 codec (doc/SPOE.txt, shared/reference/SPOP.md): varints, typed
  * data, KV lists, NOTIFY messages, ACK actions and whole frames, both ways.

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * SPOP 2.0 codec: bytes in, structs out, and structs to bytes.
  *

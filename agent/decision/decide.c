@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * Most-restrictive-wins over a request's checks, and the header values.
  *

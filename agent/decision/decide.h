@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * Decide: turns the per-check outcomes of one request into the answer
  * HAProxy gets: the most restrictive result (ALGORITHMS.md "Several rules

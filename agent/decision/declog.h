@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * The sampled decision log (policy log.sample): a fraction of the requests
  * decided gets one logfmt line each,

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * Near-cache table: NEARCACHE_SETS x NEARCACHE_WAYS entries of (two key
  * hashes, deny-until, held-until). The set comes from the first hash; both

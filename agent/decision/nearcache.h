@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * Near-cache: keys Redis has just denied, answered locally for a moment
  * (until they can pass again, 0.5 s at most), so a flood on a denied key

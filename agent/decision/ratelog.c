@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * Fail-mode, never-fits and rejected-cost log lines, at most one per rule
  * per interval per worker (see ratelog.h). The state is a thread-local

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * Rate-limited logging of fail-mode activations (DESIGN.md "Failure
  * behaviour", issue 7 "Logs"): when Redis cannot decide, every request

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * The Space-Saving summaries of denied keys and their per-worker registry
  * (see topk.h). The hot path is topk_note(): a lock nobody else holds but

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * topk: who is being denied now. A Space-Saving summary (Metwally et al.,
  * 2005) of the keys each rule denies, per worker, over the last minute,

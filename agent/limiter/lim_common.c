@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * What every algorithm shares: parameter validation (lim_params_init), the
  * quota reported in headers, the script's p1..p3, rate and duration

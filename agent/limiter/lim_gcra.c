@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * GCRA, the leaky bucket (its meter is GCRA; delay mode widens the
  * tolerance) and the token bucket: the C twins of ratelimit.lua.

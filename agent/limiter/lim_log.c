@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * Sliding log and concurrency: the two algorithms whose state is a set,
  * a sorted set in the script and a small array here (bounded by L).

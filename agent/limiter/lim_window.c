@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * Fixed window and sliding window counter: the C twins of ratelimit.lua.
  *

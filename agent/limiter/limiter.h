@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * Rate-limit algorithms: parameters, results, and the contract shared by
  * the C twins (lim_*.c, used by the local tier and the fail: local

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * The local tier's table (local.h gives the concurrency design): S
  * stripes, each a fixed ring of entry slots (the CLOCK) and an

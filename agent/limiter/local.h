@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * The local tier: limiter state kept in process, for `store: local` rules
  * (flood guards) and for the `fail: local` fallback while Redis is down.

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * The admin API's decoder of request targets and its JSON writer (see
  * adminreq.h). Pure: no I/O, no clock, no allocation in the decoder; the

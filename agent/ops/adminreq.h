@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * adminreq: the pure parts of the admin API (admin.c), kept apart so a
  * fuzz target can feed them anything: the decoder of a request target

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * The metrics/health HTTP responder (see httpd.h for what it answers).
  *

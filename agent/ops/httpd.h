@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * httpd: the metrics and health endpoint. A tiny HTTP/1.0-1.1 responder
  * on a libev loop that answers exactly

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * logfmt lines on stderr. One snprintf into a stack buffer and one write,
  * so lines from several workers never interleave. Values that may hold

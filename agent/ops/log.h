@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * Logs: stderr, one line per event, logfmt ("ts=... level=... msg=..."
  * then key=value pairs the caller formats). Thread-safe: each line is one

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * Metrics registry and the Prometheus text renderer (format 0.0.4).
  *

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * Metrics: counters, gauges and one histogram, rendered as Prometheus text
  * exposition format 0.0.4 for GET /metrics (httpd.h).

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * Key templates: "tenant:{tenant}", "login:{user}:{ip/64}" compiled once at
  * policy load and expanded per request against a decoded SPOE message.

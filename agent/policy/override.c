@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * Runtime overrides (override.h): the stored value's text, the agent's
  * table of them (open addressing on the check key, built once per fetch,

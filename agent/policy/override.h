@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * Runtime overrides (issue 18): per rule and key, another limit, "allow"
  * (never limited) or "deny" (always refused), each with an optional

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * The policy at request time: message name -> bindings (built once at load
  * by policy__index()), tenant plan resolution, and policy_build_checks(),

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * The policy: the YAML file (DESIGN.md "Policy file") read with libyaml
  * into an immutable struct policy, validated as a whole, and the per-request

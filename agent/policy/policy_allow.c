@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * Reading the static allow lists of a policy (policy_allow.h): the named
  * lists of allow_lists:, each rule's allow:, strict validation with one

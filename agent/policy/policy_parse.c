@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * Policy file -> struct policy: libyaml's document API gives a node tree
  * with line and column marks; keyword tables (one per section: top level,

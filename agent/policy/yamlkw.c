@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * The generic keyword layer under the policy parser: a libyaml document's
  * mappings walked against keyword tables (name, type, bounds, where the

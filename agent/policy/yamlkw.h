@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * The generic keyword layer under the policy parser: walks a libyaml
  * document's mappings against keyword tables and collects every error and

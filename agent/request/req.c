@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * One NOTIFY, from its messages to its ACK.
  *

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * A request: one NOTIFY, from its messages to its ACK. Builds the checks
  * the policy gives for each message, decides what it can at once (missing

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * The request pool: see reqpool.h. A free list and a list of every item,
  * both singly linked through the items; the deadlines are a struct

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * A worker's pool of requests: the free list that recycles them (no
  * allocation per request once the pool is warm), the list of every one

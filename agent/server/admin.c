@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * The admin API's routes (see admin.h): authentication, dispatch, the
  * JSON answers and the audit log lines. Key work is keyop.c's, the top

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * admin: the operator's HTTP API, served by httpd (httpd_set_handler) on
  * the policy's admin.listen, loopback by default, and only when the

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * One HAProxy connection: the socket, its read and write buffers, the idle
  * timer and the SPOP state machine (HELLO, NOTIFY, DISCONNECT).

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * The server: listening sockets (TCP and unix), the worker threads (one
  * libev loop each, sharing nothing on the hot path), accepting, policy

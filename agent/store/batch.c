@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * The script call's input format (batch.h): RESP written into the call's
  * own buffer, the keys as bulk strings and the rest packed by msgpack-c

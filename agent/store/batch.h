@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * The one input format of the script call (agent/limiter/limiter.h has the
  * contract): the keys as bulk strings, then every other argument packed by

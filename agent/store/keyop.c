@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * One key for an operator: built as the agent builds it, shown through the
  * decision script's PEEK, reset with DEL (see keyop.h). Blocking hiredis:

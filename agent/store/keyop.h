@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * keyop: one limiter key as an operator sees it, for `spoa-ratelimit key
  * show|reset` and the admin API's /admin/keys (admin.c).

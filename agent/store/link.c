@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * One Redis link (link.h): connect with a timeout, the setup pipeline,
  * backoff, breaker and stall detection, for the single/Sentinel backend

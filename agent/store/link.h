@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * One hiredis async connection to one Redis, on a worker's libev loop:
  * used by the single/Sentinel backend and by every Cluster node.

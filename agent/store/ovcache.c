@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * A worker's copy of the runtime overrides (ovcache.h): a timer, an HGET
  * of the generation, an HGET of the table when it moved. Nothing else.

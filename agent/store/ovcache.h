@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * The runtime overrides as one worker sees them (override.h): a copy of
  * the table in Redis, polled every OVCACHE_POLL_S. Each poll is one small

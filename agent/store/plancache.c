@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * Plan cache: a fixed array of entries (tenant, plan name, expiry, CLOCK
  * bit, waiters) and an index over it, an open-addressing table of entry

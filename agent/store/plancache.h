@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * Plan cache: the tenant -> plan answers of the Redis hash named by
  * plan_lookup.redis_hash, kept per worker for plan_lookup.cache.

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * Reply objects for hiredis' reader (reply.h): arrays carry their
  * elements' redisReply structs in the same block.

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * hiredis reply objects with fewer allocations: an array reply is one
  * block holding its redisReply, its element vector and a redisReply slot

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * The request queue shared by both store backends (reqq.h). Callbacks run
  * from reqq_fail_all() and reqq_answer() may push onto the same queue: a

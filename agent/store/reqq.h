@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * The queue of store requests waiting for the next flush, shared by both
  * backends (store_single.c, store_cluster.c): a request is answered only

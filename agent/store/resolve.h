@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * Host names for the Redis links, resolved off the worker loops.
  *

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * The decision script's reply, a msgpack array of integers (results.h).
  *

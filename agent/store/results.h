@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * The decision script's reply: one bulk string, a msgpack array of
  * LIM_SCRIPT_RESULT integers per check (agent/limiter/limiter.h).

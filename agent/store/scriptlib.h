@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * The decision script as a Redis 7 FUNCTION library.
  *

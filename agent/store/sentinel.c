@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * Sentinel discovery and +switch-master, on one worker loop.
  *

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * Redis Sentinel client of one worker loop: finds the current master of a
  * named group (SENTINEL get-master-addr-by-name, trying each sentinel in

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * The store's dispatch (store.h): store_new() reads the URL and picks the
  * backend, a single Redis or Sentinel group (store_single.c) or a Redis

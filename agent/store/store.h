@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * The Redis store of one worker, as the request path sees it: queue a
  * request's checks for the script (store_submit), send what is queued once

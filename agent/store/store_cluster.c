@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * The store backend for a Redis Cluster, on one worker loop (store_ops.h).
  *

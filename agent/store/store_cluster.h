@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * The store backend for a Redis Cluster (store_cluster.c): its operations
  * table and its constructor, for store.c. Not thread-safe: one per loop.

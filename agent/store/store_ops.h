@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * What a store backend implements and is given: the caller's request
  * (store_req), its callback, the table of operations (store_ops) that

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * The store backend for one Redis, or the master of a Sentinel group: one
  * link (link.h) per worker loop, and the requests queued for it.

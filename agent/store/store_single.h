@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * The store backend for one Redis or a Sentinel group (store_single.c):
  * its operations table and its constructor, for store.c. Not thread-safe:

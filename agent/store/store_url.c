@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * Redis URLs, for the store: one server (redis://, unix:) or a topology
  * (redis+sentinel://, redis+cluster://) given as a list of seed addresses.

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * The pool's top lists in Redis (see toppool.h): a text format written
  * and read here only, and the merge of the agents' views.

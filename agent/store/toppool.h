@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * toppool: the top denied keys of a whole agent pool, through Redis.
  *

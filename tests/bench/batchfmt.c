@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * batchfmt: the script's one batch format (msgpack, agent/store/batch.h), with
  * its numbers as msgpack integers against the same numbers as decimal

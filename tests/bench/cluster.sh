@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: Apache-2.0
 # make bench-cluster (and the end of make bench): does the agent's
 # throughput grow with Redis Cluster shards? About a minute, bounded, on
 # 127.0.0.1 only; every process started here is stopped by the EXIT trap of

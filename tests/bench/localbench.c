@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * localbench: contention in the local tier (issue 17: "2 to 8 threads on
  * one hot key and on 1M cold keys, against today's per-worker tables").

@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: Apache-2.0
 # make bench: the side-by-side benchmark of issue 6, in one bounded run
 # (about 4 minutes with the defaults; every wait is bounded, every
 # process started here is stopped by the EXIT trap of tests/lib.sh, every

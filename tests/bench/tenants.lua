@@ -1,3 +1,4 @@
+-- SPDX-License-Identifier: Apache-2.0
 -- wrk script for tests/bench/run.sh.
 --   BENCH_TENANT set:   every request carries X-Tenant: $BENCH_TENANT (flood)
 --   otherwise:          X-Tenant: tNNNN, random over BENCH_TENANTS (10000),

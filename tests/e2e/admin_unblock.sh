@@ -1,4 +1,5 @@
 #!/bin/bash
+# SPDX-License-Identifier: Apache-2.0
 # Unblocking a user through the real haproxy: an account locked out by
 # failed logins (count: failures, sliding log) gets 429 even with the right
 # password; `spoa-ratelimit key reset` (and DELETE /admin/keys/... on the

@@ -1,4 +1,5 @@
 #!/bin/bash
+# SPDX-License-Identifier: Apache-2.0
 # The agent itself dies (kill -9): HAProxy sets txn.rl.error and the shipped
 # config's per-route fail mode applies: open routes answer 200, /login
 # (fail-closed) answers 503 with Retry-After; nothing hangs or returns 500,

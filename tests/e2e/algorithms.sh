@@ -1,4 +1,5 @@
 #!/bin/bash
+# SPDX-License-Identifier: Apache-2.0
 # Every algorithm through the shipped haproxy.cfg: one rule per phase (the
 # agent is restarted on a new policy between phases, Redis and HAProxy
 # stay), each lets exactly what the policy says through and then answers

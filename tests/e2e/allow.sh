@@ -1,4 +1,5 @@
 #!/bin/bash
+# SPDX-License-Identifier: Apache-2.0
 # Static allow lists through the shipped haproxy.cfg (ip=src): a per-IP
 # rule (2 per hour) whose allow: names the list "monitoring"
 # (127.0.0.2/32 and an IPv6 range) and an inline range (127.0.1.0/24):

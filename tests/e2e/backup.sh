@@ -1,4 +1,5 @@
 #!/bin/bash
+# SPDX-License-Identifier: Apache-2.0
 # A standby agent (RL_AGENT_BACKUP: server rl-backup ... backup) behind the
 # shipped haproxy.cfg: it takes no traffic while the active agent is UP,
 # and every request once the active agent is DOWN; decisions stay the

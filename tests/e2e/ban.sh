@@ -1,4 +1,5 @@
 #!/bin/bash
+# SPDX-License-Identifier: Apache-2.0
 # Banning an abuser through the shipped haproxy.cfg (ip=src) with a runtime
 # override (`spoa-ratelimit override set ... --deny --ttl`), no reload:
 #   1. 127.0.0.5 passes under the per-IP rule (limit 100 per hour);

@@ -1,4 +1,5 @@
 #!/bin/bash
+# SPDX-License-Identifier: Apache-2.0
 # End to end through the shipped haproxy.cfg: a tenant's burst passes, the
 # next requests get 429 with a Retry-After consistent with the rate and
 # well-formed RateLimit / RateLimit-Policy fields; another tenant is not

@@ -1,4 +1,5 @@
 #!/bin/bash
+# SPDX-License-Identifier: Apache-2.0
 # The client's address behind a proxy, through the shipped haproxy.cfg, on
 # a per-IP rule (3 per hour, key "ip:{ip}"):
 #   1. nothing trusted (RL_TRUSTED_PROXIES unset): requests that forge a

@@ -1,4 +1,5 @@
 #!/bin/bash
+# SPDX-License-Identifier: Apache-2.0
 # Drains and reloads under load, through the shipped haproxy.cfg with a
 # pool of two agents (RL_AGENT, RL_AGENT2) and HAProxy in master-worker
 # mode (-W, as packaged HAProxy 3.x runs), wrk paced at 16 keep-alive

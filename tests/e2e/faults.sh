@@ -1,4 +1,5 @@
 #!/bin/bash
+# SPDX-License-Identifier: Apache-2.0
 # The fault matrix, through the shipped haproxy.cfg under a steady client
 # load: three curl loops, one per fail mode, each request on its own path
 # (/open/N, /closed/N, /local/N) so that its curl result (status, time) can

@@ -1,4 +1,5 @@
 #!/bin/bash
+# SPDX-License-Identifier: Apache-2.0
 # The fault matrix's topology rows, through the shipped haproxy.cfg under a
 # steady client load (as faults.sh: one curl loop per fail mode, each
 # request on its own path /MODE/N so that curl's result is matched with

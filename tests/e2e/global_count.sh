@@ -1,4 +1,5 @@
 #!/bin/bash
+# SPDX-License-Identifier: Apache-2.0
 # Exact global count across a pool: two HAProxy instances (the shipped
 # haproxy.cfg, two frontends on two ports), each listing three agent
 # servers (RL_AGENT, RL_AGENT2, RL_AGENT3) for three agent processes that

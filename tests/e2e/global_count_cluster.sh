@@ -1,4 +1,5 @@
 #!/bin/bash
+# SPDX-License-Identifier: Apache-2.0
 # Exact global count across a pool over Redis Cluster: three masters (no
 # replicas) started here on loopback, three agent processes on
 # redis+cluster://, two HAProxy instances (the shipped haproxy.cfg, each

@@ -1,4 +1,5 @@
 #!/bin/bash
+# SPDX-License-Identifier: Apache-2.0
 # Several rules on rl-request: a per-IP flood guard ("ip", 3/min burst 3),
 # the tenant rule ("tenant", 10/min burst 10) and an API-key rule with
 # headers: false ("hidden", 1/min burst 1). Through the shipped haproxy.cfg:

@@ -1,4 +1,5 @@
 #!/bin/bash
+# SPDX-License-Identifier: Apache-2.0
 # IPv6 keys per /64 through haproxy. The shipped config passes ip=src, and
 # one client address cannot vary, so this test runs copies of haproxy.cfg
 # and spoe-ratelimit.conf in $TMP where the ip arg is the X-Client-IP header

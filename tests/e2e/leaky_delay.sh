@@ -1,4 +1,5 @@
 #!/bin/bash
+# SPDX-License-Identifier: Apache-2.0
 # The leaky bucket in delay mode through haproxy: rate 10/s, burst 1,
 # max_delay 300ms. Five requests fired at once are answered one slot
 # (~100 ms) apart: the agent holds each ACK until the request's slot, and

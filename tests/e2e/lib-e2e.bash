@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 # Helpers for tests/e2e/*.sh, sourced after tests/lib.sh (not a test itself:
 # scripts/run-suite.sh only runs *.sh). The suites run the shipped
 # haproxy/haproxy.cfg and spoe-ratelimit.conf, parameterised through the

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 # Helpers for the Redis topology e2e suites (faults_topo.sh,
 # global_count_cluster.sh), sourced after tests/lib.sh (and usually
 # lib-e2e.bash). Not a test itself (scripts/run-suite.sh only runs *.sh).

@@ -1,4 +1,5 @@
 #!/bin/bash
+# SPDX-License-Identifier: Apache-2.0
 # Concurrent traffic through HAProxy (wrk, 8 connections, 3 s) for one
 # tenant limited to 100/s with a burst of 20: every request is answered 200
 # or 429 (no 500, no 503, no SPOE timeout), and the number let through

@@ -1,4 +1,5 @@
 #!/bin/bash
+# SPDX-License-Identifier: Apache-2.0
 # Login protection through the shipped haproxy.cfg: POST /login sends
 # rl-login (request) and rl-login-result (response, with the status); the
 # two count: failures rules below charge only the 401/403 answers, per

@@ -1,4 +1,5 @@
 #!/bin/bash
+# SPDX-License-Identifier: Apache-2.0
 # `make run` (scripts/demo.sh) with policies/example.yaml: it comes up, the
 # curl loop it prints gives 200 x5 then 429 with Retry-After and RateLimit
 # headers, and SIGTERM stops HAProxy, the agent and Redis, leaving nothing

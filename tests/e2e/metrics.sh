@@ -1,4 +1,5 @@
 #!/bin/bash
+# SPDX-License-Identifier: Apache-2.0
 # /metrics and /healthz after real traffic through the shipped haproxy.cfg
 # (issue 7, "Tests that must exist and pass"): the metrics server comes
 # from the policy's metrics.listen (no -m); 5 allowed and 7 denied

@@ -1,4 +1,5 @@
 #!/bin/bash
+# SPDX-License-Identifier: Apache-2.0
 # Plans through the shipped haproxy.cfg (X-Tenant -> tenant arg, X-Plan ->
 # plan arg). Plans free (burst 3) and pro (burst 10); a gcra rule with
 # plan: rate. A tenant's plan comes from, in order: the static tenants:

@@ -1,4 +1,5 @@
 #!/bin/bash
+# SPDX-License-Identifier: Apache-2.0
 # Every file in policies/ end to end through the shipped haproxy.cfg and
 # spoe-ratelimit.conf: the agent runs on each file as shipped (only -l and
 # -r point it at this test's ports), and requests exercise its main rules:

@@ -1,4 +1,5 @@
 #!/bin/bash
+# SPDX-License-Identifier: Apache-2.0
 # Agent faults with a pool of two agents behind the shipped haproxy.cfg
 # (RL_AGENT, RL_AGENT2: servers rl1, rl2, round robin, health checked),
 # one Redis, under a steady load (three curl loops, each request on its own

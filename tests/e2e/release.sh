@@ -1,4 +1,5 @@
 #!/bin/bash
+# SPDX-License-Identifier: Apache-2.0
 # Response-phase wiring of rl-done: a concurrency rule (limit 1 in flight,
 # lease 5m) only lets sequential requests through if every response sends
 # rl-done with the key args and the unique-id that rl-request carried, and

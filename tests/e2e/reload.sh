@@ -1,4 +1,5 @@
 #!/bin/bash
+# SPDX-License-Identifier: Apache-2.0
 # Reload under load. wrk (4 connections paced to ~2000 req/s, 200 tenants, statuses counted by a
 # Lua script) and a sequential curl loop (--max-time 2) run through haproxy
 # while SIGHUP applies:

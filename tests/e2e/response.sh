@@ -1,4 +1,5 @@
 #!/bin/bash
+# SPDX-License-Identifier: Apache-2.0
 # The response phase through the shipped haproxy.cfg (issue 19): rules
 # charged by the response (charge: response, count: response) get
 # rl-response (grp-response) only when the agent set rl.response, with the

@@ -1,4 +1,5 @@
 #!/bin/bash
+# SPDX-License-Identifier: Apache-2.0
 # A rule in shadow mode is evaluated and reported, never enforced: past its
 # burst requests still get 200, and txn.rl.shadow=1 shows in HAProxy's log
 # line; an enforcing rule next to it still denies.

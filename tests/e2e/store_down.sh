@@ -1,4 +1,5 @@
 #!/bin/bash
+# SPDX-License-Identifier: Apache-2.0
 # Redis frozen (SIGSTOP), then dead (kill -9), while the agent lives: the
 # agent still ACKs within HAProxy's timeout processing and each rule
 # applies its fail mode. The tenant rule

@@ -1,4 +1,5 @@
 #!/bin/bash
+# SPDX-License-Identifier: Apache-2.0
 # The agent on a unix socket (-l unix:/path), HAProxy pointed at it with
 # RL_AGENT=unix@/path (HAProxy's spelling): the health check passes and
 # the tenant's burst and 429 work as over TCP.

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * libFuzzer target: the admin API's decoder of request targets and its
  * JSON writer (adminreq.c), which read bytes from anyone who can reach

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * libFuzzer target: the /metrics and /healthz responder's request line
  * parser, which reads bytes from any client that can reach the metrics

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * libFuzzer target: untrusted NOTIFY payloads all the way to limit checks.
  * The input is a NOTIFY payload (messages and typed args, as HAProxy would

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * libFuzzer target: the runtime override table as an agent reads it from
  * Redis ("all" of rl:{overrides}, override.h). The input is the table's

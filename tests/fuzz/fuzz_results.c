@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * libFuzzer target: the decision script's reply as it comes from Redis
  * (results.c). The first byte is the number of checks the batch asked

@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: Apache-2.0
 # Writes the seed corpus of tests/fuzz/fuzz_spop.c: the LAB frames of
 # shared/reference/SPOP.md 1.10 (HELLO, health-check HELLO, NOTIFY), an ACK
 # with every action/data type, both DISCONNECTs, and a whole session as one

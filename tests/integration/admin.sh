@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 # The admin surface: `key show|reset` on the command line and over HTTP
 # (/admin/keys, /admin/key), its token (401 without it or with a wrong
 # one, never in a log line), bad input (4xx / exit 2, the agent serving

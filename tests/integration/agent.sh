@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 # The agent against a real redis-server, driven over SPOP by spop-client:
 # HELLO negotiation, health checks, GCRA limits, pipelining, malformed
 # frames (each closes only its own connection), the idle timeout, fail

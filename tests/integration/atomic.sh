@@ -1,4 +1,5 @@
 #!/bin/bash
+# SPDX-License-Identifier: Apache-2.0
 # Atomicity across agent processes, without HAProxy: one redis-server,
 # three agent processes (2 workers each), and many spop-client processes
 # released at once by a FIFO barrier, spread over the three agents, all

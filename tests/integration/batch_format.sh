@@ -1,4 +1,5 @@
 #!/bin/bash
+# SPDX-License-Identifier: Apache-2.0
 # The agent sends the script's ARGV packed into one msgpack array
 # (batch.h), the script's one input format (test_script runs every script
 # test in it; a plain ARGV is refused): 200 pipelined requests, each with a

@@ -1,4 +1,5 @@
 #!/bin/bash
+# SPDX-License-Identifier: Apache-2.0
 # Resource bounds: the agent under floods, its RSS (VmRSS) checked against
 # documented bounds after each, and a normal request served after each.
 #   1. 1,000,000 distinct keys through a store: local rule: each worker's

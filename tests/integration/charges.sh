@@ -1,4 +1,5 @@
 #!/bin/bash
+# SPDX-License-Identifier: Apache-2.0
 # A denied request is charged nowhere, whatever decides it (ALGORITHMS.md,
 # "Several rules"), and a failure is counted by every rule that counts it:
 #   1. two store: local rules: the one that denies keeps the other from

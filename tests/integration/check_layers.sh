@@ -1,4 +1,5 @@
 #!/bin/bash
+# SPDX-License-Identifier: Apache-2.0
 # scripts/check-layers.sh, on small trees of its own:
 #   1. a tree that keeps to its layers passes (exit 0, nothing printed);
 #   2. an upward include fails, reported as file:line: a includes b

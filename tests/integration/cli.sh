@@ -1,4 +1,5 @@
 #!/bin/bash
+# SPDX-License-Identifier: Apache-2.0
 # The command line (issue 4 "Validation", issue 7 "--version and --help
 # follow GNU conventions"): `-c -f FILE` reports each kind of error as
 # file:line:col: field.path: message on stderr and exits 1, every error of
@@ -149,7 +150,13 @@ for v in --version -V; do
 	head -n 1 "$TMP/out" | grep -Eq '^spoa-ratelimit [0-9]+\.[0-9]+\.[0-9]+'
 	ok $? "$v: name and version on the first line ($(head -n 1 "$TMP/out"))"
 	expect_eq "$(cat "$TMP/err")" "" "$v: nothing on stderr"
+	grep -q '^License: Apache-2.0' "$TMP/out"; ok $? "$v: names the licence"
 done
+# every source file carries its licence as an SPDX line
+missing=$(cd "$ROOT" && git ls-files 'agent/*.[ch]' 'agent/*.lua' 'tests/*.c' \
+	'tests/*.sh' 'scripts/*.sh' 2>/dev/null | while read -r f; do
+	grep -q 'SPDX-License-Identifier: Apache-2.0' "$f" || echo "$f"; done)
+expect_eq "$missing" "" "every source file has an SPDX-License-Identifier line"
 
 # ---- usage errors ------------------------------------------------------------
 # usage NAME ARGS...: exit 2, nothing on stdout, the complaint and a

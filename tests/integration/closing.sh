@@ -1,4 +1,5 @@
 #!/bin/bash
+# SPDX-License-Identifier: Apache-2.0
 # The agent's side of a close. Once it has queued its AGENT-DISCONNECT
 # (here on its idle timeout, 1 s) it stops reading; a peer that keeps the
 # socket open but never reads leaves that output unsent, and the socket,

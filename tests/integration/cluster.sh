@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 # The agent on redis+cluster://: three masters with --cluster-enabled on
 # loopback (no replicas). Limits are exact over many tenants spread across
 # slots and under concurrent clients on one key; a request whose rules hash

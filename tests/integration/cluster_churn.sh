@@ -1,4 +1,5 @@
 #!/bin/bash
+# SPDX-License-Identifier: Apache-2.0
 # Redis Cluster whose node addresses change (a pod restarted with a new IP,
 # a node moved): the agent forgets the nodes that left the map. One
 # single-node cluster announces, one after another, 70 addresses where

@@ -1,4 +1,5 @@
 #!/bin/bash
+# SPDX-License-Identifier: Apache-2.0
 # Forgetting cluster nodes while a plan lookup is pending on one of them.
 # Freeing a link fails what is queued on it at once: the HGET's callback
 # wakes the requests waiting on that tenant's plan, which ask whether the

@@ -1,4 +1,5 @@
 #!/bin/bash
+# SPDX-License-Identifier: Apache-2.0
 # Redis Cluster, plan_lookup.redis_hash on the node whose breaker opened:
 # after the outage the plan HGETs of new tenants must not take the
 # half-open probe (an HGET's answer does not close the breaker), or that

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 # The agent on redis+cluster:// when one master stops answering without
 # closing its connections (SIGSTOP: a hung host, a long GC-like pause, a
 # network black hole). The cluster has no replicas, so nothing fails over

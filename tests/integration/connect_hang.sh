@@ -1,4 +1,5 @@
 #!/bin/bash
+# SPDX-License-Identifier: Apache-2.0
 # A Redis whose connect hangs (SYNs dropped: a firewalled or dead host)
 # for longer than redis.timeout. The requests that arrive meanwhile wait
 # for the connect, their deadline passes, and they are answered by their

@@ -1,4 +1,5 @@
 #!/bin/bash
+# SPDX-License-Identifier: Apache-2.0
 # A Redis host given by name whose DNS server never answers. hiredis 0.14
 # resolves inside redisAsyncConnect(), blocking: each reconnect froze the
 # worker for the resolver's whole timeout, and every SPOP connection on it

@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: Apache-2.0
 # docker/: compose.yaml passes `docker compose config` (or Compose 1's
 # `docker-compose config`, which scripts/deps.sh installs; with neither
 # this test fails), and every file the Dockerfile and compose.yaml take

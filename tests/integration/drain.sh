@@ -1,4 +1,5 @@
 #!/bin/bash
+# SPDX-License-Identifier: Apache-2.0
 # Shutdown with connections that outlast the drain on every worker: SIGTERM
 # starts the drain on all the workers at once, so the agent exits at one
 # drain deadline (SERVER_DRAIN_S, 5 s), not one per worker in turn (each

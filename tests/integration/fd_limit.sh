@@ -1,4 +1,5 @@
 #!/bin/bash
+# SPDX-License-Identifier: Apache-2.0
 # Out of file descriptors: the agent runs with a small open-files limit
 # (ulimit -n 64) and 100 connections arrive at once. accept4() fails with
 # EMFILE while the listener stays readable; the agent must pause

@@ -1,4 +1,5 @@
 #!/bin/bash
+# SPDX-License-Identifier: Apache-2.0
 # The decision script as a FUNCTION library (scriptlib.h, store.c): on
 # Redis 7 the agent loads it at connect and calls it with FCALL, not
 # EVALSHA (a library already there, loaded by another link, counts); the

@@ -1,4 +1,5 @@
 #!/bin/bash
+# SPDX-License-Identifier: Apache-2.0
 # The Grafana dashboards of dist/grafana/ query only what the agent
 # exports. A real agent (Redis, a metrics listener) decides a few requests,
 # so that its labelled counters and its histogram have values, and reloads

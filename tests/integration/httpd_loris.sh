@@ -1,4 +1,5 @@
 #!/bin/bash
+# SPDX-License-Identifier: Apache-2.0
 # The metrics/health server against a slowloris: 200 connections that send
 # nothing, each reopened the moment the agent closes it. /healthz (Docker's
 # HEALTHCHECK, a readiness probe) must still answer: a new connection takes

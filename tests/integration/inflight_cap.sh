@@ -1,4 +1,5 @@
 #!/bin/bash
+# SPDX-License-Identifier: Apache-2.0
 # CONN_MAX_INFLIGHT (64) caps the requests of one connection, not only its
 # reads: with Redis stopped, 400 small NOTIFYs pipelined at once on a
 # connection (they fit in one 16 KB read) must not all become requests

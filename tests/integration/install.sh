@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: Apache-2.0
 # make install into a staging DESTDIR: the installed tree and modes, the
 # unit's ExecStart rewritten for the prefix, nothing written outside
 # DESTDIR/PREFIX, the man page renders without warnings, and
@@ -16,7 +17,8 @@ ok $rc "make install DESTDIR=... PREFIX=/usr/local"
 
 p="$dest/usr/local"
 for f in bin/spoa-ratelimit share/man/man8/spoa-ratelimit.8 \
-	lib/systemd/system/spoa-ratelimit.service; do
+	lib/systemd/system/spoa-ratelimit.service \
+	share/doc/spoa-ratelimit/copyright share/doc/spoa-ratelimit/LICENSE; do
 	[ -f "$p/$f" ]; ok $? "installed $f"
 done
 expect_eq "$(stat -c %a "$p/bin/spoa-ratelimit")" 755 "binary mode 755"

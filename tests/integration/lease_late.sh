@@ -1,4 +1,5 @@
 #!/bin/bash
+# SPDX-License-Identifier: Apache-2.0
 # Concurrency leases taken by a Redis answer the agent no longer waited for.
 # The batch had left when the request's deadline passed; the script still
 # ran and took the lease, the agent answered from the fail mode and did not

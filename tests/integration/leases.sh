@@ -1,4 +1,5 @@
 #!/bin/bash
+# SPDX-License-Identifier: Apache-2.0
 # Concurrency leases held in process (store: local, and the fail: local
 # fallback while Redis is down) are the agent's, not one worker's: HAProxy
 # sends a request's release on whichever SPOP connection it picks, so it

@@ -1,4 +1,5 @@
 #!/bin/bash
+# SPDX-License-Identifier: Apache-2.0
 # Log filtering and protocol-error logs (issue 7, "Logs"): the level is
 # the policy's log.level (info by default, re-read on SIGHUP) unless -v
 # (debug) or -q (errors only) was given, which win. The probe is a

@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: Apache-2.0
 # The exposition text of a filled registry (tests/tools/metrics_dump.c)
 # passes `promtool check metrics` from Prometheus. promtool is required
 # (Debian package prometheus, installed by `make deps`): without it this

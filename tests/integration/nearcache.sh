@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 # Near-cache: a flood on one denied key costs Redis about one call per
 # retry interval per worker, not one per request.
 . "$(dirname "$0")/../lib.sh"

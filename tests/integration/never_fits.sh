@@ -1,4 +1,5 @@
 #!/bin/bash
+# SPDX-License-Identifier: Apache-2.0
 # A cost that can never fit (ALGORITHMS.md: "denied with no finite retry;
 # say so in the log, do not loop"): gcra 1/s burst 5 and cost 6 is denied
 # with 429 and Retry-After DECIDE_NEVER_FITS_S (3600), not 1, with the

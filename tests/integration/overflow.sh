@@ -1,4 +1,5 @@
 #!/bin/bash
+# SPDX-License-Identifier: Apache-2.0
 # One NOTIFY may carry several messages (a spoe-group); a request holds 16
 # checks in all. The checks beyond are not dropped silently: each is decided
 # by its rule's fail mode, as if the store could not answer it:

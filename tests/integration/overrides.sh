@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 # Runtime overrides (spoa-ratelimit override, override.h) against a real
 # redis-server and two agents sharing it:
 #   a limit override raises one tenant's limit and leaves its neighbour

@@ -1,4 +1,5 @@
 #!/bin/bash
+# SPDX-License-Identifier: Apache-2.0
 # A Redis that stops answering while the only commands on the link are
 # plan lookups (HGETs of tenants not cached yet: just after a start or a
 # reload, or a wave of new tenants). The link must be dropped as for

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 # Tenant plans through the agent: a static override, the plan arg, the
 # Redis hash (cached, refreshed without reload) and the default.
 . "$(dirname "$0")/../lib.sh"

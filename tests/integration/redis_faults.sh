@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 # Redis faults seen from the agent, driven over SPOP against private
 # redis-servers (issue 5): the circuit breaker (opens after BREAKER_FAILS
 # stalled calls, refuses work for BREAKER_COOLDOWN with nothing sent to

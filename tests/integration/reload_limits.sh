@@ -1,4 +1,5 @@
 #!/bin/bash
+# SPDX-License-Identifier: Apache-2.0
 # SIGHUP applies max_conns and idle_timeout, and says what it cannot:
 #   1. max_conns: raised by a reload, the next connection is accepted;
 #   2. idle_timeout: shortened by a reload, a connection opened before it

@@ -1,4 +1,5 @@
 #!/bin/bash
+# SPDX-License-Identifier: Apache-2.0
 # Counters that were off. Decision counters across a reload that
 # reorders the rules: requests
 # decided under the old policy after the swap are counted under their own

@@ -1,4 +1,5 @@
 #!/bin/bash
+# SPDX-License-Identifier: Apache-2.0
 # The response phase against a real redis-server, through the agent (issue
 # 19): for each algorithm that takes a response's cost (gcra, token-bucket,
 # fixed-window, sliding-window, sliding-log), in Redis and in the local

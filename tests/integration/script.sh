@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: Apache-2.0
 # The Redis script against its C twins (tests/integration/test_script.c)
 # on a private redis-server: every algorithm and op, the two-phase rule,
 # batches, TTLs, and atomicity under 8 concurrent clients; as EVALSHA and

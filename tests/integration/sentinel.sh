@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 # The agent on redis+sentinel://: a master, a replica and three sentinels
 # on loopback. Decisions work through the discovered master; after a
 # SENTINEL failover, and again after the master is killed, decisions

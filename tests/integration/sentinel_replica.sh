@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 # The agent on redis+sentinel:// when the address a sentinel gives is a
 # replica (a stale sentinel, or one in the middle of a failover): ROLE says
 # "slave", so the agent must not take it, but it must rediscover through

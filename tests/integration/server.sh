@@ -1,4 +1,5 @@
 #!/bin/bash
+# SPDX-License-Identifier: Apache-2.0
 # The server side of SPOP, on one agent with max_conns 5:
 #   1. pipelining: 20 NOTIFYs in flight on one connection, with distinct
 #      stream-ids and frame-ids; the first ones are held by a leaky bucket

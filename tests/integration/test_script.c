@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * agent/store/lua/ratelimit.lua against its C twins on a real redis-server
  * (127.0.0.1:$REDIS_PORT, started by script.sh), through hiredis' sync API.

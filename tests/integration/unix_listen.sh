@@ -1,4 +1,5 @@
 #!/bin/bash
+# SPDX-License-Identifier: Apache-2.0
 # Unix-socket listeners never take a path over from a live instance:
 #   1. a second agent on the path of a live one refuses to start (a clear
 #      error, exit status non-zero), and the first one goes on answering,

@@ -1,4 +1,5 @@
 #!/bin/bash
+# SPDX-License-Identifier: Apache-2.0
 # The agent under valgrind (memcheck, --leak-check=full, definite and
 # indirect leaks count as errors, --error-exitcode=3) through a life that
 # touches most of its code: allowed and denied requests on Redis rules,

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * The test tools' -a ADDR: host:port (any family getaddrinfo() knows; the
  * port may be a number or a service) or unix:/path, resolved once into a

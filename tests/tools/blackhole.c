@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * blackhole: a TCP listener on 127.0.0.1 whose connects never complete,
  * for the integration tests (a Redis host that drops SYNs, as a firewall

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * metrics_dump: prints a metrics_render() exposition filled with sample
  * values (two workers, every family non-zero, a rule name that needs

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * redis-fake: two loopback ports that play Redis Cluster nodes badly, for
  * the integration tests that need a slot map no real cluster would give.

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * spop-bench: a SPOP load generator playing HAProxy's side against the
  * agent, for tests/bench/run.sh.

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * spop-client: plays HAProxy's side of SPOP against an agent, for the
  * integration tests. It sends a HELLO, then NOTIFYs, and prints each ACK's

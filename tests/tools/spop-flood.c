@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * spop-flood: resource-bound floods against the agent, for
  * tests/integration/bounds.sh and closing.sh. Plays HAProxy's side of

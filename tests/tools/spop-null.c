@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * spop-null: the cheapest SPOP agent there can be, for tests/bench/run.sh.
  * It answers every HAPROXY-HELLO with an AGENT-HELLO (version 2.0, the

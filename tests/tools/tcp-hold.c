@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * tcp-hold: a slowloris, for the integration tests. It keeps N
  * connections open to ADDR and sends nothing on them; whenever the server

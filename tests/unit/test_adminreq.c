@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * The admin API's pure parts: the target decoder refuses what it must
  * with a reason and decodes the rest; the JSON writer escapes; the token

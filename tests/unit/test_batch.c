@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* batch.h: the script's one input format, decoded back with msgpack. */
 #include <stdlib.h>
 #include <string.h>

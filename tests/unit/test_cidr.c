@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * Unit tests of agent/cidr.c: strict parsing of address ranges (prefix
  * bounds per family, host bits, junk), matching at the edges (/0, /32,

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* deadline: the worker's time-ordered list of Redis deadlines, run on a
  * real libev loop with util_now_us() replaced by a fake clock that the
  * test moves; the loop runs non-blocking so that only due timers fire. */

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * decide: most restrictive wins, fail-mode outcomes, the IETF field values
  * and the ACK variables.

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * Unit tests of key templates (agent/policy/keys.c): compile errors with their
  * positions, and expansion of every SPOP data type against hand-built

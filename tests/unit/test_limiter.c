@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * The C twins of the limiter (lim_*.c) on numbers alone: the GCRA vectors
  * of ALGORITHMS.md row by row, burst and window edges for every algorithm,

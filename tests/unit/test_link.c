@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* link.h's pure parts: the reconnect backoff and the circuit breaker. */
 #include <criterion/criterion.h>
 

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * The local tier (local.c): the two-phase rule across a request's checks,
  * shadow checks, the bound on keys under a flood of distinct keys (count

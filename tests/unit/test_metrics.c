@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * metrics: per-worker counters summed at scrape, the exposition text
  * (HELP/TYPE, exact values, histogram shape, label escaping, rule names

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* nearcache: exact local denials, eligibility, bounded eviction. */
 #include <stdio.h>
 #include <string.h>

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * Unit tests of the operations logs: the sampled decision log
  * (agent/decision/declog.c: the line's format and escaping, the sampling rate, one

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * Unit tests of agent/override.c: the stored value's text both ways, the
  * table read from "all" (lookup, keys holding spaces and newlines, bad

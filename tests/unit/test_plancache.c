@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* plancache: waiting for the first answer (coalesced), negative caching,
  * failures, long tenant ids, and bounded eviction one entry at a time.
  * The fetch is a fake that records each HGET; a test answers it. */

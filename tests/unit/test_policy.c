@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * Unit tests of the policy (agent/policy/policy.c, agent/policy/policy_parse.c): loading
  * the YAML fixtures of tests/unit/data (every field, the defaults, each

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * Unit tests of the policy keys for operations (agent/policy/policy_parse.c):
  * metrics.listen, log.level, log.sample, and redis.password_env /

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * reply: the agent's reply objects behind a hiredis reader, as store.c
  * wires them: normal replies parse into hiredis' layout, and sizes a

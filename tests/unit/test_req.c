@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * The request path (req.c, with reqpool, decide, the near-cache and the
  * local tier) against a fake store plugged in through the operations table

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * resolve.c: host names resolved off the caller's thread. A fake
  * getaddrinfo that blocks until the test lets it go stands for a slow DNS

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* results: the script's reply, a msgpack array of five integers per check,
  * read whole or refused whole. The replies here are packed with msgpack-c,
  * which writes the shortest header and integer forms, as Redis' cmsgpack

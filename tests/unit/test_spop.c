@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * Unit tests of the SPOP codec (agent/codec/spop.c), on bytes alone.
  *

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* store: redis URL parsing (the rest is covered against a live Redis). */
 #include <criterion/criterion.h>
 

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* store.h dispatches every call through the backend's operations table
  * (store_new_with_ops): a fake backend records what it was asked. */
 #include <criterion/criterion.h>

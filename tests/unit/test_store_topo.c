@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* store topologies: CRC16 and key slots (Redis Cluster spec vectors),
  * sentinel and cluster URL parsing. */
 #include <string.h>

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * The heavy-hitters summary of denied keys (topk.c): a flood from one key
  * among 10,000 quiet ones comes first, its count exact within the stated

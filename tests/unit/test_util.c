@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * util.c: the integer formatter of the hot path (the script call's
  * arguments, the RateLimit header values) against printf; the loop clock

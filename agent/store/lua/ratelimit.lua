@@ -1,3 +1,4 @@
+-- SPDX-License-Identifier: Apache-2.0
 -- spoa-ratelimit: the one Redis script. The contract (KEYS, ARGV, reply)
 -- is in agent/limiter/limiter.h; the maths in agent/limiter/lim_*.c, which are its C twins
 -- and must stay decision-for-decision identical (tests/integration).

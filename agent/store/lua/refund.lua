@@ -1,3 +1,4 @@
+-- SPDX-License-Identifier: Apache-2.0
 -- spoa-ratelimit: refunds for Redis Cluster. A request whose checks live
 -- in several slots runs one ratelimit.lua call per slot; when one slot
 -- denies (or fails), the agent undoes here what the other slots charged,
