@@ -41,7 +41,7 @@ LIB        = $(BUILD)/libagent.a
 BIN        = $(BUILD)/spoa-ratelimit
 
 .PHONY: all deps run test unit integration e2e fuzz fuzz-short asan bench bench-cluster \
-        install clean check-policies check-layers tools
+        install clean check-policies check-layers tools format
 all: $(BIN) $(TOOL_BINS)
 
 $(BUILD)/agent/%.o: agent/%.c
@@ -160,3 +160,7 @@ clean:
 	rm -rf build build-*
 
 -include $(wildcard $(BUILD)/agent/*.d $(BUILD)/agent/*/*.d $(BUILD)/tests/*.d $(BUILD)/tools/*.d $(BUILD)/itests/*.d)
+
+# The house style (.clang-format, STYLE.md): run before committing C.
+format:
+	find agent tests -name '*.[ch]' | xargs clang-format -i

@@ -36,9 +36,10 @@
 #define VERSION "0.1.0"
 #endif
 #define COPYRIGHT_YEARS "2026"
-#define LICENSE_LINE "License: Apache-2.0 (the LICENSE file; " \
-                     "https://www.apache.org/licenses/LICENSE-2.0)."
-#define PROG "spoa-ratelimit"
+#define LICENSE_LINE                                                           \
+	"License: Apache-2.0 (the LICENSE file; "                              \
+	"https://www.apache.org/licenses/LICENSE-2.0)."
+#define PROG           "spoa-ratelimit"
 #define DEFAULT_POLICY "/etc/spoa-ratelimit/policy.yaml"
 
 struct opts {
@@ -48,48 +49,48 @@ struct opts {
 	const char *metrics;
 	int         workers;
 	int         check;
-	int         log_cli;	/* -v or -q given: log.level is ignored */
+	int         log_cli; /* -v or -q given: log.level is ignored */
 };
 
 static struct server  *server;
 static struct opts     opts;
 static struct ev_loop *main_loop;
-static struct httpd   *httpd;	/* NULL: no metrics server */
-static char            httpd_addr[POLICY_ADDR_MAX];	/* where it listens */
-static struct admin   *admin;	/* NULL: no admin API */
-static struct httpd   *admin_httpd;	/* its own listener, or NULL */
+static struct httpd   *httpd; /* NULL: no metrics server */
+static char            httpd_addr[POLICY_ADDR_MAX]; /* where it listens */
+static struct admin   *admin;                       /* NULL: no admin API */
+static struct httpd   *admin_httpd; /* its own listener, or NULL */
 
 /* --help: GNU style, on stdout, exit 0. */
 static void
 help(void)
 {
-	printf(
-"Usage: spoa-ratelimit [OPTION]...\n"
-"HAProxy SPOE agent that enforces rate limits held in Redis.\n"
-"\n"
-"  -f, --policy FILE    policy file (default " DEFAULT_POLICY ")\n"
-"  -c, --check          check the policy file and exit (0 valid, 1 not)\n"
-"  -l, --listen ADDR    listen on ADDR instead of the policy's listen:\n"
-"                       (host:port, [v6]:port or unix:/path; comma-separated)\n"
-"  -r, --redis URL      use URL instead of the policy's redis.url\n"
-"  -m, --metrics ADDR   serve /metrics and /healthz on ADDR (host:port)\n"
-"                       instead of the policy's metrics.listen\n"
-"  -w, --workers N      worker threads (default: the policy's workers:)\n"
-"  -v, --verbose        log debug lines too; overrides log.level\n"
-"  -q, --quiet          log errors only; overrides log.level\n"
-"  -h, --help           show this help and exit\n"
-"  -V, --version        show the version and exit\n"
-"\n"
-"Signals: SIGHUP reloads the policy (a bad file is refused and the old one\n"
-"kept); SIGTERM and SIGINT answer what is in flight, then exit.\n"
-"\n"
-"Operators: spoa-ratelimit key show|reset ..., spoa-ratelimit top ...\n"
-"(see the man page, ADMINISTRATION).\n"
-"\n"
-"Exit status: 0 on a normal stop or a valid -c check, 1 when the policy\n"
-"is invalid or startup fails, 2 on a usage error.\n"
-"\n"
-"Full documentation: man 8 spoa-ratelimit\n");
+	printf("Usage: spoa-ratelimit [OPTION]...\n"
+	       "HAProxy SPOE agent that enforces rate limits held in Redis.\n"
+	       "\n"
+	       "  -f, --policy FILE    policy file (default " DEFAULT_POLICY
+	       ")\n"
+	       "  -c, --check          check the policy file and exit (0 valid, 1 not)\n"
+	       "  -l, --listen ADDR    listen on ADDR instead of the policy's listen:\n"
+	       "                       (host:port, [v6]:port or unix:/path; comma-separated)\n"
+	       "  -r, --redis URL      use URL instead of the policy's redis.url\n"
+	       "  -m, --metrics ADDR   serve /metrics and /healthz on ADDR (host:port)\n"
+	       "                       instead of the policy's metrics.listen\n"
+	       "  -w, --workers N      worker threads (default: the policy's workers:)\n"
+	       "  -v, --verbose        log debug lines too; overrides log.level\n"
+	       "  -q, --quiet          log errors only; overrides log.level\n"
+	       "  -h, --help           show this help and exit\n"
+	       "  -V, --version        show the version and exit\n"
+	       "\n"
+	       "Signals: SIGHUP reloads the policy (a bad file is refused and the old one\n"
+	       "kept); SIGTERM and SIGINT answer what is in flight, then exit.\n"
+	       "\n"
+	       "Operators: spoa-ratelimit key show|reset ..., spoa-ratelimit top ...\n"
+	       "(see the man page, ADMINISTRATION).\n"
+	       "\n"
+	       "Exit status: 0 on a normal stop or a valid -c check, 1 when the policy\n"
+	       "is invalid or startup fails, 2 on a usage error.\n"
+	       "\n"
+	       "Full documentation: man 8 spoa-ratelimit\n");
 }
 
 /* --version: GNU style, on stdout, exit 0. */
@@ -97,9 +98,9 @@ static void
 version(void)
 {
 	printf(PROG " " VERSION "\n"
-	       "Copyright (C) " COPYRIGHT_YEARS " the spoa-ratelimit authors.\n"
-	       LICENSE_LINE "\n"
-	       "There is NO WARRANTY, to the extent permitted by law.\n");
+	            "Copyright (C) " COPYRIGHT_YEARS
+	            " the spoa-ratelimit authors.\n" LICENSE_LINE "\n"
+	            "There is NO WARRANTY, to the extent permitted by law.\n");
 }
 
 /* The exit status after --help or --version: 1 when stdout could not
@@ -115,8 +116,7 @@ close_stdout(void)
 }
 
 /* A usage error: one line saying what, one saying where help is, exit 2. */
-static void __attribute__((noreturn))
-usage_error(void)
+static void __attribute__((noreturn)) usage_error(void)
 {
 	fprintf(stderr, "Try '" PROG " --help' for more information.\n");
 	exit(2);
@@ -138,36 +138,58 @@ parse_args(int argc, char **argv)
 		{ "version", no_argument, NULL, 'V' },
 		{ NULL, 0, NULL, 0 },
 	};
-	int ch;
+	int   ch;
 	char *end;
 
 	opts.path = DEFAULT_POLICY;
-	while ((ch = getopt_long(argc, argv, "f:cl:r:m:w:vqhV", longopts, NULL)) != -1) {
+	while ((ch = getopt_long(argc, argv, "f:cl:r:m:w:vqhV", longopts,
+	                         NULL)) != -1) {
 		switch (ch) {
-		case 'f': opts.path = optarg; break;
-		case 'c': opts.check = 1; break;
-		case 'l': opts.listen = optarg; break;
-		case 'r': opts.redis_url = optarg; break;
-		case 'm': opts.metrics = optarg; break;
+		case 'f':
+			opts.path = optarg;
+			break;
+		case 'c':
+			opts.check = 1;
+			break;
+		case 'l':
+			opts.listen = optarg;
+			break;
+		case 'r':
+			opts.redis_url = optarg;
+			break;
+		case 'm':
+			opts.metrics = optarg;
+			break;
 		case 'w':
 			opts.workers = (int)strtol(optarg, &end, 10);
-			if (*end != '\0' || opts.workers < 1 || opts.workers > 64) {
+			if (*end != '\0' || opts.workers < 1 ||
+			    opts.workers > 64) {
 				fprintf(stderr, PROG ": -w wants 1..64\n");
 				usage_error();
 			}
 			break;
 		case 'v':
-			log_level = log_level < LOG_DEBUG ? log_level + 1 : LOG_DEBUG;
+			log_level = log_level < LOG_DEBUG ? log_level + 1
+			                                  : LOG_DEBUG;
 			opts.log_cli = 1;
 			break;
-		case 'q': log_level = LOG_ERROR; opts.log_cli = 1; break;
-		case 'h': help(); exit(close_stdout());
-		case 'V': version(); exit(close_stdout());
-		default: usage_error();	/* getopt said what */
+		case 'q':
+			log_level = LOG_ERROR;
+			opts.log_cli = 1;
+			break;
+		case 'h':
+			help();
+			exit(close_stdout());
+		case 'V':
+			version();
+			exit(close_stdout());
+		default:
+			usage_error(); /* getopt said what */
 		}
 	}
 	if (optind < argc) {
-		fprintf(stderr, PROG ": unexpected argument '%s'\n", argv[optind]);
+		fprintf(stderr, PROG ": unexpected argument '%s'\n",
+		        argv[optind]);
 		usage_error();
 	}
 }
@@ -227,7 +249,7 @@ static int
 metrics_bind(const char *addr)
 {
 	struct httpd *h;
-	char *err = NULL;
+	char         *err = NULL;
 
 	if (addr != NULL && httpd != NULL && strcmp(addr, httpd_addr) == 0)
 		return 0;
@@ -252,8 +274,8 @@ metrics_bind(const char *addr)
 		}
 	}
 	if (h == NULL) {
-		log_error("metrics_failed", "addr=%s error=\"%s\" kept=%s", addr,
-		          err ? err : "?", httpd ? httpd_addr : "none");
+		log_error("metrics_failed", "addr=%s error=\"%s\" kept=%s",
+		          addr, err ? err : "?", httpd ? httpd_addr : "none");
 		free(err);
 		if (httpd == NULL)
 			httpd_addr[0] = '\0';
@@ -262,7 +284,7 @@ metrics_bind(const char *addr)
 	httpd_free(httpd);
 	httpd = h;
 	snprintf(httpd_addr, sizeof(httpd_addr), "%s", addr);
-	return 0;			/* httpd logged httpd_listening */
+	return 0; /* httpd logged httpd_listening */
 }
 
 /* Logs each line of <text> (NULL: none) as "msg=<msg> detail=..." at
@@ -272,9 +294,9 @@ metrics_bind(const char *addr)
 static void
 log_report(int level, const char *msg, const char *text)
 {
-	char val[512];
+	char        val[512];
 	const char *s, *nl;
-	size_t n;
+	size_t      n;
 
 	for (; text != NULL && *text != '\0'; text = *nl ? nl + 1 : nl) {
 		nl = strchrnul(text, '\n');
@@ -298,7 +320,7 @@ log_report(int level, const char *msg, const char *text)
 static struct policy *
 load(int startup)
 {
-	char *err = NULL, *warn = NULL;
+	char          *err = NULL, *warn = NULL;
 	struct policy *p = policy_load_with_warnings(opts.path, &err, &warn);
 
 	if (opts.check) {
@@ -351,10 +373,11 @@ warn_restart_only(const struct policy *p)
 {
 	const struct policy *b = booted;
 
-	restart_only("listen", !opts.listen && str_differs(b->listen, p->listen));
+	restart_only("listen",
+	             !opts.listen && str_differs(b->listen, p->listen));
 	restart_only("workers", !opts.workers && b->workers != p->workers);
-	restart_only("redis.url", !opts.redis_url &&
-	             str_differs(b->redis_url, p->redis_url));
+	restart_only("redis.url", !opts.redis_url && str_differs(b->redis_url,
+	                                                         p->redis_url));
 	restart_only("redis.username",
 	             str_differs(b->redis_username, p->redis_username));
 	restart_only("redis.password",
@@ -369,7 +392,7 @@ warn_restart_only(const struct policy *p)
 static int
 admin_start(struct policy *p)
 {
-	char *err = NULL;
+	char         *err = NULL;
 	struct httpd *h = httpd;
 
 	if (p->admin_token == NULL)
@@ -421,10 +444,10 @@ int
 main(int argc, char **argv)
 {
 	struct ev_loop *loop;
-	struct policy *p;
-	ev_signal shup, sterm, sint;
-	char *err = NULL;
-	int nworkers;
+	struct policy  *p;
+	ev_signal       shup, sterm, sint;
+	char           *err = NULL;
+	int             nworkers;
 
 	if (argc > 1 && strcmp(argv[1], "override") == 0)
 		return ovcli_main(argc - 1, argv + 1);
@@ -451,7 +474,7 @@ main(int argc, char **argv)
 	metrics_policy_loaded();
 	loop = main_loop = ev_default_loop(EVFLAG_AUTO);
 	store_resolve_url(opts.redis_url ? opts.redis_url : p->redis_url);
-	nworkers = opts.workers ? opts.workers : p->workers;	/* both >= 1 */
+	nworkers = opts.workers ? opts.workers : p->workers; /* both >= 1 */
 	server = server_new(p, opts.listen ? opts.listen : p->listen, nworkers,
 	                    opts.redis_url, &err);
 	if (server == NULL) {
@@ -462,7 +485,8 @@ main(int argc, char **argv)
 		return 1;
 	}
 	if (metrics_bind(metrics_addr(p)) == -1) {
-		log_error("startup_failed", "error=\"metrics: cannot listen on %s\"",
+		log_error("startup_failed",
+		          "error=\"metrics: cannot listen on %s\"",
 		          metrics_addr(p));
 		server_stop(server);
 		policy_unref(p);
@@ -476,7 +500,7 @@ main(int argc, char **argv)
 		ev_loop_destroy(loop);
 		return 1;
 	}
-	booted = p;			/* its reference, until exit */
+	booted = p; /* its reference, until exit */
 	ev_signal_init(&shup, sighup_cb, SIGHUP);
 	ev_signal_init(&sterm, sigterm_cb, SIGTERM);
 	ev_signal_init(&sint, sigterm_cb, SIGINT);

@@ -3,7 +3,7 @@
 # Installs the Debian 12 packages spoa-ratelimit builds, tests and runs
 # with, and only those that are missing. Needs root (or sudo) the first time.
 set -e
-PKGS="build-essential pkg-config clang libev-dev libhiredis-dev libyaml-dev
+PKGS="build-essential pkg-config clang clang-format libev-dev libhiredis-dev libyaml-dev
 libcriterion-dev libmsgpack-dev redis-server redis-tools haproxy curl wrk
 procps iproute2 prometheus docker-compose valgrind"
 missing=""

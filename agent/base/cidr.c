@@ -73,9 +73,10 @@ static bool
 host_bits(const uint8_t a[16], int prefix)
 {
 	for (int i = 0; i < 16; i++) {
-		int keep = prefix - 8 * i;
-		uint8_t mask = keep >= 8 ? 0xff : keep <= 0 ? 0 :
-		               (uint8_t)(0xff << (8 - keep));
+		int     keep = prefix - 8 * i;
+		uint8_t mask = keep >= 8   ? 0xff
+		               : keep <= 0 ? 0
+		                           : (uint8_t)(0xff << (8 - keep));
 
 		if (a[i] & ~mask)
 			return true;
@@ -86,9 +87,9 @@ host_bits(const uint8_t a[16], int prefix)
 int
 cidr_parse(const char *s, struct cidr *out, const char **err)
 {
-	char buf[CIDR_TEXT_MAX];
+	char  buf[CIDR_TEXT_MAX];
 	char *slash;
-	int fam, len;
+	int   fam, len;
 
 	if (strlen(s) >= sizeof(buf)) {
 		*err = "too long for an address range";
@@ -104,8 +105,8 @@ cidr_parse(const char *s, struct cidr *out, const char **err)
 	}
 	len = fam == 4 ? 32 : 128;
 	if (slash && parse_len(slash + 1, len, &len) == -1) {
-		*err = fam == 4 ? "prefix length must be a decimal 0..32" :
-		                  "prefix length must be a decimal 0..128";
+		*err = fam == 4 ? "prefix length must be a decimal 0..32"
+		                : "prefix length must be a decimal 0..128";
 		return -1;
 	}
 	out->prefix = fam == 4 ? 96 + len : len;
@@ -127,7 +128,8 @@ cidr_match(const struct cidr *c, const uint8_t a[16])
 		return false;
 	if (rest == 0)
 		return true;
-	return ((c->addr[whole] ^ a[whole]) & (uint8_t)(0xff << (8 - rest))) == 0;
+	return ((c->addr[whole] ^ a[whole]) & (uint8_t)(0xff << (8 - rest))) ==
+	       0;
 }
 
 bool

@@ -19,11 +19,11 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#define CIDR_TEXT_MAX 64	/* longest accepted text, "addr/len" */
+#define CIDR_TEXT_MAX 64 /* longest accepted text, "addr/len" */
 
 struct cidr {
-	uint8_t addr[16];	/* host bits zero */
-	int     prefix;		/* 0..128, on the 16-byte form */
+	uint8_t addr[16]; /* host bits zero */
+	int     prefix;   /* 0..128, on the 16-byte form */
 };
 
 /* Reads "<address>" or "<address>/<len>" (IPv4 dotted quad or IPv6 text,

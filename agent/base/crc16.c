@@ -32,7 +32,8 @@ crc16_key_slot(const char *key, size_t len)
 		for (e = s + 1; e < len && key[e] != '}'; e++)
 			;
 		if (e < len && e > s + 1)
-			return crc16(key + s + 1, e - s - 1) & (CRC16_SLOTS - 1);
+			return crc16(key + s + 1, e - s - 1) &
+			       (CRC16_SLOTS - 1);
 	}
 	return crc16(key, len) & (CRC16_SLOTS - 1);
 }

@@ -11,7 +11,7 @@ static void
 arm(struct deadlines *dl, int64_t (*now)(void))
 {
 	struct deadline *first = dl->head.next;
-	int64_t wait, t;
+	int64_t          wait, t;
 
 	if (first == &dl->head || ev_is_active(&dl->timer))
 		return;
@@ -25,7 +25,7 @@ static void
 timer_cb(struct ev_loop *loop, ev_timer *t, int revents)
 {
 	struct deadlines *dl = container_of(t, struct deadlines, timer);
-	int64_t now = util_loop_us();	/* the clock the deadlines were set on */
+	int64_t now = util_loop_us(); /* the clock the deadlines were set on */
 
 	while (dl->head.next != &dl->head && dl->head.next->at <= now) {
 		struct deadline *d = dl->head.next;
@@ -83,7 +83,7 @@ deadlines_add(struct deadlines *dl, struct deadline *d, int64_t at)
 	after->next->prev = d;
 	after->next = d;
 	if (d->prev == &dl->head && ev_is_active(&dl->timer))
-		ev_timer_stop(dl->loop, &dl->timer);	/* a new first: sooner */
+		ev_timer_stop(dl->loop, &dl->timer); /* a new first: sooner */
 	arm(dl, util_loop_us);
 }
 

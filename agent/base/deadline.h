@@ -26,15 +26,15 @@
 #include <ev.h>
 
 struct deadline {
-	int64_t          at;		/* µs, util_loop_us()'s clock */
-	struct deadline *prev, *next;	/* NULL, NULL: not listed */
+	int64_t          at;          /* µs, util_loop_us()'s clock */
+	struct deadline *prev, *next; /* NULL, NULL: not listed */
 };
 
 struct deadlines {
-	struct deadline  head;		/* sentinel: head.next is the first */
-	ev_timer         timer;
-	struct ev_loop  *loop;
-	void           (*expired)(struct deadlines *dl, struct deadline *d);
+	struct deadline head; /* sentinel: head.next is the first */
+	ev_timer        timer;
+	struct ev_loop *loop;
+	void (*expired)(struct deadlines *dl, struct deadline *d);
 };
 
 /* <expired> is called for each deadline that passes, after it has been

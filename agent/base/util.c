@@ -82,7 +82,7 @@ util_monotonic_us(void)
 	return (int64_t)ts.tv_sec * 1000000 + ts.tv_nsec / 1000;
 }
 
-static int64_t epoch_shift;		/* wall - monotonic, at the first read */
+static int64_t        epoch_shift; /* wall - monotonic, at the first read */
 static pthread_once_t epoch_once = PTHREAD_ONCE_INIT;
 
 static void
@@ -136,9 +136,9 @@ static const char digits2[] =
 char *
 util_fmt_int(char *p, int64_t v)
 {
-	char tmp[24], *q = tmp + sizeof(tmp);
+	char     tmp[24], *q = tmp + sizeof(tmp);
 	uint64_t u = v < 0 ? 0 - (uint64_t)v : (uint64_t)v;
-	size_t n;
+	size_t   n;
 
 	if (v < 0)
 		*p++ = '-';
@@ -177,7 +177,8 @@ hash_seed_init(void)
 {
 	if (getrandom(&hash_seed, sizeof(hash_seed), GRND_NONBLOCK) !=
 	    (ssize_t)sizeof(hash_seed))
-		hash_seed = (uint64_t)util_monotonic_us() * 0x9e3779b97f4a7c15ULL;
+		hash_seed =
+			(uint64_t)util_monotonic_us() * 0x9e3779b97f4a7c15ULL;
 }
 
 void
@@ -194,7 +195,7 @@ util_hash_private(const char *s, size_t n)
 	for (size_t i = 0; i < n; i++)
 		h = (h ^ (unsigned char)s[i]) * 1099511628211ULL;
 	h ^= hash_seed;
-	h ^= h >> 33;			/* spread the low bits for a mask */
+	h ^= h >> 33; /* spread the low bits for a mask */
 	h *= 0xff51afd7ed558ccdULL;
 	h ^= h >> 33;
 	return h;

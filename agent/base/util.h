@@ -10,8 +10,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#define container_of(ptr, type, member) \
-	((type *)(void *)((char *)(ptr) - offsetof(type, member)))
+#define container_of(ptr, type, member)                                        \
+	((type *)(void *)((char *)(ptr)-offsetof(type, member)))
 #define ARRAY_SIZE(a) (sizeof(a) / sizeof((a)[0]))
 
 void *xmalloc(size_t n);
@@ -20,7 +20,8 @@ void *xrealloc(void *p, size_t n);
 char *xstrdup(const char *s);
 char *xstrndup(const char *s, size_t n);
 /* Prints "fatal: ..." to stderr and exits 1. */
-void fatal(const char *fmt, ...) __attribute__((format(printf, 1, 2), noreturn));
+void fatal(const char *fmt, ...)
+	__attribute__((format(printf, 1, 2), noreturn));
 
 /* Writes the decimal <v> at <p> (at most 20 bytes, no NUL); returns the
  * end. A hot-path replacement for snprintf("%lld"). */

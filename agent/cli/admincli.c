@@ -33,11 +33,13 @@ admincli_is(const char *cmd)
 static int
 usage(const char *why)
 {
-	fprintf(stderr, "spoa-ratelimit: %s\n"
+	fprintf(stderr,
+	        "spoa-ratelimit: %s\n"
 	        "Usage: spoa-ratelimit key show|reset [-f POLICY] [-r URL] "
 	        "[--json] RULE ARG=VALUE... | RAWKEY\n"
 	        "       spoa-ratelimit top [-f POLICY] [-r URL] [--json] "
-	        "[-n N] RULE\n", why);
+	        "[-n N] RULE\n",
+	        why);
 	return 2;
 }
 
@@ -58,15 +60,22 @@ parse_opts(int argc, char **argv, struct cli *o)
 	optind = 1;
 	while ((ch = getopt_long(argc, argv, "+f:r:jn:", lo, NULL)) != -1) {
 		switch (ch) {
-		case 'f': o->path = optarg; break;
-		case 'r': o->url = optarg; break;
-		case 'j': o->json = 1; break;
+		case 'f':
+			o->path = optarg;
+			break;
+		case 'r':
+			o->url = optarg;
+			break;
+		case 'j':
+			o->json = 1;
+			break;
 		case 'n':
 			o->n = atoi(optarg);
 			if (o->n < 1 || o->n > 1000)
 				return -1;
 			break;
-		default: return -1;
+		default:
+			return -1;
 		}
 	}
 	return 0;
@@ -75,7 +84,7 @@ parse_opts(int argc, char **argv, struct cli *o)
 static struct policy *
 load(const char *path)
 {
-	char *err = NULL;
+	char          *err = NULL;
 	struct policy *p = policy_load(path, &err);
 
 	if (p == NULL)
@@ -90,16 +99,16 @@ cli_check(const struct policy *p, int argc, char **argv, struct check *ck,
           char *err)
 {
 	const char *names[SPOP_MAX_ARGS], *values[SPOP_MAX_ARGS];
-	char *eq;
-	int n = 0;
+	char       *eq;
+	int         n = 0;
 
 	if (argc == 1 && strncmp(argv[0], "rl:{", 4) == 0)
 		return keyop_from_raw(p, argv[0], ck, err);
 	for (int i = 1; i < argc; i++) {
 		if ((eq = strchr(argv[i], '=')) == NULL || eq == argv[i] ||
 		    n == SPOP_MAX_ARGS) {
-			snprintf(err, KEYOP_ERR_MAX, "want ARG=VALUE, got '%.64s'",
-			         argv[i]);
+			snprintf(err, KEYOP_ERR_MAX,
+			         "want ARG=VALUE, got '%.64s'", argv[i]);
 			return -1;
 		}
 		*eq = '\0';
@@ -113,12 +122,12 @@ static int
 key_cmd(struct cli *o, struct policy *p, int argc, char **argv)
 {
 	static struct check ck;
-	struct keyop_state st;
-	struct jsonw w = { 0 };
-	char err[KEYOP_ERR_MAX];
-	redisContext *c;
-	long long n = 0;
-	int reset = strcmp(o->verb, "reset") == 0, rc;
+	struct keyop_state  st;
+	struct jsonw        w = { 0 };
+	char                err[KEYOP_ERR_MAX];
+	redisContext       *c;
+	long long           n = 0;
+	int                 reset = strcmp(o->verb, "reset") == 0, rc;
 
 	if (argc < 1)
 		return usage("key: which rule?");
@@ -130,7 +139,8 @@ key_cmd(struct cli *o, struct policy *p, int argc, char **argv)
 		fprintf(stderr, "spoa-ratelimit: %s\n", err);
 		return 1;
 	}
-	rc = reset ? keyop_reset(&c, &ck, &n, err) : keyop_show(&c, &ck, &st, err);
+	rc = reset ? keyop_reset(&c, &ck, &n, err)
+	           : keyop_show(&c, &ck, &st, err);
 	redisFree(c);
 	if (rc == -1) {
 		fprintf(stderr, "spoa-ratelimit: %s\n", err);
@@ -163,17 +173,18 @@ static int
 topcli(struct cli *o, struct policy *p, int argc, char **argv)
 {
 	struct topk_merge m = { 0 };
-	struct jsonw w = { 0 };
-	char err[KEYOP_ERR_MAX];
-	redisContext *c;
-	int agents, known = 0;
+	struct jsonw      w = { 0 };
+	char              err[KEYOP_ERR_MAX];
+	redisContext     *c;
+	int               agents, known = 0;
 
 	if (argc != 1)
 		return usage("top: which rule?");
 	for (int i = 0; i < p->nrules; i++)
 		known |= strcmp(p->rules[i].name, argv[0]) == 0;
 	if (!known) {
-		fprintf(stderr, "spoa-ratelimit: unknown rule '%.64s'\n", argv[0]);
+		fprintf(stderr, "spoa-ratelimit: unknown rule '%.64s'\n",
+		        argv[0]);
 		return 2;
 	}
 	if ((c = keyop_connect(p, o->url, CLI_TIMEOUT_US, err)) == NULL) {
@@ -183,7 +194,8 @@ topcli(struct cli *o, struct policy *p, int argc, char **argv)
 	agents = toppool_read(c, argv[0], util_wall_us() / 1000, &m);
 	redisFree(c);
 	if (agents < 0) {
-		fprintf(stderr, "spoa-ratelimit: redis: cannot read the top lists\n");
+		fprintf(stderr,
+		        "spoa-ratelimit: redis: cannot read the top lists\n");
 		return 1;
 	}
 	if (o->json) {
@@ -204,14 +216,15 @@ topcli(struct cli *o, struct policy *p, int argc, char **argv)
 int
 admincli_main(int argc, char **argv)
 {
-	struct cli o = { 0 };
+	struct cli     o = { 0 };
 	struct policy *p;
-	int rc, top = strcmp(argv[1], "top") == 0;
+	int            rc, top = strcmp(argv[1], "top") == 0;
 
 	argc--;
-	argv++;			/* argv[0] is now the subcommand */
+	argv++; /* argv[0] is now the subcommand */
 	if (!top) {
-		if (argc < 2 || (strcmp(argv[1], "show") && strcmp(argv[1], "reset")))
+		if (argc < 2 ||
+		    (strcmp(argv[1], "show") && strcmp(argv[1], "reset")))
 			return usage("key: show or reset?");
 		o.verb = argv[1];
 		argc--;
@@ -222,8 +235,8 @@ admincli_main(int argc, char **argv)
 		return usage("bad option");
 	if ((p = load(o.path)) == NULL)
 		return 2;
-	rc = top ? topcli(&o, p, argc - optind, argv + optind) :
-	     key_cmd(&o, p, argc - optind, argv + optind);
+	rc = top ? topcli(&o, p, argc - optind, argv + optind)
+	         : key_cmd(&o, p, argc - optind, argv + optind);
 	policy_unref(p);
 	return rc;
 }

@@ -23,7 +23,7 @@
 struct ovopts {
 	const char       *policy, *url;
 	struct ov_request q;
-	int               kinds;	/* --allow, --deny, a limit: given */
+	int               kinds; /* --allow, --deny, a limit: given */
 };
 
 /* A usage error: one line saying what; the whole usage only when asked
@@ -38,7 +38,8 @@ usage(const char *what)
 static int
 usage_full(void)
 {
-	fprintf(stderr, "usage: " PROG " set -f POLICY RULE ARG=VALUE... "
+	fprintf(stderr,
+	        "usage: " PROG " set -f POLICY RULE ARG=VALUE... "
 	        "(--rate N/P [--burst N] | --limit N [--window D] | --allow | "
 	        "--deny) [--ttl D]\n"
 	        "       " PROG " del -f POLICY RULE ARG=VALUE...\n"
@@ -51,7 +52,7 @@ usage_full(void)
 static int
 pos_int(const char *s, int64_t *v)
 {
-	char *end;
+	char     *end;
 	long long n;
 
 	n = strtoll(s, &end, 10);
@@ -65,9 +66,17 @@ static int
 parse_opt(int ch, struct ovopts *o)
 {
 	switch (ch) {
-	case 'f': o->policy = optarg; return 0;
-	case 'r': o->url = optarg; return 0;
-	case 'R': o->q.rate = optarg; o->kinds |= 1; o->q.kind = OV_LIMIT; return 0;
+	case 'f':
+		o->policy = optarg;
+		return 0;
+	case 'r':
+		o->url = optarg;
+		return 0;
+	case 'R':
+		o->q.rate = optarg;
+		o->kinds |= 1;
+		o->q.kind = OV_LIMIT;
+		return 0;
 	case 'L':
 		if (pos_int(optarg, &o->q.limit) == -1)
 			return usage("--limit: want a positive integer");
@@ -78,13 +87,22 @@ parse_opt(int ch, struct ovopts *o)
 		if (pos_int(optarg, &o->q.burst) == -1)
 			return usage("--burst: want a positive integer");
 		return 0;
-	case 'W': o->q.window = optarg; return 0;
-	case 'A': o->kinds |= 2; o->q.kind = OV_ALLOW; return 0;
-	case 'D': o->kinds |= 4; o->q.kind = OV_DENY; return 0;
+	case 'W':
+		o->q.window = optarg;
+		return 0;
+	case 'A':
+		o->kinds |= 2;
+		o->q.kind = OV_ALLOW;
+		return 0;
+	case 'D':
+		o->kinds |= 4;
+		o->q.kind = OV_DENY;
+		return 0;
 	case 'T':
 		if (lim_parse_duration(optarg, &o->q.ttl_us) == -1 ||
 		    o->q.ttl_us <= 0)
-			return usage("--ttl: want a positive duration (30s, 1h, 7d)");
+			return usage(
+				"--ttl: want a positive duration (30s, 1h, 7d)");
 		return 0;
 	default:
 		return usage("unknown option");
@@ -122,26 +140,29 @@ static redisContext *
 connect_redis(const char *url)
 {
 	struct store_addr a;
-	struct timeval tv = { 2, 0 };
-	redisContext *c;
-	redisReply *r;
+	struct timeval    tv = { 2, 0 };
+	redisContext     *c;
+	redisReply       *r;
 
 	if (store_parse_url(url, &a) == -1) {
-		fprintf(stderr, PROG ": %s: not a redis:// or unix: URL (Sentinel "
-		        "and Cluster: pass -r with one data node)\n", url);
+		fprintf(stderr,
+		        PROG ": %s: not a redis:// or unix: URL (Sentinel "
+		             "and Cluster: pass -r with one data node)\n",
+		        url);
 		return NULL;
 	}
-	c = a.path[0] ? redisConnectUnixWithTimeout(a.path, tv) :
-	    redisConnectWithTimeout(a.host, a.port, tv);
+	c = a.path[0] ? redisConnectUnixWithTimeout(a.path, tv)
+	              : redisConnectWithTimeout(a.host, a.port, tv);
 	if (!c || c->err) {
-		fprintf(stderr, PROG ": %s: %s\n", url, c ? c->errstr : "no memory");
+		fprintf(stderr, PROG ": %s: %s\n", url,
+		        c ? c->errstr : "no memory");
 		redisFree(c);
 		return NULL;
 	}
 	redisSetTimeout(c, tv);
-	r = !a.pass[0] ? NULL : a.user[0] ?
-	    redisCommand(c, "AUTH %s %s", a.user, a.pass) :
-	    redisCommand(c, "AUTH %s", a.pass);
+	r = !a.pass[0]  ? NULL
+	    : a.user[0] ? redisCommand(c, "AUTH %s %s", a.user, a.pass)
+	                : redisCommand(c, "AUTH %s", a.pass);
 	if (a.pass[0] && (!r || r->type == REDIS_REPLY_ERROR)) {
 		fprintf(stderr, PROG ": %s: AUTH failed\n", url);
 		freeReplyObject(r);
@@ -159,9 +180,9 @@ static long long
 eval(redisContext *c, const char *op, const char *key, size_t keylen,
      const char *val, int64_t ttl_us)
 {
-	char ttl[24];
+	char        ttl[24];
 	redisReply *r;
-	long long n = -1;
+	long long   n = -1;
 
 	snprintf(ttl, sizeof(ttl), "%" PRId64, ttl_us);
 	r = redisCommand(c, "EVAL %s 1 %s %s %b %s %s", ov_script, OV_HASH, op,
@@ -170,7 +191,8 @@ eval(redisContext *c, const char *op, const char *key, size_t keylen,
 		fprintf(stderr, PROG ": redis: %s\n", c->errstr);
 	else if (r->type != REDIS_REPLY_INTEGER)
 		fprintf(stderr, PROG ": redis: %s\n",
-		        r->type == REDIS_REPLY_ERROR ? r->str : "unexpected reply");
+		        r->type == REDIS_REPLY_ERROR ? r->str
+		                                     : "unexpected reply");
 	else
 		n = r->integer;
 	freeReplyObject(r);
@@ -190,7 +212,8 @@ print_one(const char *key, size_t keylen, const char *val, size_t len,
 		return;
 	}
 	if (v.kind == OV_LIMIT)
-		printf("limit rate=%" PRId64 " period_us=%" PRId64 " burst=%" PRId64,
+		printf("limit rate=%" PRId64 " period_us=%" PRId64
+		       " burst=%" PRId64,
 		       v.rate, v.period_us, v.burst);
 	else
 		printf("%s", v.kind == OV_ALLOW ? "allow" : "deny");
@@ -206,19 +229,19 @@ print_one(const char *key, size_t keylen, const char *val, size_t len,
 static int
 list(redisContext *c, const char *rule)
 {
-	char prefix[POLICY_NAME_MAX + 8];
-	redisReply *r = redisCommand(c, "HGETALL %s", OV_HASH);
+	char           prefix[POLICY_NAME_MAX + 8];
+	redisReply    *r = redisCommand(c, "HGETALL %s", OV_HASH);
 	struct timeval tv;
-	size_t plen;
+	size_t         plen;
 
 	if (!r || r->type != REDIS_REPLY_ARRAY) {
-		fprintf(stderr, PROG ": redis: %s\n", r ? "unexpected reply" :
-		        c->errstr);
+		fprintf(stderr, PROG ": redis: %s\n",
+		        r ? "unexpected reply" : c->errstr);
 		freeReplyObject(r);
 		return 1;
 	}
-	plen = (size_t)snprintf(prefix, sizeof(prefix), "o:rl:{%s:",
-	                        rule ? rule : "");
+	plen = (size_t)snprintf(prefix, sizeof(prefix),
+	                        "o:rl:{%s:", rule ? rule : "");
 	gettimeofday(&tv, NULL);
 	for (size_t i = 0; i + 1 < r->elements; i += 2) {
 		redisReply *f = r->element[i], *v = r->element[i + 1];
@@ -234,15 +257,15 @@ list(redisContext *c, const char *rule)
 
 /* set / del of the key of RULE ARG=VALUE... (<argv> from the rule on). */
 static int
-change(redisContext *c, const struct policy *p, const struct ovopts *o,
-       int set, int argc, char **argv)
+change(redisContext *c, const struct policy *p, const struct ovopts *o, int set,
+       int argc, char **argv)
 {
-	char key[POLICY_KEY_MAX + 1], err[256], val[OV_VALUE_MAX];
+	char               key[POLICY_KEY_MAX + 1], err[256], val[OV_VALUE_MAX];
 	const struct rule *r;
-	const char *why;
-	struct ov_value v;
-	size_t keylen;
-	long long n;
+	const char        *why;
+	struct ov_value    v;
+	size_t             keylen;
+	long long          n;
 
 	if (argc < 1)
 		return usage("RULE is required");
@@ -252,7 +275,8 @@ change(redisContext *c, const struct policy *p, const struct ovopts *o,
 		return usage(err);
 	if (set) {
 		if (o->kinds != 1 && o->kinds != 2 && o->kinds != 4)
-			return usage("say one of --rate/--limit, --allow, --deny");
+			return usage(
+				"say one of --rate/--limit, --allow, --deny");
 		if (ov_make(r, &o->q, &v, &why) == -1)
 			return usage(why);
 		ov_format(&v, val, sizeof(val));
@@ -271,7 +295,7 @@ change(redisContext *c, const struct policy *p, const struct ovopts *o,
 	}
 	printf("%s %s%s%s", set ? "set" : "deleted", key, set ? " " : "",
 	       set ? val : "");
-	if (set && o->q.ttl_us > 0)	/* the script put Redis' now + ttl */
+	if (set && o->q.ttl_us > 0) /* the script put Redis' now + ttl */
 		printf(" ttl_s=%" PRId64, (o->q.ttl_us + 999999) / 1000000);
 	printf("\n");
 	return 0;
@@ -280,12 +304,12 @@ change(redisContext *c, const struct policy *p, const struct ovopts *o,
 int
 ovcli_main(int argc, char **argv)
 {
-	struct ovopts o = { 0 };
+	struct ovopts  o = { 0 };
 	struct policy *p;
-	redisContext *c;
-	char *err = NULL, *warn = NULL;
-	const char *cmd;
-	int rc;
+	redisContext  *c;
+	char          *err = NULL, *warn = NULL;
+	const char    *cmd;
+	int            rc;
 
 	if (argc < 2)
 		return usage_full();
@@ -305,8 +329,9 @@ ovcli_main(int argc, char **argv)
 	argc -= optind + 1;
 	argv += optind + 1;
 	if (strcmp(cmd, "list") == 0)
-		rc = argc > 1 ? usage("list takes at most a RULE") :
-		     !c ? 1 : list(c, argc ? argv[0] : NULL);
+		rc = argc > 1 ? usage("list takes at most a RULE")
+		     : !c     ? 1
+		              : list(c, argc ? argv[0] : NULL);
 	else
 		rc = change(c, p, &o, strcmp(cmd, "set") == 0, argc, argv);
 	if (c)

@@ -37,7 +37,7 @@ iter_init(struct spop_iter *it, const char *payload, size_t len)
 	it->end = payload + len;
 }
 
-#define VARINT_MAX 10		/* bytes of the longest varint (a uint64) */
+#define VARINT_MAX 10 /* bytes of the longest varint (a uint64) */
 
 static size_t
 avail(const char *p, const char *end)
@@ -69,8 +69,8 @@ static int
 decode_name(const char **p, const char *end, struct spop_str *s)
 {
 	const char *q = *p;
-	uint64_t len;
-	int n;
+	uint64_t    len;
+	int         n;
 
 	n = spop_decode_varint(&q, end, &len);
 	if (n <= 0)
@@ -102,9 +102,9 @@ int
 spop_decode_varint(const char **p, const char *end, uint64_t *v)
 {
 	const unsigned char *q = (const unsigned char *)*p;
-	uint64_t r, b, add;
-	unsigned int shift = 4;
-	int n = 1;
+	uint64_t             r, b, add;
+	unsigned int         shift = 4;
+	int                  n = 1;
 
 	if (avail(*p, end) == 0)
 		return SPOP_INCOMPLETE;
@@ -112,13 +112,13 @@ spop_decode_varint(const char **p, const char *end, uint64_t *v)
 	if (r >= 240) {
 		do {
 			if (n == 10)
-				return -1;	/* an 11th byte would follow */
+				return -1; /* an 11th byte would follow */
 			if ((const char *)q >= end)
 				return SPOP_INCOMPLETE;
 			b = *q++;
 			n++;
 			if (b >> (64 - shift) != 0)
-				return -1;	/* bits above 2^64 */
+				return -1; /* bits above 2^64 */
 			add = b << shift;
 			if (r + add < r)
 				return -1;
@@ -134,10 +134,10 @@ spop_decode_varint(const char **p, const char *end, uint64_t *v)
 int
 spop_decode_data(const char **p, const char *end, struct spop_data *d)
 {
-	const char *q = *p;
+	const char   *q = *p;
 	unsigned char tb;
-	uint64_t u;
-	int n;
+	uint64_t      u;
+	int           n;
 
 	if (avail(q, end) == 0)
 		return SPOP_INCOMPLETE;
@@ -158,7 +158,7 @@ spop_decode_data(const char **p, const char *end, struct spop_data *d)
 		if (n <= 0)
 			return n;
 		if (d->type == SPOP_DATA_INT32 || d->type == SPOP_DATA_INT64)
-			d->v.i = (int64_t)u;	/* two's complement on the wire */
+			d->v.i = (int64_t)u; /* two's complement on the wire */
 		else
 			d->v.u = u;
 		break;
@@ -181,7 +181,7 @@ spop_decode_data(const char **p, const char *end, struct spop_data *d)
 			return n;
 		break;
 	default:
-		return -1;		/* 10-15 are reserved */
+		return -1; /* 10-15 are reserved */
 	}
 	n = (int)(q - *p);
 	*p = q;
@@ -193,18 +193,18 @@ spop_decode_frame(const char *buf, size_t len, uint32_t max_size,
                   struct spop_frame *f, int *status)
 {
 	const char *p, *end;
-	uint32_t flen;
+	uint32_t    flen;
 
 	if (len < 4)
 		return SPOP_INCOMPLETE;
 	flen = read_be32(buf);
 	if (max_size > INT_MAX - 4)
-		max_size = INT_MAX - 4;	/* the return value must fit */
+		max_size = INT_MAX - 4; /* the return value must fit */
 	if (flen > max_size) {
 		*status = SPOP_ST_TOO_BIG;
 		return -1;
 	}
-	if (flen < 1 + 4 + 1 + 1) {	/* type, flags, sid, fid */
+	if (flen < 1 + 4 + 1 + 1) { /* type, flags, sid, fid */
 		*status = SPOP_ST_INVALID;
 		return -1;
 	}
@@ -252,8 +252,8 @@ spop_check_order(uint8_t type, bool hello_done, int *status)
 	}
 	if (!hello_done && type == SPOP_FRM_HAPROXY_HELLO)
 		return 0;
-	if (hello_done && (type == SPOP_FRM_NOTIFY ||
-	                   type == SPOP_FRM_HAPROXY_DISCONNECT))
+	if (hello_done &&
+	    (type == SPOP_FRM_NOTIFY || type == SPOP_FRM_HAPROXY_DISCONNECT))
 		return 0;
 	*status = SPOP_ST_INVALID;
 	return -1;
@@ -309,9 +309,9 @@ spop_decode_hello(const char *payload, size_t len, struct spop_hello *h,
                   int *status)
 {
 	struct spop_iter it;
-	struct spop_str key;
+	struct spop_str  key;
 	struct spop_data val;
-	int rc;
+	int              rc;
 
 	memset(h, 0, sizeof(*h));
 	iter_init(&it, payload, len);
@@ -359,10 +359,10 @@ spop_decode_disconnect(const char *payload, size_t len, int *code,
                        struct spop_str *message, int *status)
 {
 	struct spop_iter it;
-	struct spop_str key;
+	struct spop_str  key;
 	struct spop_data val;
-	uint64_t u;
-	int rc;
+	uint64_t         u;
+	int              rc;
 
 	*code = SPOP_ST_UNKNOWN;
 	message->ptr = empty_buf;
@@ -375,7 +375,7 @@ spop_decode_disconnect(const char *payload, size_t len, int *code,
 			case SPOP_DATA_INT64:
 			case SPOP_DATA_UINT32:
 			case SPOP_DATA_UINT64:
-				u = val.v.u;	/* i and u share their bits */
+				u = val.v.u; /* i and u share their bits */
 				*code = u <= INT_MAX ? (int)u : SPOP_ST_UNKNOWN;
 				break;
 			default:
@@ -396,14 +396,14 @@ spop_decode_disconnect(const char *payload, size_t len, int *code,
 static bool
 is_space(char c)
 {
-	return c == ' ' || c == '\t' || c == '\n' || c == '\r' ||
-	       c == '\v' || c == '\f';
+	return c == ' ' || c == '\t' || c == '\n' || c == '\r' || c == '\v' ||
+	       c == '\f';
 }
 
 bool
 spop_list_has(struct spop_str list, const char *word)
 {
-	size_t wlen = strlen(word);
+	size_t      wlen = strlen(word);
 	const char *p = list.ptr, *end, *item, *comma;
 
 	if (p == NULL || wlen == 0)
@@ -447,13 +447,12 @@ int
 spop_next_message(struct spop_iter *it, struct spop_message *m, int *status)
 {
 	struct spop_arg skipped, *a;
-	const char *p = it->p;
-	int i, nb;
+	const char     *p = it->p;
+	int             i, nb;
 
 	if (avail(p, it->end) == 0)
 		return 0;
-	if (decode_name(&p, it->end, &m->name) <= 0 ||
-	    avail(p, it->end) == 0)
+	if (decode_name(&p, it->end, &m->name) <= 0 || avail(p, it->end) == 0)
 		goto invalid;
 	nb = (unsigned char)*p++;
 	m->nargs_total = nb;
@@ -473,11 +472,10 @@ invalid:
 
 int
 spop_next_action(struct spop_iter *it, int *action, int *scope,
-                 struct spop_str *name, struct spop_data *value,
-                 int *status)
+                 struct spop_str *name, struct spop_data *value, int *status)
 {
 	const char *p = it->p;
-	int act, nb, sc;
+	int         act, nb, sc;
 
 	if (avail(p, it->end) == 0)
 		return 0;
@@ -547,7 +545,7 @@ put_varint(char *p, uint64_t v)
 int
 spop_encode_varint(char **p, char *end, uint64_t v)
 {
-	char tmp[VARINT_MAX];
+	char   tmp[VARINT_MAX];
 	size_t n;
 
 	if (*p == NULL)
@@ -583,8 +581,10 @@ static void
 w_be32(struct spop_writer *w, uint32_t v)
 {
 	unsigned char b[4] = {
-		(unsigned char)(v >> 24), (unsigned char)(v >> 16),
-		(unsigned char)(v >> 8), (unsigned char)v,
+		(unsigned char)(v >> 24),
+		(unsigned char)(v >> 16),
+		(unsigned char)(v >> 8),
+		(unsigned char)v,
 	};
 
 	w_bytes(w, b, sizeof(b));
@@ -599,7 +599,7 @@ spop_w_begin(struct spop_writer *w, char *buf, size_t size, uint8_t type,
 	if (w->err)
 		return;
 	w->end = buf + size;
-	w_be32(w, 0);		/* FRAME-LENGTH, patched by spop_w_end() */
+	w_be32(w, 0); /* FRAME-LENGTH, patched by spop_w_end() */
 	spop_w_u8(w, type);
 	w_be32(w, SPOP_FL_FIN);
 	spop_w_varint(w, stream_id);
@@ -660,7 +660,7 @@ spop_w_data(struct spop_writer *w, const struct spop_data *d)
 		spop_w_name(w, d->v.str.ptr, d->v.str.len);
 		break;
 	default:
-		w->err = true;	/* not a type we could decode again */
+		w->err = true; /* not a type we could decode again */
 		break;
 	}
 }
@@ -694,8 +694,7 @@ spop_w_bool(struct spop_writer *w, bool v)
 }
 
 void
-spop_w_kv_str(struct spop_writer *w, const char *key, const char *s,
-              size_t len)
+spop_w_kv_str(struct spop_writer *w, const char *key, const char *s, size_t len)
 {
 	spop_w_name(w, key, strlen(key));
 	spop_w_str(w, s, len);
@@ -716,8 +715,8 @@ spop_w_kv_bool(struct spop_writer *w, const char *key, bool v)
 }
 
 void
-spop_w_set_var(struct spop_writer *w, int scope, const char *name,
-               size_t len, const struct spop_data *v)
+spop_w_set_var(struct spop_writer *w, int scope, const char *name, size_t len,
+               const struct spop_data *v)
 {
 	if (scope < SPOP_SCOPE_PROC || scope > SPOP_SCOPE_RES)
 		w->err = true;
@@ -816,7 +815,7 @@ spop_w_message(struct spop_writer *w, const char *name, int nargs)
 int
 spop_w_end(struct spop_writer *w)
 {
-	size_t total;
+	size_t   total;
 	uint32_t flen;
 
 	if (w->err || w->buf == NULL)
@@ -850,11 +849,11 @@ spop_encode_agent_hello(char *buf, size_t size, uint32_t max_frame_size,
 }
 
 int
-spop_encode_disconnect(char *buf, size_t size, uint8_t type,
-                       int status_code, const char *message)
+spop_encode_disconnect(char *buf, size_t size, uint8_t type, int status_code,
+                       const char *message)
 {
 	struct spop_writer w;
-	size_t len;
+	size_t             len;
 
 	if (type != SPOP_FRM_AGENT_DISCONNECT &&
 	    type != SPOP_FRM_HAPROXY_DISCONNECT)
@@ -863,7 +862,7 @@ spop_encode_disconnect(char *buf, size_t size, uint8_t type,
 		message = spop_strstatus(status_code);
 	len = strlen(message);
 	if (len > 255)
-		len = 255;	/* HAProxy 2.6 refuses longer messages */
+		len = 255; /* HAProxy 2.6 refuses longer messages */
 	spop_w_begin(&w, buf, size, type, 0, 0);
 	spop_w_kv_uint32(&w, "status-code", (uint32_t)status_code);
 	spop_w_kv_str(&w, "message", message, len);
@@ -884,7 +883,8 @@ spop_strstatus(int status)
 		[SPOP_ST_NO_FRAME_SIZE] = "max-frame-size value not found",
 		[SPOP_ST_NO_CAP] = "capabilities value not found",
 		[SPOP_ST_BAD_VSN] = "unsupported version",
-		[SPOP_ST_BAD_FRAME_SIZE] = "max-frame-size too big or too small",
+		[SPOP_ST_BAD_FRAME_SIZE] =
+			"max-frame-size too big or too small",
 		[SPOP_ST_FRAG_NOT_SUPPORTED] = "fragmentation not supported",
 		[SPOP_ST_INTERLACED] = "invalid interlaced frames",
 		[SPOP_ST_FRAMEID_NOTFOUND] = "frame-id not found",

@@ -25,9 +25,9 @@
 
 #define SPOP_INCOMPLETE     0
 #define SPOP_MIN_FRAME_SIZE 256
-#define SPOP_MAX_FRAME_SIZE 16380	/* HAProxy's default tune.bufsize - 4 */
+#define SPOP_MAX_FRAME_SIZE 16380 /* HAProxy's default tune.bufsize - 4 */
 #define SPOP_FRAME_HDR_MAX  (4 + 1 + 4 + 10 + 10)
-#define SPOP_MAX_ARGS       32		/* args kept per message; more are skipped */
+#define SPOP_MAX_ARGS       32 /* args kept per message; more are skipped */
 
 #define SPOP_FL_FIN   0x00000001u
 #define SPOP_FL_ABORT 0x00000002u
@@ -89,7 +89,7 @@ enum spop_action {
 };
 
 struct spop_str {
-	const char *ptr;		/* not NUL-terminated; borrowed */
+	const char *ptr; /* not NUL-terminated; borrowed */
 	size_t      len;
 };
 
@@ -97,43 +97,43 @@ struct spop_data {
 	enum spop_data_type type;
 	union {
 		bool            b;
-		int64_t         i;	/* INT32, INT64 */
-		uint64_t        u;	/* UINT32, UINT64 */
-		uint8_t         ipv4[4];	/* network order */
+		int64_t         i;       /* INT32, INT64 */
+		uint64_t        u;       /* UINT32, UINT64 */
+		uint8_t         ipv4[4]; /* network order */
 		uint8_t         ipv6[16];
-		struct spop_str str;	/* STRING, BINARY */
+		struct spop_str str; /* STRING, BINARY */
 	} v;
 };
 
 struct spop_frame {
-	uint8_t     type;		/* enum spop_frame_type */
-	uint32_t    flags;		/* SPOP_FL_* */
+	uint8_t     type;  /* enum spop_frame_type */
+	uint32_t    flags; /* SPOP_FL_* */
 	uint64_t    stream_id;
 	uint64_t    frame_id;
-	const char *payload;		/* borrowed from the input buffer */
+	const char *payload; /* borrowed from the input buffer */
 	size_t      len;
 };
 
 struct spop_hello {
-	struct spop_str versions;	/* supported-versions */
-	uint32_t    max_frame_size;
+	struct spop_str versions; /* supported-versions */
+	uint32_t        max_frame_size;
 	struct spop_str capabilities;
 	struct spop_str engine_id;
-	bool        has_versions;
-	bool        has_max_frame_size;
-	bool        has_capabilities;
-	bool        healthcheck;
+	bool            has_versions;
+	bool            has_max_frame_size;
+	bool            has_capabilities;
+	bool            healthcheck;
 };
 
 struct spop_arg {
-	struct spop_str  name;		/* may be empty */
+	struct spop_str  name; /* may be empty */
 	struct spop_data value;
 };
 
 struct spop_message {
 	struct spop_str name;
-	int         nargs;		/* args stored in <args> */
-	int         nargs_total;	/* args present in the frame */
+	int             nargs;       /* args stored in <args> */
+	int             nargs_total; /* args present in the frame */
 	struct spop_arg args[SPOP_MAX_ARGS];
 };
 
@@ -225,10 +225,10 @@ const struct spop_arg *spop_find_arg(const struct spop_message *m,
 /* ---- encoding ---------------------------------------------------------- */
 
 struct spop_writer {
-	char *buf;			/* frame start (the length prefix) */
-	char *p;			/* write position */
+	char *buf; /* frame start (the length prefix) */
+	char *p;   /* write position */
 	char *end;
-	bool  err;			/* sticky: out of room */
+	bool  err; /* sticky: out of room */
 };
 
 /* Writes <v> as a varint at <*p>. Returns bytes written or -1 (no room,
@@ -239,15 +239,15 @@ int spop_encode_varint(char **p, char *end, uint64_t v);
  * length bytes, then writes type, flags, <stream_id> and <frame_id>. A
  * NULL <buf> or any later overflow sets the sticky <err>. Out-of-range
  * arguments (scope, nargs > 255, unknown data type) set it too. */
-void spop_w_begin(struct spop_writer *w, char *buf, size_t size,
-                  uint8_t type, uint64_t stream_id, uint64_t frame_id);
+void spop_w_begin(struct spop_writer *w, char *buf, size_t size, uint8_t type,
+                  uint64_t stream_id, uint64_t frame_id);
 void spop_w_u8(struct spop_writer *w, uint8_t v);
 void spop_w_varint(struct spop_writer *w, uint64_t v);
 /* A bare name: varint length + bytes, no type byte (MESSAGE/KV/VAR names). */
 void spop_w_name(struct spop_writer *w, const char *s, size_t len);
 void spop_w_data(struct spop_writer *w, const struct spop_data *d);
 void spop_w_str(struct spop_writer *w, const char *s, size_t len);
-void spop_w_int(struct spop_writer *w, int64_t v);	/* INT64 */
+void spop_w_int(struct spop_writer *w, int64_t v); /* INT64 */
 void spop_w_uint32(struct spop_writer *w, uint32_t v);
 void spop_w_bool(struct spop_writer *w, bool v);
 /* A KV item: bare name then typed value. */

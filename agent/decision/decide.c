@@ -37,8 +37,8 @@ decide_ceil_s(int64_t us)
 /* Appends the member `"<name>";<k1>=<v1>;<k2>=<v2>` to the list in <buf>
  * (<*len> bytes so far), or nothing if it would not fit whole. */
 static void
-hdr_member(char *buf, size_t *len, const char *name, size_t nlen,
-           char k1, int64_t v1, char k2, int64_t v2)
+hdr_member(char *buf, size_t *len, const char *name, size_t nlen, char k1,
+           int64_t v1, char k2, int64_t v2)
 {
 	char m[POLICY_NAME_MAX + 64], *p = m;
 
@@ -80,9 +80,11 @@ add_headers(const struct check *c, const struct lim_params *lim,
             const struct lim_result *r, struct decision *d)
 {
 	const char *name = c->rule->name;
-	size_t nlen = strlen(name);
-	int64_t t = r->allowed == 1 ? r->next_us :
-	            (r->retry_after_us > r->next_us ? r->retry_after_us : r->next_us);
+	size_t      nlen = strlen(name);
+	int64_t     t = r->allowed == 1 ? r->next_us
+	                                : (r->retry_after_us > r->next_us
+	                                           ? r->retry_after_us
+	                                           : r->next_us);
 
 	if (!c->rule->headers)
 		return;
@@ -233,10 +235,10 @@ as_uncharged(const struct check *c, const struct lim_params *lim,
 	if (r.allowed != 1 || c->op != LIM_OP_CHECK || c->cost <= 0)
 		return r;
 	if (lim->algo == LIM_CONCURRENCY)
-		add = 1;		/* one lease a request, whatever its cost */
+		add = 1; /* one lease a request, whatever its cost */
 	else if (lim_delay_us(lim, &r) > 0)
-		add = 0;		/* a slot ahead: its remaining was held at
-					 * 0, and nothing was left before it */
+		add = 0; /* a slot ahead: its remaining was held at
+		          * 0, and nothing was left before it */
 	r.remaining += add;
 	if (r.remaining > q)
 		r.remaining = q;
@@ -261,7 +263,7 @@ decide(const struct check *checks, const struct outcome *out, int n,
 	d->ratelimit_len = d->ratelimit_policy_len = 0;
 	assert(n >= 0 && (n == 0 || (checks != NULL && out != NULL)));
 	for (int i = 0; i < n; i++) {
-		const struct check *c = &checks[i];
+		const struct check   *c = &checks[i];
 		const struct outcome *o = &out[i];
 		int shadow = (c->flags & LIM_FL_SHADOW) != 0, denies;
 		struct lim_result er;
@@ -290,12 +292,16 @@ decide(const struct check *checks, const struct outcome *out, int n,
 		}
 		if (denies)
 			deny(d, 429, decide_ceil_s(er.retry_after_us));
-		else if (!shadow && lim_delay_us(lim_of(c, o), &er) > d->delay_us)
-			d->delay_us = lim_delay_us(lim_of(c, o), &er);	/* a shadow
-						 * rule never holds traffic */
+		else if (!shadow &&
+		         lim_delay_us(lim_of(c, o), &er) > d->delay_us)
+			d->delay_us = lim_delay_us(
+				lim_of(c, o),
+				&er); /* a shadow
+			               * rule never holds traffic */
 		if (headers == HEADERS_IETF || headers == HEADERS_BOTH) {
 			const struct lim_params *lim = lim_of(c, o);
-			struct lim_result r = veto ? as_uncharged(c, lim, er) : er;
+			struct lim_result        r =
+                                veto ? as_uncharged(c, lim, er) : er;
 
 			add_headers(c, lim, &r, d);
 		}
@@ -305,21 +311,24 @@ decide(const struct check *checks, const struct outcome *out, int n,
 		}
 	}
 	if (best >= 0) {
-		struct lim_result eb = effective(out[best].res);
+		struct lim_result        eb = effective(out[best].res);
 		const struct lim_result *r = &eb;
-		const struct lim_params *lim = lim_of(&checks[best], &out[best]);
+		const struct lim_params *lim =
+			lim_of(&checks[best], &out[best]);
 
 		d->has_limits = 1;
 		d->limit = lim_quota(lim);
 		d->remaining = r->remaining > 0 ? r->remaining : 0;
 		if (veto && !best_denies)
-			d->remaining = as_uncharged(&checks[best], lim, *r).remaining;
+			d->remaining =
+				as_uncharged(&checks[best], lim, *r).remaining;
 		d->reset = decide_ceil_s(r->next_us);
 		if (best_denies || d->policy == NULL)
 			d->policy = checks[best].rule->name;
 		if (best_denies && d->reset < decide_ceil_s(r->retry_after_us))
 			d->reset = decide_ceil_s(r->retry_after_us);
-		d->legacy = (headers == HEADERS_LEGACY || headers == HEADERS_BOTH) &&
+		d->legacy = (headers == HEADERS_LEGACY ||
+		             headers == HEADERS_BOTH) &&
 		            checks[best].rule->headers;
 	}
 	if (d->status != 0 && d->retry_after < d->reset && best_denies)
@@ -339,10 +348,12 @@ decide_encode(const struct decision *d, struct spop_writer *w)
 {
 	spop_w_set_var_int(w, SPOP_SCOPE_TXN, "status", d->status);
 	if (d->status != 0)
-		spop_w_set_var_int(w, SPOP_SCOPE_TXN, "retry_after", d->retry_after);
+		spop_w_set_var_int(w, SPOP_SCOPE_TXN, "retry_after",
+		                   d->retry_after);
 	if (d->has_limits) {
 		spop_w_set_var_int(w, SPOP_SCOPE_TXN, "limit", d->limit);
-		spop_w_set_var_int(w, SPOP_SCOPE_TXN, "remaining", d->remaining);
+		spop_w_set_var_int(w, SPOP_SCOPE_TXN, "remaining",
+		                   d->remaining);
 		spop_w_set_var_int(w, SPOP_SCOPE_TXN, "reset", d->reset);
 	}
 	if (d->policy != NULL)
@@ -352,7 +363,8 @@ decide_encode(const struct decision *d, struct spop_writer *w)
 		spop_w_set_var_str(w, SPOP_SCOPE_TXN, "ratelimit", d->ratelimit,
 		                   d->ratelimit_len);
 		spop_w_set_var_str(w, SPOP_SCOPE_TXN, "ratelimit_policy",
-		                   d->ratelimit_policy, d->ratelimit_policy_len);
+		                   d->ratelimit_policy,
+		                   d->ratelimit_policy_len);
 	}
 	if (d->release)
 		spop_w_set_var_int(w, SPOP_SCOPE_TXN, "release", 1);
@@ -369,7 +381,8 @@ decide_encode_min(const struct decision *d, struct spop_writer *w)
 {
 	spop_w_set_var_int(w, SPOP_SCOPE_TXN, "status", d->status);
 	if (d->status != 0)
-		spop_w_set_var_int(w, SPOP_SCOPE_TXN, "retry_after", d->retry_after);
+		spop_w_set_var_int(w, SPOP_SCOPE_TXN, "retry_after",
+		                   d->retry_after);
 	spop_w_set_var_int(w, SPOP_SCOPE_TXN, "degraded", d->degraded);
 	spop_w_set_var_int(w, SPOP_SCOPE_TXN, "shadow", d->shadow);
 }

@@ -26,48 +26,48 @@
 
 /* How one check was decided. */
 enum outcome_src {
-	SRC_STORE = 0,		/* by Redis or the local tier: <res> is valid */
-	SRC_FAIL_OPEN,		/* store unavailable, rule skipped */
-	SRC_FAIL_CLOSED,	/* store unavailable, rule denies with 503 */
-	SRC_FAIL_LOCAL,		/* store unavailable, <res> from the local tier */
-	SRC_MISSING,		/* key arg missing and missing: deny */
-	SRC_NOT_RUN,		/* not evaluated: another check denied first */
+	SRC_STORE = 0,   /* by Redis or the local tier: <res> is valid */
+	SRC_FAIL_OPEN,   /* store unavailable, rule skipped */
+	SRC_FAIL_CLOSED, /* store unavailable, rule denies with 503 */
+	SRC_FAIL_LOCAL,  /* store unavailable, <res> from the local tier */
+	SRC_MISSING,     /* key arg missing and missing: deny */
+	SRC_NOT_RUN,     /* not evaluated: another check denied first */
 };
 
 struct outcome {
-	enum outcome_src  src;
-	struct lim_result res;
-	const struct lim_params *lim;	/* what <res> was decided under, when
-					 * not the check's own: fail: local's
-					 * share of the pool; NULL otherwise */
-	int               redis_lease;	/* a concurrency CHECK whose lease
-					 * Redis holds, or may hold: granted
-					 * (decide_mark_leases), or sent and
-					 * never answered */
+	enum outcome_src         src;
+	struct lim_result        res;
+	const struct lim_params *lim; /* what <res> was decided under, when
+	                               * not the check's own: fail: local's
+	                               * share of the pool; NULL otherwise */
+	int redis_lease;              /* a concurrency CHECK whose lease
+	                               * Redis holds, or may hold: granted
+	                               * (decide_mark_leases), or sent and
+	                               * never answered */
 };
 
 struct decision {
-	int         status;		/* 0, 429 or 503 */
-	int64_t     retry_after;	/* s, rounded up; when status != 0 */
+	int         status;      /* 0, 429 or 503 */
+	int64_t     retry_after; /* s, rounded up; when status != 0 */
 	int64_t     limit;
 	int64_t     remaining;
-	int64_t     reset;		/* s, rounded up: the IETF t */
-	const char *policy;		/* deciding rule, or NULL */
+	int64_t     reset;  /* s, rounded up: the IETF t */
+	const char *policy; /* deciding rule, or NULL */
 	int         degraded;
 	int         shadow;
-	int         has_limits;		/* a rule gave limit/remaining/reset */
-	int         legacy;		/* X-RateLimit-* wanted: headers legacy
-					 * or both, deciding rule with headers */
-	char        ratelimit[DECIDE_HDR_MAX];
-	char        ratelimit_policy[DECIDE_HDR_MAX];
-	size_t      ratelimit_len;
-	size_t      ratelimit_policy_len;
-	int64_t     delay_us;		/* leaky-bucket delay mode: hold the ACK */
-	int         release;		/* a concurrency lease was taken: the
-					 * response phase must send its release */
-	int         response;		/* a count: response rule passed the
-					 * request: the response phase must
-					 * send its cost (rl-response) */
+	int         has_limits; /* a rule gave limit/remaining/reset */
+	int         legacy;     /* X-RateLimit-* wanted: headers legacy
+	                         * or both, deciding rule with headers */
+	char    ratelimit[DECIDE_HDR_MAX];
+	char    ratelimit_policy[DECIDE_HDR_MAX];
+	size_t  ratelimit_len;
+	size_t  ratelimit_policy_len;
+	int64_t delay_us; /* leaky-bucket delay mode: hold the ACK */
+	int     release;  /* a concurrency lease was taken: the
+	                   * response phase must send its release */
+	int response;     /* a count: response rule passed the
+	                   * request: the response phase must
+	                   * send its cost (rl-response) */
 };
 
 /* Fills <d> from the <n> checks and their outcomes. <headers> is the

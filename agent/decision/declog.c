@@ -72,7 +72,7 @@ static void __attribute__((format(printf, 4, 5)))
 put(char *buf, size_t size, size_t *off, const char *fmt, ...)
 {
 	va_list ap;
-	int k;
+	int     k;
 
 	if (*off + 1 >= size)
 		return;
@@ -99,16 +99,18 @@ declog_format(char *buf, size_t size, const struct check *checks,
 	put(buf, size, &off, "status=%d policy=%s", d->status,
 	    d->policy ? d->policy : "-");
 	if (d->status != 0)
-		put(buf, size, &off, " retry_after=%lld", (long long)d->retry_after);
+		put(buf, size, &off, " retry_after=%lld",
+		    (long long)d->retry_after);
 	if (d->has_limits)
 		put(buf, size, &off, " limit=%lld remaining=%lld",
 		    (long long)d->limit, (long long)d->remaining);
 	put(buf, size, &off, " degraded=%d shadow=%d checks=\"", d->degraded,
 	    d->shadow);
 	for (int i = 0; i < n; i++) {
-		put(buf, size, &off, "%s%s:%s:", i ? " " : "", checks[i].rule->name,
-		    outcome_name(&checks[i], &out[i]));
-		log_put_escaped(buf, size, &off, checks[i].key, checks[i].keylen);
+		put(buf, size, &off, "%s%s:%s:", i ? " " : "",
+		    checks[i].rule->name, outcome_name(&checks[i], &out[i]));
+		log_put_escaped(buf, size, &off, checks[i].key,
+		                checks[i].keylen);
 	}
 	/* The closing quote even when cut, so the line stays parseable. */
 	if (off + 1 >= size)
@@ -122,7 +124,7 @@ void
 declog__log(const struct policy *p, const struct check *checks,
             const struct outcome *out, int n, const struct decision *d)
 {
-	char line[900];		/* log_msg() holds 1024 with its prefix */
+	char line[900]; /* log_msg() holds 1024 with its prefix */
 
 	if (log_level < LOG_INFO || !declog_draw(p->log_sample_thresh))
 		return;

@@ -14,8 +14,8 @@
 
 struct nc_entry {
 	uint64_t h1, h2;
-	int64_t  until_us;		/* the denial ends */
-	int64_t  hold_us;		/* the entry ends; 0 = empty */
+	int64_t  until_us; /* the denial ends */
+	int64_t  hold_us;  /* the entry ends; 0 = empty */
 };
 
 /* docs/OPERATING.md promises a reset is seen by the pool within 1 s */
@@ -45,7 +45,7 @@ static void
 key_hashes(const struct check *c, uint64_t *h1, uint64_t *h2)
 {
 	uint64_t a = 1469598103934665603ULL, b = 0x9e3779b97f4a7c15ULL, v;
-	size_t i = 0;
+	size_t   i = 0;
 
 	for (; i + 8 <= c->keylen; i += 8) {
 		memcpy(&v, c->key + i, 8);
@@ -103,7 +103,7 @@ static int
 denial(const struct check *c, int64_t left, struct lim_result *out)
 {
 	const struct lim_params *p = &c->lim;
-	int64_t extra = 0;
+	int64_t                  extra = 0;
 
 	if (p->ei_us > 0) {
 		if (c->cost > p->burst)
@@ -121,16 +121,17 @@ denial(const struct check *c, int64_t left, struct lim_result *out)
 }
 
 int
-nearcache_lookup(struct nearcache *nc, const struct check *c,
-                 int64_t now_us, struct lim_result *out)
+nearcache_lookup(struct nearcache *nc, const struct check *c, int64_t now_us,
+                 struct lim_result *out)
 {
-	uint64_t h1, h2;
+	uint64_t         h1, h2;
 	struct nc_entry *set;
 
 	key_hashes(c, &h1, &h2);
 	set = nc->e[h1 % NEARCACHE_SETS];
 	for (int i = 0; i < NEARCACHE_WAYS; i++) {
-		if (set[i].h1 == h1 && set[i].h2 == h2 && set[i].hold_us > now_us)
+		if (set[i].h1 == h1 && set[i].h2 == h2 &&
+		    set[i].hold_us > now_us)
 			return denial(c, set[i].until_us - now_us, out);
 	}
 	return 0;
@@ -143,7 +144,7 @@ static void
 remember(struct nearcache *nc, const struct check *c, int64_t until_us,
          int64_t hold_us)
 {
-	uint64_t h1, h2;
+	uint64_t         h1, h2;
 	struct nc_entry *set, *victim;
 
 	key_hashes(c, &h1, &h2);

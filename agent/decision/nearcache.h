@@ -45,7 +45,7 @@
 struct nearcache;
 
 struct nearcache *nearcache_new(void);
-void nearcache_free(struct nearcache *nc);
+void              nearcache_free(struct nearcache *nc);
 
 /* 1 if <c>'s algorithm, op, cost and rule allow near-caching. */
 int nearcache_eligible(const struct check *c);
@@ -68,8 +68,8 @@ void nearcache_learn(struct nearcache *nc, const struct check *c,
  * until <until_us>) unless the key is already remembered at <now_us>.
  * Used to log a shadow rule's denial once per key per window: it answers
  * no request, so it is held the whole window. */
-int nearcache_once(struct nearcache *nc, const struct check *c,
-                   int64_t now_us, int64_t until_us);
+int nearcache_once(struct nearcache *nc, const struct check *c, int64_t now_us,
+                   int64_t until_us);
 
 size_t nearcache_count(const struct nearcache *nc, int64_t now_us);
 

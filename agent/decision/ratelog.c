@@ -5,8 +5,8 @@
  * struct ratelog per kind of line (4 KiB per thread that ever logs that
  * kind), so workers never contend; the main thread never calls this.
  */
-#include "log.h"
 #include "ratelog.h"
+#include "log.h"
 #include "util.h"
 
 static _Thread_local struct ratelog tl_state;
@@ -18,9 +18,10 @@ ratelog_allow(struct ratelog *rl, int index, int64_t now_us,
               uint64_t *suppressed)
 {
 	int i = index < 0 || index >= RATELOG_MAX_RULES ? RATELOG_MAX_RULES - 1
-	                                               : index;
+	                                                : index;
 
-	if (rl->last_us[i] != 0 && now_us - rl->last_us[i] < RATELOG_INTERVAL_US) {
+	if (rl->last_us[i] != 0 &&
+	    now_us - rl->last_us[i] < RATELOG_INTERVAL_US) {
 		rl->suppressed[i]++;
 		return 0;
 	}
@@ -53,7 +54,8 @@ ratelog_fail_mode(const struct rule *rule, int worker, int store_up)
 	if (log_level < LOG_WARN ||
 	    !ratelog_allow(&tl_state, rule->index, util_now_us(), &suppressed))
 		return 0;
-	log_warn("fail_mode", "rule=%s mode=%s reason=%s worker=%d suppressed=%llu",
+	log_warn("fail_mode",
+	         "rule=%s mode=%s reason=%s worker=%d suppressed=%llu",
 	         rule->name, mode_name(rule->fail),
 	         store_up ? "redis_timeout_or_error" : "redis_down", worker,
 	         (unsigned long long)suppressed);
@@ -66,13 +68,14 @@ ratelog_never_fits(const struct rule *rule, int worker, int64_t cost,
 {
 	uint64_t suppressed;
 
-	if (log_level < LOG_WARN ||
-	    !ratelog_allow(&tl_never_fits, rule->index, util_now_us(),
-	                   &suppressed))
+	if (log_level < LOG_WARN || !ratelog_allow(&tl_never_fits, rule->index,
+	                                           util_now_us(), &suppressed))
 		return 0;
-	log_warn("cost_never_fits", "rule=%s cost=%lld quota=%lld retry_after=%lld "
-	         "worker=%d suppressed=%llu", rule->name, (long long)cost,
-	         (long long)quota, (long long)retry_after_s, worker,
+	log_warn("cost_never_fits",
+	         "rule=%s cost=%lld quota=%lld retry_after=%lld "
+	         "worker=%d suppressed=%llu",
+	         rule->name, (long long)cost, (long long)quota,
+	         (long long)retry_after_s, worker,
 	         (unsigned long long)suppressed);
 	return 1;
 }
@@ -86,9 +89,10 @@ ratelog_cost_rejected(const struct rule *rule, int worker)
 	    !ratelog_allow(&tl_cost_rejected, rule->index, util_now_us(),
 	                   &suppressed))
 		return 0;
-	log_warn("response_cost_rejected", "rule=%s arg=%s worker=%d "
-	         "suppressed=%llu", rule->name,
-	         rule->cost_arg ? rule->cost_arg : "", worker,
+	log_warn("response_cost_rejected",
+	         "rule=%s arg=%s worker=%d "
+	         "suppressed=%llu",
+	         rule->name, rule->cost_arg ? rule->cost_arg : "", worker,
 	         (unsigned long long)suppressed);
 	return 1;
 }

@@ -27,7 +27,7 @@
 
 /* Per-rule state for ratelog_allow(); zeroed = nothing logged yet. */
 struct ratelog {
-	int64_t  last_us[RATELOG_MAX_RULES];	/* 0: never logged */
+	int64_t  last_us[RATELOG_MAX_RULES]; /* 0: never logged */
 	uint64_t suppressed[RATELOG_MAX_RULES];
 };
 

@@ -17,7 +17,7 @@ static uint64_t
 hash(const char *s, size_t n)
 {
 	uint64_t h = 0x9e3779b97f4a7c15ULL ^ n, v;
-	size_t i = 0;
+	size_t   i = 0;
 
 	for (; i + 8 <= n; i += 8) {
 		memcpy(&v, s + i, 8);
@@ -47,17 +47,18 @@ slot_for(struct topk *t, int64_t epoch)
 void
 topk_add(struct topk *t, const char *key, size_t len, int64_t now_us)
 {
-	struct topk_slot *s = slot_for(t, now_us / TOPK_SLOT_US);
+	struct topk_slot  *s = slot_for(t, now_us / TOPK_SLOT_US);
 	struct topk_entry *e, *min = NULL;
-	uint64_t h;
+	uint64_t           h;
 
 	if (len > POLICY_KEY_MAX)
-		len = POLICY_KEY_MAX;	/* keys are never longer (keys.h) */
+		len = POLICY_KEY_MAX; /* keys are never longer (keys.h) */
 	h = hash(key, len);
 	s->total++;
 	for (int i = 0; i < s->n; i++) {
 		e = &s->e[i];
-		if (e->h == h && e->len == len && memcmp(e->key, key, len) == 0) {
+		if (e->h == h && e->len == len &&
+		    memcmp(e->key, key, len) == 0) {
 			e->count++;
 			return;
 		}
@@ -79,8 +80,8 @@ topk_add(struct topk *t, const char *key, size_t len, int64_t now_us)
 }
 
 void
-topk_merge_add(struct topk_merge *m, const char *key, size_t len,
-               int64_t count, int64_t err)
+topk_merge_add(struct topk_merge *m, const char *key, size_t len, int64_t count,
+               int64_t err)
 {
 	struct topk_item *it;
 
@@ -109,8 +110,8 @@ topk_merge_summary(struct topk_merge *m, const struct topk *t, int64_t now_us)
 			continue;
 		m->total += s->total;
 		for (int j = 0; j < s->n; j++)
-			topk_merge_add(m, s->e[j].key, s->e[j].len, s->e[j].count,
-			               s->e[j].err);
+			topk_merge_add(m, s->e[j].key, s->e[j].len,
+			               s->e[j].count, s->e[j].err);
 	}
 }
 
@@ -118,8 +119,8 @@ static int
 by_key(const void *a, const void *b)
 {
 	const struct topk_item *x = a, *y = b;
-	size_t n = x->len < y->len ? x->len : y->len;
-	int c = memcmp(x->key, y->key, n);
+	size_t                  n = x->len < y->len ? x->len : y->len;
+	int                     c = memcmp(x->key, y->key, n);
 
 	return c ? c : (x->len > y->len) - (x->len < y->len);
 }

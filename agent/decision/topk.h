@@ -32,19 +32,19 @@
 
 #define TOPK_K           32
 #define TOPK_SLOTS       6
-#define TOPK_SLOT_US     10000000LL	/* 10 s */
+#define TOPK_SLOT_US     10000000LL /* 10 s */
 #define TOPK_MAX_WORKERS 256
 
 struct topk_entry {
-	uint64_t h;			/* hash of the key, compared first */
+	uint64_t h; /* hash of the key, compared first */
 	int64_t  count, err;
 	size_t   len;
 	char     key[POLICY_KEY_MAX + 1];
 };
 
 struct topk_slot {
-	int64_t           epoch;	/* now / TOPK_SLOT_US when filled */
-	int64_t           total;	/* every denial of the slot */
+	int64_t           epoch; /* now / TOPK_SLOT_US when filled */
+	int64_t           total; /* every denial of the slot */
 	int               n;
 	struct topk_entry e[TOPK_K];
 };
@@ -60,15 +60,15 @@ void topk_add(struct topk *t, const char *key, size_t len, int64_t now_us);
 
 /* A merged view: keys summed over slots, workers or agents. */
 struct topk_item {
-	char    *key;			/* malloc'ed */
-	size_t   len;
-	int64_t  count, err;
+	char   *key; /* malloc'ed */
+	size_t  len;
+	int64_t count, err;
 };
 
 struct topk_merge {
 	struct topk_item *v;
 	int               n, cap;
-	int64_t           total;	/* denials in all, not only the top */
+	int64_t           total; /* denials in all, not only the top */
 };
 
 /* Adds the slots of <t> still in the minute at <now_us> to <m>. */

@@ -24,13 +24,13 @@
 #include "util.h"
 
 static const char *const algo_names[LIM_ALGO_COUNT] = {
-	[LIM_GCRA]           = "gcra",
-	[LIM_TOKEN_BUCKET]   = "token-bucket",
-	[LIM_LEAKY_BUCKET]   = "leaky-bucket",
-	[LIM_FIXED_WINDOW]   = "fixed-window",
+	[LIM_GCRA] = "gcra",
+	[LIM_TOKEN_BUCKET] = "token-bucket",
+	[LIM_LEAKY_BUCKET] = "leaky-bucket",
+	[LIM_FIXED_WINDOW] = "fixed-window",
 	[LIM_SLIDING_WINDOW] = "sliding-window",
-	[LIM_SLIDING_LOG]    = "sliding-log",
-	[LIM_CONCURRENCY]    = "concurrency",
+	[LIM_SLIDING_LOG] = "sliding-log",
+	[LIM_CONCURRENCY] = "concurrency",
 };
 
 const char *
@@ -77,7 +77,8 @@ lim_params_init(struct lim_params *p, const char **err)
 		return *err = "max_delay too long", -1;
 	if (p->calendar != LIM_CAL_NONE) {
 		if (p->algo != LIM_FIXED_WINDOW)
-			return *err = "calendar windows are fixed-window only", -1;
+			return *err = "calendar windows are fixed-window only",
+			       -1;
 		if (p->calendar == LIM_CAL_DAY)
 			p->period_us = LIM_DAY_US;
 		else if (p->calendar == LIM_CAL_MONTH)
@@ -101,7 +102,8 @@ lim_params_init(struct lim_params *p, const char **err)
 	p->ei_us = p->period_us / p->rate;
 	if (p->ei_us < 1)
 		return *err = "rate above 1000000/s (one per microsecond): count "
-		              "in larger units (a cost in KB, say)", -1;
+		              "in larger units (a cost in KB, say)",
+		       -1;
 	if (p->burst > LIM_TIME_MAX / p->ei_us)
 		return *err = "burst * emission interval too long", -1;
 	p->dvt_us = p->ei_us * p->burst;
@@ -181,11 +183,16 @@ struct unit {
 };
 
 static const struct unit duration_units[] = {
-	{ "us", 1 }, { "ms", 1000 },
-	{ "s", LIM_USEC_PER_SEC }, { "sec", LIM_USEC_PER_SEC },
-	{ "m", 60 * LIM_USEC_PER_SEC }, { "min", 60 * LIM_USEC_PER_SEC },
-	{ "h", 3600 * LIM_USEC_PER_SEC }, { "hour", 3600 * LIM_USEC_PER_SEC },
-	{ "d", LIM_DAY_US }, { "day", LIM_DAY_US },
+	{ "us", 1 },
+	{ "ms", 1000 },
+	{ "s", LIM_USEC_PER_SEC },
+	{ "sec", LIM_USEC_PER_SEC },
+	{ "m", 60 * LIM_USEC_PER_SEC },
+	{ "min", 60 * LIM_USEC_PER_SEC },
+	{ "h", 3600 * LIM_USEC_PER_SEC },
+	{ "hour", 3600 * LIM_USEC_PER_SEC },
+	{ "d", LIM_DAY_US },
+	{ "day", LIM_DAY_US },
 };
 
 /* Reads a positive decimal integer (no sign, no spaces) into <*v>.
@@ -193,7 +200,7 @@ static const struct unit duration_units[] = {
 static const char *
 parse_uint(const char *s, int64_t *v)
 {
-	char *end;
+	char     *end;
 	long long n;
 
 	if (!isdigit((unsigned char)*s))
@@ -238,9 +245,9 @@ lim_parse_rate(const char *s, int64_t *n, int64_t *period_us,
 {
 	const char *slash = strchr(s, '/');
 	const char *u;
-	char num[32];
-	int64_t count, mult = 1, unit;
-	size_t len;
+	char        num[32];
+	int64_t     count, mult = 1, unit;
+	size_t      len;
 
 	if (slash == NULL || (size_t)(slash - s) >= sizeof(num))
 		return -1;
@@ -256,7 +263,7 @@ lim_parse_rate(const char *s, int64_t *n, int64_t *period_us,
 	}
 	if (strcmp(u, "month") == 0) {
 		if (u != slash + 1)
-			return -1;	/* "N/2month" is no calendar month */
+			return -1; /* "N/2month" is no calendar month */
 		*n = count;
 		*period_us = LIM_MONTH_US;
 		if (cal != NULL)
@@ -333,11 +340,11 @@ floor_div(int64_t a, int64_t b)
 }
 
 int64_t
-lim_window_bounds(const struct lim_params *p, int64_t now_us,
-                  int64_t *start, int64_t *end)
+lim_window_bounds(const struct lim_params *p, int64_t now_us, int64_t *start,
+                  int64_t *end)
 {
 	int64_t days, y, idx;
-	int m, d;
+	int     m, d;
 
 	if (p->calendar != LIM_CAL_MONTH) {
 		idx = floor_div(now_us, p->period_us);
@@ -349,7 +356,8 @@ lim_window_bounds(const struct lim_params *p, int64_t now_us,
 	lim_civil_from_days(days, &y, &m, &d);
 	*start = lim_days_from_civil(y, m, 1) * LIM_DAY_US;
 	*end = (m == 12 ? lim_days_from_civil(y + 1, 1, 1)
-	                : lim_days_from_civil(y, m + 1, 1)) * LIM_DAY_US;
+	                : lim_days_from_civil(y, m + 1, 1)) *
+	       LIM_DAY_US;
 	return y * 12 + (m - 1);
 }
 
@@ -391,16 +399,15 @@ never_fits(struct lim_result *out)
 
 int
 lim_eval(const struct lim_params *p, const struct lim_state *s, int op,
-         int64_t cost, uint64_t member, int64_t now_us,
-         struct lim_result *out)
+         int64_t cost, uint64_t member, int64_t now_us, struct lim_result *out)
 {
 	if (cost < 0)
 		cost = 0;
-	if (op == LIM_OP_PEEK) {	/* a CHECK whose charge is dropped */
+	if (op == LIM_OP_PEEK) { /* a CHECK whose charge is dropped */
 		lim_eval(p, s, LIM_OP_CHECK, cost, member, now_us, out);
 		return 0;
 	}
-	if (cost > LIM_COST_MAX) {	/* report as a peek, charge nothing */
+	if (cost > LIM_COST_MAX) { /* report as a peek, charge nothing */
 		lim_eval(p, s, LIM_OP_CHECK, 0, member, now_us, out);
 		never_fits(out);
 		return 0;

@@ -167,8 +167,12 @@ tb_fill(const struct lim_params *p, const struct tb_view *v,
 	out->remaining = v->tok > 0 ? v->tok / LIM_MICRO : 0;
 	out->full_us = tb_until(p, v, full);
 	/* as GCRA's next: until the next whole unit boundary */
-	out->next_us = v->tok >= full ? 0 :
-	    tb_until(p, v, v->tok - floor_mod(v->tok, LIM_MICRO) + LIM_MICRO);
+	out->next_us =
+		v->tok >= full
+			? 0
+			: tb_until(p, v,
+	                           v->tok - floor_mod(v->tok, LIM_MICRO) +
+	                                   LIM_MICRO);
 }
 
 int
@@ -176,7 +180,7 @@ lim__tb_eval(const struct lim_params *p, const struct lim_state *s, int op,
              int64_t cost, int64_t now, struct lim_result *out)
 {
 	struct tb_view v;
-	int64_t want;
+	int64_t        want;
 
 	tb_view(p, s, now, &v);
 	out->retry_after_us = 0;
@@ -195,7 +199,7 @@ lim__tb_eval(const struct lim_params *p, const struct lim_state *s, int op,
 		return op == LIM_OP_FORCE;
 	}
 	out->allowed = 1;
-	v.tok -= want;			/* the state the commit writes */
+	v.tok -= want; /* the state the commit writes */
 	v.base -= want;
 	tb_fill(p, &v, out);
 	return cost > 0;
@@ -208,7 +212,7 @@ void
 lim__tb_commit(const struct lim_params *p, struct lim_state *s, int op,
                int64_t cost, int64_t now)
 {
-	int64_t full = p->burst * LIM_MICRO;
+	int64_t        full = p->burst * LIM_MICRO;
 	struct tb_view v;
 
 	if (op == LIM_OP_RELEASE || cost <= 0)

@@ -70,12 +70,12 @@ int
 lim__log_eval(const struct lim_params *p, const struct lim_state *s, int op,
               int64_t cost, int64_t now, struct lim_result *out)
 {
-	int64_t w = p->period_us, lim = p->rate;
+	int64_t  w = p->period_us, lim = p->rate;
 	uint32_t first = log_first_live(s, now, w);
-	int64_t live = s->n - first, after = live;
-	int64_t oldest = live ? s->ts[first] : now;
-	int64_t newest = live ? s->ts[s->n - 1] : now;
-	int charge;
+	int64_t  live = s->n - first, after = live;
+	int64_t  oldest = live ? s->ts[first] : now;
+	int64_t  newest = live ? s->ts[s->n - 1] : now;
+	int      charge;
 
 	if (op == LIM_OP_RELEASE)
 		cost = 0;
@@ -86,7 +86,7 @@ lim__log_eval(const struct lim_params *p, const struct lim_state *s, int op,
 	} else if (live + cost > lim) {
 		out->allowed = 0;
 		out->retry_after_us =
-		    s->ts[first + (live + cost - lim) - 1] + w - now;
+			s->ts[first + (live + cost - lim) - 1] + w - now;
 		charge = op == LIM_OP_FORCE;
 	} else {
 		out->allowed = 1;
@@ -116,7 +116,7 @@ lim__log_commit(const struct lim_params *p, struct lim_state *s, int op,
 		s->n -= first;
 	}
 	add = cost > lim ? lim : (uint32_t)cost;
-	if (s->n + add > lim) {		/* FORCE: keep the newest L */
+	if (s->n + add > lim) { /* FORCE: keep the newest L */
 		uint32_t drop = s->n + add - lim;
 
 		if (drop > s->n)
@@ -127,7 +127,7 @@ lim__log_commit(const struct lim_params *p, struct lim_state *s, int op,
 		s->n -= drop;
 	}
 	reserve(s, s->n + add, 0);
-	pos = s->n;			/* keep ascending if the clock stepped back */
+	pos = s->n; /* keep ascending if the clock stepped back */
 	while (pos > 0 && s->ts[pos - 1] > now)
 		pos--;
 	memmove(s->ts + pos + add, s->ts + pos, (s->n - pos) * sizeof(*s->ts));
@@ -139,9 +139,9 @@ lim__log_commit(const struct lim_params *p, struct lim_state *s, int op,
 /* ---- concurrency -------------------------------------------------------- */
 
 struct conc_view {
-	int64_t  live;		/* live leases, the member's included */
-	int      has;		/* the member holds a live lease */
-	int64_t  earliest;	/* among live leases other than the member's */
+	int64_t  live;     /* live leases, the member's included */
+	int      has;      /* the member holds a live lease */
+	int64_t  earliest; /* among live leases other than the member's */
 	int64_t  latest;
 	uint32_t others;
 };
@@ -195,8 +195,8 @@ lim__conc_eval(const struct lim_params *p, const struct lim_state *s, int op,
                struct lim_result *out)
 {
 	struct conc_view v;
-	int64_t own_exp = 0, need;
-	uint32_t i;
+	int64_t          own_exp = 0, need;
+	uint32_t         i;
 
 	conc_view(s, member, now, &v);
 	out->retry_after_us = 0;
@@ -215,7 +215,7 @@ lim__conc_eval(const struct lim_params *p, const struct lim_state *s, int op,
 		out->allowed = 0;
 		out->remaining = clamp0(p->rate - v.live);
 		conc_times(&v, own_exp, now, out);
-		out->retry_after_us = out->next_us;	/* earliest expiry */
+		out->retry_after_us = out->next_us; /* earliest expiry */
 		return op == LIM_OP_FORCE;
 	}
 	if (cost > 0)
@@ -231,7 +231,7 @@ lim__conc_commit(const struct lim_params *p, struct lim_state *s, int op,
 {
 	uint32_t i, j, lim = (uint32_t)p->rate, low;
 
-	for (i = j = 0; i < s->n; i++) {	/* drop expired, and the member */
+	for (i = j = 0; i < s->n; i++) { /* drop expired, and the member */
 		if (s->ts[i] <= now || s->ids[i] == member)
 			continue;
 		s->ts[j] = s->ts[i];
@@ -240,7 +240,7 @@ lim__conc_commit(const struct lim_params *p, struct lim_state *s, int op,
 	s->n = j;
 	if (op == LIM_OP_RELEASE || cost <= 0)
 		return;
-	if (s->n >= lim) {			/* FORCE: drop the earliest */
+	if (s->n >= lim) { /* FORCE: drop the earliest */
 		low = 0;
 		for (i = 1; i < s->n; i++)
 			if (s->ts[i] < s->ts[low])

@@ -151,8 +151,8 @@ lim__sw_eval(const struct lim_params *p, const struct lim_state *s, int op,
              int64_t cost, int64_t now, struct lim_result *out)
 {
 	struct sw_view v;
-	int64_t units;
-	int charge;
+	int64_t        units;
+	int            charge;
 
 	if (op == LIM_OP_RELEASE)
 		cost = 0;

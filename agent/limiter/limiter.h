@@ -2,8 +2,8 @@
 /*
  * Rate-limit algorithms: parameters, results, and the contract shared by
  * the C twins (lim_*.c, used by the local tier and the fail: local
- * fallback) and the Redis script (agent/store/lua/ratelimit.lua, the shared truth
- * of an agent pool). shared/reference/ALGORITHMS.md is the specification.
+ * fallback) and the Redis script (agent/store/lua/ratelimit.lua, the shared
+ * truth of an agent pool). shared/reference/ALGORITHMS.md is the specification.
  *
  * All times are integer microseconds; there is no floating point in any
  * decision. Neither this header nor lim_*.c include libev or hiredis.
@@ -42,8 +42,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#define LIM_SCRIPT_RULE   4	/* algo p1 p2 p3 */
-#define LIM_SCRIPT_FIELDS 2	/* code [cost], + member (log, concurrency) */
+#define LIM_SCRIPT_RULE   4 /* algo p1 p2 p3 */
+#define LIM_SCRIPT_FIELDS 2 /* code [cost], + member (log, concurrency) */
 #define LIM_SCRIPT_RESULT 5
 #define LIM_USEC_PER_SEC  1000000LL
 
@@ -65,11 +65,11 @@ enum lim_calendar {
 };
 
 enum lim_op {
-	LIM_OP_CHECK = 0,	/* charge <cost> if allowed (cost 0 peeks) */
-	LIM_OP_FORCE,		/* charge <cost> even if over (failure counting) */
-	LIM_OP_RELEASE,		/* concurrency: free the lease of <member> */
-	LIM_OP_PEEK,		/* decide as CHECK with <cost>, charge nothing:
-				 * "would one more pass?" (failure counting) */
+	LIM_OP_CHECK = 0, /* charge <cost> if allowed (cost 0 peeks) */
+	LIM_OP_FORCE,     /* charge <cost> even if over (failure counting) */
+	LIM_OP_RELEASE,   /* concurrency: free the lease of <member> */
+	LIM_OP_PEEK,      /* decide as CHECK with <cost>, charge nothing:
+	                   * "would one more pass?" (failure counting) */
 };
 
 #define LIM_FL_SHADOW 0x1
@@ -79,8 +79,9 @@ enum lim_op {
 static inline long long
 lim_script_code(int rule, int op, int flags, int64_t cost)
 {
-	return ((long long)rule * 8 + (op & 3) * 2 + (flags & LIM_FL_SHADOW)) * 2
-	       + (cost != 1);
+	return ((long long)rule * 8 + (op & 3) * 2 + (flags & LIM_FL_SHADOW)) *
+	               2 +
+	       (cost != 1);
 }
 
 /* 1 if the check with <code> sends its cost after it. */
@@ -99,22 +100,22 @@ lim_script_has_member(int algo)
 
 struct lim_params {
 	enum lim_algo     algo;
-	int64_t           rate;		/* N per period; the limit L for windows */
-	int64_t           period_us;	/* P; the window W; the lease */
-	int64_t           burst;	/* gcra, token-bucket, leaky-bucket */
-	enum lim_calendar calendar;	/* fixed-window only */
-	int64_t           max_delay_us;	/* leaky-bucket mode: delay; 0 = meter */
+	int64_t           rate;      /* N per period; the limit L for windows */
+	int64_t           period_us; /* P; the window W; the lease */
+	int64_t           burst;     /* gcra, token-bucket, leaky-bucket */
+	enum lim_calendar calendar;  /* fixed-window only */
+	int64_t max_delay_us;        /* leaky-bucket mode: delay; 0 = meter */
 	/* derived by lim_params_init() */
-	int64_t           ei_us;	/* emission interval P/N, >= 1 */
-	int64_t           dvt_us;	/* ei * burst */
+	int64_t ei_us;  /* emission interval P/N, >= 1 */
+	int64_t dvt_us; /* ei * burst */
 };
 
 struct lim_result {
-	int     allowed;		/* 1, 0, or -1: cost can never fit */
-	int64_t remaining;		/* units left after this request */
-	int64_t retry_after_us;		/* 0 when allowed */
-	int64_t next_us;		/* until one more unit: the IETF t */
-	int64_t full_us;		/* until the budget is fully restored */
+	int     allowed;        /* 1, 0, or -1: cost can never fit */
+	int64_t remaining;      /* units left after this request */
+	int64_t retry_after_us; /* 0 when allowed */
+	int64_t next_us;        /* until one more unit: the IETF t */
+	int64_t full_us;        /* until the budget is fully restored */
 };
 
 /* Validates <p> and fills its derived fields. Returns 0, or -1 with a
@@ -144,7 +145,7 @@ int lim_parse_rate(const char *s, int64_t *n, int64_t *period_us,
 int lim_parse_duration(const char *s, int64_t *us);
 
 const char *lim_algo_name(enum lim_algo a);
-int lim_algo_from_name(const char *s);	/* -1 if unknown */
+int         lim_algo_from_name(const char *s); /* -1 if unknown */
 
 /* ---- additions (lim_*.c) ----------------------------------------------
  *
@@ -183,13 +184,14 @@ int lim_algo_from_name(const char *s);	/* -1 if unknown */
  * "<base>" (sorted set).
  */
 
-#define LIM_COST_MAX   (1LL << 32)
-#define LIM_TIME_MAX   (1LL << 48)	/* longest tolerance/window, µs (~8.9y) */
-#define LIM_MICRO      1000000LL	/* token-bucket: millionths of a unit */
-#define LIM_MONTH_US   (30LL * 86400 * LIM_USEC_PER_SEC)
-#define LIM_DAY_US     (86400LL * LIM_USEC_PER_SEC)
+#define LIM_COST_MAX (1LL << 32)
+#define LIM_TIME_MAX (1LL << 48) /* longest tolerance/window, µs (~8.9y) */
+#define LIM_MICRO    1000000LL   /* token-bucket: millionths of a unit */
+#define LIM_MONTH_US (30LL * 86400 * LIM_USEC_PER_SEC)
+#define LIM_DAY_US   (86400LL * LIM_USEC_PER_SEC)
 
-/* The Redis script, embedded by the Makefile from agent/store/lua/ratelimit.lua. */
+/* The Redis script, embedded by the Makefile from
+ * agent/store/lua/ratelimit.lua. */
 extern const char lua_ratelimit[];
 
 /* One key's state for the C twins. <v> holds the algorithm's words (gcra:
@@ -229,8 +231,8 @@ void lim_commit(const struct lim_params *p, struct lim_state *s, int op,
 
 /* The first time >= <now_us> at which <s> is equivalent to a fresh key (so
  * it may be dropped without changing any decision). */
-int64_t lim_state_idle_at(const struct lim_params *p,
-                          const struct lim_state *s, int64_t now_us);
+int64_t lim_state_idle_at(const struct lim_params *p, const struct lim_state *s,
+                          int64_t now_us);
 
 /* 1 if <r> (the result of check <op> under <p>) vetoes its request: a
  * non-shadow CHECK whose allowed is not 1. */
@@ -249,7 +251,7 @@ uint64_t lim_member_hash(const char *s, size_t len);
 int64_t lim_window_bounds(const struct lim_params *p, int64_t now_us,
                           int64_t *start, int64_t *end);
 int64_t lim_days_from_civil(int64_t y, int m, int d);
-void lim_civil_from_days(int64_t z, int64_t *y, int *m, int *d);
+void    lim_civil_from_days(int64_t z, int64_t *y, int *m, int *d);
 
 /* Exact floor(a * b / c) for a, b >= 0, c > 0, with <*rem> the remainder
  * if non-NULL; the Lua script has the same routine on doubles. */
@@ -257,28 +259,28 @@ int64_t lim_muldiv(int64_t a, int64_t b, int64_t c, int64_t *rem);
 int64_t lim_muldiv_ceil(int64_t a, int64_t b, int64_t c);
 
 /* Internal to lim_*.c: the per-family twins behind lim_eval/lim_commit. */
-int lim__gcra_eval(const struct lim_params *, const struct lim_state *, int,
-                   int64_t, int64_t, struct lim_result *);
+int  lim__gcra_eval(const struct lim_params *, const struct lim_state *, int,
+                    int64_t, int64_t, struct lim_result *);
 void lim__gcra_commit(const struct lim_params *, struct lim_state *, int,
                       int64_t, int64_t);
-int lim__tb_eval(const struct lim_params *, const struct lim_state *, int,
-                 int64_t, int64_t, struct lim_result *);
-void lim__tb_commit(const struct lim_params *, struct lim_state *, int,
-                    int64_t, int64_t);
-int lim__fw_eval(const struct lim_params *, const struct lim_state *, int,
-                 int64_t, int64_t, struct lim_result *);
-void lim__fw_commit(const struct lim_params *, struct lim_state *, int,
-                    int64_t, int64_t);
-int lim__sw_eval(const struct lim_params *, const struct lim_state *, int,
-                 int64_t, int64_t, struct lim_result *);
-void lim__sw_commit(const struct lim_params *, struct lim_state *, int,
-                    int64_t, int64_t);
-int lim__log_eval(const struct lim_params *, const struct lim_state *, int,
+int  lim__tb_eval(const struct lim_params *, const struct lim_state *, int,
                   int64_t, int64_t, struct lim_result *);
+void lim__tb_commit(const struct lim_params *, struct lim_state *, int, int64_t,
+                    int64_t);
+int  lim__fw_eval(const struct lim_params *, const struct lim_state *, int,
+                  int64_t, int64_t, struct lim_result *);
+void lim__fw_commit(const struct lim_params *, struct lim_state *, int, int64_t,
+                    int64_t);
+int  lim__sw_eval(const struct lim_params *, const struct lim_state *, int,
+                  int64_t, int64_t, struct lim_result *);
+void lim__sw_commit(const struct lim_params *, struct lim_state *, int, int64_t,
+                    int64_t);
+int  lim__log_eval(const struct lim_params *, const struct lim_state *, int,
+                   int64_t, int64_t, struct lim_result *);
 void lim__log_commit(const struct lim_params *, struct lim_state *, int,
                      int64_t, int64_t);
-int lim__conc_eval(const struct lim_params *, const struct lim_state *, int,
-                   int64_t, uint64_t, int64_t, struct lim_result *);
+int  lim__conc_eval(const struct lim_params *, const struct lim_state *, int,
+                    int64_t, uint64_t, int64_t, struct lim_result *);
 void lim__conc_commit(const struct lim_params *, struct lim_state *, int,
                       int64_t, uint64_t, int64_t);
 

@@ -37,17 +37,17 @@
 #include "local.h"
 #include "util.h"
 
-#define LOOKAHEAD         32
-#define STRIPES_MAX       64	/* a request's stripes fit a uint64_t mask */
-#define STRIPE_MIN_KEYS   1024
+#define LOOKAHEAD       32
+#define STRIPES_MAX     64 /* a request's stripes fit a uint64_t mask */
+#define STRIPE_MIN_KEYS 1024
 
 struct entry {
 	uint64_t         hash;
-	_Atomic int64_t  word;		/* idle from then; GCRA family: TAT */
-	struct lim_state st;		/* the other algorithms' state */
-	uint32_t         slot;		/* position in the ring */
-	uint8_t          algo;		/* the state's algorithm */
-	_Atomic uint8_t  ref;		/* CLOCK reference bit */
+	_Atomic int64_t  word; /* idle from then; GCRA family: TAT */
+	struct lim_state st;   /* the other algorithms' state */
+	uint32_t         slot; /* position in the ring */
+	uint8_t          algo; /* the state's algorithm */
+	_Atomic uint8_t  ref;  /* CLOCK reference bit */
 	uint16_t         keylen;
 	char             key[];
 };
@@ -56,11 +56,11 @@ struct stripe {
 	pthread_rwlock_t lock;
 	size_t           max;
 	atomic_size_t    count;
-	struct entry   **ring;		/* [0, count) in use */
-	uint32_t        *index;		/* slot + 1, 0 = empty */
+	struct entry   **ring;  /* [0, count) in use */
+	uint32_t        *index; /* slot + 1, 0 = empty */
 	size_t           mask;
 	size_t           hand;
-	char             pad[64];	/* no false sharing between locks */
+	char             pad[64]; /* no false sharing between locks */
 };
 
 struct local {
@@ -72,12 +72,12 @@ static void
 stripe_init(struct stripe *s, size_t max)
 {
 	pthread_rwlockattr_t a;
-	size_t size = 16;
+	size_t               size = 16;
 
 	pthread_rwlockattr_init(&a);
 	/* inserts are not starved by a hot key's stream of CAS readers */
-	pthread_rwlockattr_setkind_np(&a,
-	    PTHREAD_RWLOCK_PREFER_WRITER_NONRECURSIVE_NP);
+	pthread_rwlockattr_setkind_np(
+		&a, PTHREAD_RWLOCK_PREFER_WRITER_NONRECURSIVE_NP);
 	pthread_rwlock_init(&s->lock, &a);
 	pthread_rwlockattr_destroy(&a);
 	while (size < 2 * max)
@@ -93,7 +93,7 @@ struct local *
 local_new(size_t max_keys)
 {
 	struct local *l = xcalloc(1, sizeof(*l));
-	size_t n = 1;
+	size_t        n = 1;
 
 	if (max_keys < 1)
 		max_keys = 1;
@@ -162,7 +162,7 @@ stripe_of(const struct local *l, uint64_t h)
 static size_t
 probe(const struct stripe *s, uint64_t h, const char *key, size_t len)
 {
-	size_t i = h & s->mask;
+	size_t        i = h & s->mask;
 	struct entry *e;
 
 	while (s->index[i] != 0) {
@@ -196,7 +196,8 @@ index_delete(struct stripe *s, size_t i)
 			if (s->index[j] == 0)
 				return;
 			home = s->ring[s->index[j] - 1]->hash & s->mask;
-			/* keep j where it is if home lies cyclically in (i, j] */
+			/* keep j where it is if home lies cyclically in (i, j]
+			 */
 			if (i <= j ? (i < home && home <= j)
 			           : (i < home || home <= j))
 				continue;
@@ -216,7 +217,7 @@ idle(const struct entry *e, int64_t now)
 static size_t
 pick_victim(struct stripe *s, int64_t now)
 {
-	size_t steps, cand = SIZE_MAX, v;
+	size_t        steps, cand = SIZE_MAX, v;
 	struct entry *e;
 
 	for (steps = 0; steps < 2 * s->max + LOOKAHEAD; steps++) {
@@ -239,12 +240,11 @@ pick_victim(struct stripe *s, int64_t now)
 }
 
 static struct entry *
-insert(struct stripe *s, uint64_t h, const char *key, size_t len,
-       int64_t now)
+insert(struct stripe *s, uint64_t h, const char *key, size_t len, int64_t now)
 {
 	struct entry *e = xmalloc(sizeof(*e) + len);
-	size_t slot, count = atomic_load_explicit(&s->count,
-	                                          memory_order_relaxed);
+	size_t        slot,
+		count = atomic_load_explicit(&s->count, memory_order_relaxed);
 
 	if (count < s->max) {
 		slot = count;
@@ -262,8 +262,8 @@ insert(struct stripe *s, uint64_t h, const char *key, size_t len,
 	lim_state_init(&e->st);
 	e->slot = (uint32_t)slot;
 	e->algo = 0;
-	atomic_init(&e->ref, 0);	/* earned by a second use: a flood of
-					 * new keys goes before the keys in use */
+	atomic_init(&e->ref, 0); /* earned by a second use: a flood of
+	                          * new keys goes before the keys in use */
 	e->keylen = (uint16_t)len;
 	memcpy(e->key, key, len);
 	s->ring[slot] = e;
@@ -294,10 +294,10 @@ word_to_state(const struct lim_params *p, int64_t w, int64_t now,
 		return;
 	}
 	if (w <= now)
-		return;				/* a full bucket */
-	units = (w - now + p->ei_us - 1) / p->ei_us;	/* owed, >= 1 */
+		return;                              /* a full bucket */
+	units = (w - now + p->ei_us - 1) / p->ei_us; /* owed, >= 1 */
 	st->v[0] = (p->burst - units) * LIM_MICRO;
-	st->v[1] = w - units * p->ei_us;	/* the anchor, <= now */
+	st->v[1] = w - units * p->ei_us; /* the anchor, <= now */
 	st->v[2] = 1;
 }
 
@@ -308,7 +308,7 @@ state_to_word(const struct lim_params *p, const struct lim_state *st)
 		return st->v[0];
 	if (!st->v[2])
 		return 0;
-	assert(st->v[0] % LIM_MICRO == 0);	/* charges are whole units */
+	assert(st->v[0] % LIM_MICRO == 0); /* charges are whole units */
 	return st->v[1] + (p->burst - st->v[0] / LIM_MICRO) * p->ei_us;
 }
 
@@ -327,18 +327,17 @@ static int
 cas_update(struct entry *e, struct local_check *c, int64_t now, int commit)
 {
 	const struct lim_params *p = c->params;
-	int64_t old = atomic_load(&e->word), nw;
-	struct lim_state st;
-	int veto;
+	int64_t                  old = atomic_load(&e->word), nw;
+	struct lim_state         st;
+	int                      veto;
 
 	do {
 		word_to_state(p, old, now, &st);
-		c->charge = lim_eval(p, &st, c->op, c->cost, 0, now,
-		                     &c->result);
+		c->charge =
+			lim_eval(p, &st, c->op, c->cost, 0, now, &c->result);
 		veto = lim_vetoes(c->op, c->shadow, &c->result);
 		if (old > now || (c->charge && !veto))
-			atomic_store_explicit(&e->ref, 1,
-			                      memory_order_relaxed);
+			atomic_store_explicit(&e->ref, 1, memory_order_relaxed);
 		if (!commit || veto || !c->charge)
 			return !veto;
 		lim_commit(p, &st, c->op, c->cost, 0, now);
@@ -353,8 +352,8 @@ static int
 cas_one(struct local *l, struct local_check *c, int64_t now, int commit)
 {
 	struct stripe *s = &l->s[stripe_of(l, c->hash)];
-	struct entry *e;
-	int rc = -1;
+	struct entry  *e;
+	int            rc = -1;
 
 	pthread_rwlock_rdlock(&s->lock);
 	e = lookup(s, c->hash, c->key, c->keylen);
@@ -364,7 +363,8 @@ cas_one(struct local *l, struct local_check *c, int64_t now, int commit)
 	return rc;
 }
 
-/* ---- the locked path ------------------------------------------------------ */
+/* ---- the locked path ------------------------------------------------------
+ */
 
 /* The entry's state, reset when idle or when the rule changed algorithm. */
 static void
@@ -398,18 +398,19 @@ static int
 eval_all(struct local *l, struct local_check *c, size_t n, int64_t now_us)
 {
 	struct lim_state tmp;
-	struct entry *e;
-	int veto = 0;
+	struct entry    *e;
+	int              veto = 0;
 
 	for (size_t i = 0; i < n; i++) {
-		e = c[i].keylen <= LOCAL_KEY_MAX ?
-		    lookup(&l->s[stripe_of(l, c[i].hash)], c[i].hash,
-		           c[i].key, c[i].keylen) : NULL;
+		e = c[i].keylen <= LOCAL_KEY_MAX
+		            ? lookup(&l->s[stripe_of(l, c[i].hash)], c[i].hash,
+		                     c[i].key, c[i].keylen)
+		            : NULL;
 		if (e != NULL && !idle(e, now_us) &&
 		    e->algo == (uint8_t)c[i].params->algo)
 			atomic_store_explicit(&e->ref, 1, memory_order_relaxed);
-			/* in use, even if only denied: a flooded key keeps
-			 * its second chance */
+		/* in use, even if only denied: a flooded key keeps
+		 * its second chance */
 		c[i].charge = lim_eval(c[i].params,
 		                       state_of(e, c[i].params, now_us, &tmp),
 		                       c[i].op, c[i].cost, member_of(&c[i]),
@@ -423,7 +424,7 @@ static void
 commit_one(struct entry *e, const struct local_check *c, int64_t now)
 {
 	const struct lim_params *p = c->params;
-	struct lim_state tmp;
+	struct lim_state         tmp;
 
 	if (is_tat(p->algo)) {
 		word_to_state(p, atomic_load(&e->word), now, &tmp);
@@ -441,7 +442,7 @@ static void
 commit_all(struct local *l, struct local_check *c, size_t n, int64_t now_us)
 {
 	struct stripe *s;
-	struct entry *e;
+	struct entry  *e;
 
 	for (size_t i = 0; i < n; i++) {
 		if (!c[i].charge || c[i].keylen > LOCAL_KEY_MAX)
@@ -484,7 +485,7 @@ locked(struct local *l, struct local_check *c, size_t n, int64_t now,
        int commit)
 {
 	uint64_t set = 0;
-	int veto;
+	int      veto;
 
 	for (size_t i = 0; i < n; i++)
 		if (c[i].keylen <= LOCAL_KEY_MAX)
@@ -498,8 +499,7 @@ locked(struct local *l, struct local_check *c, size_t n, int64_t now,
 }
 
 static int
-run(struct local *l, struct local_check *c, size_t n, int64_t now,
-    int commit)
+run(struct local *l, struct local_check *c, size_t n, int64_t now, int commit)
 {
 	int rc;
 
@@ -539,7 +539,7 @@ share(int64_t v, int pool)
 void
 local_share(struct lim_params *p, int pool_size)
 {
-	const char *err;
+	const char       *err;
 	struct lim_params q = *p;
 
 	if (pool_size <= 1)

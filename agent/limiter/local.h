@@ -71,21 +71,21 @@ struct local_check {
 	const struct lim_params *params;
 	const char              *key;
 	size_t                   keylen;
-	int                      op;		/* enum lim_op */
+	int                      op; /* enum lim_op */
 	int64_t                  cost;
-	const char              *member;	/* concurrency lease id */
+	const char              *member; /* concurrency lease id */
 	size_t                   memberlen;
-	int                      shadow;	/* never vetoes the request */
-	struct lim_result        result;	/* out */
-	int                      charge;	/* local.c */
-	uint64_t                 hash;		/* local.c */
+	int                      shadow; /* never vetoes the request */
+	struct lim_result        result; /* out */
+	int                      charge; /* local.c */
+	uint64_t                 hash;   /* local.c */
 };
 
 /* Returns a new, empty table holding at most <max_keys> (>= 1) keys;
  * release it with local_free() once no thread uses it. OOM is fatal.
  * Every other function may be called from any thread at once. */
 struct local *local_new(size_t max_keys);
-void local_free(struct local *l);
+void          local_free(struct local *l);
 
 /* Evaluates the <n> checks of one request atomically at <now_us>: all are
  * evaluated first, and they are charged only if no non-shadow CHECK denies

@@ -30,7 +30,7 @@ static long
 pct_decode(const char *s, size_t n, char *o)
 {
 	size_t k = 0;
-	int hi, lo;
+	int    hi, lo;
 
 	for (size_t i = 0; i < n; i++) {
 		unsigned char ch = (unsigned char)s[i];
@@ -59,10 +59,10 @@ static int
 add_param(struct adminreq *rq, const char *s, size_t n, size_t *pos,
           const char **err)
 {
-	const char *eq = memchr(s, '=', n);
+	const char            *eq = memchr(s, '=', n);
 	struct adminreq_param *pa;
-	size_t nl = eq ? (size_t)(eq - s) : n;
-	long a, b;
+	size_t                 nl = eq ? (size_t)(eq - s) : n;
+	long                   a, b;
 
 	if (rq->nparams == ADMINREQ_MAX_PARAMS) {
 		*err = "too many query parameters";
@@ -98,7 +98,7 @@ parse_query(struct adminreq *rq, const char *q, size_t n, size_t pos,
             const char **err)
 {
 	const char *amp;
-	size_t part;
+	size_t      part;
 
 	while (n > 0) {
 		amp = memchr(q, '&', n);
@@ -126,8 +126,8 @@ adminreq_parse(const char *target, size_t len, struct adminreq *rq,
                const char **err)
 {
 	const char *q = memchr(target, '?', len);
-	size_t plen = q ? (size_t)(q - target) : len, pos = 0;
-	long r;
+	size_t      plen = q ? (size_t)(q - target) : len, pos = 0;
+	long        r;
 
 	memset(rq, 0, offsetof(struct adminreq, buf));
 	*err = "no such admin route: try /admin/keys/RULE, /admin/key, /admin/top";
@@ -194,8 +194,10 @@ jsonw_raw(struct jsonw *w, const char *s, size_t n)
 static size_t
 utf8_len(const unsigned char *s, size_t n)
 {
-	size_t l = s[0] >= 0xf0 && s[0] <= 0xf4 ? 4 : s[0] >= 0xe0 ? 3 :
-	           s[0] >= 0xc2 && s[0] < 0xe0 ? 2 : 0;
+	size_t l = s[0] >= 0xf0 && s[0] <= 0xf4  ? 4
+	           : s[0] >= 0xe0                ? 3
+	           : s[0] >= 0xc2 && s[0] < 0xe0 ? 2
+	                                         : 0;
 
 	if (l == 0 || l > n)
 		return 0;
@@ -214,8 +216,8 @@ void
 jsonw_str(struct jsonw *w, const char *s, size_t n)
 {
 	const unsigned char *u = (const unsigned char *)s;
-	char esc[8];
-	size_t i = 0, l;
+	char                 esc[8];
+	size_t               i = 0, l;
 
 	jsonw_raw(w, "\"", 1);
 	while (i < n) {
@@ -258,7 +260,7 @@ void
 jsonw_int(struct jsonw *w, int64_t v)
 {
 	char num[24];
-	int n = snprintf(num, sizeof(num), "%lld", (long long)v);
+	int  n = snprintf(num, sizeof(num), "%lld", (long long)v);
 
 	jsonw_raw(w, num, (size_t)n);
 }

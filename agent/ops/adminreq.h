@@ -22,25 +22,25 @@
 
 #define ADMINREQ_MAX_BYTES  2048
 #define ADMINREQ_MAX_PARAMS 16
-#define JSONW_MAX           (1 << 20)	/* a reply's largest size */
+#define JSONW_MAX           (1 << 20) /* a reply's largest size */
 
 enum adminreq_route {
-	ADMINREQ_KEYS = 1,		/* /admin/keys/RULE */
-	ADMINREQ_RAWKEY,		/* /admin/key */
-	ADMINREQ_TOP,			/* /admin/top */
+	ADMINREQ_KEYS = 1, /* /admin/keys/RULE */
+	ADMINREQ_RAWKEY,   /* /admin/key */
+	ADMINREQ_TOP,      /* /admin/top */
 };
 
 struct adminreq_param {
-	const char *name, *value;	/* NUL-terminated, in <buf> */
+	const char *name, *value; /* NUL-terminated, in <buf> */
 	size_t      nlen, vlen;
 };
 
 struct adminreq {
 	enum adminreq_route   route;
-	const char           *rule;	/* ADMINREQ_KEYS: in <buf> */
+	const char           *rule; /* ADMINREQ_KEYS: in <buf> */
 	int                   nparams;
 	struct adminreq_param params[ADMINREQ_MAX_PARAMS];
-	char                  buf[ADMINREQ_MAX_BYTES + ADMINREQ_MAX_PARAMS * 2 + 2];
+	char buf[ADMINREQ_MAX_BYTES + ADMINREQ_MAX_PARAMS * 2 + 2];
 };
 
 /* Decodes <target,len> (path and query, as on the request line) into
@@ -51,15 +51,15 @@ int adminreq_parse(const char *target, size_t len, struct adminreq *rq,
 
 /* The value of parameter <name>, or NULL. */
 const struct adminreq_param *adminreq_get(const struct adminreq *rq,
-                                          const char *name);
+                                          const char            *name);
 
 /* A JSON text being written: appends fail softly (sticky <err>) past
  * JSONW_MAX bytes, so a writer never grows without bound. */
 struct jsonw {
-	char   *buf;		/* NUL-terminated; free() it */
-	size_t  len, cap;
-	int     err;
-	int     comma;		/* a value was written at this level */
+	char  *buf; /* NUL-terminated; free() it */
+	size_t len, cap;
+	int    err;
+	int    comma; /* a value was written at this level */
 };
 
 void jsonw_raw(struct jsonw *w, const char *s, size_t n);
@@ -69,7 +69,7 @@ void jsonw_key(struct jsonw *w, const char *name);
  * escaped, invalid UTF-8 bytes written as \u00XX. */
 void jsonw_str(struct jsonw *w, const char *s, size_t n);
 void jsonw_int(struct jsonw *w, int64_t v);
-void jsonw_open(struct jsonw *w, char c);	/* '{' or '[' */
+void jsonw_open(struct jsonw *w, char c); /* '{' or '[' */
 void jsonw_close(struct jsonw *w, char c);
 /* A member "name": "<s>" / "name": <v>. */
 void jsonw_kstr(struct jsonw *w, const char *name, const char *s);

@@ -42,20 +42,20 @@
 #include "metrics.h"
 #include "util.h"
 
-#define HTTPD_RETRY_S 1.0	/* accepting again after EMFILE and friends */
-#define HTTPD_ACCEPT_BATCH 8	/* accepts per callback: requests get read */
+#define HTTPD_RETRY_S      1.0 /* accepting again after EMFILE and friends */
+#define HTTPD_ACCEPT_BATCH 8   /* accepts per callback: requests get read */
 
 struct hconn {
-	ev_io         io;		/* EV_READ, then EV_WRITE */
-	ev_timer      timer;		/* deadline of the whole exchange */
+	ev_io         io;    /* EV_READ, then EV_WRITE */
+	ev_timer      timer; /* deadline of the whole exchange */
 	struct httpd *h;
 	int           fd;
-	int           slot;		/* index in h->conns */
-	ev_tstamp     since;		/* accepted */
+	int           slot;  /* index in h->conns */
+	ev_tstamp     since; /* accepted */
 	size_t        inlen;
 	char          in[HTTPD_MAX_HEAD];
-	char         *out;		/* response; NULL while reading */
-	const char   *allow;		/* a 405's Allow; NULL: GET, HEAD */
+	char         *out;   /* response; NULL while reading */
+	const char   *allow; /* a 405's Allow; NULL: GET, HEAD */
 	size_t        outlen;
 	size_t        outoff;
 };
@@ -65,15 +65,15 @@ struct httpd {
 	int             fd;
 	int             port;
 	ev_io           accept_io;
-	ev_timer        retry;		/* resumes accepting after EMFILE */
-	int           (*healthy)(void *);
-	void           *arg;
-	double          timeout;
-	int             nconns;
-	struct hconn   *conns[HTTPD_MAX_CONNS];
-	const char     *prefix;		/* httpd_set_handler() */
-	httpd_handler  *handler;
-	void           *harg;
+	ev_timer        retry; /* resumes accepting after EMFILE */
+	int (*healthy)(void *);
+	void          *arg;
+	double         timeout;
+	int            nconns;
+	struct hconn  *conns[HTTPD_MAX_CONNS];
+	const char    *prefix; /* httpd_set_handler() */
+	httpd_handler *handler;
+	void          *harg;
 };
 
 static void accept_cb(struct ev_loop *loop, ev_io *w, int revents);
@@ -86,7 +86,7 @@ static char *errf(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 static char *
 errf(const char *fmt, ...)
 {
-	char buf[512];
+	char    buf[512];
 	va_list ap;
 
 	va_start(ap, fmt);
@@ -103,7 +103,7 @@ static void
 log_request(const struct hconn *c, const char *meth, size_t mlen,
             const char *path, size_t plen)
 {
-	char m[4 * 16 + 1], p[4 * 200 + 1];
+	char   m[4 * 16 + 1], p[4 * 200 + 1];
 	size_t mo = 0, po = 0;
 
 	log_put_escaped(m, sizeof(m), &mo, meth, mlen > 16 ? 16 : mlen);
@@ -114,11 +114,10 @@ log_request(const struct hconn *c, const char *meth, size_t mlen,
 }
 
 static int
-split_addr(const char *addr, char *host, size_t hsize, char *port,
-           size_t psize)
+split_addr(const char *addr, char *host, size_t hsize, char *port, size_t psize)
 {
 	const char *colon, *h = addr, *hend;
-	size_t n;
+	size_t      n;
 
 	if (addr[0] == '[') {
 		h = addr + 1;
@@ -129,7 +128,7 @@ split_addr(const char *addr, char *host, size_t hsize, char *port,
 	} else {
 		colon = strrchr(addr, ':');
 		if (colon == NULL || memchr(addr, ':', (size_t)(colon - addr)))
-			return -1;	/* bare IPv6 needs brackets */
+			return -1; /* bare IPv6 needs brackets */
 		hend = colon;
 	}
 	n = (size_t)(hend - h);
@@ -148,11 +147,10 @@ split_addr(const char *addr, char *host, size_t hsize, char *port,
 /* Binds and listens on the first address of <host,port> that works.
  * Returns the fd, or -1 with <*err>. */
 static int
-open_listener(const char *addr, const char *host, const char *port,
-              char **err)
+open_listener(const char *addr, const char *host, const char *port, char **err)
 {
 	struct addrinfo hints, *res, *ai;
-	int fd = -1, one = 1, rc, saved = 0;
+	int             fd = -1, one = 1, rc, saved = 0;
 
 	memset(&hints, 0, sizeof(hints));
 	hints.ai_family = AF_UNSPEC;
@@ -164,8 +162,9 @@ open_listener(const char *addr, const char *host, const char *port,
 		return -1;
 	}
 	for (ai = res; ai != NULL; ai = ai->ai_next) {
-		fd = socket(ai->ai_family, ai->ai_socktype | SOCK_NONBLOCK |
-		            SOCK_CLOEXEC, ai->ai_protocol);
+		fd = socket(ai->ai_family,
+		            ai->ai_socktype | SOCK_NONBLOCK | SOCK_CLOEXEC,
+		            ai->ai_protocol);
 		if (fd == -1) {
 			saved = errno;
 			continue;
@@ -188,8 +187,8 @@ static int
 bound_port(int fd)
 {
 	struct sockaddr_storage ss;
-	socklen_t len = sizeof(ss);
-	char port[16];
+	socklen_t               len = sizeof(ss);
+	char                    port[16];
 
 	if (getsockname(fd, (struct sockaddr *)&ss, &len) == -1 ||
 	    getnameinfo((struct sockaddr *)&ss, len, NULL, 0, port,
@@ -203,7 +202,7 @@ retry_cb(struct ev_loop *loop, ev_timer *w, int revents)
 {
 	struct httpd *h = container_of(w, struct httpd, retry);
 
-	ev_io_start(loop, &h->accept_io);	/* accept_cb stops it if full */
+	ev_io_start(loop, &h->accept_io); /* accept_cb stops it if full */
 }
 
 struct httpd *
@@ -211,8 +210,8 @@ httpd_new(struct ev_loop *loop, const char *addr, int (*healthy)(void *),
           void *arg, char **err)
 {
 	struct httpd *h;
-	char host[256], port[16];
-	int fd;
+	char          host[256], port[16];
+	int           fd;
 
 	if (split_addr(addr, host, sizeof(host), port, sizeof(port)) == -1) {
 		*err = errf("httpd: bad address '%s' (want host:port)", addr);
@@ -295,7 +294,7 @@ accept_cb(struct ev_loop *loop, ev_io *w, int revents)
 {
 	struct httpd *h = container_of(w, struct httpd, accept_io);
 	struct hconn *c;
-	int fd;
+	int           fd;
 
 	for (int n = 0; n < HTTPD_ACCEPT_BATCH; n++) {
 		if (h->nconns == HTTPD_MAX_CONNS && oldest_reader(h) == NULL) {
@@ -312,7 +311,8 @@ accept_cb(struct ev_loop *loop, ev_io *w, int revents)
 				return;
 			/* EMFILE and friends: the socket stays readable, so
 			 * stop watching it for a while instead of spinning. */
-			log_warn("httpd_accept_failed", "error=\"%s\"", strerror(errno));
+			log_warn("httpd_accept_failed", "error=\"%s\"",
+			         strerror(errno));
 			ev_io_stop(loop, &h->accept_io);
 			/* set again: once fired, a one-shot timer's delay
 			 * is spent, and it would fire at once (a spin) */
@@ -347,14 +347,22 @@ static const char *
 reason(int status)
 {
 	switch (status) {
-	case 200: return "OK";
-	case 400: return "Bad Request";
-	case 404: return "Not Found";
-	case 401: return "Unauthorized";
-	case 403: return "Forbidden";
-	case 405: return "Method Not Allowed";
-	case 500: return "Internal Server Error";
-	default:  return "Service Unavailable";
+	case 200:
+		return "OK";
+	case 400:
+		return "Bad Request";
+	case 404:
+		return "Not Found";
+	case 401:
+		return "Unauthorized";
+	case 403:
+		return "Forbidden";
+	case 405:
+		return "Method Not Allowed";
+	case 500:
+		return "Internal Server Error";
+	default:
+		return "Service Unavailable";
 	}
 }
 
@@ -364,16 +372,18 @@ respond(struct hconn *c, int status, const char *ctype, const char *body,
         size_t blen, int head_only)
 {
 	char head[512], allow[64];
-	int n;
+	int  n;
 
 	snprintf(allow, sizeof(allow), "Allow: %s\r\n",
 	         c->allow ? c->allow : "GET, HEAD");
-	n = snprintf(head, sizeof(head), "HTTP/1.1 %d %s\r\n"
+	n = snprintf(head, sizeof(head),
+	             "HTTP/1.1 %d %s\r\n"
 	             "Content-Type: %s\r\nContent-Length: %zu\r\n"
 	             "Cache-Control: no-store\r\n%sConnection: close\r\n\r\n",
 	             status, reason(status), ctype, blen,
-	             status == 405 ? allow :
-	             status == 401 ? "WWW-Authenticate: Bearer\r\n" : "");
+	             status == 405   ? allow
+	             : status == 401 ? "WWW-Authenticate: Bearer\r\n"
+	                             : "");
 	if (head_only)
 		blen = 0;
 	c->out = xmalloc((size_t)n + blen);
@@ -392,7 +402,7 @@ respond_text(struct hconn *c, int status, const char *text, int head_only)
 
 int
 httpd_parse_request_line(const char *line, size_t len, const char **meth,
-                   size_t *mlen, const char **path, size_t *plen)
+                         size_t *mlen, const char **path, size_t *plen)
 {
 	const char *sp1, *sp2, *end = line + len, *q;
 
@@ -438,7 +448,7 @@ httpd_set_handler(struct httpd *h, const char *prefix, httpd_handler *fn,
 const char *
 httpd_header(const char *head, size_t len, const char *name, size_t *vlen)
 {
-	size_t nl = strlen(name);
+	size_t      nl = strlen(name);
 	const char *p = head, *end = head + len, *eol, *v;
 
 	for (; p < end; p = eol + 1) {
@@ -452,8 +462,9 @@ httpd_header(const char *head, size_t len, const char *name, size_t *vlen)
 		while (v < eol && (*v == ' ' || *v == '\t'))
 			v++;
 		*vlen = (size_t)(eol - v);
-		while (*vlen > 0 && (v[*vlen - 1] == '\r' ||
-		                     v[*vlen - 1] == ' ' || v[*vlen - 1] == '\t'))
+		while (*vlen > 0 &&
+		       (v[*vlen - 1] == '\r' || v[*vlen - 1] == ' ' ||
+		        v[*vlen - 1] == '\t'))
 			(*vlen)--;
 		return v;
 	}
@@ -462,17 +473,18 @@ httpd_header(const char *head, size_t len, const char *name, size_t *vlen)
 
 /* Hands a request under the handler's prefix to it. */
 static void
-route_handler(struct hconn *c, const char *meth, size_t mlen,
-              const char *path, const char *hend)
+route_handler(struct hconn *c, const char *meth, size_t mlen, const char *path,
+              const char *hend)
 {
 	struct httpd_req rq = { .meth = meth, .mlen = mlen, .target = path };
-	const char *ctype = "application/json";
-	char *body = NULL;
-	size_t blen = 0;
-	int status;
+	const char      *ctype = "application/json";
+	char            *body = NULL;
+	size_t           blen = 0;
+	int              status;
 
 	rq.tlen = (size_t)((const char *)memchr(path, ' ',
-	                   (size_t)(hend - path)) - path);
+	                                        (size_t)(hend - path)) -
+	                   path);
 	rq.head = (const char *)memchr(path, '\n', (size_t)(hend - path)) + 1;
 	rq.hlen = (size_t)(hend - rq.head);
 	status = c->h->handler(c->h->harg, &rq, &body, &blen, &ctype);
@@ -486,13 +498,12 @@ static void
 route(struct hconn *c, const char *meth, size_t mlen, const char *path,
       size_t plen, const char *hend)
 {
-	int head = is(meth, mlen, "HEAD");
-	int known = is(path, plen, "/metrics") || is(path, plen, "/healthz");
-	char *text;
+	int    head = is(meth, mlen, "HEAD");
+	int    known = is(path, plen, "/metrics") || is(path, plen, "/healthz");
+	char  *text;
 	size_t len;
 
-	if (c->h->handler != NULL &&
-	    plen >= strlen(c->h->prefix) &&
+	if (c->h->handler != NULL && plen >= strlen(c->h->prefix) &&
 	    memcmp(path, c->h->prefix, strlen(c->h->prefix)) == 0) {
 		route_handler(c, meth, mlen, path, hend);
 		return;
@@ -521,7 +532,7 @@ static int
 examine(struct hconn *c)
 {
 	const char *nl, *meth, *path, *hend;
-	size_t mlen, plen, llen;
+	size_t      mlen, plen, llen;
 
 	nl = memchr(c->in, '\n', c->inlen);
 	if (nl == NULL) {
@@ -534,7 +545,8 @@ examine(struct hconn *c)
 	if (llen > 0 && c->in[llen - 1] == '\r')
 		llen--;
 	/* A bad request line is refused at once, before its headers. */
-	if (httpd_parse_request_line(c->in, llen, &meth, &mlen, &path, &plen) == -1) {
+	if (httpd_parse_request_line(c->in, llen, &meth, &mlen, &path, &plen) ==
+	    -1) {
 		respond_text(c, 400, "bad request\n", 0);
 		return 1;
 	}
@@ -584,18 +596,18 @@ static void
 io_cb(struct ev_loop *loop, ev_io *w, int revents)
 {
 	struct hconn *c = container_of(w, struct hconn, io);
-	ssize_t n;
+	ssize_t       n;
 
 	if (c->out != NULL) {
 		flush(c);
 		return;
 	}
 	n = recv(c->fd, c->in + c->inlen, sizeof(c->in) - c->inlen, 0);
-	if (n == -1 && (errno == EAGAIN || errno == EWOULDBLOCK ||
-	                errno == EINTR))
+	if (n == -1 &&
+	    (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR))
 		return;
 	if (n <= 0) {
-		conn_close(c);		/* peer gone before asking */
+		conn_close(c); /* peer gone before asking */
 		return;
 	}
 	c->inlen += (size_t)n;

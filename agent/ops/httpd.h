@@ -21,17 +21,17 @@
  * default) or is closed. When full, a new connection takes the slot of the
  * oldest one still reading its request, so idle sockets (a slowloris)
  * cannot keep a health check out; the listener pauses only while every
- * slot is writing a response. Run it on the main loop, not a worker loop, so that a
- * scrape never delays an ACK.
+ * slot is writing a response. Run it on the main loop, not a worker loop, so
+ * that a scrape never delays an ACK.
  */
 #ifndef HTTPD_H
 #define HTTPD_H
 
 #include <ev.h>
 
-#define HTTPD_MAX_HEAD  4096	/* bytes of request line + headers */
+#define HTTPD_MAX_HEAD  4096 /* bytes of request line + headers */
 #define HTTPD_MAX_CONNS 64
-#define HTTPD_TIMEOUT   5.0	/* seconds for a whole exchange */
+#define HTTPD_TIMEOUT   5.0 /* seconds for a whole exchange */
 
 struct httpd;
 
@@ -59,19 +59,19 @@ void httpd_set_timeout(struct httpd *h, double seconds);
 /* A request handed to a handler (httpd_set_handler()): slices of the
  * connection's buffer, valid during the call. */
 struct httpd_req {
-	const char *meth, *target, *head;	/* target: path and query */
-	size_t      mlen, tlen, hlen;	/* head: the header lines */
+	const char *meth, *target, *head; /* target: path and query */
+	size_t      mlen, tlen, hlen;     /* head: the header lines */
 };
 
 /* Answers <rq>: returns the status and sets <*body> (malloc'ed, taken
  * over by httpd) and <*ctype>. Runs on the loop's thread. */
-typedef int httpd_handler(void *arg, const struct httpd_req *rq,
-                          char **body, size_t *blen, const char **ctype);
+typedef int httpd_handler(void *arg, const struct httpd_req *rq, char **body,
+                          size_t *blen, const char **ctype);
 
 /* Routes every request whose path starts with <prefix> (static text) to
  * <fn>, any method. One handler per httpd; NULL <fn> removes it. */
-void httpd_set_handler(struct httpd *h, const char *prefix,
-                       httpd_handler *fn, void *arg);
+void httpd_set_handler(struct httpd *h, const char *prefix, httpd_handler *fn,
+                       void *arg);
 
 /* The value of header <name> (case-insensitive) in <head,len>, without
  * surrounding blanks, or NULL; <*vlen> gets its length. */

@@ -27,8 +27,7 @@ log_level_from_name(const char *s)
 }
 
 void
-log_put_escaped(char *buf, size_t size, size_t *off, const char *s,
-                size_t len)
+log_put_escaped(char *buf, size_t size, size_t *off, const char *s, size_t len)
 {
 	static const char hex[] = "0123456789abcdef";
 
@@ -53,11 +52,11 @@ log_put_escaped(char *buf, size_t size, size_t *off, const char *s,
 void
 log_msg(int level, const char *msg, const char *fmt, ...)
 {
-	char line[1024];
+	char            line[1024];
 	struct timespec ts;
-	struct tm tm;
-	size_t n;
-	va_list ap;
+	struct tm       tm;
+	size_t          n;
+	va_list         ap;
 
 	if (level > log_level)
 		return;

@@ -16,13 +16,13 @@ enum log_level {
 	LOG_DEBUG,
 };
 
-extern _Atomic int log_level;	/* written on reload, read by every worker */
+extern _Atomic int log_level; /* written on reload, read by every worker */
 
 /* log_msg(LOG_INFO, "reload", "rules=%d path=%s", n, path): <msg> is a
  * fixed event name; <fmt> gives the key=value pairs (may be NULL). */
 void log_msg(int level, const char *msg, const char *fmt, ...)
 	__attribute__((format(printf, 3, 4)));
-int log_level_from_name(const char *s);	/* -1 if unknown */
+int log_level_from_name(const char *s); /* -1 if unknown */
 
 /* Appends <s,len> to <buf> at <*off> for a quoted logfmt value: bytes that
  * are a space, a quote, a backslash or not printable ASCII are written
@@ -35,7 +35,15 @@ void log_put_escaped(char *buf, size_t size, size_t *off, const char *s,
 
 #define log_error(...) log_msg(LOG_ERROR, __VA_ARGS__)
 #define log_warn(...)  log_msg(LOG_WARN, __VA_ARGS__)
-#define log_info(...)  do { if (log_level >= LOG_INFO) log_msg(LOG_INFO, __VA_ARGS__); } while (0)
-#define log_debug(...) do { if (log_level >= LOG_DEBUG) log_msg(LOG_DEBUG, __VA_ARGS__); } while (0)
+#define log_info(...)                                                          \
+	do {                                                                   \
+		if (log_level >= LOG_INFO)                                     \
+			log_msg(LOG_INFO, __VA_ARGS__);                        \
+	} while (0)
+#define log_debug(...)                                                         \
+	do {                                                                   \
+		if (log_level >= LOG_DEBUG)                                    \
+			log_msg(LOG_DEBUG, __VA_ARGS__);                       \
+	} while (0)
 
 #endif

@@ -30,26 +30,28 @@
 #include "util.h"
 
 const uint32_t metrics_lat_bounds_us[METRICS_LAT_BUCKETS] = {
-	50, 100, 250, 500, 1000, 2000, 5000, 10000, 25000, 50000,
-	100000, 250000, 500000, 1000000,
+	50,    100,   250,   500,    1000,   2000,   5000,
+	10000, 25000, 50000, 100000, 250000, 500000, 1000000,
 };
 
-
 static struct metrics_worker *_Atomic workers[METRICS_MAX_WORKERS];
-static _Atomic int nworkers;		/* slots reserved, may exceed the max */
+static _Atomic int nworkers; /* slots reserved, may exceed the max */
 
 static pthread_mutex_t names_lock = PTHREAD_MUTEX_INITIALIZER;
-static char *rule_names[METRICS_MAX_RULES];	/* written before nnames */
+static char       *rule_names[METRICS_MAX_RULES]; /* written before nnames */
 static _Atomic int nnames;
 
 static _Atomic uint64_t reloads_ok;
 static _Atomic uint64_t reloads_err;
-static _Atomic int64_t last_reload_us;	/* wall clock; 0 = never */
-static _Atomic int64_t start_us;
-static char version[64] = "unknown";
+static _Atomic int64_t  last_reload_us; /* wall clock; 0 = never */
+static _Atomic int64_t  start_us;
+static char             version[64] = "unknown";
 
 static const char *const outcome_names[METRICS_OUTCOME_COUNT] = {
-	"allowed", "denied", "shadow_denied", "degraded",
+	"allowed",
+	"denied",
+	"shadow_denied",
+	"degraded",
 };
 static const char *const redis_err_names[METRICS_REDIS_ERR_COUNT] = {
 	"timeout", "io", "reply", "noscript", "refused",
@@ -64,11 +66,12 @@ struct metrics_worker *
 metrics_worker_new(void)
 {
 	struct metrics_worker *w;
-	size_t size = (sizeof(*w) + 63) & ~(size_t)63;
-	int i = atomic_fetch_add(&nworkers, 1);
+	size_t                 size = (sizeof(*w) + 63) & ~(size_t)63;
+	int                    i = atomic_fetch_add(&nworkers, 1);
 
 	if (i >= METRICS_MAX_WORKERS)
-		fatal("metrics: more than %d worker threads", METRICS_MAX_WORKERS);
+		fatal("metrics: more than %d worker threads",
+		      METRICS_MAX_WORKERS);
 	/* Cache-line aligned so two workers never share a line. */
 	w = aligned_alloc(64, size);
 	if (w == NULL)
@@ -150,10 +153,10 @@ metrics_reset(void)
 
 /* Calls the blocks registered so far; a slot reserved by a worker that has
  * not stored its pointer yet is skipped. */
-#define FOREACH_WORKER(w)						\
-	for (int wi_ = 0, wn_ = load_nworkers(); wi_ < wn_; wi_++)	\
-		if (((w) = atomic_load_explicit(&workers[wi_],		\
-		                                memory_order_acquire)) != NULL)
+#define FOREACH_WORKER(w)                                                      \
+	for (int wi_ = 0, wn_ = load_nworkers(); wi_ < wn_; wi_++)             \
+		if (((w) = atomic_load_explicit(                               \
+			     &workers[wi_], memory_order_acquire)) != NULL)
 
 static int
 load_nworkers(void)
@@ -174,25 +177,26 @@ static uint64_t
 sum_at(size_t off)
 {
 	struct metrics_worker *w;
-	uint64_t s = 0;
+	uint64_t               s = 0;
 
 	FOREACH_WORKER(w)
-		s += rd((_Atomic uint64_t *)(void *)((char *)w + off));
+	s += rd((_Atomic uint64_t *)(void *)((char *)w + off));
 	return s;
 }
 
 #define SUM(field) sum_at(offsetof(struct metrics_worker, field))
 /* Element <i> of the array <field> (offsetof needs constant indexes). */
-#define SUM_IDX(field, i) sum_at(offsetof(struct metrics_worker, field) \
-	+ (size_t)(i) * sizeof(_Atomic uint64_t))
+#define SUM_IDX(field, i)                                                      \
+	sum_at(offsetof(struct metrics_worker, field) +                        \
+	       (size_t)(i) * sizeof(_Atomic uint64_t))
 
 /* ---- text output -------------------------------------------------------- */
 
 /* snprintf-style accumulator: counts what it could not store. */
 struct out {
-	char   *buf;
-	size_t  size;
-	size_t  len;
+	char  *buf;
+	size_t size;
+	size_t len;
 };
 
 static void out_printf(struct out *o, const char *fmt, ...)
@@ -202,7 +206,7 @@ static void
 out_printf(struct out *o, const char *fmt, ...)
 {
 	va_list ap;
-	int n;
+	int     n;
 
 	va_start(ap, fmt);
 	if (o->len < o->size)
@@ -249,8 +253,8 @@ out_head(struct out *o, const char *name, const char *type, const char *help)
 
 /* A family of one unlabelled sample. */
 static void
-out_scalar(struct out *o, const char *name, const char *type,
-           const char *help, uint64_t v)
+out_scalar(struct out *o, const char *name, const char *type, const char *help,
+           uint64_t v)
 {
 	out_head(o, name, type, help);
 	out_printf(o, "%s %" PRIu64 "\n", name, v);
@@ -262,7 +266,7 @@ static void
 out_seconds(struct out *o, uint64_t us)
 {
 	char frac[8];
-	int n;
+	int  n;
 
 	if (us % 1000000 == 0) {
 		out_printf(o, "%" PRIu64, us / 1000000);
@@ -278,10 +282,11 @@ static void
 render_decisions(struct out *o)
 {
 	const char *name = "spoa_rl_decisions_total";
-	int n = atomic_load_explicit(&nnames, memory_order_acquire);
-	uint64_t v[METRICS_OUTCOME_COUNT];
+	int         n = atomic_load_explicit(&nnames, memory_order_acquire);
+	uint64_t    v[METRICS_OUTCOME_COUNT];
 
-	out_head(o, name, "counter", "Rule decisions by rule and outcome "
+	out_head(o, name, "counter",
+	         "Rule decisions by rule and outcome "
 	         "(degraded: decided by the rule's fail mode).");
 	for (int s = 0; s <= METRICS_RULE_OTHER; s++) {
 		bool any = false;
@@ -290,7 +295,8 @@ render_decisions(struct out *o)
 			continue;
 		for (int k = 0; k < METRICS_OUTCOME_COUNT; k++) {
 			v[k] = SUM_IDX(decisions,
-			    (size_t)s * METRICS_OUTCOME_COUNT + (size_t)k);
+			               (size_t)s * METRICS_OUTCOME_COUNT +
+			                       (size_t)k);
 			any = any || v[k] != 0;
 		}
 		/* "_other" only shows up once something was counted there. */
@@ -298,8 +304,9 @@ render_decisions(struct out *o)
 			continue;
 		for (int k = 0; k < METRICS_OUTCOME_COUNT; k++) {
 			out_printf(o, "%s{rule=\"", name);
-			out_label_value(o, s == METRICS_RULE_OTHER ? "_other"
-			                : rule_names[s]);
+			out_label_value(o, s == METRICS_RULE_OTHER
+			                           ? "_other"
+			                           : rule_names[s]);
 			out_printf(o, "\",outcome=\"%s\"} %" PRIu64 "\n",
 			           outcome_names[k], v[k]);
 		}
@@ -309,8 +316,7 @@ render_decisions(struct out *o)
 /* A per-rule counter family, <off> the offset of its array in the worker
  * block; a rule at 0 is listed, "_other" only once it counted. */
 static void
-render_per_rule(struct out *o, const char *name, const char *help,
-                size_t off)
+render_per_rule(struct out *o, const char *name, const char *help, size_t off)
 {
 	int n = atomic_load_explicit(&nnames, memory_order_acquire);
 
@@ -323,7 +329,7 @@ render_per_rule(struct out *o, const char *name, const char *help,
 			continue;
 		out_printf(o, "%s{rule=\"", name);
 		out_label_value(o, s == METRICS_RULE_OTHER ? "_other"
-		                : rule_names[s]);
+		                                           : rule_names[s]);
 		out_printf(o, "\"} %" PRIu64 "\n", v);
 	}
 }
@@ -346,7 +352,7 @@ static void
 render_latency(struct out *o)
 {
 	const char *name = "spoa_rl_redis_request_duration_seconds";
-	uint64_t cum = 0;
+	uint64_t    cum = 0;
 
 	out_head(o, name, "histogram", "Redis round trip of one script call.");
 	for (int i = 0; i <= METRICS_LAT_BUCKETS; i++) {
@@ -365,8 +371,7 @@ render_latency(struct out *o)
 
 static void
 render_labelled(struct out *o, const char *name, const char *help,
-                const char *label, const char *const *values, size_t off,
-                int n)
+                const char *label, const char *const *values, size_t off, int n)
 {
 	out_head(o, name, "counter", help);
 	for (int i = 0; i < n; i++)
@@ -379,11 +384,12 @@ static void
 render_spop(struct out *o)
 {
 	struct metrics_worker *w;
-	uint64_t opened = 0, closed = 0;
-	const char *name = "spoa_rl_spop_errors_total";
+	uint64_t               opened = 0, closed = 0;
+	const char            *name = "spoa_rl_spop_errors_total";
 
 	/* closed first, with acquire: see metrics_conn_close(). */
-	FOREACH_WORKER(w) {
+	FOREACH_WORKER(w)
+	{
 		uint64_t c = atomic_load_explicit(&w->conns_closed,
 		                                  memory_order_acquire);
 		uint64_t op = rd(&w->conns_opened);
@@ -407,7 +413,8 @@ render_spop(struct out *o)
 	out_scalar(o, "spoa_rl_notify_too_many_checks_total", "counter",
 	           "NOTIFY frames whose messages gave more checks than one "
 	           "request holds; those beyond were decided by their rules' "
-	           "fail modes.", SUM(notify_overflows));
+	           "fail modes.",
+	           SUM(notify_overflows));
 	out_scalar(o, "spoa_rl_lease_self_releases_total", "counter",
 	           "Concurrency leases the agent released itself: taken for a "
 	           "request it refused, or whose ACK HAProxy did not use, so "
@@ -424,10 +431,11 @@ static void
 render_gauges(struct out *o)
 {
 	struct metrics_worker *w;
-	int64_t keys = 0, reqs = 0;
-	int open = 0;
+	int64_t                keys = 0, reqs = 0;
+	int                    open = 0;
 
-	FOREACH_WORKER(w) {
+	FOREACH_WORKER(w)
+	{
 		keys += atomic_load_explicit(&w->local_keys,
 		                             memory_order_relaxed);
 		reqs += atomic_load_explicit(&w->requests,
@@ -441,9 +449,10 @@ render_gauges(struct out *o)
 	out_scalar(o, "spoa_rl_local_keys", "gauge",
 	           "Keys held in the local tier and near-cache.",
 	           keys < 0 ? 0 : (uint64_t)keys);
-	out_scalar(o, "spoa_rl_requests_in_flight", "gauge",
-	           "NOTIFYs being decided now (at most 64 per SPOP connection).",
-	           reqs < 0 ? 0 : (uint64_t)reqs);
+	out_scalar(
+		o, "spoa_rl_requests_in_flight", "gauge",
+		"NOTIFYs being decided now (at most 64 per SPOP connection).",
+		reqs < 0 ? 0 : (uint64_t)reqs);
 	out_scalar(o, "spoa_rl_near_cache_hits_total", "counter",
 	           "Requests denied from the near-cache without asking Redis.",
 	           SUM(near_cache_hits));
@@ -469,10 +478,13 @@ render_process(struct out *o)
 	}
 	out_head(o, "spoa_rl_policy_reloads_total", "counter",
 	         "Policy reloads (SIGHUP) by result; a refused file is error.");
-	out_printf(o, "spoa_rl_policy_reloads_total{result=\"ok\"} %" PRIu64
-	           "\n", atomic_load(&reloads_ok));
-	out_printf(o, "spoa_rl_policy_reloads_total{result=\"error\"} %"
-	           PRIu64 "\n", atomic_load(&reloads_err));
+	out_printf(o,
+	           "spoa_rl_policy_reloads_total{result=\"ok\"} %" PRIu64 "\n",
+	           atomic_load(&reloads_ok));
+	out_printf(o,
+	           "spoa_rl_policy_reloads_total{result=\"error\"} %" PRIu64
+	           "\n",
+	           atomic_load(&reloads_err));
 	out_head(o, "spoa_rl_policy_last_reload_success_timestamp_seconds",
 	         "gauge", "When the policy in use was loaded (0: never).");
 	out_printf(o, "spoa_rl_policy_last_reload_success_timestamp_seconds ");
@@ -505,7 +517,7 @@ char *
 metrics_render_alloc(size_t *len)
 {
 	size_t size = 16384, n;
-	char *buf = NULL;
+	char  *buf = NULL;
 
 	/* Counters can grow between the two passes; loop until it fits. */
 	for (;;) {

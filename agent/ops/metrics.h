@@ -38,27 +38,27 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#define METRICS_MAX_WORKERS 64		/* worker blocks per process */
-#define METRICS_MAX_RULES   256		/* distinct rule names per process */
-#define METRICS_RULE_OTHER  METRICS_MAX_RULES	/* slot of rule="_other" */
-#define METRICS_LAT_BUCKETS 14		/* finite buckets; +Inf is extra */
+#define METRICS_MAX_WORKERS 64  /* worker blocks per process */
+#define METRICS_MAX_RULES   256 /* distinct rule names per process */
+#define METRICS_RULE_OTHER  METRICS_MAX_RULES /* slot of rule="_other" */
+#define METRICS_LAT_BUCKETS 14 /* finite buckets; +Inf is extra */
 
 /* Outcome of one rule for one request. */
 enum metrics_outcome {
 	METRICS_ALLOWED = 0,
-	METRICS_DENIED,			/* over the limit: 429 */
-	METRICS_SHADOW_DENIED,		/* shadow rule that would have denied */
-	METRICS_DEGRADED,		/* decided by its fail mode, any answer */
+	METRICS_DENIED,        /* over the limit: 429 */
+	METRICS_SHADOW_DENIED, /* shadow rule that would have denied */
+	METRICS_DEGRADED,      /* decided by its fail mode, any answer */
 	METRICS_OUTCOME_COUNT
 };
 
 /* Why a Redis request failed (spoa_rl_redis_errors_total{kind}). */
 enum metrics_redis_err {
-	METRICS_REDIS_TIMEOUT = 0,	/* deadline passed, fail mode applied */
-	METRICS_REDIS_IO,		/* connection lost, read/write error */
-	METRICS_REDIS_REPLY,		/* error reply or unexpected shape */
-	METRICS_REDIS_NOSCRIPT,		/* EVALSHA NOSCRIPT (script reloaded) */
-	METRICS_REDIS_REFUSED,		/* connect refused or failed */
+	METRICS_REDIS_TIMEOUT = 0, /* deadline passed, fail mode applied */
+	METRICS_REDIS_IO,          /* connection lost, read/write error */
+	METRICS_REDIS_REPLY,       /* error reply or unexpected shape */
+	METRICS_REDIS_NOSCRIPT,    /* EVALSHA NOSCRIPT (script reloaded) */
+	METRICS_REDIS_REFUSED,     /* connect refused or failed */
 	METRICS_REDIS_ERR_COUNT
 };
 
@@ -79,8 +79,10 @@ enum metrics_frame {
 
 struct metrics_worker {
 	/* decisions[slot][outcome]; the last slot is METRICS_RULE_OTHER */
-	_Atomic uint64_t decisions[METRICS_MAX_RULES + 1][METRICS_OUTCOME_COUNT];
-	_Atomic uint64_t lat_bucket[METRICS_LAT_BUCKETS + 1];	/* not cumulative */
+	_Atomic uint64_t
+		decisions[METRICS_MAX_RULES + 1][METRICS_OUTCOME_COUNT];
+	_Atomic uint64_t
+		lat_bucket[METRICS_LAT_BUCKETS + 1]; /* not cumulative */
 	_Atomic uint64_t lat_sum_us;
 	_Atomic uint64_t redis_errors[METRICS_REDIS_ERR_COUNT];
 	_Atomic uint64_t frames[METRICS_FRM_COUNT];
@@ -90,13 +92,13 @@ struct metrics_worker {
 	_Atomic uint64_t self_releases;
 	_Atomic uint64_t releases_lost;
 	_Atomic uint64_t conns_opened;
-	_Atomic uint64_t conns_closed;	/* written with release, see .c */
+	_Atomic uint64_t conns_closed; /* written with release, see .c */
 	/* response phase (issue 19), per rule slot like decisions */
 	_Atomic uint64_t units_charged[METRICS_MAX_RULES + 1];
 	_Atomic uint64_t costs_rejected[METRICS_MAX_RULES + 1];
-	_Atomic int64_t  local_keys;	/* gauge */
-	_Atomic int64_t  requests;	/* gauge: requests out of the pool */
-	_Atomic int      circuit_open;	/* gauge, 0 or 1 */
+	_Atomic int64_t  local_keys;   /* gauge */
+	_Atomic int64_t  requests;     /* gauge: requests out of the pool */
+	_Atomic int      circuit_open; /* gauge, 0 or 1 */
 };
 
 /* Upper bounds of the latency buckets in µs (rendered in seconds):
@@ -155,8 +157,9 @@ void metrics_reset(void);
 static inline void
 metrics__add(_Atomic uint64_t *c, uint64_t n)
 {
-	atomic_store_explicit(c, atomic_load_explicit(c, memory_order_relaxed)
-	                      + n, memory_order_relaxed);
+	atomic_store_explicit(c,
+	                      atomic_load_explicit(c, memory_order_relaxed) + n,
+	                      memory_order_relaxed);
 }
 
 /* Counts one decision of the rule at <slot> (metrics_rule_slot()).
@@ -178,7 +181,8 @@ metrics_decision_slot(struct metrics_worker *w, int slot,
 static inline int
 metrics__slot(int slot)
 {
-	return slot < 0 || slot > METRICS_RULE_OTHER ? METRICS_RULE_OTHER : slot;
+	return slot < 0 || slot > METRICS_RULE_OTHER ? METRICS_RULE_OTHER
+	                                             : slot;
 }
 
 static inline void
@@ -204,7 +208,8 @@ metrics_redis_latency(struct metrics_worker *w, int64_t us)
 
 	if (us < 0)
 		us = 0;
-	while (i < METRICS_LAT_BUCKETS && (uint64_t)us > metrics_lat_bounds_us[i])
+	while (i < METRICS_LAT_BUCKETS &&
+	       (uint64_t)us > metrics_lat_bounds_us[i])
 		i++;
 	metrics__add(&w->lat_bucket[i], 1);
 	metrics__add(&w->lat_sum_us, (uint64_t)us);
@@ -233,7 +238,7 @@ metrics_spop_error(struct metrics_worker *w, int status)
 	if (status == 0)
 		return;
 	if (status < 0 || status > 13)
-		status = 14;			/* the slot of 99 */
+		status = 14; /* the slot of 99 */
 	metrics__add(&w->spop_errors[status], 1);
 }
 
@@ -280,10 +285,11 @@ metrics_conn_close(struct metrics_worker *w)
 {
 	/* Release: a scrape that sees this close also sees its open, so
 	 * opened - closed never goes negative. */
-	atomic_store_explicit(&w->conns_closed,
-	                      atomic_load_explicit(&w->conns_closed,
-	                                           memory_order_relaxed) + 1,
-	                      memory_order_release);
+	atomic_store_explicit(
+		&w->conns_closed,
+		atomic_load_explicit(&w->conns_closed, memory_order_relaxed) +
+			1,
+		memory_order_release);
 }
 
 /* Gauges. spoa_rl_local_keys is the sum over blocks of <n> (keys in this

@@ -31,12 +31,12 @@
 #define MIX_MUL    0x9fb21c651e98df25ULL
 
 struct tmpl_part {
-	const char *lit;		/* literal slice of <src>, or NULL */
+	const char *lit; /* literal slice of <src>, or NULL */
 	size_t      litlen;
-	char       *var;		/* placeholder arg name, or NULL */
+	char       *var; /* placeholder arg name, or NULL */
 	size_t      varlen;
-	int         prefix;		/* IPv6 mask length */
-	bool        has_prefix;		/* written as {arg/N} */
+	int         prefix;     /* IPv6 mask length */
+	bool        has_prefix; /* written as {arg/N} */
 };
 
 struct tmpl {
@@ -48,10 +48,10 @@ struct tmpl {
 
 struct sink {
 	char    *out;
-	size_t   cap;			/* bytes that may be stored */
-	size_t   len;			/* bytes written, stored or not */
-	uint64_t h1;			/* FNV-1a 64 */
-	uint64_t h2;			/* multiply-xorshift, other seed */
+	size_t   cap; /* bytes that may be stored */
+	size_t   len; /* bytes written, stored or not */
+	uint64_t h1;  /* FNV-1a 64 */
+	uint64_t h2;  /* multiply-xorshift, other seed */
 };
 
 /* ---- compile ------------------------------------------------------------ */
@@ -70,11 +70,12 @@ parse_var(const char *s, size_t n, int default_prefix, struct tmpl_part *pt,
           const char **err, size_t *pos)
 {
 	const char *slash = memchr(s, '/', n);
-	size_t namelen = slash ? (size_t)(slash - s) : n;
-	size_t i;
+	size_t      namelen = slash ? (size_t)(slash - s) : n;
+	size_t      i;
 
 	if (namelen == 0) {
-		*err = n == 0 ? "empty placeholder {}" : "placeholder has no arg name";
+		*err = n == 0 ? "empty placeholder {}"
+		              : "placeholder has no arg name";
 		*pos = 0;
 		return -1;
 	}
@@ -94,7 +95,7 @@ parse_var(const char *s, size_t n, int default_prefix, struct tmpl_part *pt,
 	pt->has_prefix = false;
 	if (slash) {
 		size_t k = namelen + 1;
-		int v = 0;
+		int    v = 0;
 
 		if (k == n) {
 			*err = "missing prefix length after '/'";
@@ -117,7 +118,7 @@ parse_var(const char *s, size_t n, int default_prefix, struct tmpl_part *pt,
 		pt->prefix = v;
 		pt->has_prefix = true;
 	}
-	pt->var = xstrndup(s, namelen);	/* last: nothing to undo on error */
+	pt->var = xstrndup(s, namelen); /* last: nothing to undo on error */
 	pt->varlen = namelen;
 	return 0;
 }
@@ -126,9 +127,9 @@ struct tmpl *
 keys_compile(const char *src, int default_prefix, const char **err,
              size_t *errpos)
 {
-	size_t n = strlen(src), i, maxparts = 1;
+	size_t       n = strlen(src), i, maxparts = 1;
 	struct tmpl *t;
-	const char *p, *close;
+	const char  *p, *close;
 
 	for (i = 0; i < n; i++)
 		maxparts += src[i] == '{' ? 2 : 0;
@@ -137,7 +138,7 @@ keys_compile(const char *src, int default_prefix, const char **err,
 	p = t->src;
 	while (*p) {
 		struct tmpl_part *pt = &t->parts[t->nparts];
-		size_t lit = strcspn(p, "{}");
+		size_t            lit = strcspn(p, "{}");
 
 		if (lit) {
 			pt->lit = p;
@@ -153,12 +154,13 @@ keys_compile(const char *src, int default_prefix, const char **err,
 		}
 		close = p + 1 + strcspn(p + 1, "{}");
 		if (*close != '}') {
-			*err = *close == '{' ? "nested '{' in placeholder" : "unterminated '{'";
+			*err = *close == '{' ? "nested '{' in placeholder"
+			                     : "unterminated '{'";
 			*errpos = (size_t)((*close ? close : p) - t->src);
 			goto fail;
 		}
-		if (parse_var(p + 1, (size_t)(close - p - 1), default_prefix, pt,
-		              err, errpos) == -1) {
+		if (parse_var(p + 1, (size_t)(close - p - 1), default_prefix,
+		              pt, err, errpos) == -1) {
 			*errpos += (size_t)(p + 1 - t->src);
 			goto fail;
 		}
@@ -271,7 +273,7 @@ static void
 sink_u64(struct sink *s, uint64_t v)
 {
 	char buf[20];
-	int n = 0;
+	int  n = 0;
 
 	do {
 		buf[n++] = (char)('0' + v % 10);
@@ -307,7 +309,7 @@ static void
 hex64(char *dst, uint64_t v)
 {
 	static const char hex[] = "0123456789abcdef";
-	int i;
+	int               i;
 
 	for (i = 15; i >= 0; i--) {
 		dst[i] = hex[v & 0xf];
@@ -332,10 +334,11 @@ put_ipv4(struct sink *s, const uint8_t *b)
 static void
 put_ipv6(struct sink *s, const uint8_t *in, int prefix)
 {
-	static const uint8_t mapped[12] = { 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff };
-	char text[INET6_ADDRSTRLEN];
-	uint8_t b[16];
-	int i;
+	static const uint8_t mapped[12] = { 0, 0, 0, 0, 0,    0,
+		                            0, 0, 0, 0, 0xff, 0xff };
+	char                 text[INET6_ADDRSTRLEN];
+	uint8_t              b[16];
+	int                  i;
 
 	if (memcmp(in, mapped, sizeof(mapped)) == 0) {
 		put_ipv4(s, in + 12);
@@ -352,7 +355,7 @@ put_ipv6(struct sink *s, const uint8_t *in, int prefix)
 			b[i] = in[i] & (uint8_t)(0xff << (8 - bits));
 	}
 	if (!inet_ntop(AF_INET6, b, text, sizeof(text)))
-		text[0] = '\0';		/* cannot happen with a 16-byte input */
+		text[0] = '\0'; /* cannot happen with a 16-byte input */
 	sink_puts(s, text);
 	if (prefix < 128) {
 		sink_putc(s, '/');
@@ -363,9 +366,9 @@ put_ipv6(struct sink *s, const uint8_t *in, int prefix)
 static void
 put_string(struct sink *s, const struct spop_str *v, int prefix)
 {
-	char ip[INET6_ADDRSTRLEN];
+	char    ip[INET6_ADDRSTRLEN];
 	uint8_t b[16];
-	size_t i;
+	size_t  i;
 
 	/* An address read from a header is keyed like one from src. */
 	if (v->len >= 2 && v->len < sizeof(ip) &&
@@ -399,7 +402,7 @@ static void
 put_binary(struct sink *s, const struct spop_str *v)
 {
 	static const char hex[] = "0123456789abcdef";
-	size_t i;
+	size_t            i;
 
 	for (i = 0; i < v->len; i++) {
 		unsigned char c = (unsigned char)v->ptr[i];
@@ -466,13 +469,12 @@ keys_find_arg(const struct spop_message *m, const char *name, size_t len)
 }
 
 int
-keys_expand(const struct tmpl *t, const struct spop_message *m,
-            const char *pre, const char *suf, char *out, size_t max,
-            size_t *len)
+keys_expand(const struct tmpl *t, const struct spop_message *m, const char *pre,
+            const char *suf, char *out, size_t max, size_t *len)
 {
-	size_t suflen = strlen(suf), cut;
+	size_t      suflen = strlen(suf), cut;
 	struct sink s;
-	int i;
+	int         i;
 
 	assert(max >= suflen + KEYS_HASH_LEN + strlen(pre));
 	s.out = out;
@@ -483,7 +485,7 @@ keys_expand(const struct tmpl *t, const struct spop_message *m,
 	sink_puts(&s, pre);
 	for (i = 0; t && i < t->nparts; i++) {
 		const struct tmpl_part *pt = &t->parts[i];
-		const struct spop_arg *a;
+		const struct spop_arg  *a;
 
 		if (!pt->var) {
 			sink_put(&s, pt->lit, pt->litlen);
@@ -510,11 +512,11 @@ keys_expand(const struct tmpl *t, const struct spop_message *m,
 int
 keys_arg_int(const struct spop_message *m, const char *name, int64_t *v)
 {
-	const struct spop_arg *a = keys_find_arg(m, name, strlen(name));
+	const struct spop_arg  *a = keys_find_arg(m, name, strlen(name));
 	const struct spop_data *d;
-	uint64_t acc = 0;
-	bool neg = false;
-	size_t i = 0;
+	uint64_t                acc = 0;
+	bool                    neg = false;
+	size_t                  i = 0;
 
 	if (!a)
 		return -1;
@@ -540,7 +542,7 @@ keys_arg_int(const struct spop_message *m, const char *name, int64_t *v)
 		i = 1;
 	}
 	if (i == d->v.str.len || d->v.str.len - i > 18)
-		return -1;		/* empty, or beyond what 18 digits hold */
+		return -1; /* empty, or beyond what 18 digits hold */
 	for (; i < d->v.str.len; i++) {
 		char c = d->v.str.ptr[i];
 

@@ -30,9 +30,9 @@
 
 #include "spop.h"
 
-#define KEYS_MISSING    (-1)	/* keys_expand(): an arg is missing */
-#define KEYS_HASH_LEN   33	/* "~" + 32 hex digits */
-#define KEYS_NAME_MAX   64	/* longest arg name in a placeholder */
+#define KEYS_MISSING  (-1) /* keys_expand(): an arg is missing */
+#define KEYS_HASH_LEN 33   /* "~" + 32 hex digits */
+#define KEYS_NAME_MAX 64   /* longest arg name in a placeholder */
 
 struct tmpl;
 
@@ -40,8 +40,8 @@ struct tmpl;
  * placeholders written without "/N". Returns a new template (free with
  * keys_free()), or NULL with <*err> set to a static message and <*errpos>
  * to the byte offset in <src> where the problem is. */
-struct tmpl *keys_compile(const char *src, int default_prefix,
-                          const char **err, size_t *errpos);
+struct tmpl *keys_compile(const char *src, int default_prefix, const char **err,
+                          size_t *errpos);
 
 /* Frees <t>; NULL is a no-op. */
 void keys_free(struct tmpl *t);
@@ -51,7 +51,7 @@ const char *keys_source(const struct tmpl *t);
 
 /* Number of placeholders in <t>, and the arg name of the <i>th (owned by
  * <t>, NUL-terminated). */
-int keys_nvars(const struct tmpl *t);
+int         keys_nvars(const struct tmpl *t);
 const char *keys_var(const struct tmpl *t, int i);
 
 /* True when <t> is exactly one placeholder with no literal text and no

@@ -15,7 +15,7 @@
 #include "util.h"
 
 struct ov_entry {
-	const char     *key;		/* into the table's text */
+	const char     *key; /* into the table's text */
 	size_t          keylen;
 	uint64_t        hash;
 	struct ov_value v;
@@ -24,13 +24,15 @@ struct ov_entry {
 struct ov_table {
 	struct ov_entry *e;
 	size_t           n;
-	uint32_t        *slot;		/* entry index + 1; 0 empty */
+	uint32_t        *slot; /* entry index + 1; 0 empty */
 	size_t           mask;
-	char            *text;		/* the keys */
+	char            *text; /* the keys */
 };
 
 static const char *const kind_names[] = {
-	[OV_NONE] = "none", [OV_LIMIT] = "limit", [OV_ALLOW] = "allow",
+	[OV_NONE] = "none",
+	[OV_LIMIT] = "limit",
+	[OV_ALLOW] = "allow",
 	[OV_DENY] = "deny",
 };
 
@@ -43,8 +45,9 @@ ov_format(const struct ov_value *v, char *buf, size_t size)
 		         v->expires_us);
 		return;
 	}
-	snprintf(buf, size, "limit %" PRId64 " %" PRId64 " %" PRId64 " %"
-	         PRId64 " %d", v->expires_us, v->rate, v->period_us, v->burst,
+	snprintf(buf, size,
+	         "limit %" PRId64 " %" PRId64 " %" PRId64 " %" PRId64 " %d",
+	         v->expires_us, v->rate, v->period_us, v->burst,
 	         (int)v->calendar);
 }
 
@@ -54,17 +57,17 @@ static int
 num(const char **p, const char *end, int64_t *out)
 {
 	const char *s = *p;
-	int64_t n = 0;
+	int64_t     n = 0;
 
 	if (s >= end || *s < '0' || *s > '9' ||
 	    (*s == '0' && s + 1 < end && s[1] >= '0' && s[1] <= '9'))
-		return -1;		/* one spelling per number */
+		return -1; /* one spelling per number */
 	for (; s < end && *s >= '0' && *s <= '9'; s++) {
 		if (n > (INT64_MAX - 9) / 10)
 			return -1;
 		n = n * 10 + (*s - '0');
 	}
-	if (s < end && (*s++ != ' ' || s == end))	/* no trailing space */
+	if (s < end && (*s++ != ' ' || s == end)) /* no trailing space */
 		return -1;
 	*p = s;
 	*out = n;
@@ -78,8 +81,8 @@ kind_of(const char **p, const char *end)
 	for (int k = OV_LIMIT; k <= OV_DENY; k++) {
 		size_t n = strlen(kind_names[k]);
 
-		if ((size_t)(end - *p) > n && memcmp(*p, kind_names[k], n) == 0 &&
-		    (*p)[n] == ' ') {
+		if ((size_t)(end - *p) > n &&
+		    memcmp(*p, kind_names[k], n) == 0 && (*p)[n] == ' ') {
 			*p += n + 1;
 			return (enum ov_kind)k;
 		}
@@ -91,7 +94,7 @@ int
 ov_parse(const char *s, size_t len, struct ov_value *v)
 {
 	const char *p = s, *end = s + len;
-	int64_t cal = 0;
+	int64_t     cal = 0;
 
 	memset(v, 0, sizeof(*v));
 	if ((v->kind = kind_of(&p, end)) == OV_NONE ||
@@ -128,7 +131,7 @@ ov_limit(const struct lim_params *lim, const struct ov_value *v,
 static uint64_t
 hash_key(const char *s, size_t n)
 {
-	uint64_t h = 0xcbf29ce484222325ULL;	/* FNV-1a 64 */
+	uint64_t h = 0xcbf29ce484222325ULL; /* FNV-1a 64 */
 
 	for (size_t i = 0; i < n; i++)
 		h = (h ^ (unsigned char)s[i]) * 0x100000001b3ULL;
@@ -140,10 +143,10 @@ static int
 parse_entry(const char **p, const char *end, struct ov_entry *e)
 {
 	const char *s = *p, *nl;
-	int64_t klen;
+	int64_t     klen;
 
-	if (num(&s, end, &klen) == -1 || klen == 0 ||
-	    klen > POLICY_KEY_MAX || end - s < klen + 1 || s[klen] != ' ')
+	if (num(&s, end, &klen) == -1 || klen == 0 || klen > POLICY_KEY_MAX ||
+	    end - s < klen + 1 || s[klen] != ' ')
 		return -1;
 	e->key = s;
 	e->keylen = (size_t)klen;
@@ -159,7 +162,7 @@ static void
 skip_entry(const char **p, const char *end)
 {
 	const char *s = *p;
-	int64_t klen;
+	int64_t     klen;
 
 	if (num(&s, end, &klen) == 0 && klen < end - s)
 		s += klen;
@@ -183,8 +186,8 @@ max_entries(const char *s, size_t len)
 {
 	size_t n = 0;
 
-	for (const char *p = s; n < OV_MAX && (p = memchr(p, '\n',
-	                                   len - (size_t)(p - s))); p++)
+	for (const char *p = s;
+	     n < OV_MAX && (p = memchr(p, '\n', len - (size_t)(p - s))); p++)
 		n++;
 	return n;
 }
@@ -193,8 +196,8 @@ struct ov_table *
 ov_table_parse(const char *s, size_t len, int *bad)
 {
 	struct ov_table *t = xcalloc(1, sizeof(*t));
-	const char *p, *end;
-	size_t cap = 2, room;
+	const char      *p, *end;
+	size_t           cap = 2, room;
 
 	*bad = 0;
 	if (len > OV_ALL_MAX) {
@@ -250,7 +253,8 @@ lookup(const struct ov_table *t, const char *key, size_t len)
 {
 	uint64_t h = hash_key(key, len);
 
-	for (size_t at = h & t->mask; t->slot[at] != 0; at = (at + 1) & t->mask) {
+	for (size_t at = h & t->mask; t->slot[at] != 0;
+	     at = (at + 1) & t->mask) {
 		const struct ov_entry *e = &t->e[t->slot[at] - 1];
 
 		if (e->hash == h && e->keylen == len &&
@@ -273,9 +277,11 @@ deny_result(const struct ov_value *v, const struct lim_params *lim,
 		if (retry < OV_DENY_RETRY)
 			retry = OV_DENY_RETRY;
 	}
-	*res = (struct lim_result){ .allowed = 0, .remaining = 0,
-	                            .retry_after_us = retry, .next_us = retry,
-	                            .full_us = retry };
+	*res = (struct lim_result){ .allowed = 0,
+		                    .remaining = 0,
+		                    .retry_after_us = retry,
+		                    .next_us = retry,
+		                    .full_us = retry };
 }
 
 enum ov_kind
@@ -283,8 +289,8 @@ ov_apply(const struct ov_table *t, struct check *c, int64_t now_us,
          struct lim_result *res)
 {
 	const struct ov_entry *e;
-	struct lim_params lim;
-	const char *err;
+	struct lim_params      lim;
+	const char            *err;
 
 	if (!t || t->n == 0 || c->kind != CHECK_EVAL || c->op == LIM_OP_RELEASE)
 		return OV_NONE;
@@ -318,15 +324,17 @@ pairs_message(struct spop_message *m, const char *const *pairs, int n,
 {
 	memset(m, 0, sizeof(*m));
 	if (n > SPOP_MAX_ARGS) {
-		snprintf(err, errsize, "too many args (at most %d)", SPOP_MAX_ARGS);
+		snprintf(err, errsize, "too many args (at most %d)",
+		         SPOP_MAX_ARGS);
 		return -1;
 	}
 	for (int i = 0; i < n; i++) {
-		const char *eq = strchr(pairs[i], '=');
+		const char      *eq = strchr(pairs[i], '=');
 		struct spop_arg *a = &m->args[i];
 
 		if (!eq || eq == pairs[i] || eq[1] == '\0') {
-			snprintf(err, errsize, "\"%.64s\": want ARG=VALUE", pairs[i]);
+			snprintf(err, errsize, "\"%.64s\": want ARG=VALUE",
+			         pairs[i]);
 			return -1;
 		}
 		a->name.ptr = pairs[i];
@@ -351,11 +359,10 @@ names_arg(const struct tmpl *t, const struct spop_arg *a)
 }
 
 const struct rule *
-ov_rule_key(const struct policy *p, const char *name,
-            const char *const *pairs, int n, char *key, size_t *keylen,
-            char *err, size_t errsize)
+ov_rule_key(const struct policy *p, const char *name, const char *const *pairs,
+            int n, char *key, size_t *keylen, char *err, size_t errsize)
 {
-	const struct rule *r = NULL;
+	const struct rule  *r = NULL;
 	struct spop_message m;
 
 	for (int i = 0; i < p->nrules && !r; i++)
@@ -369,15 +376,18 @@ ov_rule_key(const struct policy *p, const char *name,
 		return NULL;
 	for (int i = 0; i < m.nargs; i++)
 		if (!names_arg(r->key, &m.args[i])) {
-			snprintf(err, errsize, "rule %s's key \"%s\" has no {%.*s}",
-			         r->name, keys_source(r->key),
-			         (int)m.args[i].name.len, m.args[i].name.ptr);
+			snprintf(err, errsize,
+			         "rule %s's key \"%s\" has no {%.*s}", r->name,
+			         keys_source(r->key), (int)m.args[i].name.len,
+			         m.args[i].name.ptr);
 			return NULL;
 		}
 	if (keys_expand(r->key, &m, r->key_prefix, "}", key, POLICY_KEY_MAX,
 	                keylen) != 0) {
-		snprintf(err, errsize, "rule %s's key \"%s\" needs every one of "
-		         "its {args}", r->name, keys_source(r->key));
+		snprintf(err, errsize,
+		         "rule %s's key \"%s\" needs every one of "
+		         "its {args}",
+		         r->name, keys_source(r->key));
 		return NULL;
 	}
 	return r;
@@ -391,8 +401,8 @@ rate_family(enum lim_algo a)
 }
 
 static int
-make_limit(const struct rule *r, const struct ov_request *q,
-           struct ov_value *v, const char **err)
+make_limit(const struct rule *r, const struct ov_request *q, struct ov_value *v,
+           const char **err)
 {
 	enum lim_algo a = r->lim.algo;
 
@@ -412,8 +422,9 @@ make_limit(const struct rule *r, const struct ov_request *q,
 	}
 	if (q->rate || q->burst || q->limit <= 0 ||
 	    (q->window && a == LIM_CONCURRENCY)) {
-		*err = a == LIM_CONCURRENCY ? "a concurrency rule takes --limit N" :
-		       "this rule's algorithm takes --limit N [--window D]";
+		*err = a == LIM_CONCURRENCY
+		               ? "a concurrency rule takes --limit N"
+		               : "this rule's algorithm takes --limit N [--window D]";
 		return -1;
 	}
 	v->rate = q->limit;
@@ -454,30 +465,31 @@ const char ov_script[] =
 	"if op == 'set' then\n"
 	"  local v, ttl = ARGV[3], tonumber(ARGV[4])\n"
 	"  if redis.call('HEXISTS', h, 'o:' .. k) == 0 and\n"
-	"     redis.call('HLEN', h) >= " XSTR(OV_MAX) " + 2 then\n"
-	"    return redis.error_reply('too many overrides')\n"
-	"  end\n"
-	"  if ttl > 0 then\n"
-	"    v = string.gsub(v, '^(%a+) 0', '%1 ' ..\n"
-	"        string.format('%d', now + ttl), 1)\n"
-	"  end\n"
-	"  redis.call('HSET', h, 'o:' .. k, v)\n"
-	"else\n"
-	"  r = redis.call('HDEL', h, 'o:' .. k)\n"
-	"end\n"
-	"local all, kv = {}, redis.call('HGETALL', h)\n"
-	"for i = 1, #kv, 2 do\n"
-	"  local f = kv[i]\n"
-	"  if string.sub(f, 1, 2) == 'o:' then\n"
-	"    local e = tonumber(string.match(kv[i + 1], '^%a+ (%d+)'))\n"
-	"    if e and e ~= 0 and e <= now then\n"
-	"      redis.call('HDEL', h, f)\n"
-	"    else\n"
-	"      local key = string.sub(f, 3)\n"
-	"      all[#all + 1] = #key .. ' ' .. key .. ' ' .. kv[i + 1] .. '\\n'\n"
-	"    end\n"
-	"  end\n"
-	"end\n"
-	"redis.call('HSET', h, 'all', table.concat(all))\n"
-	"redis.call('HINCRBY', h, 'gen', 1)\n"
-	"return r\n";
+	"     redis.call('HLEN', h) >= " XSTR(
+		OV_MAX) " + 2 then\n"
+			"    return redis.error_reply('too many overrides')\n"
+			"  end\n"
+			"  if ttl > 0 then\n"
+			"    v = string.gsub(v, '^(%a+) 0', '%1 ' ..\n"
+			"        string.format('%d', now + ttl), 1)\n"
+			"  end\n"
+			"  redis.call('HSET', h, 'o:' .. k, v)\n"
+			"else\n"
+			"  r = redis.call('HDEL', h, 'o:' .. k)\n"
+			"end\n"
+			"local all, kv = {}, redis.call('HGETALL', h)\n"
+			"for i = 1, #kv, 2 do\n"
+			"  local f = kv[i]\n"
+			"  if string.sub(f, 1, 2) == 'o:' then\n"
+			"    local e = tonumber(string.match(kv[i + 1], '^%a+ (%d+)'))\n"
+			"    if e and e ~= 0 and e <= now then\n"
+			"      redis.call('HDEL', h, f)\n"
+			"    else\n"
+			"      local key = string.sub(f, 3)\n"
+			"      all[#all + 1] = #key .. ' ' .. key .. ' ' .. kv[i + 1] .. '\\n'\n"
+			"    end\n"
+			"  end\n"
+			"end\n"
+			"redis.call('HSET', h, 'all', table.concat(all))\n"
+			"redis.call('HINCRBY', h, 'gen', 1)\n"
+			"return r\n";

@@ -27,25 +27,26 @@
 #include "limiter.h"
 #include "policy.h"
 
-#define OV_HASH        "rl:{overrides}"
-#define OV_MAX         10000		/* overrides in the table */
-#define OV_ALL_MAX     (4u << 20)	/* bytes of "all" */
-#define OV_VALUE_MAX   128		/* one value, with its NUL */
-#define OV_DENY_RETRY  (60 * LIM_USEC_PER_SEC)	/* a deny without expiry:
-					 * Retry-After at least this */
+#define OV_HASH      "rl:{overrides}"
+#define OV_MAX       10000      /* overrides in the table */
+#define OV_ALL_MAX   (4u << 20) /* bytes of "all" */
+#define OV_VALUE_MAX 128        /* one value, with its NUL */
+#define OV_DENY_RETRY                                                          \
+	(60 * LIM_USEC_PER_SEC) /* a deny without expiry:                      \
+	                         * Retry-After at least this */
 
 enum ov_kind {
-	OV_NONE = 0,		/* no override: the policy's limit */
-	OV_LIMIT,		/* <lim> instead of the rule's */
-	OV_ALLOW,		/* no check at all */
-	OV_DENY,		/* refused without Redis */
+	OV_NONE = 0, /* no override: the policy's limit */
+	OV_LIMIT,    /* <lim> instead of the rule's */
+	OV_ALLOW,    /* no check at all */
+	OV_DENY,     /* refused without Redis */
 };
 
 /* One override as stored. For OV_LIMIT, rate/period_us/burst/calendar
  * replace the rule's (the algorithm stays the rule's). */
 struct ov_value {
 	enum ov_kind      kind;
-	int64_t           expires_us;	/* wall clock (Redis TIME); 0: never */
+	int64_t           expires_us; /* wall clock (Redis TIME); 0: never */
 	int64_t           rate, period_us, burst;
 	enum lim_calendar calendar;
 };
@@ -68,7 +69,7 @@ struct ov_table;
  * not read are skipped and counted in <*bad>; past OV_MAX the rest too.
  * Returns a table (never NULL; ov_table_free()). */
 struct ov_table *ov_table_parse(const char *s, size_t len, int *bad);
-void ov_table_free(struct ov_table *t);
+void             ov_table_free(struct ov_table *t);
 /* Live and expired entries held. NULL holds none. */
 size_t ov_table_count(const struct ov_table *t);
 
@@ -79,8 +80,8 @@ size_t ov_table_count(const struct ov_table *t);
  * ignored: OV_NONE); OV_DENY fills <res> with the refusal (Retry-After
  * until the expiry, or OV_DENY_RETRY and the rule's window when longer,
  * for one without). Allocation-free; <t> may be NULL. */
-enum ov_kind ov_apply(const struct ov_table *t, struct check *c,
-                      int64_t now_us, struct lim_result *res);
+enum ov_kind ov_apply(const struct ov_table *t, struct check *c, int64_t now_us,
+                      struct lim_result *res);
 
 /* ---- making one (the CLI, the admin API) ------------------------------- */
 
@@ -90,19 +91,18 @@ enum ov_kind ov_apply(const struct ov_table *t, struct check *c,
  * keys.c as the agent builds it, into <key> (POLICY_KEY_MAX + 1 bytes).
  * Returns the rule, or NULL with a one-line reason in <err>. */
 const struct rule *ov_rule_key(const struct policy *p, const char *name,
-                               const char *const *pairs, int n,
-                               char *key,
+                               const char *const *pairs, int n, char *key,
                                size_t *keylen, char *err, size_t errsize);
 
 /* What an operator asks for: a kind, and for OV_LIMIT the new limit as
  * the policy writes it (rate "100/min" and burst; or limit and window). */
 struct ov_request {
 	enum ov_kind kind;
-	const char  *rate;		/* gcra, token/leaky bucket */
-	int64_t      burst;		/* 0: the rule's */
-	int64_t      limit;		/* windows, concurrency */
-	const char  *window;		/* windows; NULL: the rule's */
-	int64_t      ttl_us;		/* 0: never expires */
+	const char  *rate;   /* gcra, token/leaky bucket */
+	int64_t      burst;  /* 0: the rule's */
+	int64_t      limit;  /* windows, concurrency */
+	const char  *window; /* windows; NULL: the rule's */
+	int64_t      ttl_us; /* 0: never expires */
 };
 
 /* <q> checked against rule <r> (the fields its algorithm takes, a valid

@@ -53,7 +53,7 @@ policy_pin_new(struct policy *p)
 struct policy_pin *
 policy_pin(struct policy_pin *pin)
 {
-	assert(!pin->retired);		/* requests pin the current one */
+	assert(!pin->retired); /* requests pin the current one */
 	pin->inflight++;
 	return pin;
 }
@@ -134,7 +134,7 @@ static struct policy_msg *
 msg_get(struct policy *p, const char *name)
 {
 	struct policy_msg *pm;
-	int i;
+	int                i;
 
 	for (i = 0; i < p->nmsgs; i++)
 		if (strcmp(p->msgs[i].name, name) == 0)
@@ -150,7 +150,7 @@ msg_get(struct policy *p, const char *name)
 
 static int
 msg_bind(struct policy *p, const char *msg, const struct rule *r,
-     enum rule_role role, const char **name)
+         enum rule_role role, const char **name)
 {
 	struct policy_msg *pm = msg_get(p, msg);
 
@@ -179,7 +179,8 @@ policy__index(struct policy *p, const char **name)
 		if (r->count != COUNT_ALL &&
 		    msg_bind(p, r->result_message, r, ROLE_RESULT, name) == -1)
 			return -1;
-		if (r->release && msg_bind(p, r->release, r, ROLE_RELEASE, name) == -1)
+		if (r->release &&
+		    msg_bind(p, r->release, r, ROLE_RELEASE, name) == -1)
 			return -1;
 	}
 	return 0;
@@ -202,7 +203,8 @@ policy_find_msg(const struct policy *p, const char *name, size_t len)
 bool
 policy_needs_plan(const struct policy *p, const struct spop_message *m)
 {
-	const struct policy_msg *pm = policy_find_msg(p, m->name.ptr, m->name.len);
+	const struct policy_msg *pm =
+		policy_find_msg(p, m->name.ptr, m->name.len);
 
 	return pm && pm->needs_plan;
 }
@@ -237,7 +239,7 @@ tenant_lookup(const struct policy *p, const char *t, size_t len)
 	int lo = 0, hi = p->ntenants - 1;
 
 	while (lo <= hi) {
-		int mid = lo + (hi - lo) / 2;
+		int                       mid = lo + (hi - lo) / 2;
 		const struct tenant_plan *tp = &p->tenants[mid];
 		int c = tenant_cmp(t, len, tp->tenant, tp->len);
 
@@ -257,7 +259,7 @@ arg_text(const struct spop_arg *a, char *buf, size_t size, const char **s,
          size_t *len)
 {
 	const struct spop_data *d = &a->value;
-	int n;
+	int                     n;
 
 	switch (d->type) {
 	case SPOP_DATA_STRING:
@@ -287,11 +289,11 @@ policy_tenant_plan(const struct policy *p, const struct spop_message *m,
                    policy_plan_resolver *resolve, void *ctx)
 {
 	const struct plan_lookup *pl = &p->plan_lookup;
-	const struct spop_arg *ta = NULL, *pa;
-	char buf[24];
-	const char *s = NULL;
-	size_t len = 0;
-	int plan;
+	const struct spop_arg    *ta = NULL, *pa;
+	char                      buf[24];
+	const char               *s = NULL;
+	size_t                    len = 0;
+	int                       plan;
 
 	if (p->nplans == 0)
 		return -1;
@@ -354,7 +356,7 @@ build_key(const struct rule *r, const struct spop_message *m, bool request,
 		if (keys_expand(r->fallback, m, r->key_prefix, "}", c->key,
 		                POLICY_KEY_MAX, &c->keylen) == 0)
 			return 1;
-		break;			/* then deny: never silently unlimited */
+		break; /* then deny: never silently unlimited */
 	case MISSING_DENY:
 	default:
 		break;
@@ -403,7 +405,7 @@ build_member(const struct rule *r, const struct spop_message *m, bool request,
 	c->member[0] = '\0';
 	c->memberlen = 0;
 	if (r->lim.algo == LIM_SLIDING_LOG)
-		return 1;		/* the store makes a unique member */
+		return 1; /* the store makes a unique member */
 	if (!request || r->missing == MISSING_SKIP)
 		return 0;
 	check_missing(c);
@@ -430,7 +432,7 @@ static bool
 allowed_ip(const struct rule *r, const struct spop_message *m)
 {
 	const struct spop_arg *a;
-	uint8_t addr[16];
+	uint8_t                addr[16];
 
 	if (r->nallow == 0)
 		return false;
@@ -481,18 +483,21 @@ build_one(const struct policy *p, const struct policy_binding *b,
           const struct spop_message *m, int plan, struct check *c,
           struct policy_rejects *rej)
 {
-	const struct rule *r = b->rule;
+	const struct rule       *r = b->rule;
 	const struct lim_params *lim = rule_lim(p, r, plan);
-	bool request = b->role == ROLE_REQUEST;
-	int64_t status;
+	bool                     request = b->role == ROLE_REQUEST;
+	int64_t                  status;
 
 	if (!lim || allowed_ip(r, m))
 		return 0;
 	c->rule = r;
 	c->kind = CHECK_EVAL;
 	c->lim = *lim;
-	c->plan = r->plan == RULE_PLAN_NONE ? -1 :
-	          (plan >= 0 && plan < p->nplans ? plan : p->plan_lookup.default_plan);
+	c->plan = r->plan == RULE_PLAN_NONE
+	                  ? -1
+	                  : (plan >= 0 && plan < p->nplans
+	                             ? plan
+	                             : p->plan_lookup.default_plan);
 	c->flags = (r->shadow || p->shadow_all) ? LIM_FL_SHADOW : 0;
 	c->member[0] = '\0';
 	c->memberlen = 0;
@@ -566,7 +571,7 @@ overflow(const struct policy *p, const struct policy_msg *pm, int i,
 }
 
 int
-policy_build_checks_with_overflow(const struct policy *p,
+policy_build_checks_with_overflow(const struct policy       *p,
                                   const struct spop_message *m, int plan,
                                   struct check *out, int max,
                                   struct policy_overflow *ov)
@@ -579,7 +584,8 @@ policy_build_checks_full(const struct policy *p, const struct spop_message *m,
                          int plan, struct check *out, int max,
                          struct policy_overflow *ov, struct policy_rejects *rej)
 {
-	const struct policy_msg *pm = policy_find_msg(p, m->name.ptr, m->name.len);
+	const struct policy_msg *pm =
+		policy_find_msg(p, m->name.ptr, m->name.len);
 	int i, n = 0;
 
 	if (!pm)
@@ -592,7 +598,7 @@ policy_build_checks_full(const struct policy *p, const struct spop_message *m,
 }
 
 int
-policy_build_checks_in_plan(const struct policy *p,
+policy_build_checks_in_plan(const struct policy       *p,
                             const struct spop_message *m, int plan,
                             struct check *out, int max)
 {

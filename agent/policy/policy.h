@@ -19,10 +19,11 @@
 #include "limiter.h"
 #include "spop.h"
 
-#define POLICY_KEY_MAX    200	/* longest Redis key; longer ones are hashed */
+#define POLICY_KEY_MAX    200 /* longest Redis key; longer ones are hashed */
 #define POLICY_MEMBER_MAX 128
-#define POLICY_MAX_CHECKS 16	/* rules evaluated for one message, and
-				 * checks for one NOTIFY in all */
+#define POLICY_MAX_CHECKS                                                      \
+	16 /* rules evaluated for one message, and                             \
+	    * checks for one NOTIFY in all */
 
 enum fail_mode {
 	FAIL_OPEN = 0,
@@ -50,66 +51,67 @@ enum headers_mode {
 
 /* count: what a rule charges. */
 enum count_mode {
-	COUNT_ALL = 0,			/* every request of <message> */
-	COUNT_FAILURES,			/* only results whose status is a failure */
-	COUNT_RESPONSE,			/* the response's cost, when its status
-					 * matches (count: response, charge:
-					 * response) */
+	COUNT_ALL = 0,  /* every request of <message> */
+	COUNT_FAILURES, /* only results whose status is a failure */
+	COUNT_RESPONSE, /* the response's cost, when its status
+	                 * matches (count: response, charge:
+	                 * response) */
 };
 
 /* plan: where a rule takes its parameters from. */
 enum rule_plan {
-	RULE_PLAN_NONE = 0,		/* the rule's own rate/limit */
-	RULE_PLAN_RATE,			/* the tenant plan's rate and burst */
-	RULE_PLAN_QUOTA,		/* the tenant plan's quota (fixed window) */
+	RULE_PLAN_NONE = 0, /* the rule's own rate/limit */
+	RULE_PLAN_RATE,     /* the tenant plan's rate and burst */
+	RULE_PLAN_QUOTA,    /* the tenant plan's quota (fixed window) */
 };
 
-#define POLICY_NAME_MAX   64	/* rule and plan names */
-#define POLICY_MAX_STATUS 16	/* failure_status entries */
-#define POLICY_ADDR_MAX   128	/* metrics.listen, with its NUL */
-#define POLICY_STATUS_MAX 600	/* statuses 0..599 in rule->status_bits */
-#define POLICY_RESPONSE_MSG "rl-response"	/* result_message of count:
-					 * response by default */
-#define POLICY_TOKEN_MIN  16	/* admin token bytes */
-#define POLICY_TOKEN_MAX  256
+#define POLICY_NAME_MAX   64  /* rule and plan names */
+#define POLICY_MAX_STATUS 16  /* failure_status entries */
+#define POLICY_ADDR_MAX   128 /* metrics.listen, with its NUL */
+#define POLICY_STATUS_MAX 600 /* statuses 0..599 in rule->status_bits */
+#define POLICY_RESPONSE_MSG                                                    \
+	"rl-response"       /* result_message of count:                        \
+	                     * response by default */
+#define POLICY_TOKEN_MIN 16 /* admin token bytes */
+#define POLICY_TOKEN_MAX 256
 
 /* A plan (plans: { name: { rate, burst, quota } }). A field given as
  * "none" means "no limit of that kind for this plan": rules taking it
  * from the plan produce no check for tenants on it. */
 struct plan {
 	char             *name;
-	bool              has_rate;	/* rate given and not "none" */
-	int64_t           rate;		/* N per <period_us> */
+	bool              has_rate; /* rate given and not "none" */
+	int64_t           rate;     /* N per <period_us> */
 	int64_t           period_us;
-	int64_t           burst;	/* default 1 */
+	int64_t           burst; /* default 1 */
 	bool              has_quota;
-	int64_t           quota;	/* N per <quota_period_us> or calendar */
+	int64_t           quota; /* N per <quota_period_us> or calendar */
 	int64_t           quota_period_us;
-	enum lim_calendar quota_cal;	/* "/month" -> LIM_CAL_MONTH */
+	enum lim_calendar quota_cal; /* "/month" -> LIM_CAL_MONTH */
 	int               line;
 };
 
 /* tenants: { tenant: plan }, sorted by tenant for bsearch. */
 struct tenant_plan {
-	char             *tenant;
-	size_t            len;
-	int               plan;		/* index in policy->plans */
+	char  *tenant;
+	size_t len;
+	int    plan; /* index in policy->plans */
 };
 
 /* plan_lookup: how a request finds its tenant's plan (policy_tenant_plan). */
 struct plan_lookup {
-	char             *arg;		/* message arg naming the plan; "plan" */
-	char             *tenant_arg;	/* message arg naming the tenant; "tenant" */
-	char             *redis_hash;	/* HGET <redis_hash> <tenant>; NULL = none */
-	int               default_plan;	/* index, or -1 when no plans */
-	int64_t           cache_us;	/* how long a Redis answer may be reused */
+	char   *arg;          /* message arg naming the plan; "plan" */
+	char   *tenant_arg;   /* message arg naming the tenant; "tenant" */
+	char   *redis_hash;   /* HGET <redis_hash> <tenant>; NULL = none */
+	int     default_plan; /* index, or -1 when no plans */
+	int64_t cache_us;     /* how long a Redis answer may be reused */
 };
 
 /* What one message means to one rule (see policy->msgs). */
 enum rule_role {
-	ROLE_REQUEST = 0,		/* rule->message: check (or acquire) */
-	ROLE_RESULT,			/* rule->result_message: count a failure */
-	ROLE_RELEASE,			/* rule->release: free a concurrency slot */
+	ROLE_REQUEST = 0, /* rule->message: check (or acquire) */
+	ROLE_RESULT,      /* rule->result_message: count a failure */
+	ROLE_RELEASE,     /* rule->release: free a concurrency slot */
 };
 
 struct policy_binding {
@@ -122,153 +124,157 @@ struct policy_binding {
 struct policy_msg {
 	char                  *name;
 	size_t                 len;
-	struct policy_binding *b;	/* in rule order */
-	int                    n;	/* <= POLICY_MAX_CHECKS (checked at load) */
-	bool                   needs_plan;	/* some bound rule has plan: */
+	struct policy_binding *b; /* in rule order */
+	int                    n; /* <= POLICY_MAX_CHECKS (checked at load) */
+	bool                   needs_plan; /* some bound rule has plan: */
 };
 
-struct tmpl;			/* a compiled key template (keys.c) */
-struct cidr;			/* an address range (cidr.h) */
+struct tmpl; /* a compiled key template (keys.c) */
+struct cidr; /* an address range (cidr.h) */
 
-#define POLICY_ALLOW_ARG  "ip"	/* the message arg an allow: list tests */
-#define POLICY_ALLOW_MAX  1024	/* ranges in one rule's allow:, all told */
+#define POLICY_ALLOW_ARG "ip" /* the message arg an allow: list tests */
+#define POLICY_ALLOW_MAX 1024 /* ranges in one rule's allow:, all told */
 
 struct rule {
 	char             *name;
-	char             *message;	/* the SPOE message it applies to */
+	char             *message; /* the SPOE message it applies to */
 	struct tmpl      *key;
-	struct tmpl      *fallback;	/* missing: <template> */
+	struct tmpl      *fallback; /* missing: <template> */
 	struct lim_params lim;
 	enum fail_mode    fail;
 	enum missing_mode missing;
 	enum store_kind   store;
 	bool              shadow;
-	bool              headers;	/* listed in the RateLimit headers */
-	int64_t           cost;		/* when cost_arg is NULL */
-	char             *cost_arg;	/* integer message arg giving the cost */
-	int               index;	/* position in policy->rules */
-	int               metrics_slot;	/* its counters' slot, set by main
-					 * before the workers see the policy */
-	int               line;		/* in the policy file */
+	bool              headers;  /* listed in the RateLimit headers */
+	int64_t           cost;     /* when cost_arg is NULL */
+	char             *cost_arg; /* integer message arg giving the cost */
+	int               index;    /* position in policy->rules */
+	int               metrics_slot; /* its counters' slot, set by main
+	                                 * before the workers see the policy */
+	int line;                       /* in the policy file */
 	/* added after the first contract */
-	int               col;
-	char             *key_prefix;	/* "rl:{<name>:" */
-	enum count_mode   count;
-	char             *result_message;	/* count: failures; "<message>-result" */
-	int               failure_status[POLICY_MAX_STATUS];	/* 401, 403 */
-	int               nfailure_status;
-	char             *release;	/* concurrency: message freeing the slot */
-	struct tmpl      *id;		/* member: concurrency (default "{id}"),
-					 * sliding-log when given */
-	enum rule_plan    plan;
-	struct lim_params *plan_lim;	/* [policy->nplans] when plan != NONE;
-					 * .rate == 0: no limit on that plan */
-	int               ipv6_prefix;	/* default for {ip} without /N; 64 */
+	int             col;
+	char           *key_prefix; /* "rl:{<name>:" */
+	enum count_mode count;
+	char        *result_message; /* count: failures; "<message>-result" */
+	int          failure_status[POLICY_MAX_STATUS]; /* 401, 403 */
+	int          nfailure_status;
+	char        *release; /* concurrency: message freeing the slot */
+	struct tmpl *id;      /* member: concurrency (default "{id}"),
+	                       * sliding-log when given */
+	enum rule_plan     plan;
+	struct lim_params *plan_lim; /* [policy->nplans] when plan != NONE;
+	                              * .rate == 0: no limit on that plan */
+	int ipv6_prefix;             /* default for {ip} without /N; 64 */
 	/* added for operators (issue 18) */
-	struct cidr      *allow;	/* allow: the ranges, lists expanded;
-					 * a request whose "ip" arg is in one
-					 * gets no check of this rule */
-	int               nallow;
+	struct cidr *allow; /* allow: the ranges, lists expanded;
+	                     * a request whose "ip" arg is in one
+	                     * gets no check of this rule */
+	int nallow;
 	/* added for issue 19 (the response phase) */
-	uint64_t          status_bits[(POLICY_STATUS_MAX + 63) / 64];
-					/* statuses the result message charges:
-					 * failure_status, or status: classes
-					 * (5xx); all set for count: response
-					 * without status: */
+	uint64_t status_bits[(POLICY_STATUS_MAX + 63) / 64];
+	/* statuses the result message charges:
+	 * failure_status, or status: classes
+	 * (5xx); all set for count: response
+	 * without status: */
 };
 
 struct policy {
-	char             *path;
-	char             *listen;	/* host:port or unix:/path */
-	int               workers;
-	char             *redis_url;
-	int64_t           redis_timeout_us;
-	int               pool_size;
-	int               max_conns;
-	int64_t           idle_timeout_us;
-	int64_t           processing_timeout_us;	/* HAProxy's, to validate against */
-	size_t            local_max_keys;
+	char   *path;
+	char   *listen; /* host:port or unix:/path */
+	int     workers;
+	char   *redis_url;
+	int64_t redis_timeout_us;
+	int     pool_size;
+	int     max_conns;
+	int64_t idle_timeout_us;
+	int64_t processing_timeout_us; /* HAProxy's, to validate against */
+	size_t  local_max_keys;
 	enum headers_mode headers;
-	bool              shadow_all;	/* global shadow switch */
+	bool              shadow_all; /* global shadow switch */
 	struct rule      *rules;
 	int               nrules;
-	_Atomic int       refs;		/* C11 atomic; see policy_ref() */
+	_Atomic int       refs; /* C11 atomic; see policy_ref() */
 	/* added after the first contract */
-	char             *redis_username;	/* NULL: from the URL, or none */
-	char             *redis_password;
-	struct plan      *plans;
-	int               nplans;
-	struct tenant_plan *tenants;	/* sorted by tenant */
-	int               ntenants;
-	struct plan_lookup plan_lookup;
-	struct policy_msg *msgs;	/* one per distinct message name */
-	int               nmsgs;
+	char               *redis_username; /* NULL: from the URL, or none */
+	char               *redis_password;
+	struct plan        *plans;
+	int                 nplans;
+	struct tenant_plan *tenants; /* sorted by tenant */
+	int                 ntenants;
+	struct plan_lookup  plan_lookup;
+	struct policy_msg  *msgs; /* one per distinct message name */
+	int                 nmsgs;
 	/* added for operations (issue 7); fixed arrays, nothing to free */
-	char              metrics_listen[POLICY_ADDR_MAX];	/* metrics.listen:
-					 * host:port for /metrics and /healthz;
-					 * "" = no metrics server */
-	int               log_level;	/* log.level (enum log_level), or -1
-					 * when the file does not say */
-	double            log_sample;	/* log.sample: fraction of decisions
-					 * logged, 0 (none) .. 1 (all) */
-	uint64_t          log_sample_thresh;	/* log_sample * 2^32: a decision
-					 * is logged when a 32-bit random
-					 * number is below it; 0 = off */
+	char metrics_listen[POLICY_ADDR_MAX]; /* metrics.listen:
+	                                       * host:port for /metrics and
+	                                       * /healthz;
+	                                       * "" = no metrics server */
+	int log_level;              /* log.level (enum log_level), or -1
+	                             * when the file does not say */
+	double log_sample;          /* log.sample: fraction of decisions
+	                             * logged, 0 (none) .. 1 (all) */
+	uint64_t log_sample_thresh; /* log_sample * 2^32: a decision
+	                             * is logged when a 32-bit random
+	                             * number is below it; 0 = off */
 	/* added for operators (issue 18) */
-	bool              overrides;	/* poll the runtime overrides
-					 * (ovcache.h); default true; read at
-					 * start only */
+	bool overrides; /* poll the runtime overrides
+	                 * (ovcache.h); default true; read at
+	                 * start only */
 	/* added for the admin API (issue 18) */
-	char              admin_listen[POLICY_ADDR_MAX];	/* "" = off */
-	char             *admin_token;	/* NULL = off; never logged */
+	char  admin_listen[POLICY_ADDR_MAX]; /* "" = off */
+	char *admin_token;                   /* NULL = off; never logged */
 };
 
 /* One limit check for one request, built by policy_build_checks(). */
 enum check_kind {
-	CHECK_EVAL = 0,			/* evaluate <lim> on <key> */
-	CHECK_DENY_MISSING,		/* key arg missing and missing: deny */
+	CHECK_EVAL = 0,     /* evaluate <lim> on <key> */
+	CHECK_DENY_MISSING, /* key arg missing and missing: deny */
 };
 
 struct check {
 	const struct rule *rule;
 	enum check_kind    kind;
-	struct lim_params  lim;		/* the rule's, or its tenant plan's */
-	int                op;		/* enum lim_op */
+	struct lim_params  lim; /* the rule's, or its tenant plan's */
+	int                op;  /* enum lim_op */
 	int64_t            cost;
-	char               key[POLICY_KEY_MAX + 1];	/* "rl:{rule:key}" */
+	char               key[POLICY_KEY_MAX + 1]; /* "rl:{rule:key}" */
 	size_t             keylen;
 	char               member[POLICY_MEMBER_MAX + 1];
 	size_t             memberlen;
 	/* added after the first contract */
-	unsigned           flags;	/* LIM_FL_*: SHADOW for shadow rules or
-					 * the global shadow switch */
-	int                plan;	/* plan index used for <lim>, or -1 */
+	unsigned flags; /* LIM_FL_*: SHADOW for shadow rules or
+	                 * the global shadow switch */
+	int plan;       /* plan index used for <lim>, or -1 */
 };
 
 /* Defaults of what the file does not say. */
-#define POLICY_DEF_LISTEN        "127.0.0.1:12345"
-#define POLICY_DEF_WORKERS       2
-#define POLICY_DEF_REDIS_URL     "redis://127.0.0.1:6379/0"
-#define POLICY_DEF_REDIS_TIMEOUT (10 * 1000)		/* 10ms: one LAN round
-							 * trip plus the script,
-							 * well inside HAProxy's
-							 * timeout processing */
-#define POLICY_DEF_POOL_SIZE     1
-#define POLICY_DEF_MAX_CONNS     10000
-#define POLICY_DEF_IDLE_TIMEOUT  (120 * LIM_USEC_PER_SEC)	/* past HAProxy's
-							 * timeout idle (30s)
-							 * and the shipped
-							 * timeout server (1m):
-							 * HAProxy closes first */
-#define POLICY_DEF_ADMIN_LISTEN  "127.0.0.1:9181"
-#define POLICY_DEF_PROCESSING    (100 * 1000)	/* the shipped timeout processing */
-#define POLICY_DEF_LOCAL_KEYS    100000
-#define POLICY_DEF_PLAN_CACHE    (30 * LIM_USEC_PER_SEC)
-#define POLICY_DEF_LEASE         (60 * LIM_USEC_PER_SEC)
-#define POLICY_DEF_MAX_DELAY     (250 * 1000)		/* mode: delay */
-#define POLICY_WARN_LOG_LIMIT    5000	/* sliding-log memory is O(limit) */
-#define POLICY_WARN_RATE_EXCESS  0.01	/* whole-µs emission interval, 1 % */
-#define POLICY_WARN_MAX_DELAY    LIM_USEC_PER_SEC
+#define POLICY_DEF_LISTEN    "127.0.0.1:12345"
+#define POLICY_DEF_WORKERS   2
+#define POLICY_DEF_REDIS_URL "redis://127.0.0.1:6379/0"
+#define POLICY_DEF_REDIS_TIMEOUT                                               \
+	(10 * 1000) /* 10ms: one LAN round                                     \
+	             * trip plus the script,                                   \
+	             * well inside HAProxy's                                   \
+	             * timeout processing */
+#define POLICY_DEF_POOL_SIZE 1
+#define POLICY_DEF_MAX_CONNS 10000
+#define POLICY_DEF_IDLE_TIMEOUT                                                \
+	(120 * LIM_USEC_PER_SEC) /* past HAProxy's                             \
+	                          * timeout idle (30s)                         \
+	                          * and the shipped                            \
+	                          * timeout server (1m):                       \
+	                          * HAProxy closes first */
+#define POLICY_DEF_ADMIN_LISTEN "127.0.0.1:9181"
+#define POLICY_DEF_PROCESSING   (100 * 1000) /* the shipped timeout processing \
+	                                      */
+#define POLICY_DEF_LOCAL_KEYS   100000
+#define POLICY_DEF_PLAN_CACHE   (30 * LIM_USEC_PER_SEC)
+#define POLICY_DEF_LEASE        (60 * LIM_USEC_PER_SEC)
+#define POLICY_DEF_MAX_DELAY    (250 * 1000) /* mode: delay */
+#define POLICY_WARN_LOG_LIMIT   5000 /* sliding-log memory is O(limit) */
+#define POLICY_WARN_RATE_EXCESS 0.01 /* whole-µs emission interval, 1 % */
+#define POLICY_WARN_MAX_DELAY   LIM_USEC_PER_SEC
 
 /* Reads and validates <path>. Returns a new policy (refs = 1; release with
  * policy_unref()), or NULL with <*err> set to a malloc'ed text listing every
@@ -293,15 +299,15 @@ void policy_unref(struct policy *p);
  * policy's shared refcount moves only at reload. */
 struct policy_pin {
 	struct policy *p;
-	int            inflight;	/* requests built under it */
-	int            retired;	/* a newer policy took over */
+	int            inflight; /* requests built under it */
+	int            retired;  /* a newer policy took over */
 };
 
 /* A pin of its own on <p> (a reference taken). */
 struct policy_pin *policy_pin_new(struct policy *p);
 /* Pins <pin>'s policy for one request; policy_unpin() when it ends. */
 struct policy_pin *policy_pin(struct policy_pin *pin);
-void policy_unpin(struct policy_pin *pin);
+void               policy_unpin(struct policy_pin *pin);
 /* A newer policy took over: <pin> goes now, or with its last request. */
 void policy_pin_retire(struct policy_pin *pin);
 
@@ -385,7 +391,7 @@ bool policy_needs_plan(const struct policy *p, const struct spop_message *m);
  * plan index, or -1 for plan_lookup.default. Rules with plan: rate or
  * quota take their lim_params from it (no check when that plan has "none"
  * for it); the others ignore it. */
-int policy_build_checks_in_plan(const struct policy *p,
+int policy_build_checks_in_plan(const struct policy       *p,
                                 const struct spop_message *m, int plan,
                                 struct check *out, int max);
 
@@ -394,12 +400,12 @@ int policy_build_checks_in_plan(const struct policy *p,
  * (a spoe-group), and one request holds POLICY_MAX_CHECKS checks in all,
  * which the validator, seeing one message at a time, cannot enforce. */
 struct policy_overflow {
-	int           n;		/* checks that did not fit */
-	struct check *worst;		/* the caller's; when n > 0, the one of
-					 * them that weighs most on the
-					 * request: a fail: closed rule not in
-					 * shadow, then one in shadow, then the
-					 * first */
+	int           n;     /* checks that did not fit */
+	struct check *worst; /* the caller's; when n > 0, the one of
+	                      * them that weighs most on the
+	                      * request: a fail: closed rule not in
+	                      * shadow, then one in shadow, then the
+	                      * first */
 };
 
 /* count: response rules whose response carried a cost that is missing or
@@ -415,7 +421,7 @@ struct policy_rejects {
  * overflow): adds their number to <ov->n> and keeps the weightiest in
  * <*ov->worst> across calls, so one <ov> (n = 0 to start) can follow all
  * the messages of a NOTIFY. <ov> may be NULL. */
-int policy_build_checks_with_overflow(const struct policy *p,
+int policy_build_checks_with_overflow(const struct policy       *p,
                                       const struct spop_message *m, int plan,
                                       struct check *out, int max,
                                       struct policy_overflow *ov);
@@ -430,11 +436,11 @@ bool policy_status_matches(const struct rule *r, int64_t status);
 
 /* policy_build_checks_with_overflow() that also lists in <rej> (n = 0 to
  * start; may be NULL) the rules whose response cost was rejected. */
-int policy_build_checks_full(const struct policy *p,
+int policy_build_checks_full(const struct policy       *p,
                              const struct spop_message *m, int plan,
                              struct check *out, int max,
                              struct policy_overflow *ov,
-                             struct policy_rejects *rej);
+                             struct policy_rejects  *rej);
 
 /* Returns the bindings of the message named <name>, or NULL. */
 const struct policy_msg *policy_find_msg(const struct policy *p,

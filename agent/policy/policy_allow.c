@@ -18,7 +18,7 @@ struct allow_list {
 	char        *name;
 	struct cidr *v;
 	int          n;
-	yaml_node_t *node;		/* its name, for the "unused" warning */
+	yaml_node_t *node; /* its name, for the "unused" warning */
 	bool         used;
 };
 
@@ -62,7 +62,7 @@ push(struct yamlkw *y, yaml_node_t *at, const char *path, struct cidr **v,
 {
 	if (*n >= POLICY_ALLOW_MAX) {
 		yamlkw_error(y, at, path, "more than %d address ranges",
-		         POLICY_ALLOW_MAX);
+		             POLICY_ALLOW_MAX);
 		return -1;
 	}
 	*v = xrealloc(*v, (size_t)(*n + 1) * sizeof(**v));
@@ -78,14 +78,16 @@ parse_list(struct yamlkw *y, yaml_node_t *vn, const char *path,
 	char ipath[YAMLKW_PATH_MAX + 16];
 
 	if (vn->type != YAML_SEQUENCE_NODE) {
-		yamlkw_error(y, vn, path, "expected a list of address ranges "
-		         "([10.0.0.0/8, \"2001:db8::/32\"])");
+		yamlkw_error(y, vn, path,
+		             "expected a list of address ranges "
+		             "([10.0.0.0/8, \"2001:db8::/32\"])");
 		return;
 	}
 	if (seq_len(vn) == 0)
 		yamlkw_warn(y, vn, path, "empty: allows no one");
 	for (int i = 0; i < seq_len(vn); i++) {
-		yaml_node_t *it = yamlkw_node(y, vn->data.sequence.items.start[i]);
+		yaml_node_t *it =
+			yamlkw_node(y, vn->data.sequence.items.start[i]);
 		const char *s, *err;
 		struct cidr c;
 
@@ -103,29 +105,36 @@ struct allow_lists *
 allow_lists_parse(struct yamlkw *y, yaml_node_t *n)
 {
 	struct allow_lists *l = xcalloc(1, sizeof(*l));
-	yaml_node_pair_t *pr;
-	char path[YAMLKW_PATH_MAX];
+	yaml_node_pair_t   *pr;
+	char                path[YAMLKW_PATH_MAX];
 
 	if (!n)
 		return l;
 	if (n->type != YAML_MAPPING_NODE) {
-		yamlkw_error(y, n, "allow_lists", "expected a mapping name: "
-		         "[address ranges]");
+		yamlkw_error(y, n, "allow_lists",
+		             "expected a mapping name: "
+		             "[address ranges]");
 		return l;
 	}
 	l->l = xcalloc((size_t)(n->data.mapping.pairs.top -
-	                        n->data.mapping.pairs.start) + 1, sizeof(*l->l));
-	for (pr = n->data.mapping.pairs.start; pr < n->data.mapping.pairs.top; pr++) {
+	                        n->data.mapping.pairs.start) +
+	                       1,
+	               sizeof(*l->l));
+	for (pr = n->data.mapping.pairs.start; pr < n->data.mapping.pairs.top;
+	     pr++) {
 		yaml_node_t *kn = yamlkw_node(y, pr->key);
-		const char *name = yamlkw_scalar(y, kn, "allow_lists", "a list name");
+		const char  *name =
+			yamlkw_scalar(y, kn, "allow_lists", "a list name");
 		struct allow_list *al;
 
 		if (!name)
 			continue;
 		yamlkw_path(path, "allow_lists", name);
 		if (!valid_list_name(name)) {
-			yamlkw_error(y, kn, path, "name must be 1-%d letters, digits, "
-			         "'-', '_' or '.'", POLICY_NAME_MAX);
+			yamlkw_error(y, kn, path,
+			             "name must be 1-%d letters, digits, "
+			             "'-', '_' or '.'",
+			             POLICY_NAME_MAX);
 			continue;
 		}
 		if (find_list(l, name)) {
@@ -146,13 +155,14 @@ allow_item(struct yamlkw *y, struct allow_lists *l, yaml_node_t *it,
            const char *path, const char *s, struct rule *r)
 {
 	struct allow_list *al = find_list(l, s);
-	const char *err;
-	struct cidr c;
+	const char        *err;
+	struct cidr        c;
 
 	if (al) {
 		al->used = true;
 		for (int i = 0; i < al->n; i++)
-			if (push(y, it, path, &r->allow, &r->nallow, &al->v[i]) == -1)
+			if (push(y, it, path, &r->allow, &r->nallow,
+			         &al->v[i]) == -1)
 				return;
 		return;
 	}
@@ -161,10 +171,12 @@ allow_item(struct yamlkw *y, struct allow_lists *l, yaml_node_t *it,
 		return;
 	}
 	if (!valid_list_name(s) || strspn(s, "0123456789.") == strlen(s))
-		yamlkw_error(y, it, path, "\"%s\": %s", s, err);	/* a range */
+		yamlkw_error(y, it, path, "\"%s\": %s", s, err); /* a range */
 	else
-		yamlkw_error(y, it, path, "unknown allow list \"%s\" (define it "
-		         "under allow_lists:, or write an address range)", s);
+		yamlkw_error(y, it, path,
+		             "unknown allow list \"%s\" (define it "
+		             "under allow_lists:, or write an address range)",
+		             s);
 }
 
 void
@@ -174,18 +186,21 @@ allow_rule(struct yamlkw *y, struct allow_lists *l, yaml_node_t *n,
 	char ipath[YAMLKW_PATH_MAX + 16];
 
 	if (n->type != YAML_SEQUENCE_NODE) {
-		yamlkw_error(y, n, path, "expected a list of allow-list names or "
-		         "address ranges ([monitoring, 192.0.2.7])");
+		yamlkw_error(y, n, path,
+		             "expected a list of allow-list names or "
+		             "address ranges ([monitoring, 192.0.2.7])");
 		return;
 	}
 	if (seq_len(n) == 0)
 		yamlkw_warn(y, n, path, "empty: allows no one");
 	for (int i = 0; i < seq_len(n); i++) {
-		yaml_node_t *it = yamlkw_node(y, n->data.sequence.items.start[i]);
+		yaml_node_t *it =
+			yamlkw_node(y, n->data.sequence.items.start[i]);
 		const char *s;
 
 		snprintf(ipath, sizeof(ipath), "%s[%d]", path, i);
-		if ((s = yamlkw_scalar(y, it, ipath, "a list name or an address "
+		if ((s = yamlkw_scalar(y, it, ipath,
+		                       "a list name or an address "
 		                       "range")) != NULL)
 			allow_item(y, l, it, ipath, s, r);
 	}
@@ -201,7 +216,8 @@ allow_lists_done(struct yamlkw *y, struct allow_lists *l)
 	for (int i = 0; i < l->n; i++) {
 		if (!l->l[i].used && y->nerr == 0) {
 			yamlkw_path(path, "allow_lists", l->l[i].name);
-			yamlkw_warn(y, l->l[i].node, path, "no rule uses this list");
+			yamlkw_warn(y, l->l[i].node, path,
+			            "no rule uses this list");
 		}
 		free(l->l[i].name);
 		free(l->l[i].v);

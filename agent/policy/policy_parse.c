@@ -33,21 +33,21 @@
 #include "util.h"
 #include "yamlkw.h"
 
-#define MS   1000LL
-#define SEC  LIM_USEC_PER_SEC
+#define MS  1000LL
+#define SEC LIM_USEC_PER_SEC
 
 struct ctx {
-	struct yamlkw    y;		/* the document and its reports */
-	struct policy   *p;
+	struct yamlkw  y; /* the document and its reports */
+	struct policy *p;
 	/* plan_lookup.default, resolved once the plans are known */
-	char            *plan_default;
-	yaml_node_t     *plan_default_node;
-	struct allow_lists *allow;	/* allow_lists:, while rules are read */
+	char               *plan_default;
+	yaml_node_t        *plan_default_node;
+	struct allow_lists *allow; /* allow_lists:, while rules are read */
 };
 
 static void __attribute__((format(printf, 4, 5)))
-error_at(struct ctx *c, const yaml_node_t *n, const char *path,
-         const char *fmt, ...)
+error_at(struct ctx *c, const yaml_node_t *n, const char *path, const char *fmt,
+         ...)
 {
 	va_list ap;
 
@@ -57,8 +57,8 @@ error_at(struct ctx *c, const yaml_node_t *n, const char *path,
 }
 
 static void __attribute__((format(printf, 4, 5)))
-warn_at(struct ctx *c, const yaml_node_t *n, const char *path,
-        const char *fmt, ...)
+warn_at(struct ctx *c, const yaml_node_t *n, const char *path, const char *fmt,
+        ...)
 {
 	va_list ap;
 
@@ -69,11 +69,12 @@ warn_at(struct ctx *c, const yaml_node_t *n, const char *path,
 
 /* ---- keyword tables ----------------------------------------------------- */
 
-static const char *const headers_names[] = { "ietf", "legacy", "both", "none", NULL };
+static const char *const headers_names[] = { "ietf", "legacy", "both", "none",
+	                                     NULL };
 static const char *const fail_names[] = { "open", "closed", "local", NULL };
 static const char *const store_names[] = { "redis", "local", NULL };
 static const char *const count_names[] = { "all", "failures", "response",
-                                           NULL };
+	                                   NULL };
 static const char *const charge_names[] = { "request", "response", NULL };
 static const char *const plan_names[] = { "none", "rate", "quota", NULL };
 static const char *const mode_names[] = { "meter", "delay", NULL };
@@ -81,12 +82,13 @@ static const char *const mode_names[] = { "meter", "delay", NULL };
 static const struct kw redis_kw[] = {
 	{ "url", KW_STR, FIELD(struct policy, redis_url), 0, 0, NULL, NULL, 0,
 	  "redis://host:port/db, redis+sentinel://..., redis+cluster://..., unix:/path" },
-	{ "timeout", KW_DURATION, FIELD(struct policy, redis_timeout_us), 100, 10 * SEC,
-	  NULL, NULL, 0, "per decision; past it the fail mode applies (10ms)" },
-	{ "password", KW_STR, FIELD(struct policy, redis_password), 0, 0, NULL, NULL, 0,
-	  "AUTH password" },
-	{ "username", KW_STR, FIELD(struct policy, redis_username), 0, 0, NULL, NULL, 0,
-	  "ACL user (Redis 6+)" },
+	{ "timeout", KW_DURATION, FIELD(struct policy, redis_timeout_us), 100,
+	  10 * SEC, NULL, NULL, 0,
+	  "per decision; past it the fail mode applies (10ms)" },
+	{ "password", KW_STR, FIELD(struct policy, redis_password), 0, 0, NULL,
+	  NULL, 0, "AUTH password" },
+	{ "username", KW_STR, FIELD(struct policy, redis_username), 0, 0, NULL,
+	  NULL, 0, "ACL user (Redis 6+)" },
 	/* Handled by redis_env(): the value is the name of a variable. */
 	{ "password_env", KW_NODE, 0, 0, 0, 0, NULL, NULL, 0,
 	  "environment variable holding the AUTH password" },
@@ -95,200 +97,282 @@ static const struct kw redis_kw[] = {
 };
 
 static const struct kw local_kw[] = {
-	{ "max_keys", KW_INT, FIELD(struct policy, local_max_keys), 1, 100000000,
-	  NULL, NULL, 0, "keys kept by the in-process tier (100000)" },
+	{ "max_keys", KW_INT, FIELD(struct policy, local_max_keys), 1,
+	  100000000, NULL, NULL, 0,
+	  "keys kept by the in-process tier (100000)" },
 };
 
 enum top_kw {
-	TK_LISTEN = 0, TK_WORKERS, TK_REDIS, TK_POOL, TK_MAXCONNS, TK_IDLE,
-	TK_HEADERS, TK_SHADOW, TK_LOCAL, TK_PLANS, TK_TENANTS, TK_LOOKUP,
-	TK_RULES, TK_METRICS, TK_LOG, TK_PROCESSING, TK_ALLOW, TK_OVERRIDES,
-	TK_ADMIN, TK_COUNT
+	TK_LISTEN = 0,
+	TK_WORKERS,
+	TK_REDIS,
+	TK_POOL,
+	TK_MAXCONNS,
+	TK_IDLE,
+	TK_HEADERS,
+	TK_SHADOW,
+	TK_LOCAL,
+	TK_PLANS,
+	TK_TENANTS,
+	TK_LOOKUP,
+	TK_RULES,
+	TK_METRICS,
+	TK_LOG,
+	TK_PROCESSING,
+	TK_ALLOW,
+	TK_OVERRIDES,
+	TK_ADMIN,
+	TK_COUNT
 };
 
 static const struct kw top_kw[TK_COUNT] = {
-	[TK_LISTEN] = { "listen", KW_STR, FIELD(struct policy, listen), 0, 0, NULL, NULL, 0,
-	  "host:port or unix:/path (127.0.0.1:12345)" },
-	[TK_WORKERS] = { "workers", KW_INT, FIELD(struct policy, workers), 1, 256, NULL, NULL, 0,
-	  "event-loop threads (2)" },
-	[TK_REDIS] = { "redis", KW_SECTION, 0, 0, 0, 0, NULL, redis_kw, ARRAY_SIZE(redis_kw),
-	  "the Redis store" },
-	[TK_POOL] = { "pool_size", KW_INT, FIELD(struct policy, pool_size), 1, 10000, NULL, NULL, 0,
-	  "agents sharing this Redis; fail: local divides limits by it (1)" },
-	[TK_MAXCONNS] = { "max_conns", KW_INT, FIELD(struct policy, max_conns), 1, 10000000,
-	  NULL, NULL, 0, "HAProxy connections accepted (10000)" },
+	[TK_LISTEN] = { "listen", KW_STR, FIELD(struct policy, listen), 0, 0,
+	                NULL, NULL, 0,
+	                "host:port or unix:/path (127.0.0.1:12345)" },
+	[TK_WORKERS] = { "workers", KW_INT, FIELD(struct policy, workers), 1,
+	                 256, NULL, NULL, 0, "event-loop threads (2)" },
+	[TK_REDIS] = { "redis", KW_SECTION, 0, 0, 0, 0, NULL, redis_kw,
+	               ARRAY_SIZE(redis_kw), "the Redis store" },
+	[TK_POOL] = { "pool_size", KW_INT, FIELD(struct policy, pool_size), 1,
+	              10000, NULL, NULL, 0,
+	              "agents sharing this Redis; fail: local divides limits by it (1)" },
+	[TK_MAXCONNS] = { "max_conns", KW_INT, FIELD(struct policy, max_conns),
+	                  1, 10000000, NULL, NULL, 0,
+	                  "HAProxy connections accepted (10000)" },
 	[TK_PROCESSING] = { "processing_timeout", KW_DURATION,
-	  FIELD(struct policy, processing_timeout_us), SEC / 1000, 60 * SEC, NULL, NULL, 0,
-	  "HAProxy's spoe timeout processing: every answer must fit (100ms)" },
-	[TK_IDLE] = { "idle_timeout", KW_DURATION, FIELD(struct policy, idle_timeout_us),
-	  SEC / 10, 24 * 3600 * SEC, NULL, NULL, 0, "idle SPOP connections are closed (30s)" },
-	[TK_HEADERS] = { "headers", KW_ENUM, FIELD(struct policy, headers), 0, 0, headers_names,
-	  NULL, 0, "ietf | legacy | both | none (ietf)" },
-	[TK_SHADOW] = { "shadow", KW_BOOL, FIELD(struct policy, shadow_all), 0, 0, NULL, NULL, 0,
-	  "every rule reports and never denies (false)" },
-	[TK_LOCAL] = { "local", KW_SECTION, 0, 0, 0, 0, NULL, local_kw, ARRAY_SIZE(local_kw),
-	  "the in-process tier" },
+	                    FIELD(struct policy, processing_timeout_us),
+	                    SEC / 1000, 60 * SEC, NULL, NULL, 0,
+	                    "HAProxy's spoe timeout processing: every answer must fit (100ms)" },
+	[TK_IDLE] = { "idle_timeout", KW_DURATION,
+	              FIELD(struct policy, idle_timeout_us), SEC / 10,
+	              24 * 3600 * SEC, NULL, NULL, 0,
+	              "idle SPOP connections are closed (30s)" },
+	[TK_HEADERS] = { "headers", KW_ENUM, FIELD(struct policy, headers), 0,
+	                 0, headers_names, NULL, 0,
+	                 "ietf | legacy | both | none (ietf)" },
+	[TK_SHADOW] = { "shadow", KW_BOOL, FIELD(struct policy, shadow_all), 0,
+	                0, NULL, NULL, 0,
+	                "every rule reports and never denies (false)" },
+	[TK_LOCAL] = { "local", KW_SECTION, 0, 0, 0, 0, NULL, local_kw,
+	               ARRAY_SIZE(local_kw), "the in-process tier" },
 	[TK_PLANS] = { "plans", KW_NODE, 0, 0, 0, 0, NULL, NULL, 0,
-	  "name: { rate, burst, quota }" },
+	               "name: { rate, burst, quota }" },
 	[TK_TENANTS] = { "tenants", KW_NODE, 0, 0, 0, 0, NULL, NULL, 0,
-	  "tenant: plan (static overrides)" },
+	                 "tenant: plan (static overrides)" },
 	[TK_LOOKUP] = { "plan_lookup", KW_NODE, 0, 0, 0, 0, NULL, NULL, 0,
-	  "{ arg, tenant_arg, redis_hash, default, cache }" },
-	[TK_RULES] = { "rules", KW_NODE, 0, 0, 0, 0, NULL, NULL, 0, "the limits" },
+	                "{ arg, tenant_arg, redis_hash, default, cache }" },
+	[TK_RULES] = { "rules", KW_NODE, 0, 0, 0, 0, NULL, NULL, 0,
+	               "the limits" },
 	[TK_METRICS] = { "metrics", KW_NODE, 0, 0, 0, 0, NULL, NULL, 0,
-	  "{ listen }: /metrics and /healthz (none)" },
+	                 "{ listen }: /metrics and /healthz (none)" },
 	[TK_LOG] = { "log", KW_NODE, 0, 0, 0, 0, NULL, NULL, 0,
-	  "{ level, sample }" },
+	             "{ level, sample }" },
 	[TK_ALLOW] = { "allow_lists", KW_NODE, 0, 0, 0, 0, NULL, NULL, 0,
-	  "name: [address ranges] for rules' allow:" },
-	[TK_OVERRIDES] = { "overrides", KW_BOOL, FIELD(struct policy, overrides), 0, 0,
-	  NULL, NULL, 0, "poll Redis for runtime overrides (true; at restart)" },
+	               "name: [address ranges] for rules' allow:" },
+	[TK_OVERRIDES] = { "overrides", KW_BOOL,
+	                   FIELD(struct policy, overrides), 0, 0, NULL, NULL, 0,
+	                   "poll Redis for runtime overrides (true; at restart)" },
 	[TK_ADMIN] = { "admin", KW_NODE, 0, 0, 0, 0, NULL, NULL, 0,
-	  "{ listen, token_file | token_env }: the admin API (off)" },
+	               "{ listen, token_file | token_env }: the admin API (off)" },
 };
 
 struct metrics_src {
-	char    *listen;
+	char *listen;
 };
 
 static const struct kw metrics_kw[] = {
-	{ "listen", KW_STR, FIELD(struct metrics_src, listen), 0, 0, NULL, NULL, 0,
-	  "host:port, [v6]:port or :port for GET /metrics and /healthz" },
+	{ "listen", KW_STR, FIELD(struct metrics_src, listen), 0, 0, NULL, NULL,
+	  0, "host:port, [v6]:port or :port for GET /metrics and /healthz" },
 };
 
 struct log_src {
-	int      level;
-	char    *sample;
+	int   level;
+	char *sample;
 };
 
-static const char *const level_names[] = { "error", "warn", "info", "debug", NULL };
+static const char *const level_names[] = { "error", "warn", "info", "debug",
+	                                   NULL };
 
 enum log_kw { LGK_LEVEL = 0, LGK_SAMPLE, LGK_COUNT };
 
 static const struct kw log_kw[LGK_COUNT] = {
-	[LGK_LEVEL] = { "level", KW_ENUM, FIELD(struct log_src, level), 0, 0, level_names,
-	  NULL, 0, "error | warn | info (default) | debug; -v and -q win" },
-	[LGK_SAMPLE] = { "sample", KW_STR, FIELD(struct log_src, sample), 0, 0, NULL, NULL, 0,
-	  "fraction of decisions logged, 0 (default) to 1" },
+	[LGK_LEVEL] = { "level", KW_ENUM, FIELD(struct log_src, level), 0, 0,
+	                level_names, NULL, 0,
+	                "error | warn | info (default) | debug; -v and -q win" },
+	[LGK_SAMPLE] = { "sample", KW_STR, FIELD(struct log_src, sample), 0, 0,
+	                 NULL, NULL, 0,
+	                 "fraction of decisions logged, 0 (default) to 1" },
 };
 
 struct plan_src {
-	char    *rate;
-	char    *quota;
-	int64_t  burst;
+	char   *rate;
+	char   *quota;
+	int64_t burst;
 };
 
 enum plan_kw { PK_RATE = 0, PK_BURST, PK_QUOTA, PK_COUNT };
 
 static const struct kw plan_kw[PK_COUNT] = {
-	[PK_RATE] = { "rate", KW_STR, FIELD(struct plan_src, rate), 0, 0, NULL, NULL, 0,
-	  "N/period, or none" },
-	[PK_BURST] = { "burst", KW_INT, FIELD(struct plan_src, burst), 1, 1000000000000LL,
-	  NULL, NULL, 0, "(1)" },
-	[PK_QUOTA] = { "quota", KW_STR, FIELD(struct plan_src, quota), 0, 0, NULL, NULL, 0,
-	  "N/period (N/month: calendar month, UTC), or none" },
+	[PK_RATE] = { "rate", KW_STR, FIELD(struct plan_src, rate), 0, 0, NULL,
+	              NULL, 0, "N/period, or none" },
+	[PK_BURST] = { "burst", KW_INT, FIELD(struct plan_src, burst), 1,
+	               1000000000000LL, NULL, NULL, 0, "(1)" },
+	[PK_QUOTA] = { "quota", KW_STR, FIELD(struct plan_src, quota), 0, 0,
+	               NULL, NULL, 0,
+	               "N/period (N/month: calendar month, UTC), or none" },
 };
 
 struct lookup_src {
-	char    *arg;
-	char    *tenant_arg;
-	char    *redis_hash;
-	char    *def;
-	int64_t  cache_us;
+	char   *arg;
+	char   *tenant_arg;
+	char   *redis_hash;
+	char   *def;
+	int64_t cache_us;
 };
 
-enum lookup_kw { LK_ARG = 0, LK_TENANT, LK_HASH, LK_DEFAULT, LK_CACHE, LK_COUNT };
+enum lookup_kw {
+	LK_ARG = 0,
+	LK_TENANT,
+	LK_HASH,
+	LK_DEFAULT,
+	LK_CACHE,
+	LK_COUNT
+};
 
 static const struct kw lookup_kw[LK_COUNT] = {
-	[LK_ARG] = { "arg", KW_STR, FIELD(struct lookup_src, arg), 0, 0, NULL, NULL, 0,
-	  "message arg naming the plan (plan)" },
-	[LK_TENANT] = { "tenant_arg", KW_STR, FIELD(struct lookup_src, tenant_arg), 0, 0,
-	  NULL, NULL, 0, "message arg naming the tenant (tenant)" },
-	[LK_HASH] = { "redis_hash", KW_STR, FIELD(struct lookup_src, redis_hash), 0, 0,
-	  NULL, NULL, 0, "Redis hash tenant -> plan" },
-	[LK_DEFAULT] = { "default", KW_STR, FIELD(struct lookup_src, def), 0, 0, NULL, NULL, 0,
-	  "plan of tenants found nowhere" },
-	[LK_CACHE] = { "cache", KW_DURATION, FIELD(struct lookup_src, cache_us), 0,
-	  24 * 3600 * SEC, NULL, NULL, 0, "reuse a Redis answer this long (30s)" },
+	[LK_ARG] = { "arg", KW_STR, FIELD(struct lookup_src, arg), 0, 0, NULL,
+	             NULL, 0, "message arg naming the plan (plan)" },
+	[LK_TENANT] = { "tenant_arg", KW_STR,
+	                FIELD(struct lookup_src, tenant_arg), 0, 0, NULL, NULL,
+	                0, "message arg naming the tenant (tenant)" },
+	[LK_HASH] = { "redis_hash", KW_STR,
+	              FIELD(struct lookup_src, redis_hash), 0, 0, NULL, NULL, 0,
+	              "Redis hash tenant -> plan" },
+	[LK_DEFAULT] = { "default", KW_STR, FIELD(struct lookup_src, def), 0, 0,
+	                 NULL, NULL, 0, "plan of tenants found nowhere" },
+	[LK_CACHE] = { "cache", KW_DURATION, FIELD(struct lookup_src, cache_us),
+	               0, 24 * 3600 * SEC, NULL, NULL, 0,
+	               "reuse a Redis answer this long (30s)" },
 };
 
 struct rule_src {
-	char    *name, *message, *key, *algorithm, *rate, *window, *missing;
-	char    *cost, *result_message, *release, *id;
-	int64_t  burst, limit, lease_us, max_delay_us, ipv6_prefix;
-	int      fail, count, store, plan, mode, charge;
-	bool     shadow, headers;
-	int      status[POLICY_MAX_STATUS];
-	int      nstatus;
+	char   *name, *message, *key, *algorithm, *rate, *window, *missing;
+	char   *cost, *result_message, *release, *id;
+	int64_t burst, limit, lease_us, max_delay_us, ipv6_prefix;
+	int     fail, count, store, plan, mode, charge;
+	bool    shadow, headers;
+	int     status[POLICY_MAX_STATUS];
+	int     nstatus;
 };
 
 enum rule_kw {
-	RK_NAME = 0, RK_MESSAGE, RK_KEY, RK_ALGO, RK_RATE, RK_BURST, RK_LIMIT,
-	RK_WINDOW, RK_FAIL, RK_SHADOW, RK_HEADERS, RK_MISSING, RK_COST,
-	RK_COUNT_, RK_STATUS, RK_RESULT, RK_RELEASE, RK_ID, RK_LEASE, RK_MODE,
-	RK_MAXDELAY, RK_STORE, RK_PLAN, RK_PREFIX, RK_ALLOW, RK_STATUS2, RK_CHARGE,
+	RK_NAME = 0,
+	RK_MESSAGE,
+	RK_KEY,
+	RK_ALGO,
+	RK_RATE,
+	RK_BURST,
+	RK_LIMIT,
+	RK_WINDOW,
+	RK_FAIL,
+	RK_SHADOW,
+	RK_HEADERS,
+	RK_MISSING,
+	RK_COST,
+	RK_COUNT_,
+	RK_STATUS,
+	RK_RESULT,
+	RK_RELEASE,
+	RK_ID,
+	RK_LEASE,
+	RK_MODE,
+	RK_MAXDELAY,
+	RK_STORE,
+	RK_PLAN,
+	RK_PREFIX,
+	RK_ALLOW,
+	RK_STATUS2,
+	RK_CHARGE,
 	RK_COUNT
 };
 
 static const struct kw rule_kw[RK_COUNT] = {
-	[RK_NAME] = { "name", KW_STR, FIELD(struct rule_src, name), 0, 0, NULL, NULL, 0,
-	  "unique; letters, digits, '-', '_', '.'" },
-	[RK_MESSAGE] = { "message", KW_STR, FIELD(struct rule_src, message), 0, 0, NULL, NULL, 0,
-	  "the SPOE message it applies to" },
-	[RK_KEY] = { "key", KW_STR, FIELD(struct rule_src, key), 0, 0, NULL, NULL, 0,
-	  "template over message args: \"tenant:{tenant}\", \"{ip/64}\"" },
-	[RK_ALGO] = { "algorithm", KW_STR, FIELD(struct rule_src, algorithm), 0, 0, NULL, NULL, 0,
-	  "gcra (default), token-bucket, leaky-bucket, fixed-window, "
-	  "sliding-window, sliding-log, concurrency" },
-	[RK_RATE] = { "rate", KW_STR, FIELD(struct rule_src, rate), 0, 0, NULL, NULL, 0,
-	  "N/period: 100/s, 600/min, 5/15m" },
-	[RK_BURST] = { "burst", KW_INT, FIELD(struct rule_src, burst), 1, 1000000000000LL,
-	  NULL, NULL, 0, "requests a fresh key may make at once (1)" },
-	[RK_LIMIT] = { "limit", KW_INT, FIELD(struct rule_src, limit), 1, 1000000000000LL,
-	  NULL, NULL, 0, "windows: units per window; concurrency: in flight" },
-	[RK_WINDOW] = { "window", KW_STR, FIELD(struct rule_src, window), 0, 0, NULL, NULL, 0,
-	  "a duration, or day / month (fixed-window, UTC)" },
-	[RK_FAIL] = { "fail", KW_ENUM, FIELD(struct rule_src, fail), 0, 0, fail_names, NULL, 0,
-	  "open (default) | closed (default with count: failures) | local" },
-	[RK_SHADOW] = { "shadow", KW_BOOL, FIELD(struct rule_src, shadow), 0, 0, NULL, NULL, 0,
-	  "evaluate and report, never deny" },
-	[RK_HEADERS] = { "headers", KW_BOOL, FIELD(struct rule_src, headers), 0, 0, NULL, NULL, 0,
-	  "listed in the RateLimit headers (true)" },
-	[RK_MISSING] = { "missing", KW_STR, FIELD(struct rule_src, missing), 0, 0, NULL, NULL, 0,
-	  "deny (default) | skip | a fallback key template" },
-	[RK_COST] = { "cost", KW_STR, FIELD(struct rule_src, cost), 0, 0, NULL, NULL, 0,
-	  "a constant (1) or \"{arg}\"" },
-	[RK_COUNT_] = { "count", KW_ENUM, FIELD(struct rule_src, count), 0, 0, count_names,
-	  NULL, 0, "all (default) | failures | response" },
+	[RK_NAME] = { "name", KW_STR, FIELD(struct rule_src, name), 0, 0, NULL,
+	              NULL, 0, "unique; letters, digits, '-', '_', '.'" },
+	[RK_MESSAGE] = { "message", KW_STR, FIELD(struct rule_src, message), 0,
+	                 0, NULL, NULL, 0, "the SPOE message it applies to" },
+	[RK_KEY] = { "key", KW_STR, FIELD(struct rule_src, key), 0, 0, NULL,
+	             NULL, 0,
+	             "template over message args: \"tenant:{tenant}\", \"{ip/64}\"" },
+	[RK_ALGO] = { "algorithm", KW_STR, FIELD(struct rule_src, algorithm), 0,
+	              0, NULL, NULL, 0,
+	              "gcra (default), token-bucket, leaky-bucket, fixed-window, "
+	              "sliding-window, sliding-log, concurrency" },
+	[RK_RATE] = { "rate", KW_STR, FIELD(struct rule_src, rate), 0, 0, NULL,
+	              NULL, 0, "N/period: 100/s, 600/min, 5/15m" },
+	[RK_BURST] = { "burst", KW_INT, FIELD(struct rule_src, burst), 1,
+	               1000000000000LL, NULL, NULL, 0,
+	               "requests a fresh key may make at once (1)" },
+	[RK_LIMIT] = { "limit", KW_INT, FIELD(struct rule_src, limit), 1,
+	               1000000000000LL, NULL, NULL, 0,
+	               "windows: units per window; concurrency: in flight" },
+	[RK_WINDOW] = { "window", KW_STR, FIELD(struct rule_src, window), 0, 0,
+	                NULL, NULL, 0,
+	                "a duration, or day / month (fixed-window, UTC)" },
+	[RK_FAIL] = { "fail", KW_ENUM, FIELD(struct rule_src, fail), 0, 0,
+	              fail_names, NULL, 0,
+	              "open (default) | closed (default with count: failures) | local" },
+	[RK_SHADOW] = { "shadow", KW_BOOL, FIELD(struct rule_src, shadow), 0, 0,
+	                NULL, NULL, 0, "evaluate and report, never deny" },
+	[RK_HEADERS] = { "headers", KW_BOOL, FIELD(struct rule_src, headers), 0,
+	                 0, NULL, NULL, 0,
+	                 "listed in the RateLimit headers (true)" },
+	[RK_MISSING] = { "missing", KW_STR, FIELD(struct rule_src, missing), 0,
+	                 0, NULL, NULL, 0,
+	                 "deny (default) | skip | a fallback key template" },
+	[RK_COST] = { "cost", KW_STR, FIELD(struct rule_src, cost), 0, 0, NULL,
+	              NULL, 0, "a constant (1) or \"{arg}\"" },
+	[RK_COUNT_] = { "count", KW_ENUM, FIELD(struct rule_src, count), 0, 0,
+	                count_names, NULL, 0,
+	                "all (default) | failures | response" },
 	[RK_STATUS] = { "failure_status", KW_NODE, 0, 0, 0, 0, NULL, NULL, 0,
-	  "statuses counted as failures ([401, 403])" },
-	[RK_RESULT] = { "result_message", KW_STR, FIELD(struct rule_src, result_message), 0, 0,
-	  NULL, NULL, 0, "message carrying status (<message>-result for count: "
-	  "failures, rl-response for count: response)" },
-	[RK_RELEASE] = { "release", KW_STR, FIELD(struct rule_src, release), 0, 0, NULL, NULL, 0,
-	  "concurrency: message that frees the slot" },
-	[RK_ID] = { "id", KW_STR, FIELD(struct rule_src, id), 0, 0, NULL, NULL, 0,
-	  "concurrency: request id template ({id})" },
-	[RK_LEASE] = { "lease", KW_DURATION, FIELD(struct rule_src, lease_us), 1000,
-	  7 * 24 * 3600 * SEC, NULL, NULL, 0, "concurrency: a lost release frees the slot after (60s)" },
-	[RK_MODE] = { "mode", KW_ENUM, FIELD(struct rule_src, mode), 0, 0, mode_names, NULL, 0,
-	  "leaky-bucket: meter (default) | delay" },
-	[RK_MAXDELAY] = { "max_delay", KW_DURATION, FIELD(struct rule_src, max_delay_us), 1,
-	  60 * SEC, NULL, NULL, 0, "mode: delay: longest hold (250ms)" },
-	[RK_STORE] = { "store", KW_ENUM, FIELD(struct rule_src, store), 0, 0, store_names,
-	  NULL, 0, "redis (default) | local" },
-	[RK_PLAN] = { "plan", KW_ENUM, FIELD(struct rule_src, plan), 0, 0, plan_names, NULL, 0,
-	  "rate | quota: limits from the tenant's plan" },
-	[RK_PREFIX] = { "ipv6_prefix", KW_INT, FIELD(struct rule_src, ipv6_prefix), 0, 128,
-	  NULL, NULL, 0, "IPv6 prefix of {ip} placeholders without /N (64)" },
+	                "statuses counted as failures ([401, 403])" },
+	[RK_RESULT] = { "result_message", KW_STR,
+	                FIELD(struct rule_src, result_message), 0, 0, NULL,
+	                NULL, 0,
+	                "message carrying status (<message>-result for count: "
+	                "failures, rl-response for count: response)" },
+	[RK_RELEASE] = { "release", KW_STR, FIELD(struct rule_src, release), 0,
+	                 0, NULL, NULL, 0,
+	                 "concurrency: message that frees the slot" },
+	[RK_ID] = { "id", KW_STR, FIELD(struct rule_src, id), 0, 0, NULL, NULL,
+	            0, "concurrency: request id template ({id})" },
+	[RK_LEASE] = { "lease", KW_DURATION, FIELD(struct rule_src, lease_us),
+	               1000, 7 * 24 * 3600 * SEC, NULL, NULL, 0,
+	               "concurrency: a lost release frees the slot after (60s)" },
+	[RK_MODE] = { "mode", KW_ENUM, FIELD(struct rule_src, mode), 0, 0,
+	              mode_names, NULL, 0,
+	              "leaky-bucket: meter (default) | delay" },
+	[RK_MAXDELAY] = { "max_delay", KW_DURATION,
+	                  FIELD(struct rule_src, max_delay_us), 1, 60 * SEC,
+	                  NULL, NULL, 0, "mode: delay: longest hold (250ms)" },
+	[RK_STORE] = { "store", KW_ENUM, FIELD(struct rule_src, store), 0, 0,
+	               store_names, NULL, 0, "redis (default) | local" },
+	[RK_PLAN] = { "plan", KW_ENUM, FIELD(struct rule_src, plan), 0, 0,
+	              plan_names, NULL, 0,
+	              "rate | quota: limits from the tenant's plan" },
+	[RK_PREFIX] = { "ipv6_prefix", KW_INT,
+	                FIELD(struct rule_src, ipv6_prefix), 0, 128, NULL, NULL,
+	                0, "IPv6 prefix of {ip} placeholders without /N (64)" },
 	[RK_ALLOW] = { "allow", KW_NODE, 0, 0, 0, 0, NULL, NULL, 0,
-	  "allow-list names or address ranges never limited by this rule" },
+	               "allow-list names or address ranges never limited by this rule" },
 	[RK_STATUS2] = { "status", KW_NODE, 0, 0, 0, 0, NULL, NULL, 0,
-	  "count: response: statuses charged, a list of 401 or 5xx, or one "
-	  "(all)" },
+	                 "count: response: statuses charged, a list of 401 or 5xx, or one "
+	                 "(all)" },
 	[RK_CHARGE] = { "charge", KW_ENUM, FIELD(struct rule_src, charge), 0, 0,
-	  charge_names, NULL, 0, "request (default) | response: the response's "
-	  "cost (count: response for every status)" },
+	                charge_names, NULL, 0,
+	                "request (default) | response: the response's "
+	                "cost (count: response for every status)" },
 };
 
 /* ---- top level ---------------------------------------------------------- */
@@ -297,7 +381,7 @@ static void
 check_listen(struct ctx *c, yaml_node_t *n)
 {
 	const char *s = c->p->listen, *colon;
-	int64_t port;
+	int64_t     port;
 
 	if (strncmp(s, "unix:", 5) == 0) {
 		if (!s[5])
@@ -306,13 +390,16 @@ check_listen(struct ctx *c, yaml_node_t *n)
 	}
 	colon = strrchr(s, ':');
 	if (!colon || colon == s) {
-		error_at(c, n, "listen", "expected host:port or unix:/path, got \"%s\"", s);
+		error_at(c, n, "listen",
+		         "expected host:port or unix:/path, got \"%s\"", s);
 		return;
 	}
-	if (yamlkw_parse_int(colon + 1, &port) == -1 || port < 1 || port > 65535)
+	if (yamlkw_parse_int(colon + 1, &port) == -1 || port < 1 ||
+	    port > 65535)
 		error_at(c, n, "listen", "port must be between 1 and 65535");
 	if (s[0] != '[' && memchr(s, ':', (size_t)(colon - s)))
-		error_at(c, n, "listen", "IPv6 address must be in brackets: [::1]:port");
+		error_at(c, n, "listen",
+		         "IPv6 address must be in brackets: [::1]:port");
 }
 
 /* The whole URL is parsed here, as the store will, so that -c refuses
@@ -320,22 +407,27 @@ check_listen(struct ctx *c, yaml_node_t *n)
 static void
 check_redis_url(struct ctx *c, yaml_node_t *n)
 {
-	const char *u = c->p->redis_url;
+	const char       *u = c->p->redis_url;
 	struct store_addr a;
 	struct store_topo t;
 
 	if (strncmp(u, "redis+sentinel://", 17) == 0) {
 		if (store_parse_topo_url(u, &t) == -1)
-			error_at(c, n, "redis.url", "expected redis+sentinel://"
-			         "[user:pass@]host[:port][,host[:port]...]/master[?db=N]");
+			error_at(
+				c, n, "redis.url",
+				"expected redis+sentinel://"
+				"[user:pass@]host[:port][,host[:port]...]/master[?db=N]");
 	} else if (strncmp(u, "redis+cluster://", 16) == 0) {
 		if (store_parse_topo_url(u, &t) == -1)
-			error_at(c, n, "redis.url", "expected redis+cluster://"
+			error_at(c, n, "redis.url",
+			         "expected redis+cluster://"
 			         "[user:pass@]host[:port][,host[:port]...]");
 	} else if (strncmp(u, "rediss://", 9) == 0) {
-		error_at(c, n, "redis.url", "TLS (rediss://) is not supported by hiredis 0.14");
+		error_at(c, n, "redis.url",
+		         "TLS (rediss://) is not supported by hiredis 0.14");
 	} else if (store_parse_url(u, &a) == -1) {
-		error_at(c, n, "redis.url", "expected redis://[user:pass@]host[:port][/db] "
+		error_at(c, n, "redis.url",
+		         "expected redis://[user:pass@]host[:port][/db] "
 		         "or unix:/path (a '@', ':' or '/' in the password is "
 		         "written %%40, %%3A, %%2F)");
 	}
@@ -370,16 +462,18 @@ static void
 check_timeouts(struct ctx *c, yaml_node_t *redis, yaml_node_t *processing)
 {
 	const struct policy *p = c->p;
-	yaml_node_t *n = yamlkw_get(&c->y, redis, "timeout");
+	yaml_node_t         *n = yamlkw_get(&c->y, redis, "timeout");
 
 	if (p->redis_timeout_us < p->processing_timeout_us)
 		return;
-	error_at(c, n ? n : processing, n ? "redis.timeout" : "processing_timeout",
-	         "redis.timeout (%lldms) must stay below processing_timeout "
-	         "(HAProxy's timeout processing, %lldms): past it HAProxy gives "
-	         "up first and the rules' fail modes never apply",
-	         (long long)(p->redis_timeout_us / 1000),
-	         (long long)(p->processing_timeout_us / 1000));
+	error_at(
+		c, n ? n : processing,
+		n ? "redis.timeout" : "processing_timeout",
+		"redis.timeout (%lldms) must stay below processing_timeout "
+		"(HAProxy's timeout processing, %lldms): past it HAProxy gives "
+		"up first and the rules' fail modes never apply",
+		(long long)(p->redis_timeout_us / 1000),
+		(long long)(p->processing_timeout_us / 1000));
 }
 
 /* metrics.listen: what httpd_new() takes, "host:port", "[v6]:port" or
@@ -388,27 +482,33 @@ static void
 check_metrics_listen(struct ctx *c, yaml_node_t *n, const char *s)
 {
 	const char *colon, *path = "metrics.listen";
-	int64_t port;
+	int64_t     port;
 
 	if (strncmp(s, "unix:", 5) == 0) {
-		error_at(c, n, path, "unix sockets are not supported: host:port");
+		error_at(c, n, path,
+		         "unix sockets are not supported: host:port");
 		return;
 	}
 	if (strlen(s) >= POLICY_ADDR_MAX) {
-		error_at(c, n, path, "longer than %d characters", POLICY_ADDR_MAX - 1);
+		error_at(c, n, path, "longer than %d characters",
+		         POLICY_ADDR_MAX - 1);
 		return;
 	}
 	colon = strrchr(s, ':');
 	if (!colon) {
-		error_at(c, n, path, "expected host:port, [v6]:port or :port, got \"%s\"", s);
+		error_at(c, n, path,
+		         "expected host:port, [v6]:port or :port, got \"%s\"",
+		         s);
 		return;
 	}
-	if (s[0] == '[' ? colon[-1] != ']' : memchr(s, ':', (size_t)(colon - s)) != NULL) {
-		error_at(c, n, path, "IPv6 address must be in brackets: [::1]:port");
+	if (s[0] == '[' ? colon[-1] != ']'
+	                : memchr(s, ':', (size_t)(colon - s)) != NULL) {
+		error_at(c, n, path,
+		         "IPv6 address must be in brackets: [::1]:port");
 		return;
 	}
-	if (yamlkw_parse_int(colon + 1, &port) == -1 || port < 1 || port > 65535 ||
-	    colon[1] == '-')
+	if (yamlkw_parse_int(colon + 1, &port) == -1 || port < 1 ||
+	    port > 65535 || colon[1] == '-')
 		error_at(c, n, path, "port must be between 1 and 65535");
 }
 
@@ -416,18 +516,18 @@ static void
 parse_metrics(struct ctx *c, yaml_node_t *n)
 {
 	struct metrics_src src = { 0 };
-	yaml_node_t *seen[ARRAY_SIZE(metrics_kw)] = { 0 };
+	yaml_node_t       *seen[ARRAY_SIZE(metrics_kw)] = { 0 };
 
 	if (n->type != YAML_MAPPING_NODE) {
 		error_at(c, n, "metrics", "expected a mapping { listen }");
 		return;
 	}
-	yamlkw_map(&c->y, n, "metrics", metrics_kw, ARRAY_SIZE(metrics_kw), &src,
-	           seen);
+	yamlkw_map(&c->y, n, "metrics", metrics_kw, ARRAY_SIZE(metrics_kw),
+	           &src, seen);
 	if (src.listen) {
 		check_metrics_listen(c, seen[0], src.listen);
-		snprintf(c->p->metrics_listen, sizeof(c->p->metrics_listen), "%s",
-		         src.listen);
+		snprintf(c->p->metrics_listen, sizeof(c->p->metrics_listen),
+		         "%s", src.listen);
 	}
 	free(src.listen);
 }
@@ -435,20 +535,22 @@ parse_metrics(struct ctx *c, yaml_node_t *n)
 /* ---- admin: the operator's API (admin.h) --------------------------------- */
 
 struct admin_src {
-	char    *listen;
-	char    *token_file;
-	char    *token_env;
+	char *listen;
+	char *token_file;
+	char *token_env;
 };
 
 enum admin_kw { AK_LISTEN = 0, AK_FILE, AK_ENV, AK_COUNT };
 
 static const struct kw admin_kw[AK_COUNT] = {
 	[AK_LISTEN] = { "listen", KW_STR, FIELD(struct admin_src, listen), 0, 0,
-	  NULL, NULL, 0, "host:port for /admin/ (" POLICY_DEF_ADMIN_LISTEN ")" },
+	                NULL, NULL, 0,
+	                "host:port for /admin/ (" POLICY_DEF_ADMIN_LISTEN ")" },
 	[AK_FILE] = { "token_file", KW_STR, FIELD(struct admin_src, token_file),
-	  0, 0, NULL, NULL, 0, "file holding the bearer token" },
-	[AK_ENV] = { "token_env", KW_STR, FIELD(struct admin_src, token_env),
-	  0, 0, NULL, NULL, 0, "environment variable holding the token" },
+	              0, 0, NULL, NULL, 0, "file holding the bearer token" },
+	[AK_ENV] = { "token_env", KW_STR, FIELD(struct admin_src, token_env), 0,
+	             0, NULL, NULL, 0,
+	             "environment variable holding the token" },
 };
 
 /* The token: the file's or the variable's text without its line end.
@@ -456,14 +558,14 @@ static const struct kw admin_kw[AK_COUNT] = {
 static char *
 admin_token(struct ctx *c, yaml_node_t *n, const struct admin_src *s)
 {
-	char buf[POLICY_TOKEN_MAX + 2];
+	char   buf[POLICY_TOKEN_MAX + 2];
 	size_t len = 0;
-	FILE *f;
+	FILE  *f;
 
 	if (s->token_file != NULL) {
 		if ((f = fopen(s->token_file, "r")) == NULL) {
-			error_at(c, n, "admin.token_file", "%s: %s", s->token_file,
-			         strerror(errno));
+			error_at(c, n, "admin.token_file", "%s: %s",
+			         s->token_file, strerror(errno));
 			return NULL;
 		}
 		len = fread(buf, 1, sizeof(buf) - 1, f);
@@ -478,7 +580,8 @@ admin_token(struct ctx *c, yaml_node_t *n, const struct admin_src *s)
 		len--;
 	if (len < POLICY_TOKEN_MIN || len > POLICY_TOKEN_MAX ||
 	    memchr(buf, '\0', len) != NULL) {
-		error_at(c, n, s->token_file ? "admin.token_file" : "admin.token_env",
+		error_at(c, n,
+		         s->token_file ? "admin.token_file" : "admin.token_env",
 		         "the token must be %d to %d bytes of text",
 		         POLICY_TOKEN_MIN, POLICY_TOKEN_MAX);
 		return NULL;
@@ -492,7 +595,8 @@ admin_token(struct ctx *c, yaml_node_t *n, const struct admin_src *s)
 static int
 admin_loopback(const char *addr)
 {
-	return strncmp(addr, "127.", 4) == 0 || strncmp(addr, "[::1]:", 6) == 0 ||
+	return strncmp(addr, "127.", 4) == 0 ||
+	       strncmp(addr, "[::1]:", 6) == 0 ||
 	       strncmp(addr, "localhost:", 10) == 0;
 }
 
@@ -500,11 +604,12 @@ static void
 parse_admin(struct ctx *c, yaml_node_t *n)
 {
 	struct admin_src src = { 0 };
-	yaml_node_t *seen[AK_COUNT] = { 0 };
-	const char *addr;
+	yaml_node_t     *seen[AK_COUNT] = { 0 };
+	const char      *addr;
 
 	if (n->type != YAML_MAPPING_NODE) {
-		error_at(c, n, "admin", "expected a mapping { listen, token_file }");
+		error_at(c, n, "admin",
+		         "expected a mapping { listen, token_file }");
 		return;
 	}
 	yamlkw_map(&c->y, n, "admin", admin_kw, AK_COUNT, &src, seen);
@@ -512,12 +617,14 @@ parse_admin(struct ctx *c, yaml_node_t *n)
 	if (src.listen)
 		check_metrics_listen(c, seen[AK_LISTEN], src.listen);
 	if ((src.token_file == NULL) == (src.token_env == NULL))
-		error_at(c, n, "admin", "give exactly one of token_file and "
+		error_at(c, n, "admin",
+		         "give exactly one of token_file and "
 		         "token_env: the API is never open without a token");
 	else
 		c->p->admin_token = admin_token(c, n, &src);
 	if (!admin_loopback(addr))
-		warn_at(c, seen[AK_LISTEN], "admin.listen", "%s is not a loopback "
+		warn_at(c, seen[AK_LISTEN], "admin.listen",
+		        "%s is not a loopback "
 		        "address: the admin API is reachable from the network",
 		        addr);
 	snprintf(c->p->admin_listen, sizeof(c->p->admin_listen), "%s", addr);
@@ -530,7 +637,7 @@ parse_admin(struct ctx *c, yaml_node_t *n)
 static int
 parse_fraction(const char *s, double *v)
 {
-	char *end;
+	char  *end;
 	double x;
 
 	if (!*s || !((*s >= '0' && *s <= '9') || *s == '.'))
@@ -547,9 +654,9 @@ static void
 parse_log(struct ctx *c, yaml_node_t *n)
 {
 	struct log_src src = { .level = -1 };
-	yaml_node_t *seen[LGK_COUNT] = { 0 };
+	yaml_node_t   *seen[LGK_COUNT] = { 0 };
 	struct policy *p = c->p;
-	double x;
+	double         x;
 
 	if (n->type != YAML_MAPPING_NODE) {
 		error_at(c, n, "log", "expected a mapping { level, sample }");
@@ -558,15 +665,17 @@ parse_log(struct ctx *c, yaml_node_t *n)
 	yamlkw_map(&c->y, n, "log", log_kw, LGK_COUNT, &src, seen);
 	p->log_level = src.level;
 	if (src.sample && parse_fraction(src.sample, &x) == -1) {
-		error_at(c, seen[LGK_SAMPLE], "log.sample", "expected a fraction "
-		         "between 0 and 1 such as 0.01, got \"%s\"", src.sample);
+		error_at(c, seen[LGK_SAMPLE], "log.sample",
+		         "expected a fraction "
+		         "between 0 and 1 such as 0.01, got \"%s\"",
+		         src.sample);
 	} else if (src.sample) {
 		p->log_sample = x;
 		/* x * 2^32 is exact for the sample rates anyone writes and
 		 * reaches 2^32 at 1: every draw of a 32-bit number is below. */
 		p->log_sample_thresh = (uint64_t)ldexp(x, 32);
 		if (x > 0 && p->log_sample_thresh == 0)
-			p->log_sample_thresh = 1;	/* tiny but not off */
+			p->log_sample_thresh = 1; /* tiny but not off */
 	}
 	free(src.sample);
 }
@@ -579,25 +688,27 @@ redis_env(struct ctx *c, yaml_node_t *redis, const char *key,
           const char *inline_kw, char **dst)
 {
 	yaml_node_t *n = yamlkw_get(&c->y, redis, key), *other;
-	char path[YAMLKW_PATH_MAX];
-	const char *name, *val;
+	char         path[YAMLKW_PATH_MAX];
+	const char  *name, *val;
 
 	if (!n)
 		return;
 	yamlkw_path(path, "redis", key);
-	if (!(name = yamlkw_scalar(&c->y, n, path, "an environment variable name")))
+	if (!(name = yamlkw_scalar(&c->y, n, path,
+	                           "an environment variable name")))
 		return;
 	if (!*name || strchr(name, '=')) {
 		error_at(c, n, path, "not a variable name: \"%s\"", name);
 		return;
 	}
 	if ((other = yamlkw_get(&c->y, redis, inline_kw)) != NULL) {
-		error_at(c, n, path, "redis.%s is given too (line %d): use one", inline_kw,
-		         (int)other->start_mark.line + 1);
+		error_at(c, n, path, "redis.%s is given too (line %d): use one",
+		         inline_kw, (int)other->start_mark.line + 1);
 		return;
 	}
 	if (!(val = getenv(name))) {
-		error_at(c, n, path, "environment variable %s is not set", name);
+		error_at(c, n, path, "environment variable %s is not set",
+		         name);
 		return;
 	}
 	if (!*val) {
@@ -621,7 +732,8 @@ valid_name(const char *s)
 		char ch = s[i];
 
 		if (!((ch >= 'a' && ch <= 'z') || (ch >= 'A' && ch <= 'Z') ||
-		      (ch >= '0' && ch <= '9') || ch == '-' || ch == '_' || ch == '.'))
+		      (ch >= '0' && ch <= '9') || ch == '-' || ch == '_' ||
+		      ch == '.'))
 			return false;
 	}
 	return true;
@@ -633,8 +745,8 @@ rate_of(struct ctx *c, yaml_node_t *n, const char *path, const char *s,
         int64_t *rate, int64_t *period, enum lim_calendar *cal)
 {
 	int64_t lead;
-	char num[24];
-	size_t k = strcspn(s, "/");
+	char    num[24];
+	size_t  k = strcspn(s, "/");
 
 	*cal = LIM_CAL_NONE;
 	if (k < sizeof(num)) {
@@ -647,8 +759,10 @@ rate_of(struct ctx *c, yaml_node_t *n, const char *path, const char *s,
 	}
 	if (lim_parse_rate(s, rate, period, cal) == -1 || *rate <= 0 ||
 	    (*period <= 0 && *cal == LIM_CAL_NONE)) {
-		error_at(c, n, path, "expected N/period such as 100/s, 600/min, "
-		         "5/15m, 10000/month, got \"%s\"", s);
+		error_at(c, n, path,
+		         "expected N/period such as 100/s, 600/min, "
+		         "5/15m, 10000/month, got \"%s\"",
+		         s);
 		return -1;
 	}
 	return 0;
@@ -657,19 +771,22 @@ rate_of(struct ctx *c, yaml_node_t *n, const char *path, const char *s,
 static void
 parse_plan(struct ctx *c, yaml_node_t *kn, yaml_node_t *vn, struct plan *pl)
 {
-	struct plan_src src = { .burst = 1 };
-	yaml_node_t *seen[PK_COUNT] = { 0 };
-	char path[YAMLKW_PATH_MAX], sub[YAMLKW_PATH_MAX];
+	struct plan_src   src = { .burst = 1 };
+	yaml_node_t      *seen[PK_COUNT] = { 0 };
+	char              path[YAMLKW_PATH_MAX], sub[YAMLKW_PATH_MAX];
 	enum lim_calendar cal;
 
 	snprintf(path, sizeof(path), "plans.%s", pl->name);
 	pl->line = (int)kn->start_mark.line + 1;
 	pl->burst = 1;
 	if (!valid_name(pl->name))
-		error_at(c, kn, path, "plan name must be 1-%d letters, digits, "
-		         "'-', '_' or '.'", POLICY_NAME_MAX);
+		error_at(c, kn, path,
+		         "plan name must be 1-%d letters, digits, "
+		         "'-', '_' or '.'",
+		         POLICY_NAME_MAX);
 	if (vn->type != YAML_MAPPING_NODE) {
-		error_at(c, vn, path, "expected a mapping { rate, burst, quota }");
+		error_at(c, vn, path,
+		         "expected a mapping { rate, burst, quota }");
 		return;
 	}
 	yamlkw_map(&c->y, vn, path, plan_kw, PK_COUNT, &src, seen);
@@ -678,12 +795,14 @@ parse_plan(struct ctx *c, yaml_node_t *kn, yaml_node_t *vn, struct plan *pl)
 	            &pl->rate, &pl->period_us, &cal) == 0)
 		pl->has_rate = true;
 	if (src.quota && strcmp(src.quota, "none") != 0 &&
-	    rate_of(c, seen[PK_QUOTA], yamlkw_path(sub, path, "quota"), src.quota,
-	            &pl->quota, &pl->quota_period_us, &pl->quota_cal) == 0)
+	    rate_of(c, seen[PK_QUOTA], yamlkw_path(sub, path, "quota"),
+	            src.quota, &pl->quota, &pl->quota_period_us,
+	            &pl->quota_cal) == 0)
 		pl->has_quota = true;
 	pl->burst = src.burst;
 	if (!src.rate && !src.quota)
-		error_at(c, vn, path, "a plan needs rate or quota (or \"none\")");
+		error_at(c, vn, path,
+		         "a plan needs rate or quota (or \"none\")");
 	free(src.rate);
 	free(src.quota);
 }
@@ -691,20 +810,24 @@ parse_plan(struct ctx *c, yaml_node_t *kn, yaml_node_t *vn, struct plan *pl)
 static void
 parse_plans(struct ctx *c, yaml_node_t *n)
 {
-	struct policy *p = c->p;
+	struct policy    *p = c->p;
 	yaml_node_pair_t *pr;
-	int i;
+	int               i;
 
 	if (n->type != YAML_MAPPING_NODE) {
 		error_at(c, n, "plans", "expected a mapping of plan names");
 		return;
 	}
-	p->plans = xcalloc((size_t)(n->data.mapping.pairs.top - n->data.mapping.pairs.start) + 1,
+	p->plans = xcalloc((size_t)(n->data.mapping.pairs.top -
+	                            n->data.mapping.pairs.start) +
+	                           1,
 	                   sizeof(*p->plans));
-	for (pr = n->data.mapping.pairs.start; pr < n->data.mapping.pairs.top; pr++) {
+	for (pr = n->data.mapping.pairs.start; pr < n->data.mapping.pairs.top;
+	     pr++) {
 		yaml_node_t *kn = yamlkw_node(&c->y, pr->key);
 		yaml_node_t *vn = yamlkw_node(&c->y, pr->value);
-		const char *name = yamlkw_scalar(&c->y, kn, "plans", "a plan name");
+		const char  *name =
+			yamlkw_scalar(&c->y, kn, "plans", "a plan name");
 
 		if (!name)
 			continue;
@@ -735,21 +858,25 @@ tenant_sort_cmp(const void *a, const void *b)
 static void
 parse_tenants(struct ctx *c, yaml_node_t *n)
 {
-	struct policy *p = c->p;
+	struct policy    *p = c->p;
 	yaml_node_pair_t *pr;
-	char path[YAMLKW_PATH_MAX];
-	int i;
+	char              path[YAMLKW_PATH_MAX];
+	int               i;
 
 	if (n->type != YAML_MAPPING_NODE) {
 		error_at(c, n, "tenants", "expected a mapping tenant: plan");
 		return;
 	}
-	p->tenants = xcalloc((size_t)(n->data.mapping.pairs.top - n->data.mapping.pairs.start) + 1,
+	p->tenants = xcalloc((size_t)(n->data.mapping.pairs.top -
+	                              n->data.mapping.pairs.start) +
+	                             1,
 	                     sizeof(*p->tenants));
-	for (pr = n->data.mapping.pairs.start; pr < n->data.mapping.pairs.top; pr++) {
+	for (pr = n->data.mapping.pairs.start; pr < n->data.mapping.pairs.top;
+	     pr++) {
 		yaml_node_t *kn = yamlkw_node(&c->y, pr->key);
 		yaml_node_t *vn = yamlkw_node(&c->y, pr->value);
-		const char *t = yamlkw_scalar(&c->y, kn, "tenants", "a tenant"), *plan;
+		const char *t = yamlkw_scalar(&c->y, kn, "tenants", "a tenant"),
+			   *plan;
 		int idx;
 
 		if (!t)
@@ -773,14 +900,15 @@ parse_tenants(struct ctx *c, yaml_node_t *n)
 		p->tenants[p->ntenants].plan = idx;
 		p->ntenants++;
 	}
-	qsort(p->tenants, (size_t)p->ntenants, sizeof(*p->tenants), tenant_sort_cmp);
+	qsort(p->tenants, (size_t)p->ntenants, sizeof(*p->tenants),
+	      tenant_sort_cmp);
 }
 
 static void
 parse_lookup(struct ctx *c, yaml_node_t *n)
 {
-	struct lookup_src src = { .cache_us = POLICY_DEF_PLAN_CACHE };
-	yaml_node_t *seen[LK_COUNT] = { 0 };
+	struct lookup_src   src = { .cache_us = POLICY_DEF_PLAN_CACHE };
+	yaml_node_t        *seen[LK_COUNT] = { 0 };
 	struct plan_lookup *pl = &c->p->plan_lookup;
 
 	if (n && n->type != YAML_MAPPING_NODE) {
@@ -788,7 +916,8 @@ parse_lookup(struct ctx *c, yaml_node_t *n)
 		n = NULL;
 	}
 	if (n)
-		yamlkw_map(&c->y, n, "plan_lookup", lookup_kw, LK_COUNT, &src, seen);
+		yamlkw_map(&c->y, n, "plan_lookup", lookup_kw, LK_COUNT, &src,
+		           seen);
 	pl->arg = src.arg ? src.arg : xstrdup("plan");
 	pl->tenant_arg = src.tenant_arg ? src.tenant_arg : xstrdup("tenant");
 	pl->redis_hash = src.redis_hash;
@@ -796,7 +925,8 @@ parse_lookup(struct ctx *c, yaml_node_t *n)
 	c->plan_default = src.def;
 	c->plan_default_node = seen[LK_DEFAULT] ? seen[LK_DEFAULT] : n;
 	if (src.def) {
-		pl->default_plan = policy_plan_index(c->p, src.def, strlen(src.def));
+		pl->default_plan =
+			policy_plan_index(c->p, src.def, strlen(src.def));
 		if (pl->default_plan < 0)
 			error_at(c, seen[LK_DEFAULT], "plan_lookup.default",
 			         "unknown plan \"%s\"", src.def);
@@ -827,7 +957,7 @@ struct rule_ctx {
 	struct rule     *r;
 	struct rule_src *s;
 	yaml_node_t    **seen;
-	yaml_node_t     *node;		/* the rule's mapping */
+	yaml_node_t     *node; /* the rule's mapping */
 	char             path[YAMLKW_PATH_MAX];
 	char             sub[YAMLKW_PATH_MAX];
 };
@@ -860,8 +990,8 @@ reject_fields(struct rule_ctx *rc, const int *list, size_t n, const char *why)
 static struct tmpl *
 compile_tmpl(struct rule_ctx *rc, int kw, const char *src)
 {
-	const char *err;
-	size_t pos;
+	const char  *err;
+	size_t       pos;
 	struct tmpl *t;
 
 	if (!*src) {
@@ -881,8 +1011,8 @@ static int
 status_item(struct rule_ctx *rc, yaml_node_t *in, const char *ipath)
 {
 	struct rule_src *s = rc->s;
-	const char *v;
-	int64_t st;
+	const char      *v;
+	int64_t          st;
 
 	if (!(v = yamlkw_scalar(&rc->c->y, in, ipath, "a status")))
 		return 0;
@@ -890,12 +1020,15 @@ status_item(struct rule_ctx *rc, yaml_node_t *in, const char *ipath)
 	    strcmp(v + 1, "xx") == 0) {
 		st = v[0] - '0';
 	} else if (yamlkw_parse_int(v, &st) == -1 || st < 100 || st > 599) {
-		error_at(rc->c, in, ipath, "expected an HTTP status 100-599 or "
-		         "a class 1xx-5xx, got \"%s\"", v);
+		error_at(rc->c, in, ipath,
+		         "expected an HTTP status 100-599 or "
+		         "a class 1xx-5xx, got \"%s\"",
+		         v);
 		return 0;
 	}
 	if (s->nstatus == POLICY_MAX_STATUS) {
-		error_at(rc->c, in, ipath, "at most %d statuses", POLICY_MAX_STATUS);
+		error_at(rc->c, in, ipath, "at most %d statuses",
+		         POLICY_MAX_STATUS);
 		return -1;
 	}
 	s->status[s->nstatus++] = (int)st;
@@ -907,18 +1040,19 @@ status_item(struct rule_ctx *rc, yaml_node_t *in, const char *ipath)
 static void
 rule_statuses(struct rule_ctx *rc)
 {
-	int kw = rc->seen[RK_STATUS2] ? RK_STATUS2 : RK_STATUS;
-	yaml_node_t *n = rc->seen[kw];
+	int               kw = rc->seen[RK_STATUS2] ? RK_STATUS2 : RK_STATUS;
+	yaml_node_t      *n = rc->seen[kw];
 	yaml_node_item_t *it;
-	struct rule_src *s = rc->s;
-	const char *path = rpath(rc, kw);
-	char ipath[YAMLKW_PATH_MAX];
+	struct rule_src  *s = rc->s;
+	const char       *path = rpath(rc, kw);
+	char              ipath[YAMLKW_PATH_MAX];
 
 	if (!n)
 		return;
 	s->nstatus = 0;
 	if (rc->seen[RK_STATUS] && rc->seen[RK_STATUS2])
-		error_at(rc->c, n, path, "give status or failure_status, not both");
+		error_at(rc->c, n, path,
+		         "give status or failure_status, not both");
 	if (n->type == YAML_SCALAR_NODE && kw == RK_STATUS2) {
 		status_item(rc, n, path);
 		return;
@@ -927,13 +1061,15 @@ rule_statuses(struct rule_ctx *rc)
 		error_at(rc->c, n, path, "expected a list of HTTP statuses");
 		return;
 	}
-	for (it = n->data.sequence.items.start; it < n->data.sequence.items.top; it++) {
+	for (it = n->data.sequence.items.start; it < n->data.sequence.items.top;
+	     it++) {
 		snprintf(ipath, sizeof(ipath), "%s[%d]", path,
 		         (int)(it - n->data.sequence.items.start));
 		if (status_item(rc, yamlkw_node(&rc->c->y, *it), ipath) == -1)
 			break;
 	}
-	if (s->nstatus == 0 && n->data.sequence.items.start == n->data.sequence.items.top)
+	if (s->nstatus == 0 &&
+	    n->data.sequence.items.start == n->data.sequence.items.top)
 		error_at(rc->c, n, path, "empty list");
 }
 
@@ -941,47 +1077,56 @@ rule_statuses(struct rule_ctx *rc)
 static void
 rule_window(struct rule_ctx *rc)
 {
-	struct rule_src *s = rc->s;
+	struct rule_src   *s = rc->s;
 	struct lim_params *l = &rc->r->lim;
-	enum lim_calendar cal;
+	enum lim_calendar  cal;
 
 	if (s->rate) {
 		if (s->window || rc->seen[RK_LIMIT]) {
-			error_at(rc->c, rnode(rc, RK_RATE), rpath(rc, RK_RATE),
-			         "give either rate or limit and window, not both");
+			error_at(
+				rc->c, rnode(rc, RK_RATE), rpath(rc, RK_RATE),
+				"give either rate or limit and window, not both");
 			return;
 		}
-		if (rate_of(rc->c, rnode(rc, RK_RATE), rpath(rc, RK_RATE), s->rate,
-		            &l->rate, &l->period_us, &cal) == 0)
-			l->calendar = l->algo == LIM_FIXED_WINDOW ? cal : LIM_CAL_NONE;
+		if (rate_of(rc->c, rnode(rc, RK_RATE), rpath(rc, RK_RATE),
+		            s->rate, &l->rate, &l->period_us, &cal) == 0)
+			l->calendar = l->algo == LIM_FIXED_WINDOW
+			                      ? cal
+			                      : LIM_CAL_NONE;
 		if (cal != LIM_CAL_NONE && l->algo != LIM_FIXED_WINDOW)
-			error_at(rc->c, rnode(rc, RK_RATE), rpath(rc, RK_RATE),
-			         "calendar periods need algorithm fixed-window");
+			error_at(
+				rc->c, rnode(rc, RK_RATE), rpath(rc, RK_RATE),
+				"calendar periods need algorithm fixed-window");
 		return;
 	}
 	if (!rc->seen[RK_LIMIT])
-		error_at(rc->c, rc->node, rpath(rc, RK_LIMIT), "required for algorithm %s",
-		         lim_algo_name(l->algo));
+		error_at(rc->c, rc->node, rpath(rc, RK_LIMIT),
+		         "required for algorithm %s", lim_algo_name(l->algo));
 	if (!s->window) {
-		error_at(rc->c, rc->node, rpath(rc, RK_WINDOW), "required for algorithm %s",
-		         lim_algo_name(l->algo));
+		error_at(rc->c, rc->node, rpath(rc, RK_WINDOW),
+		         "required for algorithm %s", lim_algo_name(l->algo));
 		return;
 	}
 	l->rate = s->limit;
 	if (strcmp(s->window, "day") == 0 || strcmp(s->window, "month") == 0) {
 		if (l->algo != LIM_FIXED_WINDOW) {
-			error_at(rc->c, rnode(rc, RK_WINDOW), rpath(rc, RK_WINDOW),
-			         "calendar windows need algorithm fixed-window");
+			error_at(
+				rc->c, rnode(rc, RK_WINDOW),
+				rpath(rc, RK_WINDOW),
+				"calendar windows need algorithm fixed-window");
 			return;
 		}
 		l->calendar = s->window[0] == 'd' ? LIM_CAL_DAY : LIM_CAL_MONTH;
-		l->period_us = l->calendar == LIM_CAL_DAY ? 86400 * SEC : 30 * 86400 * SEC;
+		l->period_us = l->calendar == LIM_CAL_DAY ? 86400 * SEC
+		                                          : 30 * 86400 * SEC;
 		return;
 	}
-	if (lim_parse_duration(s->window, &l->period_us) == -1 || l->period_us <= 0)
-		error_at(rc->c, rnode(rc, RK_WINDOW), rpath(rc, RK_WINDOW),
-		         "expected a duration (1m, 1h, 1d) or day or month, got \"%s\"",
-		         s->window);
+	if (lim_parse_duration(s->window, &l->period_us) == -1 ||
+	    l->period_us <= 0)
+		error_at(
+			rc->c, rnode(rc, RK_WINDOW), rpath(rc, RK_WINDOW),
+			"expected a duration (1m, 1h, 1d) or day or month, got \"%s\"",
+			s->window);
 }
 
 /* The algorithm-specific part: rc->r->lim, id, release. */
@@ -994,11 +1139,11 @@ rule_params(struct rule_ctx *rc)
 	static const int not_conc[] = { RK_RATE, RK_BURST, RK_WINDOW, RK_PLAN };
 	static const int leaky_only[] = { RK_MODE, RK_MAXDELAY };
 	struct rule_src *s = rc->s;
-	struct rule *r = rc->r;
+	struct rule     *r = rc->r;
 	struct lim_params *l = &r->lim;
-	enum algo_family fam = family(l->algo);
-	enum lim_calendar cal;
-	char why[64];
+	enum algo_family   fam = family(l->algo);
+	enum lim_calendar  cal;
+	char               why[64];
 
 	snprintf(why, sizeof(why), "by algorithm %s", lim_algo_name(l->algo));
 	if (fam != FAM_CONC)
@@ -1011,12 +1156,14 @@ rule_params(struct rule_ctx *rc)
 		/* an id as the log's member would count a repeated id once in
 		 * Redis (ZADD updates it): a client sending the same id would
 		 * never be limited. Each request is its own entry instead. */
-		warn_at(rc->c, rc->seen[RK_ID], rpath(rc, RK_ID), "ignored by "
+		warn_at(rc->c, rc->seen[RK_ID], rpath(rc, RK_ID),
+		        "ignored by "
 		        "sliding-log: each request is its own entry in the log");
 		keys_free(r->id);
 		r->id = NULL;
 	} else if (rc->seen[RK_ID] && fam != FAM_CONC) {
-		error_at(rc->c, rc->seen[RK_ID], rpath(rc, RK_ID), "not used %s", why);
+		error_at(rc->c, rc->seen[RK_ID], rpath(rc, RK_ID),
+		         "not used %s", why);
 	}
 	switch (fam) {
 	case FAM_TOKEN:
@@ -1026,32 +1173,46 @@ rule_params(struct rule_ctx *rc)
 			         "plan: quota needs algorithm fixed-window");
 		if (r->plan != RULE_PLAN_NONE) {
 			if (s->rate)
-				error_at(rc->c, rnode(rc, RK_RATE), rpath(rc, RK_RATE),
-				         "not used with plan: (the plan gives it)");
+				error_at(
+					rc->c, rnode(rc, RK_RATE),
+					rpath(rc, RK_RATE),
+					"not used with plan: (the plan gives it)");
 		} else if (!s->rate) {
 			error_at(rc->c, rc->node, rpath(rc, RK_RATE),
-			         "required for algorithm %s", lim_algo_name(l->algo));
-		} else if (rate_of(rc->c, rnode(rc, RK_RATE), rpath(rc, RK_RATE), s->rate,
-		                   &l->rate, &l->period_us, &cal) == 0 &&
+			         "required for algorithm %s",
+			         lim_algo_name(l->algo));
+		} else if (rate_of(rc->c, rnode(rc, RK_RATE),
+		                   rpath(rc, RK_RATE), s->rate, &l->rate,
+		                   &l->period_us, &cal) == 0 &&
 		           cal != LIM_CAL_NONE && l->period_us <= 0) {
 			l->period_us = 30 * 86400 * SEC;
 		}
-		l->burst = rc->seen[RK_BURST] ? s->burst :
-		           (l->algo == LIM_TOKEN_BUCKET && l->rate > 0 ? l->rate : 1);
+		l->burst = rc->seen[RK_BURST]
+		                   ? s->burst
+		                   : (l->algo == LIM_TOKEN_BUCKET && l->rate > 0
+		                              ? l->rate
+		                              : 1);
 		if (s->mode == 1)
-			l->max_delay_us = rc->seen[RK_MAXDELAY] ? s->max_delay_us :
-			                  POLICY_DEF_MAX_DELAY;
+			l->max_delay_us = rc->seen[RK_MAXDELAY]
+			                          ? s->max_delay_us
+			                          : POLICY_DEF_MAX_DELAY;
 		else if (rc->seen[RK_MAXDELAY])
-			error_at(rc->c, rc->seen[RK_MAXDELAY], rpath(rc, RK_MAXDELAY),
+			error_at(rc->c, rc->seen[RK_MAXDELAY],
+			         rpath(rc, RK_MAXDELAY),
 			         "only with mode: delay");
-		if (l->max_delay_us > 0 && l->max_delay_us + rc->c->p->redis_timeout_us >=
-		    rc->c->p->processing_timeout_us)
-			error_at(rc->c, rnode(rc, RK_MAXDELAY), rpath(rc, RK_MAXDELAY),
-			         "max_delay plus redis.timeout must stay below "
-			         "processing_timeout (HAProxy's timeout processing, %lldms)",
-			         (long long)(rc->c->p->processing_timeout_us / 1000));
+		if (l->max_delay_us > 0 &&
+		    l->max_delay_us + rc->c->p->redis_timeout_us >=
+		            rc->c->p->processing_timeout_us)
+			error_at(
+				rc->c, rnode(rc, RK_MAXDELAY),
+				rpath(rc, RK_MAXDELAY),
+				"max_delay plus redis.timeout must stay below "
+				"processing_timeout (HAProxy's timeout processing, %lldms)",
+				(long long)(rc->c->p->processing_timeout_us /
+			                    1000));
 		else if (l->max_delay_us > POLICY_WARN_MAX_DELAY)
-			warn_at(rc->c, rnode(rc, RK_MAXDELAY), rpath(rc, RK_MAXDELAY),
+			warn_at(rc->c, rnode(rc, RK_MAXDELAY),
+			        rpath(rc, RK_MAXDELAY),
 			        "over 1s: HAProxy's timeout processing must exceed it");
 		break;
 	case FAM_WINDOW:
@@ -1059,14 +1220,16 @@ rule_params(struct rule_ctx *rc)
 			error_at(rc->c, rnode(rc, RK_PLAN), rpath(rc, RK_PLAN),
 			         "plan: quota needs algorithm fixed-window");
 		if (r->plan != RULE_PLAN_NONE) {
-			static const int given[] = { RK_RATE, RK_LIMIT, RK_WINDOW };
+			static const int given[] = { RK_RATE, RK_LIMIT,
+				                     RK_WINDOW };
 
 			reject_fields(rc, given, ARRAY_SIZE(given),
 			              "with plan: (the plan gives it)");
 		} else {
 			rule_window(rc);
 		}
-		if (l->algo == LIM_SLIDING_LOG && l->rate > POLICY_WARN_LOG_LIMIT)
+		if (l->algo == LIM_SLIDING_LOG &&
+		    l->rate > POLICY_WARN_LOG_LIMIT)
 			warn_at(rc->c, rnode(rc, RK_LIMIT), rpath(rc, RK_LIMIT),
 			        "sliding-log keeps one entry per request: limit %lld "
 			        "costs O(limit) memory per key; prefer sliding-window",
@@ -1078,19 +1241,26 @@ rule_params(struct rule_ctx *rc)
 			error_at(rc->c, rc->node, rpath(rc, RK_LIMIT),
 			         "required for algorithm concurrency");
 		if (r->count == COUNT_FAILURES)
-			error_at(rc->c, rnode(rc, RK_COUNT_), rpath(rc, RK_COUNT_),
-			         "count: failures does not apply to concurrency");
+			error_at(
+				rc->c, rnode(rc, RK_COUNT_),
+				rpath(rc, RK_COUNT_),
+				"count: failures does not apply to concurrency");
 		if (r->count == COUNT_RESPONSE)
-			error_at(rc->c, rnode(rc, rc->seen[RK_CHARGE] ? RK_CHARGE :
-			         RK_COUNT_), rpath(rc, rc->seen[RK_CHARGE] ?
-			         RK_CHARGE : RK_COUNT_), "a response's cost "
-			         "does not apply to concurrency (a slot is held, "
-			         "not spent): use a rate or window algorithm");
+			error_at(
+				rc->c,
+				rnode(rc, rc->seen[RK_CHARGE] ? RK_CHARGE
+			                                      : RK_COUNT_),
+				rpath(rc, rc->seen[RK_CHARGE] ? RK_CHARGE
+			                                      : RK_COUNT_),
+				"a response's cost "
+				"does not apply to concurrency (a slot is held, "
+				"not spent): use a rate or window algorithm");
 		l->rate = s->limit;
-		l->period_us = rc->seen[RK_LEASE] ? s->lease_us : POLICY_DEF_LEASE;
+		l->period_us =
+			rc->seen[RK_LEASE] ? s->lease_us : POLICY_DEF_LEASE;
 		if (!r->id) {
 			const char *terr;
-			size_t tpos;
+			size_t      tpos;
 
 			r->id = keys_compile("{id}", 64, &terr, &tpos);
 		}
@@ -1117,7 +1287,7 @@ static void
 rule_status_bits(struct rule_ctx *rc)
 {
 	struct rule_src *s = rc->s;
-	struct rule *r = rc->r;
+	struct rule     *r = rc->r;
 
 	if (!rc->seen[RK_STATUS] && !rc->seen[RK_STATUS2]) {
 		if (r->count == COUNT_RESPONSE) {
@@ -1147,18 +1317,20 @@ static void
 rule_result_message(struct rule_ctx *rc)
 {
 	struct rule_src *s = rc->s;
-	struct rule *r = rc->r;
+	struct rule     *r = rc->r;
 
 	if (s->result_message) {
 		r->result_message = xstrdup(s->result_message);
 	} else if (r->count == COUNT_RESPONSE) {
 		r->result_message = xstrdup(POLICY_RESPONSE_MSG);
 	} else if (r->message) {
-		r->result_message = xmalloc(strlen(r->message) + sizeof("-result"));
+		r->result_message =
+			xmalloc(strlen(r->message) + sizeof("-result"));
 		strcpy(r->result_message, r->message);
 		strcat(r->result_message, "-result");
 	}
-	if (r->result_message && r->message && strcmp(r->result_message, r->message) == 0)
+	if (r->result_message && r->message &&
+	    strcmp(r->result_message, r->message) == 0)
 		error_at(rc->c, rnode(rc, RK_RESULT), rpath(rc, RK_RESULT),
 		         "must differ from message");
 }
@@ -1175,7 +1347,8 @@ rule_charge(struct rule_ctx *rc)
 	if (rc->seen[RK_COUNT_] && s->count != COUNT_RESPONSE)
 		error_at(rc->c, rc->seen[RK_CHARGE], rpath(rc, RK_CHARGE),
 		         "charge: response is count: response; it cannot go "
-		         "with count: %s", count_names[s->count]);
+		         "with count: %s",
+		         count_names[s->count]);
 	s->count = COUNT_RESPONSE;
 }
 
@@ -1183,18 +1356,21 @@ rule_charge(struct rule_ctx *rc)
 static void
 rule_count(struct rule_ctx *rc)
 {
-	struct rule *r = rc->r;
+	struct rule             *r = rc->r;
 	static const char *const why = "ignored without count: failures or "
-	                               "count: response";
+				       "count: response";
 
 	rule_statuses(rc);
 	if (r->count == COUNT_ALL) {
 		if (rc->seen[RK_STATUS])
-			warn_at(rc->c, rc->seen[RK_STATUS], rpath(rc, RK_STATUS), why);
+			warn_at(rc->c, rc->seen[RK_STATUS],
+			        rpath(rc, RK_STATUS), why);
 		if (rc->seen[RK_STATUS2])
-			warn_at(rc->c, rc->seen[RK_STATUS2], rpath(rc, RK_STATUS2), why);
+			warn_at(rc->c, rc->seen[RK_STATUS2],
+			        rpath(rc, RK_STATUS2), why);
 		if (rc->seen[RK_RESULT])
-			warn_at(rc->c, rc->seen[RK_RESULT], rpath(rc, RK_RESULT), why);
+			warn_at(rc->c, rc->seen[RK_RESULT],
+			        rpath(rc, RK_RESULT), why);
 		return;
 	}
 	rule_status_bits(rc);
@@ -1208,8 +1384,8 @@ static int
 looks_like_mode(const char *v)
 {
 	static const char *const modes[] = {
-		"deny", "skip", "allow", "open", "closed", "close", "none",
-		"pass", "ignore", "reject", "fail", "block", "drop",
+		"deny", "skip",   "allow",  "open", "closed", "close", "none",
+		"pass", "ignore", "reject", "fail", "block",  "drop",
 	};
 
 	for (size_t i = 0; i < sizeof(modes) / sizeof(modes[0]); i++)
@@ -1223,9 +1399,9 @@ static void
 rule_missing_cost(struct rule_ctx *rc)
 {
 	struct rule_src *s = rc->s;
-	struct rule *r = rc->r;
-	struct tmpl *t;
-	int64_t v;
+	struct rule     *r = rc->r;
+	struct tmpl     *t;
+	int64_t          v;
 
 	if (!s->missing || strcmp(s->missing, "deny") == 0) {
 		r->missing = MISSING_DENY;
@@ -1234,7 +1410,8 @@ rule_missing_cost(struct rule_ctx *rc)
 	} else if (looks_like_mode(s->missing)) {
 		error_at(rc->c, rnode(rc, RK_MISSING), rpath(rc, RK_MISSING),
 		         "\"%s\" is not a mode: deny, skip, or a fallback key "
-		         "such as \"ip:{ip}\"", s->missing);
+		         "such as \"ip:{ip}\"",
+		         s->missing);
 	} else if ((r->fallback = compile_tmpl(rc, RK_MISSING, s->missing))) {
 		r->missing = MISSING_FALLBACK;
 	}
@@ -1254,7 +1431,8 @@ rule_missing_cost(struct rule_ctx *rc)
 		r->cost_arg = xstrdup(keys_var(t, 0));
 	else
 		error_at(rc->c, rnode(rc, RK_COST), rpath(rc, RK_COST),
-		         "expected an integer or one \"{arg}\", got \"%s\"", s->cost);
+		         "expected an integer or one \"{arg}\", got \"%s\"",
+		         s->cost);
 	keys_free(t);
 }
 
@@ -1279,7 +1457,8 @@ warn_rate_excess(struct ctx *c, const yaml_node_t *n, const char *path,
 	double x = lim_rate_excess(l);
 
 	if (x > POLICY_WARN_RATE_EXCESS)
-		warn_at(c, n, path, "%s%s%srate %lld per %llds lets %.1f%% more "
+		warn_at(c, n, path,
+		        "%s%s%srate %lld per %llds lets %.1f%% more "
 		        "through: the emission interval is whole microseconds "
 		        "(%lld µs); a rate that divides the period is exact",
 		        *plan ? "plan " : "", plan, *plan ? ": " : "",
@@ -1293,12 +1472,12 @@ warn_rate_excess(struct ctx *c, const yaml_node_t *n, const char *path,
 static void
 build_rule(struct rule_ctx *rc)
 {
-	struct ctx *c = rc->c;
+	struct ctx      *c = rc->c;
 	struct rule_src *s = rc->s;
-	struct rule *r = rc->r;
-	struct policy *p = c->p;
-	const char *lerr;
-	int i, a;
+	struct rule     *r = rc->r;
+	struct policy   *p = c->p;
+	const char      *lerr;
+	int              i, a;
 
 	r->line = (int)rc->node->start_mark.line + 1;
 	r->col = (int)rc->node->start_mark.column + 1;
@@ -1314,13 +1493,17 @@ build_rule(struct rule_ctx *rc)
 		error_at(c, rc->node, rpath(rc, RK_NAME), "required");
 	} else if (!valid_name(s->name)) {
 		error_at(c, rnode(rc, RK_NAME), rpath(rc, RK_NAME),
-		         "must be 1-%d letters, digits, '-', '_' or '.'", POLICY_NAME_MAX);
+		         "must be 1-%d letters, digits, '-', '_' or '.'",
+		         POLICY_NAME_MAX);
 	} else {
 		for (i = 0; i < r->index; i++) {
-			if (p->rules[i].name && strcmp(p->rules[i].name, s->name) == 0) {
-				error_at(c, rnode(rc, RK_NAME), rpath(rc, RK_NAME),
-				         "duplicate rule name \"%s\" (first at line %d)",
-				         s->name, p->rules[i].line);
+			if (p->rules[i].name &&
+			    strcmp(p->rules[i].name, s->name) == 0) {
+				error_at(
+					c, rnode(rc, RK_NAME),
+					rpath(rc, RK_NAME),
+					"duplicate rule name \"%s\" (first at line %d)",
+					s->name, p->rules[i].line);
 				break;
 			}
 		}
@@ -1341,14 +1524,17 @@ build_rule(struct rule_ctx *rc)
 	r->lim.algo = r->plan == RULE_PLAN_QUOTA ? LIM_FIXED_WINDOW : LIM_GCRA;
 	if (s->algorithm) {
 		if ((a = lim_algo_from_name(s->algorithm)) < 0) {
-			char names[200];
+			char   names[200];
 			size_t len = 0;
 
 			for (i = 0; i < LIM_ALGO_COUNT; i++)
-				len += (size_t)snprintf(names + len, sizeof(names) - len, "%s%s",
-				                        i ? ", " : "", lim_algo_name(i));
+				len += (size_t)snprintf(names + len,
+				                        sizeof(names) - len,
+				                        "%s%s", i ? ", " : "",
+				                        lim_algo_name(i));
 			error_at(c, rnode(rc, RK_ALGO), rpath(rc, RK_ALGO),
-			         "unknown algorithm \"%s\" (one of: %s)", s->algorithm, names);
+			         "unknown algorithm \"%s\" (one of: %s)",
+			         s->algorithm, names);
 			return;
 		}
 		r->lim.algo = (enum lim_algo)a;
@@ -1360,8 +1546,8 @@ build_rule(struct rule_ctx *rc)
 	rule_count(rc);
 	rule_params(rc);
 	if (r->plan == RULE_PLAN_NONE && r->lim.rate > 0) {
-		yaml_node_t *at = rc->seen[RK_RATE] ? rc->seen[RK_RATE] :
-		                  rnode(rc, RK_LIMIT);
+		yaml_node_t *at = rc->seen[RK_RATE] ? rc->seen[RK_RATE]
+		                                    : rnode(rc, RK_LIMIT);
 
 		if (lim_params_init(&r->lim, &lerr) == -1)
 			error_at(c, at, rc->path, "%s", lerr);
@@ -1376,8 +1562,8 @@ build_rule_plans(struct ctx *c, struct rule *r, yaml_node_t *node,
                  const char *path)
 {
 	struct policy *p = c->p;
-	const char *lerr;
-	int i;
+	const char    *lerr;
+	int            i;
 
 	if (p->nplans == 0) {
 		error_at(c, node, path, "plan: %s but no plans: are defined",
@@ -1400,7 +1586,7 @@ build_rule_plans(struct ctx *c, struct rule *r, yaml_node_t *node,
 			l->period_us = pl->quota_period_us;
 			l->calendar = pl->quota_cal;
 		} else {
-			continue;	/* "none" on this plan: no check */
+			continue; /* "none" on this plan: no check */
 		}
 		if (l->period_us <= 0)
 			l->period_us = 30 * 86400 * LIM_USEC_PER_SEC;
@@ -1432,40 +1618,46 @@ rule_src_free(struct rule_src *s)
 static void
 parse_rules(struct ctx *c, yaml_node_t *n)
 {
-	struct policy *p = c->p;
+	struct policy    *p = c->p;
 	yaml_node_item_t *it;
-	bool any_plan = false;
+	bool              any_plan = false;
 
 	if (n->type != YAML_SEQUENCE_NODE) {
 		error_at(c, n, "rules", "expected a list of rules");
 		return;
 	}
-	p->rules = xcalloc((size_t)(n->data.sequence.items.top - n->data.sequence.items.start) + 1,
+	p->rules = xcalloc((size_t)(n->data.sequence.items.top -
+	                            n->data.sequence.items.start) +
+	                           1,
 	                   sizeof(*p->rules));
-	for (it = n->data.sequence.items.start; it < n->data.sequence.items.top; it++) {
+	for (it = n->data.sequence.items.start; it < n->data.sequence.items.top;
+	     it++) {
 		struct rule_src src = { .headers = true, .ipv6_prefix = 64 };
-		yaml_node_t *seen[RK_COUNT] = { 0 };
+		yaml_node_t    *seen[RK_COUNT] = { 0 };
 		struct rule_ctx rc = { .c = c, .s = &src, .seen = seen };
 
 		rc.node = yamlkw_node(&c->y, *it);
 		rc.r = &p->rules[p->nrules];
 		rc.r->index = p->nrules;
-		rc.r->metrics_slot = -1;	/* "other" until published */
+		rc.r->metrics_slot = -1; /* "other" until published */
 		snprintf(rc.path, sizeof(rc.path), "rules[%d]", p->nrules);
 		p->nrules++;
 		if (rc.node->type != YAML_MAPPING_NODE) {
-			error_at(c, rc.node, rc.path, "expected a mapping (a rule)");
+			error_at(c, rc.node, rc.path,
+			         "expected a mapping (a rule)");
 			rc.r->line = (int)rc.node->start_mark.line + 1;
 			continue;
 		}
-		yamlkw_map(&c->y, rc.node, rc.path, rule_kw, RK_COUNT, &src, seen);
+		yamlkw_map(&c->y, rc.node, rc.path, rule_kw, RK_COUNT, &src,
+		           seen);
 		build_rule(&rc);
 		if (seen[RK_ALLOW])
 			allow_rule(&c->y, c->allow, seen[RK_ALLOW],
 			           rpath(&rc, RK_ALLOW), rc.r);
 		if (rc.r->plan != RULE_PLAN_NONE) {
 			any_plan = true;
-			build_rule_plans(c, rc.r, rnode(&rc, RK_PLAN), rpath(&rc, RK_PLAN));
+			build_rule_plans(c, rc.r, rnode(&rc, RK_PLAN),
+			                 rpath(&rc, RK_PLAN));
 		}
 		rule_src_free(&src);
 	}
@@ -1480,12 +1672,14 @@ static void
 parse_root(struct ctx *c, yaml_node_t *root)
 {
 	yaml_node_t *seen[TK_COUNT] = { 0 };
-	const char *bad;
+	const char  *bad;
 
-	if (!root || (root->type == YAML_SCALAR_NODE && root->data.scalar.length == 0)) {
+	if (!root ||
+	    (root->type == YAML_SCALAR_NODE && root->data.scalar.length == 0)) {
 		warn_at(c, root, "policy", "empty file: defaults and no rules");
 	} else if (root->type != YAML_MAPPING_NODE) {
-		error_at(c, root, "policy", "expected a mapping at the top level");
+		error_at(c, root, "policy",
+		         "expected a mapping at the top level");
 		return;
 	} else {
 		yamlkw_map(&c->y, root, "", top_kw, TK_COUNT, c->p, seen);
@@ -1493,8 +1687,10 @@ parse_root(struct ctx *c, yaml_node_t *root)
 	check_listen(c, seen[TK_LISTEN]);
 	check_redis_url(c, yamlkw_find(&c->y, seen[TK_REDIS], "url"));
 	check_timeouts(c, seen[TK_REDIS], seen[TK_PROCESSING]);
-	redis_env(c, seen[TK_REDIS], "password_env", "password", &c->p->redis_password);
-	redis_env(c, seen[TK_REDIS], "username_env", "username", &c->p->redis_username);
+	redis_env(c, seen[TK_REDIS], "password_env", "password",
+	          &c->p->redis_password);
+	redis_env(c, seen[TK_REDIS], "username_env", "username",
+	          &c->p->redis_username);
 	if (seen[TK_METRICS])
 		parse_metrics(c, seen[TK_METRICS]);
 	if (seen[TK_LOG])
@@ -1514,16 +1710,17 @@ parse_root(struct ctx *c, yaml_node_t *root)
 	if (!seen[TK_RULES])
 		warn_at(c, root, "rules", "no rules: every request is allowed");
 	if (c->y.nerr == 0 && policy__index(c->p, &bad) == -1)
-		error_at(c, seen[TK_RULES], "rules", "message %s has more than %d rules",
-		         bad, POLICY_MAX_CHECKS);
+		error_at(c, seen[TK_RULES], "rules",
+		         "message %s has more than %d rules", bad,
+		         POLICY_MAX_CHECKS);
 }
 
 static void
 load_file(struct ctx *c, const char *path)
 {
-	yaml_parser_t parser;
+	yaml_parser_t   parser;
 	yaml_document_t doc;
-	FILE *f;
+	FILE           *f;
 
 	if (!(f = fopen(path, "rb"))) {
 		yamlkw_report(&c->y.err, 0, 0, path, "policy: cannot open: %s",
@@ -1536,10 +1733,11 @@ load_file(struct ctx *c, const char *path)
 	yaml_parser_set_input_file(&parser, f);
 	if (!yaml_parser_load(&parser, &doc)) {
 		yamlkw_report(&c->y.err, (int)parser.problem_mark.line + 1,
-		           (int)parser.problem_mark.column + 1, path, "yaml: %s%s%s",
-		           parser.context ? parser.context : "",
-		           parser.context ? ": " : "",
-		           parser.problem ? parser.problem : "syntax error");
+		              (int)parser.problem_mark.column + 1, path,
+		              "yaml: %s%s%s",
+		              parser.context ? parser.context : "",
+		              parser.context ? ": " : "",
+		              parser.problem ? parser.problem : "syntax error");
 		c->y.nerr++;
 		yaml_parser_delete(&parser);
 		fclose(f);
@@ -1558,7 +1756,8 @@ log_lines(char *s)
 {
 	char *line, *save = NULL;
 
-	for (line = strtok_r(s, "\n", &save); line; line = strtok_r(NULL, "\n", &save))
+	for (line = strtok_r(s, "\n", &save); line;
+	     line = strtok_r(NULL, "\n", &save))
 		log_warn("policy_warning", "detail=\"%s\"", line);
 }
 
@@ -1566,7 +1765,7 @@ struct policy *
 policy_load_with_warnings(const char *path, char **err, char **warn)
 {
 	struct ctx c = { .y.file = path };
-	char *w;
+	char      *w;
 
 	c.p = xcalloc(1, sizeof(*c.p));
 	set_defaults(c.p);

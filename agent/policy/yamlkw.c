@@ -23,12 +23,12 @@
 
 /* ---- reporting ---------------------------------------------------------- */
 
-static char * __attribute__((format(printf, 1, 0)))
+static char *__attribute__((format(printf, 1, 0)))
 xvasprintf(const char *fmt, va_list ap)
 {
 	va_list aq;
-	char *out;
-	int n;
+	char   *out;
+	int     n;
 
 	va_copy(aq, ap);
 	n = vsnprintf(NULL, 0, fmt, aq);
@@ -45,8 +45,8 @@ yamlkw_report(struct yamlkw_reports *rs, int line, int col, const char *file,
               const char *fmt, ...)
 {
 	struct yamlkw_report *r;
-	va_list ap;
-	char *msg;
+	va_list               ap;
+	char                 *msg;
 
 	va_start(ap, fmt);
 	msg = xvasprintf(fmt, ap);
@@ -82,8 +82,8 @@ char *
 yamlkw_join(struct yamlkw_reports *rs)
 {
 	size_t len = 0, off = 0;
-	char *out = NULL;
-	int i;
+	char  *out = NULL;
+	int    i;
 
 	if (rs->n)
 		qsort(rs->v, (size_t)rs->n, sizeof(*rs->v), report_cmp);
@@ -110,8 +110,8 @@ static void __attribute__((format(printf, 5, 0)))
 vreport(struct yamlkw *c, struct yamlkw_reports *rs, const yaml_node_t *n,
         const char *path, const char *fmt, va_list ap)
 {
-	int line = n ? (int)n->start_mark.line + 1 : 1;
-	int col = n ? (int)n->start_mark.column + 1 : 1;
+	int   line = n ? (int)n->start_mark.line + 1 : 1;
+	int   col = n ? (int)n->start_mark.column + 1 : 1;
 	char *msg = xvasprintf(fmt, ap);
 
 	yamlkw_report(rs, line, col, c->file, "%s: %s",
@@ -191,10 +191,11 @@ yamlkw_scalar(struct yamlkw *c, yaml_node_t *n, const char *path,
 {
 	if (n->type != YAML_SCALAR_NODE) {
 		yamlkw_error(c, n, path, "expected %s, got a %s", what,
-		         n->type == YAML_MAPPING_NODE ? "mapping" : "list");
+		             n->type == YAML_MAPPING_NODE ? "mapping" : "list");
 		return NULL;
 	}
-	if (strlen((const char *)n->data.scalar.value) != n->data.scalar.length) {
+	if (strlen((const char *)n->data.scalar.value) !=
+	    n->data.scalar.length) {
 		yamlkw_error(c, n, path, "NUL byte in value");
 		return NULL;
 	}
@@ -205,7 +206,7 @@ yamlkw_scalar(struct yamlkw *c, yaml_node_t *n, const char *path,
 int
 yamlkw_parse_int(const char *s, int64_t *v)
 {
-	char *end;
+	char     *end;
 	long long x;
 
 	if (!*s || (*s != '-' && (*s < '0' || *s > '9')))
@@ -221,9 +222,11 @@ yamlkw_parse_int(const char *s, int64_t *v)
 static int
 parse_bool(const char *s, bool *v)
 {
-	static const char *const yes[] = { "true", "True", "TRUE", "yes", "Yes", "on", "On", NULL };
-	static const char *const no[] = { "false", "False", "FALSE", "no", "No", "off", "Off", NULL };
-	int i;
+	static const char *const yes[] = { "true", "True", "TRUE", "yes",
+		                           "Yes",  "on",   "On",   NULL };
+	static const char *const no[] = { "false", "False", "FALSE", "no",
+		                          "No",    "off",   "Off",   NULL };
+	int                      i;
 
 	for (i = 0; yes[i]; i++)
 		if (strcmp(s, yes[i]) == 0)
@@ -256,7 +259,7 @@ static void
 enum_choices(char *out, size_t size, const char *const *names)
 {
 	size_t len = 0;
-	int i;
+	int    i;
 
 	out[0] = '\0';
 	for (i = 0; names[i] && len < size; i++)
@@ -265,7 +268,6 @@ enum_choices(char *out, size_t size, const char *const *names)
 }
 
 /* ---- the generic walker ------------------------------------------------- */
-
 
 static const char *
 kw_what(const struct kw *k)
@@ -289,12 +291,12 @@ static void
 parse_value(struct yamlkw *c, const struct kw *k, yaml_node_t *n,
             const char *path, void *base)
 {
-	char *dst = (char *)base + k->off;
+	char       *dst = (char *)base + k->off;
 	const char *s;
-	char choices[160];
-	int64_t v;
-	bool b;
-	int i;
+	char        choices[160];
+	int64_t     v;
+	bool        b;
+	int         i;
 
 	if (k->type == KW_NODE)
 		return;
@@ -315,27 +317,33 @@ parse_value(struct yamlkw *c, const struct kw *k, yaml_node_t *n,
 		break;
 	case KW_INT:
 		if (yamlkw_parse_int(s, &v) == -1) {
-			yamlkw_error(c, n, path, "expected an integer, got \"%s\"", s);
+			yamlkw_error(c, n, path,
+			             "expected an integer, got \"%s\"", s);
 		} else if (v < k->min || v > k->max) {
-			yamlkw_error(c, n, path, "must be between %lld and %lld",
-			         (long long)k->min, (long long)k->max);
+			yamlkw_error(c, n, path,
+			             "must be between %lld and %lld",
+			             (long long)k->min, (long long)k->max);
 		} else {
 			store_int(dst, k->size, v);
 		}
 		break;
 	case KW_BOOL:
 		if (parse_bool(s, &b) == -1)
-			yamlkw_error(c, n, path, "expected true or false, got \"%s\"", s);
+			yamlkw_error(c, n, path,
+			             "expected true or false, got \"%s\"", s);
 		else
 			*(bool *)(void *)dst = b;
 		break;
 	case KW_DURATION:
 		if (lim_parse_duration(s, &v) == -1) {
-			yamlkw_error(c, n, path, "expected a duration such as 250us, "
-			         "5ms, 30s, 15m, 1h, 1d, got \"%s\"", s);
+			yamlkw_error(c, n, path,
+			             "expected a duration such as 250us, "
+			             "5ms, 30s, 15m, 1h, 1d, got \"%s\"",
+			             s);
 		} else if (v < k->min || v > k->max) {
-			yamlkw_error(c, n, path, "must be between %lldus and %lldus",
-			         (long long)k->min, (long long)k->max);
+			yamlkw_error(c, n, path,
+			             "must be between %lldus and %lldus",
+			             (long long)k->min, (long long)k->max);
 		} else {
 			memcpy(dst, &v, sizeof(v));
 		}
@@ -348,8 +356,8 @@ parse_value(struct yamlkw *c, const struct kw *k, yaml_node_t *n,
 			}
 		}
 		enum_choices(choices, sizeof(choices), k->names);
-		yamlkw_error(c, n, path, "unknown %s \"%s\" (one of: %s)", k->name, s,
-		         choices);
+		yamlkw_error(c, n, path, "unknown %s \"%s\" (one of: %s)",
+		             k->name, s, choices);
 		break;
 	default:
 		break;
@@ -364,12 +372,14 @@ yamlkw_map(struct yamlkw *c, yaml_node_t *map, const char *path,
            const struct kw *tab, size_t ntab, void *dst, yaml_node_t **seen)
 {
 	yaml_node_pair_t *pr, *q;
-	char sub[YAMLKW_PATH_MAX];
+	char              sub[YAMLKW_PATH_MAX];
 
-	for (pr = map->data.mapping.pairs.start; pr < map->data.mapping.pairs.top; pr++) {
-		yaml_node_t *kn = yamlkw_node(c, pr->key), *vn = yamlkw_node(c, pr->value);
+	for (pr = map->data.mapping.pairs.start;
+	     pr < map->data.mapping.pairs.top; pr++) {
+		yaml_node_t *kn = yamlkw_node(c, pr->key),
+			    *vn = yamlkw_node(c, pr->value);
 		const char *key;
-		size_t i;
+		size_t      i;
 
 		if (!(key = yamlkw_scalar(c, kn, path, "a key")))
 			continue;
@@ -378,12 +388,15 @@ yamlkw_map(struct yamlkw *c, yaml_node_t *map, const char *path,
 			yaml_node_t *prev = yamlkw_node(c, q->key);
 
 			if (prev->type == YAML_SCALAR_NODE &&
-			    strcmp((const char *)prev->data.scalar.value, key) == 0)
+			    strcmp((const char *)prev->data.scalar.value,
+			           key) == 0)
 				break;
 		}
 		if (q < pr) {
-			yamlkw_error(c, kn, sub, "duplicate key (first at line %d)",
-			         (int)yamlkw_node(c, q->key)->start_mark.line + 1);
+			yamlkw_error(
+				c, kn, sub, "duplicate key (first at line %d)",
+				(int)yamlkw_node(c, q->key)->start_mark.line +
+					1);
 			continue;
 		}
 		for (i = 0; i < ntab; i++)

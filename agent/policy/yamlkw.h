@@ -13,12 +13,12 @@
 #include <stdint.h>
 #include <yaml.h>
 
-#define YAMLKW_PATH_MAX 160	/* a field path ("rules[3].window"), cut */
+#define YAMLKW_PATH_MAX 160 /* a field path ("rules[3].window"), cut */
 
 /* One error or warning; sorted by position before they are joined. */
 struct yamlkw_report {
 	int   line, col, seq;
-	char *text;			/* "file:line:col: path: message" */
+	char *text; /* "file:line:col: path: message" */
 };
 
 struct yamlkw_reports {
@@ -36,24 +36,24 @@ struct yamlkw {
 };
 
 enum kw_type {
-	KW_STR = 0,		/* char *, xstrdup'ed */
-	KW_INT,			/* integer of <size> bytes, in [min, max] */
-	KW_BOOL,		/* bool */
-	KW_DURATION,		/* int64_t µs, in [min, max] */
-	KW_ENUM,		/* int, the index of the value in <names> */
-	KW_SECTION,		/* a nested mapping, same target, table <sub> */
-	KW_NODE,		/* only recorded; handled by the caller */
+	KW_STR = 0,  /* char *, xstrdup'ed */
+	KW_INT,      /* integer of <size> bytes, in [min, max] */
+	KW_BOOL,     /* bool */
+	KW_DURATION, /* int64_t µs, in [min, max] */
+	KW_ENUM,     /* int, the index of the value in <names> */
+	KW_SECTION,  /* a nested mapping, same target, table <sub> */
+	KW_NODE,     /* only recorded; handled by the caller */
 };
 
 /* One keyword of a table: what a key is and where its value goes. */
 struct kw {
 	const char        *name;
 	enum kw_type       type;
-	size_t             off;		/* in the target struct */
-	size_t             size;	/* KW_INT: sizeof the field */
+	size_t             off;  /* in the target struct */
+	size_t             size; /* KW_INT: sizeof the field */
 	int64_t            min, max;
-	const char *const *names;	/* KW_ENUM, NULL-terminated */
-	const struct kw   *sub;		/* KW_SECTION */
+	const char *const *names; /* KW_ENUM, NULL-terminated */
+	const struct kw   *sub;   /* KW_SECTION */
 	size_t             nsub;
 	const char        *help;
 };

@@ -23,8 +23,8 @@
  * by the agent when HAProxy will not.
  *
  * Requests are recycled through their worker's pool (reqpool.c): no
- * allocation per request once the pool is warm. A request holds a reference on its conn
- * and a pin on the policy it was built under, so a reload or a closed
+ * allocation per request once the pool is warm. A request holds a reference on
+ * its conn and a pin on the policy it was built under, so a reload or a closed
  * connection in the middle changes nothing for it. A request giving leases
  * back (or sending again a release Redis did not answer) drops its conn
  * once the ACK is queued and keeps its pin until Redis has answered the
@@ -64,46 +64,47 @@
 _Static_assert(REQ_MAX_CHECKS <= 32, "plan_lost has a bit per check");
 
 struct req {
-	struct req_env   *e;
-	struct conn      *c;
-	struct policy    *policy;		/* pin->p */
+	struct req_env    *e;
+	struct conn       *c;
+	struct policy     *policy; /* pin->p */
 	struct policy_pin *pin;
-	uint64_t          sid, fid;
-	int               n;			/* checks */
-	int               spill;		/* index of the check standing for
-						 * those that did not fit, or -1 */
-	int               nredis;
-	int64_t           start_us;		/* when the NOTIFY was read */
-	int64_t           sent_us;		/* when the Redis call was queued */
-	struct deadline   deadline;		/* while Redis has it */
-	ev_timer          timer;		/* plan wait, release, ACK delay */
-	int64_t           waited_us;		/* on a plan lookup, of the timeout */
-	int               plan_wait;		/* a tenant's plan is on its way */
-	int               plan_failed;		/* ... came too late for Redis */
-	uint32_t          plan_lost;		/* checks whose plan could not
-						 * be had (bit i: check i) */
-	uint32_t          ov_deny;		/* checks a deny override
-						 * refuses (bit i; out[i].res) */
+	uint64_t           sid, fid;
+	int                n;     /* checks */
+	int                spill; /* index of the check standing for
+	                           * those that did not fit, or -1 */
+	int             nredis;
+	int64_t         start_us;    /* when the NOTIFY was read */
+	int64_t         sent_us;     /* when the Redis call was queued */
+	struct deadline deadline;    /* while Redis has it */
+	ev_timer        timer;       /* plan wait, release, ACK delay */
+	int64_t         waited_us;   /* on a plan lookup, of the timeout */
+	int             plan_wait;   /* a tenant's plan is on its way */
+	int             plan_failed; /* ... came too late for Redis */
+	uint32_t        plan_lost;   /* checks whose plan could not
+	                              * be had (bit i: check i) */
+	uint32_t ov_deny;            /* checks a deny override
+	                              * refuses (bit i; out[i].res) */
 	struct plancache_waiter pw;
-	char             *held;			/* the payload, kept while waiting */
-	size_t            held_len, held_cap;
-	struct store_req  sr;
-	struct decision   d;
-	struct reqpool_item pi;			/* in its worker's pool */
-	int64_t           retry_until;		/* a lost release is sent again
-						 * until then (release_retry) */
+	char                   *held; /* the payload, kept while waiting */
+	size_t                  held_len, held_cap;
+	struct store_req        sr;
+	struct decision         d;
+	struct reqpool_item     pi;          /* in its worker's pool */
+	int64_t                 retry_until; /* a lost release is sent again
+	                                      * until then (release_retry) */
 	int               retries;
 	int               redis_idx[REQ_MAX_CHECKS];
 	struct lim_result results[REQ_MAX_CHECKS];
 	struct outcome    out[REQ_MAX_CHECKS];
-	struct lim_params shares[REQ_MAX_CHECKS];	/* fail: local's limits,
-						 * for the headers (out.lim) */
-	struct check      checks[REQ_MAX_CHECKS];
+	struct lim_params
+		shares[REQ_MAX_CHECKS]; /* fail: local's limits,
+	                                 * for the headers (out.lim) */
+	struct check checks[REQ_MAX_CHECKS];
 };
 
 /* At most RELEASE_RETRY_REQS requests per worker wait to retry a
  * release (see "leases HAProxy will not release" below). */
-#define RELEASE_RETRY_REQS   1024
+#define RELEASE_RETRY_REQS 1024
 
 static void req_finish(struct req *r);
 
@@ -113,14 +114,14 @@ static struct req *
 req_alloc(struct req_env *e)
 {
 	struct reqpool_item *it = reqpool_take(e->pool);
-	struct req *r;
+	struct req          *r;
 
 	if (it != NULL)
 		return container_of(it, struct req, pi);
 	r = xcalloc(1, sizeof(*r));
 	r->e = e;
-	r->sr.checks = r->checks;	/* the store call's arrays are */
-	r->sr.index = r->redis_idx;	/* the request's own, for life */
+	r->sr.checks = r->checks;   /* the store call's arrays are */
+	r->sr.index = r->redis_idx; /* the request's own, for life */
 	r->sr.results = r->results;
 	reqpool_adopt(e->pool, &r->pi);
 	return r;
@@ -136,12 +137,12 @@ req_release(struct req *r)
 	reqpool_retry_end(e->pool, &r->pi);
 	r->retries = 0;
 	deadlines_remove(&r->deadline);
-	store_cancel(e->store, &r->sr);	/* any late answer is now stale */
+	store_cancel(e->store, &r->sr); /* any late answer is now stale */
 	plancache_cancel(&r->pw);
 	policy_unpin(r->pin);
 	r->pin = NULL;
 	r->policy = NULL;
-	if (r->c != NULL)		/* NULL once answered (give_back) */
+	if (r->c != NULL) /* NULL once answered (give_back) */
 		conn_req_done(r->c);
 	r->c = NULL;
 	reqpool_put(e->pool, &r->pi);
@@ -213,7 +214,8 @@ is_local(const struct req *r, int i)
 
 	return c->kind != CHECK_DENY_MISSING && i != r->spill &&
 	       !(r->ov_deny & (UINT32_C(1) << i)) &&
-	       (c->rule->store == STORE_LOCAL || r->out[i].src == SRC_FAIL_LOCAL ||
+	       (c->rule->store == STORE_LOCAL ||
+	        r->out[i].src == SRC_FAIL_LOCAL ||
 	        (c->op == LIM_OP_RELEASE && c->rule->fail == FAIL_LOCAL));
 }
 
@@ -238,15 +240,19 @@ static void
 local_add(struct local_part *part, const struct req *r, int i)
 {
 	const struct check *c = &r->checks[i];
-	struct lim_params *lp = &part->lp[part->n];
+	struct lim_params  *lp = &part->lp[part->n];
 
 	assert(part->n < POLICY_MAX_CHECKS && r->policy->pool_size > 0);
 	*lp = c->lim;
-	if (c->rule->store != STORE_LOCAL)	/* fail: local */
+	if (c->rule->store != STORE_LOCAL) /* fail: local */
 		local_share(lp, r->policy->pool_size);
 	part->lc[part->n] = (struct local_check){
-		.params = lp, .key = c->key, .keylen = c->keylen,
-		.op = c->op, .cost = c->cost, .member = c->member,
+		.params = lp,
+		.key = c->key,
+		.keylen = c->keylen,
+		.op = c->op,
+		.cost = c->cost,
+		.member = c->member,
 		.memberlen = c->memberlen,
 		.shadow = (c->flags & LIM_FL_SHADOW) != 0,
 	};
@@ -264,7 +270,7 @@ local_result(struct req *r, const struct local_part *part, size_t j)
 	assert(i >= 0 && i < r->n && i != r->spill);
 	r->out[i].res = part->lc[j].result;
 	r->out[i].lim = NULL;
-	if (part->lp[j].rate != r->checks[i].lim.rate ||	/* local_share */
+	if (part->lp[j].rate != r->checks[i].lim.rate || /* local_share */
 	    part->lp[j].burst != r->checks[i].lim.burst) {
 		r->shares[i] = part->lp[j];
 		r->out[i].lim = &r->shares[i];
@@ -280,10 +286,10 @@ local_result(struct req *r, const struct local_part *part, size_t j)
 static int
 run_local(struct req *r, int commit)
 {
-	struct local *l = r->e->local;
+	struct local     *l = r->e->local;
 	struct local_part part;
-	int64_t now = util_now_us();
-	int pass;
+	int64_t           now = util_now_us();
+	int               pass;
 
 	part.n = 0;
 	for (int i = 0; i < r->n; i++)
@@ -291,8 +297,8 @@ run_local(struct req *r, int commit)
 			local_add(&part, r, i);
 	if (part.n == 0)
 		return 0;
-	pass = commit ? local_eval_request(l, part.lc, part.n, now) :
-	                local_peek_request(l, part.lc, part.n, now);
+	pass = commit ? local_eval_request(l, part.lc, part.n, now)
+	              : local_peek_request(l, part.lc, part.n, now);
 	for (size_t j = 0; j < part.n; j++)
 		if (r->checks[part.idx[j]].lim.algo != LIM_CONCURRENCY ||
 		    !redis_answered(r, part.idx[j]))
@@ -305,9 +311,9 @@ static int
 redis_vetoed(const struct req *r)
 {
 	for (int j = 0; j < r->nredis; j++) {
-		int i = r->redis_idx[j];
+		int                 i = r->redis_idx[j];
 		const struct check *c = &r->checks[i];
-		int shadow = (c->flags & LIM_FL_SHADOW) != 0;
+		int                 shadow = (c->flags & LIM_FL_SHADOW) != 0;
 
 		if (r->out[i].src == SRC_FAIL_CLOSED && !shadow)
 			return 1;
@@ -329,11 +335,13 @@ apply_fail_modes(struct req *r, int sent)
 	for (int j = 0; j < r->nredis; j++) {
 		int i = r->redis_idx[j];
 
-		ratelog_fail_mode(r->checks[i].rule, r->e->id, store_up(r->e->store));
+		ratelog_fail_mode(r->checks[i].rule, r->e->id,
+		                  store_up(r->e->store));
 		r->out[i].src = fail_src(&r->checks[i], 1);
 	}
 	if (sent)
-		decide_mark_leases(r->checks, r->out, r->redis_idx, r->nredis, 0);
+		decide_mark_leases(r->checks, r->out, r->redis_idx, r->nredis,
+		                   0);
 	run_local(r, !redis_vetoed(r));
 }
 
@@ -364,7 +372,8 @@ store_done_cb(struct store_req *sr, int err)
 		 * is refused with Redis already charged: a window of one round
 		 * trip, as for a Redis Cluster request refused by another slot.
 		 * Its leases are given back (give_back); other charges stay. */
-		decide_mark_leases(r->checks, r->out, r->redis_idx, r->nredis, 1);
+		decide_mark_leases(r->checks, r->out, r->redis_idx, r->nredis,
+		                   1);
 		if (!redis_vetoed(r))
 			run_local(r, 1);
 	}
@@ -375,9 +384,9 @@ static void
 req_deadline_passed(struct deadlines *dl, struct deadline *d)
 {
 	struct req *r = container_of(d, struct req, deadline);
-	int sent = !r->sr.queued;	/* still queued: Redis never saw it */
+	int         sent = !r->sr.queued; /* still queued: Redis never saw it */
 
-	assert(r->pi.live && r->c != NULL && r->nredis > 0);	/* answering */
+	assert(r->pi.live && r->c != NULL && r->nredis > 0); /* answering */
 	store_cancel(r->e->store, &r->sr);
 	apply_fail_modes(r, sent);
 	store_note_timeout(r->e->store);
@@ -396,8 +405,9 @@ send_to_store(struct req *r)
 		req_finish(r);
 		return;
 	}
-	reqpool_deadline(r->e->pool, &r->deadline, r->sent_us +
-	                 r->policy->redis_timeout_us - r->waited_us);
+	reqpool_deadline(r->e->pool, &r->deadline,
+	                 r->sent_us + r->policy->redis_timeout_us -
+	                         r->waited_us);
 }
 
 /* ---- start and finish --------------------------------------------------- */
@@ -407,10 +417,10 @@ send_to_store(struct req *r)
 static void
 message_names(const struct spop_frame *f, char *buf, size_t size)
 {
-	struct spop_iter it = { f->payload, f->payload + f->len };
+	struct spop_iter    it = { f->payload, f->payload + f->len };
 	struct spop_message m;
-	size_t len = 0;
-	int st;
+	size_t              len = 0;
+	int                 st;
 
 	while (len + 2 < size && spop_next_message(&it, &m, &st) == 1) {
 		if (len != 0)
@@ -424,16 +434,17 @@ message_names(const struct spop_frame *f, char *buf, size_t size)
 static void
 overflow_log(const struct req *r, const struct spop_frame *f, int dropped)
 {
-	static _Thread_local struct ratelog rl;	/* slot 0: one line for all */
-	const struct check *c = &r->checks[r->spill];
-	uint64_t suppressed;
-	char names[256];
+	static _Thread_local struct ratelog rl; /* slot 0: one line for all */
+	const struct check                 *c = &r->checks[r->spill];
+	uint64_t                            suppressed;
+	char                                names[256];
 
 	if (log_level < LOG_WARN ||
 	    !ratelog_allow(&rl, 0, util_now_us(), &suppressed))
 		return;
 	message_names(f, names, sizeof(names));
-	log_warn("notify_too_many_checks", "messages=\"%s\" checks=%d limit=%d "
+	log_warn("notify_too_many_checks",
+	         "messages=\"%s\" checks=%d limit=%d "
 	         "dropped=%d rule=%s answer=%s worker=%d suppressed=%llu "
 	         "hint=\"split the spoe-group: one NOTIFY holds %d checks\"",
 	         names, POLICY_MAX_CHECKS + dropped, POLICY_MAX_CHECKS, dropped,
@@ -451,7 +462,7 @@ static void
 note_overflow(struct req *r, const struct spop_frame *f,
               const struct policy_overflow *ov)
 {
-	if (r->n != POLICY_MAX_CHECKS)	/* allow overrides made room */
+	if (r->n != POLICY_MAX_CHECKS) /* allow overrides made room */
 		r->checks[r->n] = *ov->worst;
 	r->spill = r->n++;
 	metrics_notify_overflow(r->e->m);
@@ -476,14 +487,15 @@ static void
 apply_overrides(struct req *r, int first)
 {
 	const struct ov_table *t = ovcache_table(r->e->overrides);
-	int64_t now;
-	int i, n = first;
+	int64_t                now;
+	int                    i, n = first;
 
 	if (ov_table_count(t) == 0)
 		return;
 	now = util_loop_us();
 	for (i = first; i < r->n; i++) {
-		enum ov_kind k = ov_apply(t, &r->checks[i], now, &r->out[n].res);
+		enum ov_kind k =
+			ov_apply(t, &r->checks[i], now, &r->out[n].res);
 
 		if (k == OV_ALLOW)
 			continue;
@@ -520,11 +532,11 @@ note_response(struct req *r, const struct policy_rejects *rej)
 static int
 build_checks(struct req *r, const struct spop_frame *f, int *status)
 {
-	struct spop_iter it = { f->payload, f->payload + f->len };
+	struct spop_iter       it = { f->payload, f->payload + f->len };
 	struct policy_overflow ov = { 0, &r->checks[POLICY_MAX_CHECKS] };
-	struct policy_rejects rej = { 0 };
-	struct spop_message m;
-	int rc;
+	struct policy_rejects  rej = { 0 };
+	struct spop_message    m;
+	int                    rc;
 
 	r->n = 0;
 	r->spill = -1;
@@ -535,17 +547,17 @@ build_checks(struct req *r, const struct spop_frame *f, int *status)
 		int plan = -1, first = r->n;
 
 		if (policy_needs_plan(r->policy, &m))
-			plan = policy_tenant_plan(r->policy, &m, plancache_resolve,
-			                          &r->pw);
+			plan = policy_tenant_plan(r->policy, &m,
+			                          plancache_resolve, &r->pw);
 		r->plan_wait |= plan == POLICY_PLAN_WAIT;
-		r->n += policy_build_checks_full(r->policy, &m, plan,
-		                r->checks + r->n, POLICY_MAX_CHECKS - r->n, &ov,
-		                &rej);
+		r->n += policy_build_checks_full(
+			r->policy, &m, plan, r->checks + r->n,
+			POLICY_MAX_CHECKS - r->n, &ov, &rej);
 		apply_overrides(r, first);
 		if (plan == POLICY_PLAN_UNKNOWN)
 			note_plan_lost(r, first);
 	}
-	assert(r->n <= POLICY_MAX_CHECKS);	/* the spill comes next */
+	assert(r->n <= POLICY_MAX_CHECKS); /* the spill comes next */
 	if (rc != -1 && ov.n > 0 && !r->plan_wait)
 		note_overflow(r, f, &ov);
 	if (rc != -1 && !r->plan_wait)
@@ -574,7 +586,8 @@ member_nonce_init(void)
 {
 	if (getrandom(&member_nonce, sizeof(member_nonce), 0) !=
 	    (ssize_t)sizeof(member_nonce))
-		member_nonce = (uint64_t)getpid() << 32 ^ (uint64_t)util_now_us();
+		member_nonce =
+			(uint64_t)getpid() << 32 ^ (uint64_t)util_now_us();
 }
 
 /* A sliding log needs a member unique across the agent pool for each
@@ -586,14 +599,14 @@ member_nonce_init(void)
 static void
 unique_member(struct req *r, struct check *c)
 {
-	static pthread_once_t once = PTHREAD_ONCE_INIT;
+	static pthread_once_t   once = PTHREAD_ONCE_INIT;
 	static _Atomic uint64_t seq;
 
 	pthread_once(&once, member_nonce_init);
 	c->memberlen = (size_t)snprintf(c->member, sizeof(c->member),
 	                                "%016llx.%d.%llu",
-	                                (unsigned long long)member_nonce, r->e->id,
-	                                (unsigned long long)++seq);
+	                                (unsigned long long)member_nonce,
+	                                r->e->id, (unsigned long long)++seq);
 }
 
 /* Decides the checks that need no Redis. Returns 1 if one of them denies
@@ -605,7 +618,7 @@ static int
 decide_at_once(struct req *r)
 {
 	int64_t now = util_loop_us();
-	int denied = 0;
+	int     denied = 0;
 
 	r->nredis = 0;
 	for (int i = 0; i < r->n; i++) {
@@ -625,9 +638,9 @@ decide_at_once(struct req *r)
 			r->out[i].src = SRC_MISSING;
 			denied |= !(c->flags & LIM_FL_SHADOW);
 		} else if (r->ov_deny & (UINT32_C(1) << i)) {
-			denied |= !(c->flags & LIM_FL_SHADOW);	/* out[i].res */
+			denied |= !(c->flags & LIM_FL_SHADOW); /* out[i].res */
 		} else if (c->rule->store == STORE_LOCAL) {
-			continue;		/* run_local, below */
+			continue; /* run_local, below */
 		} else if (r->plan_lost & (UINT32_C(1) << i)) {
 			ratelog_fail_mode(c->rule, r->e->id,
 			                  store_up(r->e->store));
@@ -654,12 +667,12 @@ static void
 req_go(struct req *r)
 {
 	if (decide_at_once(r) || r->nredis == 0) {
-		for (int j = 0; j < r->nredis; j++)	/* denied: charge nothing */
+		for (int j = 0; j < r->nredis; j++) /* denied: charge nothing */
 			r->out[r->redis_idx[j]].src = SRC_NOT_RUN;
 		r->nredis = 0;
 		req_finish(r);
 	} else if (r->plan_failed) {
-		apply_fail_modes(r, 0);	/* nothing left for Redis */
+		apply_fail_modes(r, 0); /* nothing left for Redis */
 		req_finish(r);
 	} else {
 		send_to_store(r);
@@ -672,17 +685,19 @@ req_go(struct req *r)
 static void
 plan_resume(struct req *r, int late)
 {
-	struct spop_frame f = { .payload = r->held, .len = r->held_len,
-	                        .stream_id = r->sid, .frame_id = r->fid };
-	int status;
+	struct spop_frame f = { .payload = r->held,
+		                .len = r->held_len,
+		                .stream_id = r->sid,
+		                .frame_id = r->fid };
+	int               status;
 
-	build_checks(r, &f, &status);	/* parsed once already: cannot fail */
+	build_checks(r, &f, &status); /* parsed once already: cannot fail */
 	if (r->plan_wait)
 		return;
 	ev_timer_stop(r->e->loop, &r->timer);
 	r->waited_us = util_loop_us() - r->start_us;
 	if (late || r->waited_us >= r->policy->redis_timeout_us)
-		r->plan_failed = 1;	/* no budget left for the checks */
+		r->plan_failed = 1; /* no budget left for the checks */
 	req_go(r);
 }
 
@@ -729,7 +744,7 @@ req_start(struct req_env *e, struct conn *c, const struct spop_frame *f,
 {
 	struct req *r = req_alloc(e);
 
-	assert(c->state == CONN_ST_READY);	/* NOTIFYs come after HELLO */
+	assert(c->state == CONN_ST_READY); /* NOTIFYs come after HELLO */
 	r->pin = policy_pin(e->pin);
 	r->policy = r->pin->p;
 	r->waited_us = 0;
@@ -761,11 +776,11 @@ static void
 shadow_log(struct req *r, int i)
 {
 	const struct check *c = &r->checks[i];
-	struct req_shared *s = r->e->shared;
-	int64_t now = util_now_us();
-	char key[4 * 120 + 1];	/* 120 key bytes, each at worst \xHH */
+	struct req_shared  *s = r->e->shared;
+	int64_t             now = util_now_us();
+	char   key[4 * 120 + 1]; /* 120 key bytes, each at worst \xHH */
 	size_t klen = 0;
-	int first;
+	int    first;
 
 	pthread_mutex_lock(&s->shadow_lock);
 	first = nearcache_once(s->shadow_seen, c, now,
@@ -794,8 +809,9 @@ count_decisions(struct req *r)
 		    o->src == SRC_FAIL_LOCAL)
 			o_kind = METRICS_DEGRADED;
 		else if (o->src == SRC_MISSING || o->res.allowed != 1)
-			o_kind = (r->checks[i].flags & LIM_FL_SHADOW) ?
-			         METRICS_SHADOW_DENIED : METRICS_DENIED;
+			o_kind = (r->checks[i].flags & LIM_FL_SHADOW)
+			                 ? METRICS_SHADOW_DENIED
+			                 : METRICS_DENIED;
 		else
 			o_kind = METRICS_ALLOWED;
 		if (o_kind == METRICS_SHADOW_DENIED)
@@ -841,7 +857,7 @@ count_decisions(struct req *r)
 #define RELEASE_RETRY_MIN_US 100000
 #define RELEASE_RETRY_MAX_US 60000000
 
-static int release_send(struct req *r);
+static int  release_send(struct req *r);
 static void release_again_cb(struct ev_loop *loop, ev_timer *t, int revents);
 
 /* One warning line per worker per RATELOG_INTERVAL_US at most. */
@@ -849,14 +865,16 @@ static void
 release_lost_log(const struct req *r)
 {
 	static _Thread_local struct ratelog rl;
-	uint64_t suppressed;
+	uint64_t                            suppressed;
 
 	metrics_release_lost(r->e->m);
 	if (log_level >= LOG_WARN &&
 	    ratelog_allow(&rl, 0, util_now_us(), &suppressed))
-		log_warn("lease_release_lost", "worker=%d tries=%d "
+		log_warn("lease_release_lost",
+		         "worker=%d tries=%d "
 		         "suppressed=%llu hint=\"the slot stays taken until "
-		         "its lease ends\"", r->e->id, r->retries + 1,
+		         "its lease ends\"",
+		         r->e->id, r->retries + 1,
 		         (unsigned long long)suppressed);
 }
 
@@ -864,9 +882,10 @@ release_lost_log(const struct req *r)
 static void
 release_retry(struct req *r)
 {
-	int64_t wait = RELEASE_RETRY_MIN_US << (r->retries < 4 ? r->retries : 4);
+	int64_t wait = RELEASE_RETRY_MIN_US
+	               << (r->retries < 4 ? r->retries : 4);
 
-	assert(r->c == NULL);		/* detached since give_back */
+	assert(r->c == NULL); /* detached since give_back */
 	ev_timer_stop(r->e->loop, &r->timer);
 	store_cancel(r->e->store, &r->sr);
 	if (util_loop_us() + wait >= r->retry_until ||
@@ -885,7 +904,7 @@ release_done_cb(struct store_req *sr, int err)
 {
 	struct req *r = container_of(sr, struct req, sr);
 
-	assert(r->c == NULL && r->pi.live);	/* detached since give_back */
+	assert(r->c == NULL && r->pi.live); /* detached since give_back */
 	if (err != STORE_OK) {
 		release_retry(r);
 		return;
@@ -938,8 +957,7 @@ release_local(struct req *r, const int *orphan)
 		if (orphan[i] & DECIDE_FREE_LOCAL)
 			local_add(&part, r, i);
 	if (part.n > 0)
-		local_eval_request(r->e->local, part.lc, part.n,
-		                   util_now_us());
+		local_eval_request(r->e->local, part.lc, part.n, util_now_us());
 }
 
 /* Sends the release of the Redis leases flagged in <orphan>. Returns 1 if
@@ -948,7 +966,7 @@ static int
 release_redis(struct req *r, const int *orphan)
 {
 	int64_t lease = 0;
-	int n = 0;
+	int     n = 0;
 
 	for (int i = 0; i < r->n; i++)
 		if (orphan[i] & DECIDE_FREE_REDIS) {
@@ -959,10 +977,11 @@ release_redis(struct req *r, const int *orphan)
 	if (n == 0)
 		return 0;
 	assert(n <= r->n && r->c == NULL);
-	store_cancel(r->e->store, &r->sr);	/* drop the charging call's */
+	store_cancel(r->e->store, &r->sr); /* drop the charging call's */
 	r->nredis = r->sr.n = n;
-	r->retry_until = util_loop_us() +
-	                 (lease < RELEASE_RETRY_MAX_US ? lease : RELEASE_RETRY_MAX_US);
+	r->retry_until =
+		util_loop_us() +
+		(lease < RELEASE_RETRY_MAX_US ? lease : RELEASE_RETRY_MAX_US);
 	release_send(r);
 	return 1;
 }
@@ -992,7 +1011,7 @@ releases_unanswered(const struct req *r, int *orphan)
 static int
 give_back(struct req *r)
 {
-	int orphan[REQ_MAX_CHECKS], lost;
+	int      orphan[REQ_MAX_CHECKS], lost;
 	uint64_t n = 0;
 
 	memset(orphan, 0, sizeof(orphan));
@@ -1025,7 +1044,7 @@ give_back(struct req *r)
 static void
 req_answer(struct req *r)
 {
-	assert(r->c != NULL);		/* give_back drops it, after this */
+	assert(r->c != NULL); /* give_back drops it, after this */
 	conn_send_ack(r->c, r->sid, r->fid, &r->d);
 	if (!give_back(r))
 		req_release(r);
@@ -1045,7 +1064,8 @@ req_finish(struct req *r)
 	decide(r->checks, r->out, r->n, r->policy->headers, &r->d);
 	count_decisions(r);
 	if (r->d.delay_us > 0 && r->d.status == 0) {
-		ev_timer_init(&r->timer, delay_cb, (double)r->d.delay_us / 1e6, 0.);
+		ev_timer_init(&r->timer, delay_cb, (double)r->d.delay_us / 1e6,
+		              0.);
 		ev_timer_start(r->e->loop, &r->timer);
 		return;
 	}

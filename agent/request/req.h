@@ -35,24 +35,24 @@ struct store;
 struct req_shared {
 	/* Shadow denials logged, one set for all workers (HAProxy spreads
 	 * a key's requests over them); locked only on a would-be denial. */
-	pthread_mutex_t        shadow_lock;
-	struct nearcache      *shadow_seen;
+	pthread_mutex_t   shadow_lock;
+	struct nearcache *shadow_seen;
 };
 
 /* What the requests of one worker work with; the worker fills it and
  * owns what it points to. */
 struct req_env {
-	int                    id;		/* the worker's, for logs */
+	int                    id; /* the worker's, for logs */
 	struct ev_loop        *loop;
-	struct store          *store;	/* NULL once the worker exits */
-	struct plancache      *plans;	/* tenant -> plan from Redis */
-	struct ovcache        *overrides;	/* runtime overrides (ovcache.h) */
-	struct nearcache      *near;	/* keys Redis denied, until when */
-	struct local          *local;	/* the agent's local tier (local.h) */
+	struct store          *store;     /* NULL once the worker exits */
+	struct plancache      *plans;     /* tenant -> plan from Redis */
+	struct ovcache        *overrides; /* runtime overrides (ovcache.h) */
+	struct nearcache      *near;      /* keys Redis denied, until when */
+	struct local          *local;     /* the agent's local tier (local.h) */
 	struct metrics_worker *m;
 	struct req_shared     *shared;
-	struct policy_pin     *pin;	/* the current policy's */
-	struct reqpool        *pool;	/* req_pool_new() */
+	struct policy_pin     *pin;  /* the current policy's */
+	struct reqpool        *pool; /* req_pool_new() */
 };
 
 /* Starts the request for NOTIFY <f> on <c>. Returns 0, or -1 with an SPOP

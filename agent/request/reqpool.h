@@ -24,16 +24,16 @@ struct reqpool;
 
 struct reqpool_item {
 	struct reqpool_item *next_free;
-	struct reqpool_item *next_all;	/* every item of the pool */
-	int                  live;	/* out of the pool */
-	int                  retrying;	/* counted in the retry cap */
+	struct reqpool_item *next_all; /* every item of the pool */
+	int                  live;     /* out of the pool */
+	int                  retrying; /* counted in the retry cap */
 };
 
 /* A pool on <loop>; <expired> is called for a deadline that passes; at
  * most <max_retrying> items retry at once; <m> counts the live items. */
 struct reqpool *reqpool_new(struct ev_loop *loop, struct metrics_worker *m,
                             void (*expired)(struct deadlines *dl,
-                                            struct deadline *d),
+                                            struct deadline  *d),
                             int max_retrying);
 /* A recycled item, now live, or NULL: the caller then allocates one and
  * gives it to reqpool_adopt(). */

@@ -19,15 +19,15 @@
 
 struct admin {
 	struct ev_loop *loop;
-	ev_timer       publish;
-	struct policy *p;
-	char          *url;		/* NULL: the policy's */
-	redisContext  *redis;		/* NULL until needed, or after an error */
+	ev_timer        publish;
+	struct policy  *p;
+	char           *url;   /* NULL: the policy's */
+	redisContext   *redis; /* NULL until needed, or after an error */
 };
 
 static void publish_cb(struct ev_loop *loop, ev_timer *w, int revents);
 static redisContext **redis(struct admin *a, char *err);
-static void redis_drop(struct admin *a);
+static void           redis_drop(struct admin *a);
 
 struct admin *
 admin_new(struct ev_loop *loop, struct policy *p, const char *url)
@@ -37,7 +37,8 @@ admin_new(struct ev_loop *loop, struct policy *p, const char *url)
 	a->loop = loop;
 	a->p = policy_ref(p);
 	a->url = url ? xstrdup(url) : NULL;
-	ev_timer_init(&a->publish, publish_cb, ADMIN_PUBLISH_S, ADMIN_PUBLISH_S);
+	ev_timer_init(&a->publish, publish_cb, ADMIN_PUBLISH_S,
+	              ADMIN_PUBLISH_S);
 	ev_timer_start(loop, &a->publish);
 	return a;
 }
@@ -75,11 +76,13 @@ admin_token_equal(const char *a, size_t alen, const char *b, size_t blen)
 static int
 authorized(const struct admin *a, const struct httpd_req *rq)
 {
-	size_t vlen;
-	const char *v = httpd_header(rq->head, rq->hlen, "Authorization", &vlen);
+	size_t      vlen;
+	const char *v =
+		httpd_header(rq->head, rq->hlen, "Authorization", &vlen);
 	const char *tok = a->p->admin_token;
 
-	if (v == NULL || tok == NULL || vlen < 7 || strncasecmp(v, "Bearer ", 7))
+	if (v == NULL || tok == NULL || vlen < 7 ||
+	    strncasecmp(v, "Bearer ", 7))
 		return 0;
 	return admin_token_equal(v + 7, vlen - 7, tok, strlen(tok));
 }
@@ -101,7 +104,7 @@ static void
 audit(const char *action, const char *rule, const char *key, size_t klen,
       const char *result, int status)
 {
-	char k[4 * 120 + 1];
+	char   k[4 * 120 + 1];
 	size_t off = 0;
 
 	log_put_escaped(k, sizeof(k), &off, key ? key : "", key ? klen : 0);
@@ -114,7 +117,8 @@ static redisContext **
 redis(struct admin *a, char *err)
 {
 	if (a->redis == NULL)
-		a->redis = keyop_connect(a->p, a->url, ADMIN_REDIS_TIMEOUT_US, err);
+		a->redis = keyop_connect(a->p, a->url, ADMIN_REDIS_TIMEOUT_US,
+		                         err);
 	return a->redis ? &a->redis : NULL;
 }
 
@@ -145,34 +149,36 @@ target_check(struct admin *a, const struct adminreq *q, struct check *ck,
 		names[i] = q->params[i].name;
 		values[i] = q->params[i].value;
 	}
-	return keyop_from_args(a->p, q->rule, names, values, q->nparams, ck, err);
+	return keyop_from_args(a->p, q->rule, names, values, q->nparams, ck,
+	                       err);
 }
 
 static int
-key_route(struct admin *a, const struct adminreq *q, int del,
-          struct jsonw *w)
+key_route(struct admin *a, const struct adminreq *q, int del, struct jsonw *w)
 {
 	static struct check ck;
-	struct keyop_state st;
-	char err[KEYOP_ERR_MAX];
-	const char *action = del ? "key_reset" : "key_show";
-	redisContext **c;
-	long long n = 0;
-	int rc;
+	struct keyop_state  st;
+	char                err[KEYOP_ERR_MAX];
+	const char         *action = del ? "key_reset" : "key_show";
+	redisContext      **c;
+	long long           n = 0;
+	int                 rc;
 
 	if (target_check(a, q, &ck, err) == -1) {
 		audit(action, q->rule, NULL, 0, "bad_request", 400);
-		return error_body(w, strncmp(err, "unknown rule", 12) ? 400 : 404,
-		                  err);
+		return error_body(
+			w, strncmp(err, "unknown rule", 12) ? 400 : 404, err);
 	}
 	if ((c = redis(a, err)) == NULL) {
-		audit(action, ck.rule->name, ck.key, ck.keylen, "redis_error", 503);
+		audit(action, ck.rule->name, ck.key, ck.keylen, "redis_error",
+		      503);
 		return error_body(w, 503, err);
 	}
 	rc = del ? keyop_reset(c, &ck, &n, err) : keyop_show(c, &ck, &st, err);
 	if (rc == -1) {
 		redis_drop(a);
-		audit(action, ck.rule->name, ck.key, ck.keylen, "redis_error", 503);
+		audit(action, ck.rule->name, ck.key, ck.keylen, "redis_error",
+		      503);
 		return error_body(w, 503, err);
 	}
 	if (del) {
@@ -195,10 +201,10 @@ key_route(struct admin *a, const struct adminreq *q, int del,
 static void
 publish_cb(struct ev_loop *loop, ev_timer *w, int revents)
 {
-	struct admin *a = container_of(w, struct admin, publish);
+	struct admin     *a = container_of(w, struct admin, publish);
 	struct topk_merge m;
-	char err[KEYOP_ERR_MAX];
-	int failed = 0;
+	char              err[KEYOP_ERR_MAX];
+	int               failed = 0;
 
 	for (int i = 0; i < a->p->nrules && !failed; i++) {
 		memset(&m, 0, sizeof(m));
@@ -206,7 +212,8 @@ publish_cb(struct ev_loop *loop, ev_timer *w, int revents)
 		topk_merge_finish(&m);
 		if (m.total > 0)
 			failed = redis(a, err) == NULL ||
-			         toppool_publish(a->redis, a->p->rules[i].name, &m,
+			         toppool_publish(a->redis, a->p->rules[i].name,
+			                         &m,
 			                         util_wall_us() / 1000) == -1;
 		topk_merge_free(&m);
 	}
@@ -225,16 +232,16 @@ static int
 admin_top(struct admin *a, const struct adminreq *q, struct jsonw *w)
 {
 	const struct adminreq_param *rule = adminreq_get(q, "rule"), *np;
-	struct topk_merge m = { 0 };
-	char err[KEYOP_ERR_MAX], *end;
-	long n = 20;
-	int agents, known = 0;
+	struct topk_merge            m = { 0 };
+	char                         err[KEYOP_ERR_MAX], *end;
+	long                         n = 20;
+	int                          agents, known = 0;
 
 	np = adminreq_get(q, "n");
 	if (rule == NULL || q->nparams != 1 + (np != NULL))
 		return error_body(w, 400, "want ?rule=NAME[&n=N]");
-	if (np != NULL && ((n = strtol(np->value, &end, 10)) < 1 || n > 1000 ||
-	                   *end != '\0'))
+	if (np != NULL &&
+	    ((n = strtol(np->value, &end, 10)) < 1 || n > 1000 || *end != '\0'))
 		return error_body(w, 400, "n must be 1 to 1000");
 	for (int i = 0; i < a->p->nrules; i++)
 		known |= strcmp(a->p->rules[i].name, rule->value) == 0;
@@ -264,9 +271,9 @@ static int
 dispatch(struct admin *a, const struct httpd_req *rq, struct jsonw *w)
 {
 	struct adminreq *q = xmalloc(sizeof(*q));
-	const char *err;
-	int get = is(rq->meth, rq->mlen, "GET"), status;
-	int del = is(rq->meth, rq->mlen, "DELETE");
+	const char      *err;
+	int              get = is(rq->meth, rq->mlen, "GET"), status;
+	int              del = is(rq->meth, rq->mlen, "DELETE");
 
 	status = adminreq_parse(rq->target, rq->tlen, q, &err);
 	if (status != 0) {
@@ -274,7 +281,8 @@ dispatch(struct admin *a, const struct httpd_req *rq, struct jsonw *w)
 		status = error_body(w, status, err);
 	} else if (!get && !(del && q->route != ADMINREQ_TOP)) {
 		audit("request", NULL, NULL, 0, "bad_method", 405);
-		status = error_body(w, 405, "method not allowed: GET, or "
+		status = error_body(w, 405,
+		                    "method not allowed: GET, or "
 		                    "DELETE on a key");
 	} else if (q->route == ADMINREQ_TOP) {
 		status = admin_top(a, q, w);
@@ -286,16 +294,17 @@ dispatch(struct admin *a, const struct httpd_req *rq, struct jsonw *w)
 }
 
 int
-admin_handle(void *arg, const struct httpd_req *rq, char **body,
-             size_t *blen, const char **ctype)
+admin_handle(void *arg, const struct httpd_req *rq, char **body, size_t *blen,
+             const char **ctype)
 {
 	struct admin *a = arg;
-	struct jsonw w = { 0 };
-	int status;
+	struct jsonw  w = { 0 };
+	int           status;
 
 	if (!authorized(a, rq)) {
 		audit("auth", NULL, NULL, 0, "unauthorized", 401);
-		status = error_body(&w, 401, "unauthorized: send "
+		status = error_body(&w, 401,
+		                    "unauthorized: send "
 		                    "Authorization: Bearer <token>");
 	} else {
 		status = dispatch(a, rq, &w);

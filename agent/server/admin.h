@@ -40,7 +40,7 @@ struct admin;
 #define ADMIN_BACKOFF_S 10.0
 struct admin *admin_new(struct ev_loop *loop, struct policy *p,
                         const char *url);
-void admin_free(struct admin *a);
+void          admin_free(struct admin *a);
 
 /* A reload: rules and token from <p> from now on. */
 void admin_set_policy(struct admin *a, struct policy *p);
@@ -51,7 +51,6 @@ int admin_handle(void *arg, const struct httpd_req *rq, char **body,
 
 /* 1 when <a,alen> equals <b,blen>; the time taken depends on <blen>
  * only, never on where the two differ. */
-int admin_token_equal(const char *a, size_t alen, const char *b,
-                      size_t blen);
+int admin_token_equal(const char *a, size_t alen, const char *b, size_t blen);
 
 #endif

@@ -9,9 +9,9 @@
  * a request (req.c) that answers later, in any order (pipelining).
  *
  * Writing appends whole frames to one buffer, flushed once per loop
- * iteration by the owner (on_output): many ACKs per write(2), and no frame of ours is
- * ever interleaved with another. A peer that stops reading is cut off once
- * CONN_WBUF_MAX bytes wait for it.
+ * iteration by the owner (on_output): many ACKs per write(2), and no frame of
+ * ours is ever interleaved with another. A peer that stops reading is cut off
+ * once CONN_WBUF_MAX bytes wait for it.
  *
  * Protocol errors are answered with AGENT-DISCONNECT carrying the SPOP
  * status, then the connection closes; other connections are untouched.
@@ -46,12 +46,12 @@
 #include "metrics.h"
 #include "util.h"
 
-#define CONN_RBUF_SIZE (SPOP_MAX_FRAME_SIZE + 4)	/* most a frame can need */
-#define CONN_RBUF_MIN  2048			/* what most connections need */
-#define CONN_ACK_MAX   (2 * DECIDE_HDR_MAX + 512)	/* ACK of any decision */
-#define CONN_CLOSE_S   2.0			/* to take our DISCONNECT, then cut */
-#define CONN_DRAIN_READ_S 1.0			/* a drain answers new NOTIFYs */
-#define CONN_LINGER_MAX (64 * 1024)		/* bytes dropped after DISCONNECT */
+#define CONN_RBUF_SIZE    (SPOP_MAX_FRAME_SIZE + 4) /* most a frame can need */
+#define CONN_RBUF_MIN     2048 /* what most connections need */
+#define CONN_ACK_MAX      (2 * DECIDE_HDR_MAX + 512) /* ACK of any decision */
+#define CONN_CLOSE_S      2.0         /* to take our DISCONNECT, then cut */
+#define CONN_DRAIN_READ_S 1.0         /* a drain answers new NOTIFYs */
+#define CONN_LINGER_MAX   (64 * 1024) /* bytes dropped after DISCONNECT */
 
 static void conn_close(struct conn *c);
 static void conn_linger(struct conn *c);
@@ -128,11 +128,12 @@ static void
 send_disconnect(struct conn *c, int status, const char *message)
 {
 	char *p = wbuf_reserve(c, 512);
-	int n;
+	int   n;
 
 	/* not counted in frames_total: it counts the frames received */
-	if (p != NULL && (n = spop_encode_disconnect(p, 512,
-	                  SPOP_FRM_AGENT_DISCONNECT, status, message)) > 0)
+	if (p != NULL &&
+	    (n = spop_encode_disconnect(p, 512, SPOP_FRM_AGENT_DISCONNECT,
+	                                status, message)) > 0)
 		wbuf_commit(c, n);
 	close_when_flushed(c);
 }
@@ -152,12 +153,12 @@ conn_send_ack(struct conn *c, uint64_t sid, uint64_t fid,
               const struct decision *d)
 {
 	struct spop_writer w;
-	size_t room = c->max_frame + 4 < CONN_ACK_MAX ? c->max_frame + 4 :
-	              CONN_ACK_MAX;
-	char *p;
-	int n;
+	size_t room = c->max_frame + 4 < CONN_ACK_MAX ? c->max_frame + 4
+	                                              : CONN_ACK_MAX;
+	char  *p;
+	int    n;
 
-	assert(c->inflight > 0);	/* an ACK answers a request in flight */
+	assert(c->inflight > 0); /* an ACK answers a request in flight */
 	if (c->state != CONN_ST_READY)
 		return;
 	if ((p = wbuf_reserve(c, room)) == NULL) {
@@ -220,8 +221,8 @@ static int
 conn_handle_hello(struct conn *c, const struct spop_frame *f)
 {
 	struct spop_hello h;
-	int status, n;
-	char *p;
+	int               status, n;
+	char             *p;
 
 	if (spop_decode_hello(f->payload, f->len, &h, &status) == -1) {
 		protocol_error(c, status);
@@ -231,14 +232,15 @@ conn_handle_hello(struct conn *c, const struct spop_frame *f)
 		protocol_error(c, SPOP_ST_BAD_FRAME_SIZE);
 		return -1;
 	}
-	c->max_frame = h.max_frame_size < SPOP_MAX_FRAME_SIZE ?
-	               h.max_frame_size : SPOP_MAX_FRAME_SIZE;
+	c->max_frame = h.max_frame_size < SPOP_MAX_FRAME_SIZE
+	                       ? h.max_frame_size
+	                       : SPOP_MAX_FRAME_SIZE;
 	if ((p = wbuf_reserve(c, 256)) == NULL)
 		return -1;
 	n = spop_encode_agent_hello(p, 256, c->max_frame, "pipelining");
 	wbuf_commit(c, n);
-	metrics_frame(c->m, h.healthcheck ? METRICS_FRM_HEALTHCHECK :
-	                                       METRICS_FRM_HELLO);
+	metrics_frame(c->m, h.healthcheck ? METRICS_FRM_HEALTHCHECK
+	                                  : METRICS_FRM_HELLO);
 	c->state = CONN_ST_READY;
 	if (h.healthcheck)
 		log_debug("spop_healthcheck", "peer=%s", c->peer);
@@ -249,17 +251,18 @@ static int
 conn_handle_disconnect(struct conn *c, const struct spop_frame *f)
 {
 	struct spop_str msg = { "", 0 };
-	int code = 0, status;
-	char text[4 * 100 + 1];		/* the peer's words, escaped */
-	size_t off = 0;
+	int             code = 0, status;
+	char            text[4 * 100 + 1]; /* the peer's words, escaped */
+	size_t          off = 0;
 
-	if (spop_decode_disconnect(f->payload, f->len, &code, &msg, &status) == -1)
+	if (spop_decode_disconnect(f->payload, f->len, &code, &msg, &status) ==
+	    -1)
 		code = -1;
 	log_put_escaped(text, sizeof(text), &off, msg.ptr,
 	                msg.len > 100 ? 100 : msg.len);
 	text[off] = '\0';
-	log_info("spop_disconnect", "peer=%s status=%d message=\"%s\"",
-	         c->peer, code, text);
+	log_info("spop_disconnect", "peer=%s status=%d message=\"%s\"", c->peer,
+	         code, text);
 	metrics_frame(c->m, METRICS_FRM_DISCONNECT);
 	send_disconnect(c, SPOP_ST_NORMAL, "bye");
 	return -1;
@@ -271,7 +274,8 @@ conn_handle_frame(struct conn *c, const struct spop_frame *f)
 {
 	int status;
 
-	if (spop_check_order(f->type, c->state != CONN_ST_HELLO, &status) == -1) {
+	if (spop_check_order(f->type, c->state != CONN_ST_HELLO, &status) ==
+	    -1) {
 		protocol_error(c, status);
 		return -1;
 	}
@@ -305,14 +309,14 @@ static void
 conn_parse(struct conn *c)
 {
 	struct spop_frame f;
-	size_t off = 0;
-	int n, status;
+	size_t            off = 0;
+	int               n, status;
 
 	c->parsing = 1;
 	while ((c->state == CONN_ST_HELLO || c->state == CONN_ST_READY) &&
 	       c->inflight < CONN_MAX_INFLIGHT) {
-		n = spop_decode_frame(c->rbuf + off, c->rlen - off, c->max_frame,
-		                      &f, &status);
+		n = spop_decode_frame(c->rbuf + off, c->rlen - off,
+		                      c->max_frame, &f, &status);
 		if (n == SPOP_INCOMPLETE)
 			break;
 		if (n == -1) {
@@ -334,7 +338,7 @@ conn_parse(struct conn *c)
 static void
 linger_read(struct conn *c)
 {
-	char buf[4096];
+	char    buf[4096];
 	ssize_t n;
 
 	while ((n = read(c->fd, buf, sizeof(buf))) > 0) {
@@ -344,8 +348,8 @@ linger_read(struct conn *c)
 			return;
 		}
 	}
-	if (n == 0 || (errno != EAGAIN && errno != EWOULDBLOCK &&
-	               errno != EINTR))
+	if (n == 0 ||
+	    (errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR))
 		conn_close(c);
 }
 
@@ -372,7 +376,7 @@ static void
 drain_try(struct conn *c)
 {
 	if (c->state != CONN_ST_READY || c->inflight > 0 || c->parsing)
-		return;		/* parsing: its caller asks again after */
+		return; /* parsing: its caller asks again after */
 	if (c->draining == CONN_DRAIN_READING &&
 	    (c->rlen > 0 || socket_unread(c) != 0))
 		return;
@@ -385,8 +389,8 @@ static void
 read_cb(struct ev_loop *loop, ev_io *w, int revents)
 {
 	struct conn *c = container_of(w, struct conn, rio);
-	size_t room;
-	ssize_t n;
+	size_t       room;
+	ssize_t      n;
 
 	if (c->lingering) {
 		linger_read(c);
@@ -394,16 +398,16 @@ read_cb(struct ev_loop *loop, ev_io *w, int revents)
 	}
 	conn_ref(c);
 	while (c->state <= CONN_ST_READY && ev_is_active(&c->rio)) {
-		if (c->rlen == c->rcap) {	/* grow to at most one whole frame */
+		if (c->rlen == c->rcap) { /* grow to at most one whole frame */
 			if (c->rcap == CONN_RBUF_SIZE)
 				break;
-			c->rcap = c->rcap * 2 < CONN_RBUF_SIZE ? c->rcap * 2 :
-			          CONN_RBUF_SIZE;
+			c->rcap = c->rcap * 2 < CONN_RBUF_SIZE ? c->rcap * 2
+			                                       : CONN_RBUF_SIZE;
 			c->rbuf = xrealloc(c->rbuf, c->rcap);
 		}
 		room = c->rcap - c->rlen;
 		if (c->draining == CONN_DRAIN_STOPPED && room > c->drain_owed)
-			room = c->drain_owed;	/* only what came in time */
+			room = c->drain_owed; /* only what came in time */
 		if (room == 0)
 			break;
 		n = read(c->fd, c->rbuf + c->rlen, room);
@@ -413,10 +417,10 @@ read_cb(struct ev_loop *loop, ev_io *w, int revents)
 			break;
 		if (n == 0 && c->state == CONN_ST_READY &&
 		    (c->inflight > 0 || c->woff < c->wlen)) {
-			peer_shut(c);	/* the ACKs may still be read */
+			peer_shut(c); /* the ACKs may still be read */
 			break;
 		}
-		if (n <= 0) {		/* EOF or reset: HAProxy went away */
+		if (n <= 0) { /* EOF or reset: HAProxy went away */
 			log_debug("conn_closed_by_peer", "peer=%s", c->peer);
 			conn_close(c);
 			break;
@@ -441,21 +445,22 @@ static void
 idle_cb(struct ev_loop *loop, ev_timer *w, int revents)
 {
 	struct conn *c = container_of(w, struct conn, idle);
-	ev_tstamp left = c->last_rx + c->idle_s - ev_now(loop);
+	ev_tstamp    left = c->last_rx + c->idle_s - ev_now(loop);
 
-	if (c->state == CONN_ST_CLOSING) {	/* the close deadline */
+	if (c->state == CONN_ST_CLOSING) { /* the close deadline */
 		if (!c->lingering)
 			log_warn("conn_close_timeout", "peer=%s unsent=%zu",
 			         c->peer, c->wlen - c->woff);
 		conn_close(c);
 		return;
 	}
-	if (c->draining == CONN_DRAIN_READING) {	/* never quiet */
+	if (c->draining == CONN_DRAIN_READING) { /* never quiet */
 		int unread = socket_unread(c);
 
 		c->draining = CONN_DRAIN_STOPPED;
-		c->drain_owed = unread > 0 ? (size_t)unread : 0;	/* sent
-						 * before now: answered */
+		c->drain_owed = unread > 0 ? (size_t)unread
+		                           : 0; /* sent
+		                                 * before now: answered */
 		if (c->drain_owed == 0)
 			ev_io_stop(loop, &c->rio);
 		drain_try(c);
@@ -508,7 +513,7 @@ conn_close(struct conn *c)
 {
 	if (c->state == CONN_ST_CLOSED)
 		return;
-	assert(c->refs > 0 && c->fd >= 0);	/* the socket's reference */
+	assert(c->refs > 0 && c->fd >= 0); /* the socket's reference */
 	c->state = CONN_ST_CLOSED;
 	ev_io_stop(c->loop, &c->rio);
 	ev_io_stop(c->loop, &c->wio);
@@ -537,7 +542,7 @@ conn_linger(struct conn *c)
 void
 conn_ref(struct conn *c)
 {
-	assert(c->refs > 0);		/* not freed */
+	assert(c->refs > 0); /* not freed */
 	c->refs++;
 }
 
@@ -558,15 +563,16 @@ conn_unref(struct conn *c)
 void
 conn_req_done(struct conn *c)
 {
-	assert(c->inflight > 0 && c->refs > 0);	/* the request's ref */
+	assert(c->inflight > 0 && c->refs > 0); /* the request's ref */
 	c->inflight--;
 	/* Below the cap again: frames may wait in the buffer (all read
 	 * before the peer shut its side or a drain stopped reading are
 	 * answered too), and reads resume unless one of those happened. */
 	if (c->state == CONN_ST_READY && c->inflight < CONN_MAX_INFLIGHT &&
-	    !c->parsing) {		/* else the parse under way goes on */
-		int reading = !c->rd_eof && (c->draining != CONN_DRAIN_STOPPED ||
-		                             c->drain_owed > 0);
+	    !c->parsing) { /* else the parse under way goes on */
+		int reading =
+			!c->rd_eof && (c->draining != CONN_DRAIN_STOPPED ||
+		                       c->drain_owed > 0);
 
 		if (reading && !ev_is_active(&c->rio)) {
 			ev_io_start(c->loop, &c->rio);
@@ -608,7 +614,7 @@ conn_drain(struct conn *c)
 {
 	if (c->state == CONN_ST_CLOSED || c->state == CONN_ST_CLOSING)
 		return;
-	if (c->state == CONN_ST_HELLO) {	/* no NOTIFY can be on its way */
+	if (c->state == CONN_ST_HELLO) { /* no NOTIFY can be on its way */
 		send_disconnect(c, SPOP_ST_NORMAL, "agent shutting down");
 		return;
 	}

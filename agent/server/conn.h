@@ -7,8 +7,8 @@
  * request in flight holds one, so a request answered after HAProxy closed
  * the connection finds a conn marked closed, drops its ACK and lets go.
  * Output is appended to the write buffer and flushed once per loop
- * iteration (the owner's flush), so many ACKs leave in one write(2), and a frame
- * is never split by our own writes.
+ * iteration (the owner's flush), so many ACKs leave in one write(2), and a
+ * frame is never split by our own writes.
  */
 #ifndef CONN_H
 #define CONN_H
@@ -20,8 +20,8 @@
 
 #include "spop.h"
 
-#define CONN_MAX_INFLIGHT 64		/* NOTIFYs answered at once; then reads pause */
-#define CONN_WBUF_MAX     (1 << 20)	/* output a slow peer may leave unread */
+#define CONN_MAX_INFLIGHT 64 /* NOTIFYs answered at once; then reads pause */
+#define CONN_WBUF_MAX     (1 << 20) /* output a slow peer may leave unread */
 
 struct conn;
 struct decision;
@@ -32,8 +32,8 @@ struct metrics_worker;
 struct conn_cbs {
 	/* NOTIFY <f> arrived: starts its request. Returns 0, or -1 with an
 	 * SPOP status in <*status> when the payload is malformed. */
-	int  (*on_request)(void *arg, struct conn *c, const struct spop_frame *f,
-	                   int *status);
+	int (*on_request)(void *arg, struct conn *c, const struct spop_frame *f,
+	                  int *status);
 	/* <c> has output: conn_flush() it before the loop blocks again. */
 	void (*on_output)(void *arg, struct conn *c);
 	/* <c>'s socket is closed: it leaves the owner's registry and counts
@@ -43,9 +43,9 @@ struct conn_cbs {
 
 /* The rest of what a new connection needs. */
 struct conn_opts {
-	const char            *peer;	/* for logs */
-	int64_t                idle_us;	/* idle timeout */
-	struct metrics_worker *m;	/* frames, SPOP errors */
+	const char            *peer;    /* for logs */
+	int64_t                idle_us; /* idle timeout */
+	struct metrics_worker *m;       /* frames, SPOP errors */
 };
 
 /* A drain answers the NOTIFYs that still come, and says goodbye at a
@@ -54,56 +54,56 @@ struct conn_opts {
  * and goes once the last of them is answered. */
 enum conn_drain {
 	CONN_DRAIN_NO = 0,
-	CONN_DRAIN_READING,		/* waiting for a quiet moment */
-	CONN_DRAIN_STOPPED,		/* reading <drain_owed> bytes more, then
-					 * waiting for inflight 0 */
+	CONN_DRAIN_READING, /* waiting for a quiet moment */
+	CONN_DRAIN_STOPPED, /* reading <drain_owed> bytes more, then
+	                     * waiting for inflight 0 */
 };
 
 enum conn_state {
-	CONN_ST_HELLO = 0,		/* waiting for HAPROXY-HELLO */
-	CONN_ST_READY,			/* serving NOTIFYs */
-	CONN_ST_CLOSING,		/* DISCONNECT queued, flushing, then close */
-	CONN_ST_CLOSED,			/* socket closed, waiting for the last unref */
+	CONN_ST_HELLO = 0, /* waiting for HAPROXY-HELLO */
+	CONN_ST_READY,     /* serving NOTIFYs */
+	CONN_ST_CLOSING,   /* DISCONNECT queued, flushing, then close */
+	CONN_ST_CLOSED,    /* socket closed, waiting for the last unref */
 };
 
 struct conn {
 	const struct conn_cbs *cb;
-	void           *arg;		/* the owner's, for <cb> */
-	struct ev_loop *loop;
+	void                  *arg; /* the owner's, for <cb> */
+	struct ev_loop        *loop;
 	struct metrics_worker *m;
-	int             fd;
-	enum conn_state state;
-	int             refs;
-	int             inflight;
-	int             dirty;		/* on the owner's dirty list */
-	int             draining;	/* CONN_DRAIN_*: how a drain goes on */
-	size_t          drain_owed;	/* CONN_DRAIN_STOPPED: left to read */
-	int             lingering;	/* DISCONNECT sent: reading to EOF */
-	int             parsing;	/* in conn_parse: a request that ends
-					 * inside it must not parse again */
-	int             rd_eof;		/* the peer shut its side: answering
-					 * what is in flight, then closing */
-	size_t          discarded;	/* bytes read and dropped meanwhile */
-	uint32_t        max_frame;	/* negotiated */
-	ev_io           rio, wio;
-	ev_timer        idle;		/* idle timeout; CLOSING: close deadline */
-	ev_tstamp       idle_s;		/* the idle timeout */
-	ev_tstamp       last_rx;	/* last read, for the idle timer */
-	char           *rbuf;
-	size_t          rlen, rcap;
-	char           *wbuf;
-	size_t          wlen, woff, wcap;
-	struct conn    *next, *prev;	/* the owner's registry */
-	struct conn    *next_dirty;	/* the owner's dirty list */
-	char            peer[64];
+	int                    fd;
+	enum conn_state        state;
+	int                    refs;
+	int                    inflight;
+	int                    dirty;    /* on the owner's dirty list */
+	int                    draining; /* CONN_DRAIN_*: how a drain goes on */
+	size_t drain_owed;               /* CONN_DRAIN_STOPPED: left to read */
+	int    lingering;                /* DISCONNECT sent: reading to EOF */
+	int    parsing;                  /* in conn_parse: a request that ends
+	                                  * inside it must not parse again */
+	int rd_eof;                      /* the peer shut its side: answering
+	                                  * what is in flight, then closing */
+	size_t       discarded;          /* bytes read and dropped meanwhile */
+	uint32_t     max_frame;          /* negotiated */
+	ev_io        rio, wio;
+	ev_timer     idle;    /* idle timeout; CLOSING: close deadline */
+	ev_tstamp    idle_s;  /* the idle timeout */
+	ev_tstamp    last_rx; /* last read, for the idle timer */
+	char        *rbuf;
+	size_t       rlen, rcap;
+	char        *wbuf;
+	size_t       wlen, woff, wcap;
+	struct conn *next, *prev; /* the owner's registry */
+	struct conn *next_dirty;  /* the owner's dirty list */
+	char         peer[64];
 };
 
 /* Takes over <fd> (non-blocking, accepted) and starts reading on <loop>;
  * <cb> (called with <arg>) and <o> are the owner's. */
 struct conn *conn_new(struct ev_loop *loop, int fd, const struct conn_cbs *cb,
                       void *arg, const struct conn_opts *o);
-void conn_ref(struct conn *c);
-void conn_unref(struct conn *c);
+void         conn_ref(struct conn *c);
+void         conn_unref(struct conn *c);
 
 /* Queues the ACK for (<sid>, <fid>) carrying <d>'s variables. Dropped when
  * the conn is no longer serving. */

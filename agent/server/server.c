@@ -25,6 +25,7 @@
  * that answers a connect): only a stale socket file is replaced, and at
  * stop the file is removed only if it is still the one this process bound.
  */
+#include <arpa/inet.h>
 #include <assert.h>
 #include <errno.h>
 #include <netdb.h>
@@ -39,7 +40,6 @@
 #include <sys/stat.h>
 #include <sys/un.h>
 #include <unistd.h>
-#include <arpa/inet.h>
 
 #include <ev.h>
 
@@ -51,17 +51,17 @@
 #include "ovcache.h"
 #include "plancache.h"
 #include "policy.h"
+#include "ratelog.h"
 #include "req.h"
 #include "reqpool.h"
 #include "server.h"
 #include "store.h"
-#include "ratelog.h"
 #include "util.h"
 
-#define SERVER_MAX_LISTEN 8
-#define SERVER_BACKLOG   1024
-#define SERVER_DRAIN_S   5.0
-#define SERVER_ACCEPT_RETRY_S 0.1	/* after accept4() ran out of fds */
+#define SERVER_MAX_LISTEN     8
+#define SERVER_BACKLOG        1024
+#define SERVER_DRAIN_S        5.0
+#define SERVER_ACCEPT_RETRY_S 0.1 /* after accept4() ran out of fds */
 
 /* One worker thread: its loop, its listeners' watchers, its connections
  * and what its requests work with (struct req_env). */
@@ -71,42 +71,42 @@ struct worker {
 	struct ev_loop        *loop;
 	pthread_t              thread;
 	ev_io                  accept_io[SERVER_MAX_LISTEN];
-	ev_timer               accept_retry;	/* resumes accepting (EMFILE) */
-	int64_t                paused_log_us;	/* last accept_paused line */
-	uint64_t               pauses;		/* since that line */
-	ev_async               wake;	/* reload or drain requested */
-	ev_prepare             flush;	/* once per loop iteration */
-	ev_check               tick;	/* after each poll: util_loop_tick */
+	ev_timer               accept_retry;  /* resumes accepting (EMFILE) */
+	int64_t                paused_log_us; /* last accept_paused line */
+	uint64_t               pauses;        /* since that line */
+	ev_async               wake;          /* reload or drain requested */
+	ev_prepare             flush;         /* once per loop iteration */
+	ev_check               tick; /* after each poll: util_loop_tick */
 	ev_timer               drain_timer;
-	struct req_env         env;	/* store, tables, pin, request pool */
-	struct metrics_worker *m;	/* env.m */
-	struct policy         *policy;	/* current: env.pin->p */
-	struct conn           *conns;	/* all connections of this worker */
+	struct req_env         env;    /* store, tables, pin, request pool */
+	struct metrics_worker *m;      /* env.m */
+	struct policy         *policy; /* current: env.pin->p */
+	struct conn           *conns;  /* all connections of this worker */
 	int                    nconns;
-	struct conn           *dirty;	/* connections with output to flush */
+	struct conn           *dirty; /* connections with output to flush */
 	int                    draining;
-	int                    started;	/* thread created */
-	int64_t                refused_log_us;	/* last conn_refused line */
-	uint64_t               refused;	/* refused since that line */
-	atomic_int             redis_up;	/* for /healthz, read by main */
+	int                    started;        /* thread created */
+	int64_t                refused_log_us; /* last conn_refused line */
+	uint64_t               refused;        /* refused since that line */
+	atomic_int             redis_up;       /* for /healthz, read by main */
 };
 
 struct server {
-	int                    fds[SERVER_MAX_LISTEN];
-	char                  *addrs[SERVER_MAX_LISTEN];
-	struct stat            bound[SERVER_MAX_LISTEN];	/* unix: the file bound */
-	int                    nfds;
-	struct worker         *workers;
-	int                    nworkers;
-	struct policy         *policy;	/* the newest policy, under
-						 * policy_lock: a worker takes
-						 * its ref in the same hold */
-	pthread_mutex_t        policy_lock;
-	atomic_int             nconns;	/* all workers */
-	atomic_int             max_conns;	/* set again at reload */
-	const char            *redis_url;	/* override of policy redis.url */
-	struct req_shared      shared;	/* shadow set, all workers */
-	struct local          *local;	/* the local tier, all workers */
+	int            fds[SERVER_MAX_LISTEN];
+	char          *addrs[SERVER_MAX_LISTEN];
+	struct stat    bound[SERVER_MAX_LISTEN]; /* unix: the file bound */
+	int            nfds;
+	struct worker *workers;
+	int            nworkers;
+	struct policy *policy; /* the newest policy, under
+	                        * policy_lock: a worker takes
+	                        * its ref in the same hold */
+	pthread_mutex_t   policy_lock;
+	atomic_int        nconns;    /* all workers */
+	atomic_int        max_conns; /* set again at reload */
+	const char       *redis_url; /* override of policy redis.url */
+	struct req_shared shared;    /* shadow set, all workers */
+	struct local     *local;     /* the local tier, all workers */
 };
 
 static atomic_int server_draining;
@@ -129,7 +129,7 @@ unix_path_free(const struct sockaddr_un *sun, char **err)
 {
 	const char *path = sun->sun_path;
 	struct stat st;
-	int fd, rc, e;
+	int         fd, rc, e;
 
 	if (lstat(path, &st) == -1)
 		return errno == ENOENT ? 0 : path_error(path, errno, err);
@@ -144,8 +144,10 @@ unix_path_free(const struct sockaddr_un *sun, char **err)
 	e = errno;
 	close(fd);
 	if (rc == 0 || e == EAGAIN || e == EINPROGRESS) {
-		asprintf(err, "unix:%s: in use: something answers on it "
-		         "(another instance?); not taking it over", path);
+		asprintf(err,
+		         "unix:%s: in use: something answers on it "
+		         "(another instance?); not taking it over",
+		         path);
 		return -1;
 	}
 	if (e != ECONNREFUSED && e != ENOENT)
@@ -162,7 +164,7 @@ static int
 listen_unix(const char *path, struct stat *st, char **err)
 {
 	struct sockaddr_un sun = { .sun_family = AF_UNIX };
-	int fd = -1;
+	int                fd = -1;
 
 	if (strlen(path) >= sizeof(sun.sun_path)) {
 		asprintf(err, "unix:%s: path too long", path);
@@ -178,8 +180,8 @@ listen_unix(const char *path, struct stat *st, char **err)
 	 * so the socket must be reachable by others; it grants nothing but
 	 * rate-limit answers. Restrict access with the directory's mode. */
 	if (bind(fd, (struct sockaddr *)&sun, sizeof(sun)) == -1 ||
-	    lstat(path, st) == -1 ||
-	    chmod(path, 0666) == -1 || listen(fd, SERVER_BACKLOG) == -1)
+	    lstat(path, st) == -1 || chmod(path, 0666) == -1 ||
+	    listen(fd, SERVER_BACKLOG) == -1)
 		goto fail;
 	return fd;
 fail:
@@ -201,8 +203,10 @@ unlink_if_ours(const char *path, const struct stat *st)
 	if (now.st_dev == st->st_dev && now.st_ino == st->st_ino)
 		unlink(path);
 	else
-		log_warn("socket_not_removed", "path=%s reason=\"not the one "
-		         "this process bound\"", path);
+		log_warn("socket_not_removed",
+		         "path=%s reason=\"not the one "
+		         "this process bound\"",
+		         path);
 }
 
 /* Splits "host:port" or "[v6]:port" into <host> and <port>. */
@@ -210,7 +214,7 @@ static int
 split_hostport(const char *addr, char *host, size_t size, const char **port)
 {
 	const char *colon;
-	size_t n;
+	size_t      n;
 
 	if (addr[0] == '[') {
 		const char *rb = strchr(addr, ']');
@@ -237,15 +241,16 @@ split_hostport(const char *addr, char *host, size_t size, const char **port)
 static int
 listen_tcp(const char *addr, char **err)
 {
-	struct addrinfo hints = { .ai_socktype = SOCK_STREAM,
-	                          .ai_flags = AI_PASSIVE | AI_NUMERICSERV };
+	struct addrinfo  hints = { .ai_socktype = SOCK_STREAM,
+		                   .ai_flags = AI_PASSIVE | AI_NUMERICSERV };
 	struct addrinfo *ai = NULL;
-	char host[256];
-	const char *port;
-	int fd = -1, one = 1, rc;
+	char             host[256];
+	const char      *port;
+	int              fd = -1, one = 1, rc;
 
 	if (split_hostport(addr, host, sizeof(host), &port) == -1) {
-		asprintf(err, "%s: want host:port, [v6]:port or unix:/path", addr);
+		asprintf(err, "%s: want host:port, [v6]:port or unix:/path",
+		         addr);
 		return -1;
 	}
 	rc = getaddrinfo(host[0] ? host : NULL, port, &hints, &ai);
@@ -253,7 +258,8 @@ listen_tcp(const char *addr, char **err)
 		asprintf(err, "%s: %s", addr, gai_strerror(rc));
 		return -1;
 	}
-	fd = socket(ai->ai_family, ai->ai_socktype | SOCK_NONBLOCK | SOCK_CLOEXEC,
+	fd = socket(ai->ai_family,
+	            ai->ai_socktype | SOCK_NONBLOCK | SOCK_CLOEXEC,
 	            ai->ai_protocol);
 	if (fd == -1)
 		goto fail;
@@ -275,7 +281,7 @@ static int
 open_listeners(struct server *s, const char *listen, char **err)
 {
 	char *copy = xstrdup(listen), *save = NULL, *tok;
-	int rc = 0;
+	int   rc = 0;
 
 	for (tok = strtok_r(copy, ",", &save); tok != NULL;
 	     tok = strtok_r(NULL, ",", &save)) {
@@ -284,13 +290,14 @@ open_listeners(struct server *s, const char *listen, char **err)
 		while (*tok == ' ')
 			tok++;
 		if (s->nfds == SERVER_MAX_LISTEN) {
-			asprintf(err, "more than %d listen addresses", SERVER_MAX_LISTEN);
+			asprintf(err, "more than %d listen addresses",
+			         SERVER_MAX_LISTEN);
 			rc = -1;
 			break;
 		}
 		fd = strncmp(tok, "unix:", 5) == 0
-		     ? listen_unix(tok + 5, &s->bound[s->nfds], err)
-		     : listen_tcp(tok, err);
+		             ? listen_unix(tok + 5, &s->bound[s->nfds], err)
+		             : listen_tcp(tok, err);
 		if (fd == -1) {
 			rc = -1;
 			break;
@@ -339,8 +346,7 @@ conn_closed(void *arg, struct conn *c)
 
 /* conn_cbs: a NOTIFY on <c>. */
 static int
-conn_request(void *arg, struct conn *c, const struct spop_frame *f,
-             int *status)
+conn_request(void *arg, struct conn *c, const struct spop_frame *f, int *status)
 {
 	struct worker *w = arg;
 
@@ -365,8 +371,8 @@ conn_output(void *arg, struct conn *c)
 
 static const struct conn_cbs worker_conn_cbs = {
 	.on_request = conn_request,
-	.on_output  = conn_output,
-	.on_close   = conn_closed,
+	.on_output = conn_output,
+	.on_close = conn_closed,
 };
 
 /* ---- accepting ---------------------------------------------------------- */
@@ -375,7 +381,7 @@ static void
 peer_name(const struct sockaddr_storage *ss, char *buf, size_t size)
 {
 	char ip[INET6_ADDRSTRLEN] = "unix";
-	int port = 0;
+	int  port = 0;
 
 	if (ss->ss_family == AF_INET) {
 		const struct sockaddr_in *in = (const void *)ss;
@@ -398,9 +404,11 @@ log_refused(struct worker *w)
 	int64_t now = util_now_us();
 
 	w->refused++;
-	if (w->refused_log_us != 0 && now - w->refused_log_us < RATELOG_INTERVAL_US)
+	if (w->refused_log_us != 0 &&
+	    now - w->refused_log_us < RATELOG_INTERVAL_US)
 		return;
-	log_warn("conn_refused", "reason=max_conns max=%d worker=%d refused=%llu",
+	log_warn("conn_refused",
+	         "reason=max_conns max=%d worker=%d refused=%llu",
 	         atomic_load_explicit(&w->srv->max_conns, memory_order_relaxed),
 	         w->id, (unsigned long long)w->refused);
 	w->refused_log_us = now;
@@ -423,10 +431,12 @@ accept_pause(struct worker *w, int err)
 	ev_timer_set(&w->accept_retry, SERVER_ACCEPT_RETRY_S, 0.);
 	ev_timer_start(w->loop, &w->accept_retry);
 	w->pauses++;
-	if (w->paused_log_us != 0 && now - w->paused_log_us < RATELOG_INTERVAL_US)
+	if (w->paused_log_us != 0 &&
+	    now - w->paused_log_us < RATELOG_INTERVAL_US)
 		return;
 	log_warn("accept_paused", "error=\"%s\" worker=%d conns=%d pauses=%llu",
-	         strerror(err), w->id, w->nconns, (unsigned long long)w->pauses);
+	         strerror(err), w->id, w->nconns,
+	         (unsigned long long)w->pauses);
 	w->paused_log_us = now;
 	w->pauses = 0;
 }
@@ -445,15 +455,15 @@ accept_retry_cb(struct ev_loop *loop, ev_timer *t, int revents)
 static void
 accept_cb(struct ev_loop *loop, ev_io *io, int revents)
 {
-	struct worker *w = ev_userdata(loop);
-	struct server *s = w->srv;
+	struct worker          *w = ev_userdata(loop);
+	struct server          *s = w->srv;
 	struct sockaddr_storage ss;
-	socklen_t len;
-	char peer[64];
-	struct conn_opts o = { peer, w->policy->idle_timeout_us, w->m };
-	int fd, one = 1;
+	socklen_t               len;
+	char                    peer[64];
+	struct conn_opts        o = { peer, w->policy->idle_timeout_us, w->m };
+	int                     fd, one = 1;
 
-	for (int i = 0; i < 64; i++) {	/* bounded: let other events run */
+	for (int i = 0; i < 64; i++) { /* bounded: let other events run */
 		len = sizeof(ss);
 		fd = accept4(io->fd, (struct sockaddr *)&ss, &len,
 		             SOCK_NONBLOCK | SOCK_CLOEXEC);
@@ -461,7 +471,7 @@ accept_cb(struct ev_loop *loop, ev_io *io, int revents)
 			if (errno == EINTR || errno == ECONNABORTED)
 				continue;
 			if (errno != EAGAIN && errno != EWOULDBLOCK &&
-			    !atomic_load(&server_draining))	/* shut: EINVAL */
+			    !atomic_load(&server_draining)) /* shut: EINVAL */
 				accept_pause(w, errno);
 			return;
 		}
@@ -473,7 +483,8 @@ accept_cb(struct ev_loop *loop, ev_io *io, int revents)
 			continue;
 		}
 		if (ss.ss_family != AF_UNIX)
-			setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+			setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one,
+			           sizeof(one));
 		peer_name(&ss, peer, sizeof(peer));
 		conn_opened(w, conn_new(loop, fd, &worker_conn_cbs, w, &o));
 	}
@@ -487,9 +498,9 @@ static void
 flush_cb(struct ev_loop *loop, ev_prepare *p, int revents)
 {
 	struct worker *w = container_of(p, struct worker, flush);
-	struct conn *c;
+	struct conn   *c;
 
-	if (w->env.store == NULL)	/* worker_deinit: only output is left */
+	if (w->env.store == NULL) /* worker_deinit: only output is left */
 		goto conns;
 	store_flush(w->env.store);
 	atomic_store_explicit(&w->redis_up, store_up(w->env.store),
@@ -566,7 +577,7 @@ wake_cb(struct ev_loop *loop, ev_async *a, int revents)
 		w->env.pin = policy_pin_new(p);
 		w->policy = p;
 	}
-	policy_unref(p);		/* the pin holds its own */
+	policy_unref(p); /* the pin holds its own */
 	if (atomic_load(&server_draining) && !w->draining)
 		worker_start_drain(w);
 }
@@ -592,11 +603,11 @@ static int
 worker_init(struct worker *w, struct server *s, int id, char **err)
 {
 	struct store_cfg sc = { 0 };
-	const char *serr = NULL;
+	const char      *serr = NULL;
 
 	w->id = id;
 	w->srv = s;
-	w->env.pin = policy_pin_new(s->policy);	/* before the workers run */
+	w->env.pin = policy_pin_new(s->policy); /* before the workers run */
 	w->policy = w->env.pin->p;
 	w->loop = ev_loop_new(EVFLAG_AUTO);
 	if (w->loop == NULL) {
@@ -605,7 +616,7 @@ worker_init(struct worker *w, struct server *s, int id, char **err)
 	}
 	ev_set_userdata(w->loop, w);
 	w->m = metrics_worker_new();
-	w->env.local = s->local;	/* the agent's, shared */
+	w->env.local = s->local; /* the agent's, shared */
 	sc.url = s->redis_url ? s->redis_url : w->policy->redis_url;
 	sc.username = w->policy->redis_username;
 	sc.password = w->policy->redis_password;
@@ -615,14 +626,15 @@ worker_init(struct worker *w, struct server *s, int id, char **err)
 		return -1;
 	}
 	w->env.plans = plancache_new(w->env.store);
-	if (w->policy->overrides)	/* else none: no table, no poll */
+	if (w->policy->overrides) /* else none: no table, no poll */
 		w->env.overrides = ovcache_new(w->loop, w->env.store);
 	w->env.near = nearcache_new();
 	for (int i = 0; i < s->nfds; i++) {
 		ev_io_init(&w->accept_io[i], accept_cb, s->fds[i], EV_READ);
 		ev_io_start(w->loop, &w->accept_io[i]);
 	}
-	ev_timer_init(&w->accept_retry, accept_retry_cb, SERVER_ACCEPT_RETRY_S, 0.);
+	ev_timer_init(&w->accept_retry, accept_retry_cb, SERVER_ACCEPT_RETRY_S,
+	              0.);
 	ev_async_init(&w->wake, wake_cb);
 	ev_async_start(w->loop, &w->wake);
 	ev_prepare_init(&w->flush, flush_cb);
@@ -647,12 +659,12 @@ worker_deinit(struct worker *w)
 
 	if (w->loop == NULL)
 		return;
-	while ((c = w->conns) != NULL)	/* past the drain deadline */
+	while ((c = w->conns) != NULL) /* past the drain deadline */
 		conn_abort(c);
 	assert(w->nconns == 0);
-	store_free(w->env.store);	/* pending requests get their fail mode */
+	store_free(w->env.store); /* pending requests get their fail mode */
 	w->env.store = NULL;
-	if (w->env.pool != NULL)	/* no deadline passes any more */
+	if (w->env.pool != NULL) /* no deadline passes any more */
 		reqpool_stop(w->env.pool);
 	flush_cb(w->loop, &w->flush, 0);
 	req_pool_free(&w->env);
@@ -705,8 +717,8 @@ int
 server_start(struct server *s)
 {
 	for (int i = 0; i < s->nworkers; i++) {
-		int rc = pthread_create(&s->workers[i].thread, NULL, worker_main,
-		                        &s->workers[i]);
+		int rc = pthread_create(&s->workers[i].thread, NULL,
+		                        worker_main, &s->workers[i]);
 		if (rc != 0)
 			fatal("pthread_create: %s", strerror(rc));
 		s->workers[i].started = 1;

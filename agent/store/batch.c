@@ -78,7 +78,7 @@ batch_arg_str(struct batch_buf *b, const char *s, size_t n)
 {
 	char *p;
 
-	reserve(b, n + 28);	/* "$" 20 digits "\r\n" s "\r\n" */
+	reserve(b, n + 28); /* "$" 20 digits "\r\n" s "\r\n" */
 	p = put_bulk(b->buf + BATCH_HEAD + b->len, s, n);
 	b->len = (size_t)(p - (b->buf + BATCH_HEAD));
 	b->argc++;
@@ -93,8 +93,7 @@ batch_arg_int(struct batch_buf *b, int64_t v)
 }
 
 int
-batch_rule(int64_t (*t)[LIM_SCRIPT_RULE], int *n, int algo,
-           const int64_t p[3])
+batch_rule(int64_t (*t)[LIM_SCRIPT_RULE], int *n, int algo, const int64_t p[3])
 {
 	for (int i = *n - 1; i >= 0 && i >= *n - BATCH_RULE_SCAN; i--)
 		if (t[i][0] == algo && t[i][1] == p[0] && t[i][2] == p[1] &&
@@ -116,14 +115,16 @@ encode_rules(struct batch_enc *e, const struct batch_check *c, int nchecks,
 
 	if (nchecks > e->scratch) {
 		e->scratch = nchecks;
-		e->rules = xrealloc(e->rules, (size_t)nchecks * sizeof(*e->rules));
-		e->codes = xrealloc(e->codes, (size_t)nchecks * sizeof(*e->codes));
+		e->rules =
+			xrealloc(e->rules, (size_t)nchecks * sizeof(*e->rules));
+		e->codes =
+			xrealloc(e->codes, (size_t)nchecks * sizeof(*e->codes));
 	}
 	*ncosts = *nmembers = 0;
 	for (int k = 0; k < nchecks; k++) {
-		e->codes[k] = lim_script_code(batch_rule(e->rules, &nrules,
-		              c[k].algo, c[k].p), c[k].op, (int)c[k].flags,
-		              c[k].cost);
+		e->codes[k] = lim_script_code(
+			batch_rule(e->rules, &nrules, c[k].algo, c[k].p),
+			c[k].op, (int)c[k].flags, c[k].cost);
 		*ncosts += lim_script_has_cost(e->codes[k]);
 		*nmembers += lim_script_has_member(c[k].algo);
 	}
@@ -131,11 +132,11 @@ encode_rules(struct batch_enc *e, const struct batch_check *c, int nchecks,
 }
 
 static void
-pack_argv(struct batch_enc *e, const struct batch_check *c,
-          const int *part_n, int nparts, int nrules, size_t nargv)
+pack_argv(struct batch_enc *e, const struct batch_check *c, const int *part_n,
+          int nparts, int nrules, size_t nargv)
 {
 	msgpack_packer pk;
-	int k = 0;
+	int            k = 0;
 
 	msgpack_sbuffer_clear(&e->packed);
 	msgpack_packer_init(&pk, &e->packed, msgpack_sbuffer_write);
@@ -166,7 +167,7 @@ batch_encode(struct batch_enc *e, struct batch_buf *b,
              const struct batch_check *c, int nchecks, const int *part_n,
              int nparts)
 {
-	int ncosts, nmembers, nrules, sum = 0;
+	int    ncosts, nmembers, nrules, sum = 0;
 	size_t nargv;
 
 	for (int i = 0; i < nparts; i++)
@@ -185,10 +186,10 @@ batch_encode(struct batch_enc *e, struct batch_buf *b,
 }
 
 const char *
-batch_head(struct batch_buf *b, const char *cmd, const char *name,
-           size_t nlen, size_t *len)
+batch_head(struct batch_buf *b, const char *cmd, const char *name, size_t nlen,
+           size_t *len)
 {
-	char head[BATCH_HEAD], *p = head;
+	char   head[BATCH_HEAD], *p = head;
 	size_t hlen;
 
 	assert(b->buf != NULL && nlen <= 40);
@@ -207,7 +208,7 @@ batch_with_text(const struct batch_buf *b, const char *cmd, const char *text,
                 size_t *len)
 {
 	size_t tlen = strlen(text);
-	char *out = xmalloc(64 + tlen + b->len), *p = out;
+	char  *out = xmalloc(64 + tlen + b->len), *p = out;
 
 	p = resp_len(p, '*', b->argc);
 	p = put_bulk(p, cmd, strlen(cmd));

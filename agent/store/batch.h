@@ -25,16 +25,17 @@
 
 #include "limiter.h"
 
-#define BATCH_HEAD      96	/* room for "*argc $7 EVALSHA $40 <sha>" or
-				 * "*argc $5 FCALL $24 <name>" */
-#define BATCH_RULE_SCAN 16	/* rule tuples searched for a repeat */
+#define BATCH_HEAD                                                             \
+	96                 /* room for "*argc $7 EVALSHA $40 <sha>" or         \
+	                    * "*argc $5 FCALL $24 <name>" */
+#define BATCH_RULE_SCAN 16 /* rule tuples searched for a repeat */
 
 /* A call's RESP arguments after the head room. All zero is empty. */
 struct batch_buf {
-	char   *buf;		/* BATCH_HEAD spare bytes, then the arguments */
-	size_t  len;		/* bytes used, from BATCH_HEAD */
-	size_t  cap;
-	int     argc;		/* of the whole command, its head included */
+	char  *buf; /* BATCH_HEAD spare bytes, then the arguments */
+	size_t len; /* bytes used, from BATCH_HEAD */
+	size_t cap;
+	int    argc; /* of the whole command, its head included */
 };
 
 /* One check as it is sent: views of the caller's strings, read only by
@@ -43,17 +44,17 @@ struct batch_check {
 	const char *key, *member;
 	size_t      keylen, memberlen;
 	int         algo, op;
-	unsigned    flags;	/* LIM_FL_SHADOW counts */
+	unsigned    flags; /* LIM_FL_SHADOW counts */
 	int64_t     cost;
-	int64_t     p[3];	/* lim_script_params() */
+	int64_t     p[3]; /* lim_script_params() */
 };
 
 /* The encoder's scratch, kept across calls. All zero is ready. */
 struct batch_enc {
-	int64_t         (*rules)[LIM_SCRIPT_RULE];
-	long long        *codes;
-	int               scratch;	/* entries of both */
-	msgpack_sbuffer   packed;
+	int64_t (*rules)[LIM_SCRIPT_RULE];
+	long long      *codes;
+	int             scratch; /* entries of both */
+	msgpack_sbuffer packed;
 };
 
 void batch_enc_free(struct batch_enc *e);
@@ -71,8 +72,8 @@ int batch_rule(int64_t (*t)[LIM_SCRIPT_RULE], int *n, int algo,
  * script evaluates atomically: a request (single Redis) or the checks of a
  * request that share a slot (Cluster). Sets b->argc for a two-word head. */
 void batch_encode(struct batch_enc *e, struct batch_buf *b,
-                  const struct batch_check *c, int nchecks,
-                  const int *part_n, int nparts);
+                  const struct batch_check *c, int nchecks, const int *part_n,
+                  int nparts);
 
 /* Plain arguments (refund.lua): appends <s> or the decimal <v>, growing
  * the buffer, and counts it in b->argc. */
@@ -85,8 +86,8 @@ void batch_buf_free(struct batch_buf *b);
 
 /* Writes "<cmd> <name>" and the array header into the head room; returns
  * where the whole command starts, its length in <*len>. */
-const char *batch_head(struct batch_buf *b, const char *cmd,
-                       const char *name, size_t nlen, size_t *len);
+const char *batch_head(struct batch_buf *b, const char *cmd, const char *name,
+                       size_t nlen, size_t *len);
 
 /* The whole command with "<cmd> <text>" as its head, in a new buffer the
  * caller frees (EVAL: the script's text does not fit the head room). */

@@ -14,8 +14,8 @@
 #include <hiredis/hiredis.h>
 
 #include "batch.h"
-#include "keys.h"
 #include "keyop.h"
+#include "keys.h"
 #include "results.h"
 #include "store.h"
 #include "util.h"
@@ -37,8 +37,10 @@ find_rule(const struct policy *p, const char *name, char *err)
 	for (int i = 0; i < p->nrules; i++)
 		if (strcmp(p->rules[i].name, name) == 0) {
 			if (p->rules[i].store == STORE_LOCAL) {
-				fail(err, "rule %s counts in each agent "
-				     "(store: local): nothing in Redis", name);
+				fail(err,
+				     "rule %s counts in each agent "
+				     "(store: local): nothing in Redis",
+				     name);
 				return NULL;
 			}
 			return &p->rules[i];
@@ -91,12 +93,16 @@ check_args(const struct rule *r, const char *const *names, int n, char *err)
 	if (n > SPOP_MAX_ARGS - 2)
 		return fail(err, "too many args (%d)", n);
 	for (int i = 0; i < n; i++) {
-		if (!tmpl_has(r->key, names[i]) && !tmpl_has(r->fallback, names[i]))
-			return fail(err, "rule %s has no arg '%.64s' in its key "
-			            "(%s)", r->name, names[i], keys_source(r->key));
+		if (!tmpl_has(r->key, names[i]) &&
+		    !tmpl_has(r->fallback, names[i]))
+			return fail(err,
+			            "rule %s has no arg '%.64s' in its key "
+			            "(%s)",
+			            r->name, names[i], keys_source(r->key));
 		for (int j = 0; j < i; j++)
 			if (strcmp(names[i], names[j]) == 0)
-				return fail(err, "arg '%.64s' given twice", names[i]);
+				return fail(err, "arg '%.64s' given twice",
+				            names[i]);
 	}
 	return 0;
 }
@@ -107,9 +113,9 @@ keyop_from_args(const struct policy *p, const char *rule,
                 struct check *out, char *err)
 {
 	static _Thread_local struct check cks[POLICY_MAX_CHECKS];
-	struct spop_message m = { 0 };
-	const struct rule *r = find_rule(p, rule, err);
-	int k;
+	struct spop_message               m = { 0 };
+	const struct rule                *r = find_rule(p, rule, err);
+	int                               k;
 
 	if (r == NULL || check_args(r, names, n, err) == -1)
 		return -1;
@@ -123,7 +129,8 @@ keyop_from_args(const struct policy *p, const char *rule,
 		if (cks[i].rule != r || cks[i].op == LIM_OP_RELEASE)
 			continue;
 		if (cks[i].kind != CHECK_EVAL)
-			return fail(err, "missing arg: the key of rule %s is %s",
+			return fail(err,
+			            "missing arg: the key of rule %s is %s",
 			            r->name, keys_source(r->key));
 		*out = cks[i];
 		return 0;
@@ -137,7 +144,7 @@ keyop_from_args(const struct policy *p, const char *rule,
 static long
 unescape(const char *s, char *o, size_t max)
 {
-	size_t k = 0;
+	size_t   k = 0;
 	unsigned v;
 
 	for (; *s != '\0'; s++) {
@@ -162,19 +169,20 @@ keyop_from_raw(const struct policy *p, const char *raw, struct check *out,
                char *err)
 {
 	const struct rule *r = NULL;
-	long len;
+	long               len;
 
 	memset(out, 0, sizeof(*out));
 	len = unescape(raw, out->key, POLICY_KEY_MAX);
 	if (len <= 0)
-		return fail(err, "not a key: want rl:{RULE:...} as logs print it");
+		return fail(err,
+		            "not a key: want rl:{RULE:...} as logs print it");
 	for (int i = 0; i < p->nrules && r == NULL; i++)
 		if (strncmp(out->key, p->rules[i].key_prefix,
 		            strlen(p->rules[i].key_prefix)) == 0)
 			r = &p->rules[i];
 	if (r == NULL || out->key[len - 1] != '}')
 		return fail(err, "no rule of the policy makes this key "
-		            "(want rl:{RULE:...})");
+		                 "(want rl:{RULE:...})");
 	if (find_rule(p, r->name, err) == NULL)
 		return -1;
 	out->keylen = (size_t)len;
@@ -184,21 +192,21 @@ keyop_from_raw(const struct policy *p, const char *raw, struct check *out,
 	out->cost = 1;
 	out->plan = -1;
 	out->lim = r->plan != RULE_PLAN_NONE && r->plan_lim != NULL &&
-	           p->plan_lookup.default_plan >= 0 ?
-	           r->plan_lim[p->plan_lookup.default_plan] : r->lim;
+	                           p->plan_lookup.default_plan >= 0
+	                   ? r->plan_lim[p->plan_lookup.default_plan]
+	                   : r->lim;
 	return 0;
 }
 
 /* ---- Redis -------------------------------------------------------------- */
 
 static redisContext *
-connect_to(const char *host, int port, const char *path, int64_t tmo,
-           char *err)
+connect_to(const char *host, int port, const char *path, int64_t tmo, char *err)
 {
 	struct timeval tv = { tmo / 1000000, tmo % 1000000 };
-	redisContext *c = path != NULL && path[0] != '\0' ?
-	                  redisConnectUnixWithTimeout(path, tv) :
-	                  redisConnectWithTimeout(host, port, tv);
+	redisContext  *c = path != NULL && path[0] != '\0'
+	                           ? redisConnectUnixWithTimeout(path, tv)
+	                           : redisConnectWithTimeout(host, port, tv);
 
 	if (c == NULL || c->err) {
 		fail(err, "redis %s:%d: %s", path && *path ? path : host, port,
@@ -233,7 +241,7 @@ static redisReply *
 cmd(redisContext *c, char *err, const char *fmt, ...)
 {
 	redisReply *r;
-	va_list ap;
+	va_list     ap;
 
 	va_start(ap, fmt);
 	r = redisvCommand(c, fmt, ap);
@@ -248,9 +256,9 @@ login(redisContext *c, const char *user, const char *pass, int db, char *err)
 	redisReply *r = NULL;
 
 	if (pass != NULL && *pass != '\0')
-		r = user != NULL && *user != '\0' ?
-		    cmd(c, err, "AUTH %s %s", user, pass) :
-		    cmd(c, err, "AUTH %s", pass);
+		r = user != NULL && *user != '\0'
+		            ? cmd(c, err, "AUTH %s %s", user, pass)
+		            : cmd(c, err, "AUTH %s", pass);
 	if (pass != NULL && *pass != '\0' && r == NULL)
 		return -1;
 	freeReplyObject(r);
@@ -271,19 +279,20 @@ static _Thread_local struct conninfo cinfo;
 
 /* A Sentinel group's master, from the first sentinel that knows it. */
 static int
-sentinel_master(const struct store_topo *t, char *host, int *port,
-                char *err)
+sentinel_master(const struct store_topo *t, char *host, int *port, char *err)
 {
 	redisContext *s;
-	redisReply *r;
+	redisReply   *r;
 
 	for (int i = 0; i < t->nseeds; i++) {
 		s = connect_to(t->seeds[i].host, t->seeds[i].port, NULL,
 		               cinfo.tmo, err);
 		if (s == NULL)
 			continue;
-		r = cmd(s, err, "SENTINEL get-master-addr-by-name %s", t->master);
-		if (r != NULL && r->type == REDIS_REPLY_ARRAY && r->elements == 2) {
+		r = cmd(s, err, "SENTINEL get-master-addr-by-name %s",
+		        t->master);
+		if (r != NULL && r->type == REDIS_REPLY_ARRAY &&
+		    r->elements == 2) {
 			snprintf(host, 256, "%s", r->element[0]->str);
 			*port = atoi(r->element[1]->str);
 			freeReplyObject(r);
@@ -297,15 +306,14 @@ sentinel_master(const struct store_topo *t, char *host, int *port,
 }
 
 redisContext *
-keyop_connect(const struct policy *p, const char *url, int64_t tmo,
-              char *err)
+keyop_connect(const struct policy *p, const char *url, int64_t tmo, char *err)
 {
 	static _Thread_local struct store_addr a;
 	static _Thread_local struct store_topo t;
-	char host[256];
-	int port = 0, db = 0;
-	const char *path = NULL;
-	redisContext *c;
+	char                                   host[256];
+	int                                    port = 0, db = 0;
+	const char                            *path = NULL;
+	redisContext                          *c;
 
 	url = url != NULL ? url : p->redis_url;
 	memset(&t, 0, sizeof(t));
@@ -350,8 +358,8 @@ keyop_connect(const struct policy *p, const char *url, int64_t tmo,
 static int
 follow_moved(redisContext **c, const redisReply *r, char *err)
 {
-	char host[256];
-	const char *sp, *colon;
+	char          host[256];
+	const char   *sp, *colon;
 	redisContext *n;
 
 	if (r == NULL || r->type != REDIS_REPLY_ERROR ||
@@ -362,7 +370,8 @@ follow_moved(redisContext **c, const redisReply *r, char *err)
 		return 0;
 	memcpy(host, sp + 1, (size_t)(colon - sp - 1));
 	host[colon - sp - 1] = '\0';
-	if ((n = connect_to(host, atoi(colon + 1), NULL, cinfo.tmo, err)) == NULL)
+	if ((n = connect_to(host, atoi(colon + 1), NULL, cinfo.tmo, err)) ==
+	    NULL)
 		return 0;
 	if (login(n, cinfo.user, cinfo.pass, 0, err) == -1) {
 		redisFree(n);
@@ -388,11 +397,10 @@ argv_cmd(redisContext **c, int argc, const char **argv, const size_t *lens,
 }
 
 static redisReply *
-key_cmd(redisContext **c, const char *verb, const struct check *ck,
-        char *err)
+key_cmd(redisContext **c, const char *verb, const struct check *ck, char *err)
 {
 	const char *argv[2] = { verb, ck->key };
-	size_t lens[2] = { strlen(verb), ck->keylen };
+	size_t      lens[2] = { strlen(verb), ck->keylen };
 
 	return argv_cmd(c, 2, argv, lens, err);
 }
@@ -403,8 +411,8 @@ static const char *
 last_bulk(const char *buf, size_t len, size_t *blen)
 {
 	const char *p = buf, *end = buf + len, *last = NULL;
-	char *num_end;
-	size_t n;
+	char       *num_end;
+	size_t      n;
 
 	while (p < end && *p == '$') {
 		n = strtoul(p + 1, &num_end, 10);
@@ -421,16 +429,19 @@ static int
 peek(redisContext **c, const struct check *ck, struct lim_result *res,
      char *err)
 {
-	struct batch_enc enc = { 0 };
-	struct batch_buf b = { 0 };
-	struct batch_check v = { .key = ck->key, .keylen = ck->keylen,
-	                         .member = "", .algo = ck->lim.algo,
-	                         .op = LIM_OP_PEEK, .cost = 1 };
-	struct results rs;
-	redisReply *r;
-	const char *argv[5];
-	size_t lens[5];
-	int part = 1, rc = -1;
+	struct batch_enc   enc = { 0 };
+	struct batch_buf   b = { 0 };
+	struct batch_check v = { .key = ck->key,
+		                 .keylen = ck->keylen,
+		                 .member = "",
+		                 .algo = ck->lim.algo,
+		                 .op = LIM_OP_PEEK,
+		                 .cost = 1 };
+	struct results     rs;
+	redisReply        *r;
+	const char        *argv[5];
+	size_t             lens[5];
+	int                part = 1, rc = -1;
 
 	lim_script_params(&ck->lim, v.p);
 	batch_encode(&enc, &b, &v, 1, &part, 1);
@@ -465,9 +476,10 @@ static int
 raw_value(redisContext **c, const struct check *ck, struct keyop_state *st,
           char *err)
 {
-	const char *verb = strcmp(st->type, "string") == 0 ? "GET" :
-	                   strcmp(st->type, "hash") == 0 ? "HGETALL" :
-	                   strcmp(st->type, "zset") == 0 ? "ZCARD" : NULL;
+	const char *verb = strcmp(st->type, "string") == 0 ? "GET"
+	                   : strcmp(st->type, "hash") == 0 ? "HGETALL"
+	                   : strcmp(st->type, "zset") == 0 ? "ZCARD"
+	                                                   : NULL;
 	redisReply *r;
 
 	if (verb == NULL) {

@@ -34,23 +34,23 @@
 #define KEYOP_ERR_MAX 256
 
 struct keyop_state {
-	struct lim_result res;		/* PEEK at cost 1 */
-	long long         pttl_ms;	/* -2: no key, -1: no expiry */
-	char              type[16];	/* Redis TYPE: none, string, hash, zset */
-	struct jsonw      raw;		/* the value, as a JSON value */
+	struct lim_result res;      /* PEEK at cost 1 */
+	long long         pttl_ms;  /* -2: no key, -1: no expiry */
+	char              type[16]; /* Redis TYPE: none, string, hash, zset */
+	struct jsonw      raw;      /* the value, as a JSON value */
 };
 
 /* Builds the check of rule <rule> from <n> pairs <names>/<values>.
  * Returns 0, or -1 with a one-line reason in <err> (unknown rule, an arg
  * the template lacks or does not use, a missing one). */
 int keyop_from_args(const struct policy *p, const char *rule,
-                    const char *const *names, const char *const *values,
-                    int n, struct check *out, char *err);
+                    const char *const *names, const char *const *values, int n,
+                    struct check *out, char *err);
 
 /* The check of <raw>, a key as logs print it ("rl:{login:u:alice}",
  * log escapes undone). Returns 0 or -1 with <err>. */
-int keyop_from_raw(const struct policy *p, const char *raw,
-                   struct check *out, char *err);
+int keyop_from_raw(const struct policy *p, const char *raw, struct check *out,
+                   char *err);
 
 /* Connects to <url> (NULL: the policy's redis.url) with the policy's
  * credentials, <timeout_us> per connect and command. NULL with <err>. */
@@ -59,8 +59,8 @@ redisContext *keyop_connect(const struct policy *p, const char *url,
 
 /* Fills <st> (free its raw.buf). Returns 0 or -1 with <err>; <*c> may be
  * replaced (a Cluster redirect). */
-int keyop_show(redisContext **c, const struct check *ck,
-               struct keyop_state *st, char *err);
+int keyop_show(redisContext **c, const struct check *ck, struct keyop_state *st,
+               char *err);
 
 /* DELs the key; <*deleted> is 1 when it existed. Returns 0 or -1. */
 int keyop_reset(redisContext **c, const struct check *ck, long long *deleted,

@@ -22,8 +22,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include <hiredis/hiredis.h>
 #include <hiredis/adapters/libev.h>
+#include <hiredis/hiredis.h>
 
 #include "link.h"
 #include "log.h"
@@ -53,7 +53,8 @@ breaker_admit(struct breaker *b, double now)
 {
 	if (!breaker_tripped(b))
 		return 1;
-	if (now < b->until || (b->probe != 0 && now < b->probe + BREAKER_PROBE_S))
+	if (now < b->until ||
+	    (b->probe != 0 && now < b->probe + BREAKER_PROBE_S))
 		return 0;
 	b->probe = now;
 	return 1;
@@ -90,9 +91,9 @@ int
 link_error_is_outage(const char *err)
 {
 	static const char *const codes[] = {
-		"LOADING", "BUSY", "MASTERDOWN", "READONLY", "NOAUTH", "NOPERM",
-		"WRONGPASS", "OOM", "MISCONF", "CLUSTERDOWN", "TRYAGAIN",
-		"NOREPLICAS",
+		"LOADING", "BUSY",        "MASTERDOWN", "READONLY",
+		"NOAUTH",  "NOPERM",      "WRONGPASS",  "OOM",
+		"MISCONF", "CLUSTERDOWN", "TRYAGAIN",   "NOREPLICAS",
 	};
 	size_t n = strcspn(err, " ");
 
@@ -205,8 +206,8 @@ static void
 script_cb(redisAsyncContext *ac, void *r, void *which)
 {
 	struct link *l = ac->data;
-	redisReply *reply = r;
-	char *sha;
+	redisReply  *reply = r;
+	char        *sha;
 
 	if (reply == NULL || l == NULL)
 		return;
@@ -214,11 +215,12 @@ script_cb(redisAsyncContext *ac, void *r, void *which)
 	if (reply->type == REDIS_REPLY_STRING && reply->len == 40) {
 		memcpy(sha, reply->str, 40);
 		sha[40] = '\0';
-		if (!l->verify_master)	/* a usable link; Sentinel: role_cb */
+		if (!l->verify_master) /* a usable link; Sentinel: role_cb */
 			backoff_reset(&l->bo);
 	} else {
 		log_error("redis_script_load", "error=\"%.200s\"",
-		          reply->type == REDIS_REPLY_ERROR ? reply->str : "bad reply");
+		          reply->type == REDIS_REPLY_ERROR ? reply->str
+		                                           : "bad reply");
 	}
 }
 
@@ -249,29 +251,34 @@ static void
 role_cb(redisAsyncContext *ac, void *r, void *privdata)
 {
 	struct link *l = ac->data;
-	redisReply *reply = r;
-	uint64_t suppressed;
+	redisReply  *reply = r;
+	uint64_t     suppressed;
 
 	if (reply == NULL || l == NULL || l->ac != ac ||
 	    l->state != LINK_CONNECTING)
-		return;			/* the link is going: disconnect_cb */
+		return; /* the link is going: disconnect_cb */
 	if (reply->type == REDIS_REPLY_ARRAY && reply->elements > 0 &&
 	    reply->element[0]->type == REDIS_REPLY_STRING &&
 	    strcmp(reply->element[0]->str, "master") == 0) {
-		backoff_reset(&l->bo);	/* a usable link */
+		backoff_reset(&l->bo); /* a usable link */
 		up(l);
 		return;
 	}
 	if (log_level >= LOG_WARN &&
 	    ratelog_allow(&l->logs, LINK_LOG_NOT_MASTER, util_now_us(),
 	                  &suppressed))
-		log_warn("redis_not_master", "host=%s port=%d role=%.40s "
-		         "suppressed=%llu", l->addr.host, l->addr.port,
-		         reply->type == REDIS_REPLY_ARRAY && reply->elements > 0 &&
-		         reply->element[0]->type == REDIS_REPLY_STRING ?
-		         reply->element[0]->str : "?",
+		log_warn("redis_not_master",
+		         "host=%s port=%d role=%.40s "
+		         "suppressed=%llu",
+		         l->addr.host, l->addr.port,
+		         reply->type == REDIS_REPLY_ARRAY &&
+		                         reply->elements > 0 &&
+		                         reply->element[0]->type ==
+		                                 REDIS_REPLY_STRING
+		                 ? reply->element[0]->str
+		                 : "?",
 		         (unsigned long long)suppressed);
-	link_kick(l, 0);		/* rediscover, at the backoff pace */
+	link_kick(l, 0); /* rediscover, at the backoff pace */
 }
 
 /* Pipelines AUTH, SELECT, SCRIPT LOAD and FUNCTION LOAD; the password
@@ -280,15 +287,17 @@ static void
 send_setup(struct link *l)
 {
 	const struct store_addr *a = &l->addr;
-	redisAsyncContext *ac = l->ac;
+	redisAsyncContext       *ac = l->ac;
 
 	if (a->pass[0] != '\0' && a->user[0] != '\0')
 		redisAsyncCommand(ac, setup_cb, (void *)"AUTH", "AUTH %s %s",
 		                  a->user, a->pass);
 	else if (a->pass[0] != '\0')
-		redisAsyncCommand(ac, setup_cb, (void *)"AUTH", "AUTH %s", a->pass);
+		redisAsyncCommand(ac, setup_cb, (void *)"AUTH", "AUTH %s",
+		                  a->pass);
 	if (a->db != 0)
-		redisAsyncCommand(ac, setup_cb, (void *)"SELECT", "SELECT %d", a->db);
+		redisAsyncCommand(ac, setup_cb, (void *)"SELECT", "SELECT %d",
+		                  a->db);
 	redisAsyncCommand(ac, script_cb, (void *)(uintptr_t)LINK_RATELIMIT,
 	                  "SCRIPT LOAD %s", lua_ratelimit);
 	if (l->load_refund)
@@ -319,13 +328,13 @@ connect_cb(const redisAsyncContext *ac, int status)
 		log_warn("redis_connect_failed", "host=%s port=%d error=\"%s\"",
 		         l->addr.host, l->addr.port, ac->errstr);
 		metrics_redis_error(l->m, METRICS_REDIS_REFUSED);
-		l->ac = NULL;		/* hiredis frees it after this callback */
+		l->ac = NULL; /* hiredis frees it after this callback */
 		lost(l);
 		return;
 	}
 	log_info("redis_connected", "host=%s port=%d%s", l->addr.host,
 	         l->addr.port, l->tag);
-	if (l->verify_master) {		/* UP once ROLE says master */
+	if (l->verify_master) { /* UP once ROLE says master */
 		redisAsyncCommand(l->ac, role_cb, NULL, "ROLE");
 		arm(l, (double)l->connect_timeout_us / 1e6);
 		return;
@@ -388,8 +397,7 @@ kick_cb(struct ev_loop *loop, ev_timer *w, int revents)
 
 void
 link_init(struct link *l, struct ev_loop *loop, struct metrics_worker *m,
-          const struct link_owner *owner, void *arg,
-          const struct link_cfg *cfg)
+          const struct link_owner *owner, void *arg, const struct link_cfg *cfg)
 {
 	assert(owner->up != NULL && owner->down != NULL);
 	memset(l, 0, sizeof(*l));
@@ -398,8 +406,8 @@ link_init(struct link *l, struct ev_loop *loop, struct metrics_worker *m,
 	l->owner = owner;
 	l->arg = arg;
 	l->addr = *cfg->addr;
-	l->connect_timeout_us = cfg->connect_timeout_us > 0 ?
-	                        cfg->connect_timeout_us : 1000000;
+	l->connect_timeout_us =
+		cfg->connect_timeout_us > 0 ? cfg->connect_timeout_us : 1000000;
 	l->verify_master = cfg->verify_master;
 	l->load_refund = cfg->load_refund;
 	l->tag = cfg->tag != NULL ? cfg->tag : "";
@@ -428,7 +436,7 @@ void
 link_connect(struct link *l)
 {
 	redisAsyncContext *ac;
-	const char *why = "out of memory";
+	const char        *why = "out of memory";
 
 	assert(l->ac == NULL);
 	if (l->addr.path[0] != '\0')
@@ -444,7 +452,7 @@ link_connect(struct link *l)
 		return;
 	}
 	ac->data = l;
-	ac->c.reader->fn = &reply_fns;	/* integers without allocations */
+	ac->c.reader->fn = &reply_fns; /* integers without allocations */
 	redisLibevAttach(l->loop, ac);
 	redisAsyncSetConnectCallback(ac, connect_cb);
 	redisAsyncSetDisconnectCallback(ac, disconnect_cb);
@@ -475,14 +483,16 @@ link_up(const struct link *l)
 void
 link_drop(struct link *l)
 {
-	ev_tstamp seen = l->last_reply > l->busy_since ? l->last_reply :
-	                 l->busy_since;
+	ev_tstamp seen =
+		l->last_reply > l->busy_since ? l->last_reply : l->busy_since;
 
 	if (l->ac == NULL)
 		return;
-	log_warn("redis_link_dropped", "host=%s port=%d%s inflight=%d "
-	         "silent_ms=%.0f", l->addr.host, l->addr.port, l->tag,
-	         l->inflight, (ev_now(l->loop) - seen) * 1e3);
+	log_warn("redis_link_dropped",
+	         "host=%s port=%d%s inflight=%d "
+	         "silent_ms=%.0f",
+	         l->addr.host, l->addr.port, l->tag, l->inflight,
+	         (ev_now(l->loop) - seen) * 1e3);
 	ev_timer_stop(l->loop, &l->timer);
 	detach_free(l);
 	lost(l);
@@ -496,8 +506,8 @@ link_kick(struct link *l, int direct)
 		return;
 	}
 	l->kick_direct = direct;
-	l->state = LINK_DOWN;		/* refuse new work at once */
-	ev_timer_stop(l->loop, &l->timer);	/* kick_cb reconnects */
+	l->state = LINK_DOWN;              /* refuse new work at once */
+	ev_timer_stop(l->loop, &l->timer); /* kick_cb reconnects */
 	ev_timer_set(&l->kick, 0., 0.);
 	ev_timer_start(l->loop, &l->kick);
 }
@@ -506,12 +516,12 @@ int
 link_call(struct link *l, struct batch_buf *b, enum link_script s, int eval,
           redisCallbackFn *cb, void *arg, int *fcalled)
 {
-	const char *sha = s == LINK_REFUND ? l->refund_sha : l->sha;
+	const char        *sha = s == LINK_REFUND ? l->refund_sha : l->sha;
 	redisAsyncContext *ac = l->ac;
-	const char *cmd;
-	char *own = NULL;
-	size_t len;
-	int rc;
+	const char        *cmd;
+	char              *own = NULL;
+	size_t             len;
+	int                rc;
 
 	if (ac == NULL || (ac->c.flags & (REDIS_DISCONNECTING | REDIS_FREEING)))
 		return -1;
@@ -520,12 +530,13 @@ link_call(struct link *l, struct batch_buf *b, enum link_script s, int eval,
 		cmd = batch_head(b, "FCALL", scriptlib_name(),
 		                 scriptlib_name_len(), &len);
 	else if (eval || sha[0] == '\0')
-		cmd = own = batch_with_text(b, "EVAL", s == LINK_REFUND ?
-		                            lua_refund : lua_ratelimit, &len);
+		cmd = own = batch_with_text(
+			b, "EVAL",
+			s == LINK_REFUND ? lua_refund : lua_ratelimit, &len);
 	else
 		cmd = batch_head(b, "EVALSHA", sha, 40, &len);
 	rc = redisAsyncFormattedCommand(ac, cb, arg, cmd, len);
-	free(own);			/* hiredis copied it */
+	free(own); /* hiredis copied it */
 	if (rc != REDIS_OK)
 		return -1;
 	l->last_call = ev_now(l->loop);
@@ -538,7 +549,7 @@ int
 link_answered(struct link *l, const void *r, int fcalled)
 {
 	const redisReply *reply = r;
-	int why;
+	int               why;
 
 	assert(l->inflight > 0);
 	l->inflight--;
@@ -546,7 +557,7 @@ link_answered(struct link *l, const void *r, int fcalled)
 		return 0;
 	l->last_reply = ev_now(l->loop);
 	if (reply->type != REDIS_REPLY_ERROR) {
-		backoff_reset(&l->bo);	/* a usable link */
+		backoff_reset(&l->bo); /* a usable link */
 		return 0;
 	}
 	why = scriptlib_resend(reply->str, fcalled);
@@ -581,7 +592,8 @@ link_succeeded(struct link *l)
 int
 link_waiting(const struct link *l)
 {
-	return l->ac != NULL && (l->inflight > 0 || l->ac->replies.head != NULL);
+	return l->ac != NULL &&
+	       (l->inflight > 0 || l->ac->replies.head != NULL);
 }
 
 int
@@ -600,8 +612,8 @@ link_stalled(const struct link *l, int timed_out)
 struct hget {
 	store_value_cb *cb;
 	void           *arg;
-	void          (*moved)(void *);
-	void           *moved_arg;
+	void (*moved)(void *);
+	void *moved_arg;
 };
 
 static void
@@ -609,7 +621,7 @@ hget_cb(redisAsyncContext *ac, void *r, void *privdata)
 {
 	struct hget *h = privdata;
 	struct link *l = ac->data;
-	redisReply *reply = r;
+	redisReply  *reply = r;
 
 	if (reply != NULL && l != NULL)
 		l->last_reply = ev_now(l->loop);
@@ -627,12 +639,11 @@ hget_cb(redisAsyncContext *ac, void *r, void *privdata)
 }
 
 int
-link_hget(struct link *l, const char *hash, const char *field,
-          size_t fieldlen, store_value_cb *cb, void *arg,
-          void (*moved)(void *), void *moved_arg)
+link_hget(struct link *l, const char *hash, const char *field, size_t fieldlen,
+          store_value_cb *cb, void *arg, void (*moved)(void *), void *moved_arg)
 {
 	redisAsyncContext *ac = l->ac;
-	struct hget *h;
+	struct hget       *h;
 
 	if (ac == NULL || (ac->c.flags & (REDIS_DISCONNECTING | REDIS_FREEING)))
 		return -1;

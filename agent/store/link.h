@@ -32,10 +32,10 @@
 #include "ratelog.h"
 #include "store_ops.h"
 
-#define BREAKER_FAILS    5	/* consecutive failed calls that open it */
-#define BREAKER_COOLDOWN 0.5	/* seconds it then refuses work */
-#define BREAKER_PROBE_S  1.0	/* a probe with no outcome by then is lost */
-#define LINK_STALL_S     1.0	/* calls waiting, no reply for this long */
+#define BREAKER_FAILS       5   /* consecutive failed calls that open it */
+#define BREAKER_COOLDOWN    0.5 /* seconds it then refuses work */
+#define BREAKER_PROBE_S     1.0 /* a probe with no outcome by then is lost */
+#define LINK_STALL_S        1.0 /* calls waiting, no reply for this long */
 #define LINK_BACKOFF_MIN_US 50000
 
 struct metrics_worker;
@@ -46,8 +46,8 @@ struct metrics_worker;
  * all zero is closed. */
 struct breaker {
 	int    fails;
-	double until;		/* ev_tstamp */
-	double probe;		/* when the half-open probe was admitted, or 0 */
+	double until; /* ev_tstamp */
+	double probe; /* when the half-open probe was admitted, or 0 */
 };
 
 /* 1 while <b> has tripped and <now> is within its cooldown. */
@@ -100,13 +100,13 @@ void backoff_reset(struct backoff *b);
 
 enum link_state {
 	LINK_DOWN = 0,
-	LINK_CONNECTING,	/* commands may be queued; not yet usable */
+	LINK_CONNECTING, /* commands may be queued; not yet usable */
 	LINK_UP,
 };
 
 enum link_script {
-	LINK_RATELIMIT = 0,	/* ratelimit.lua: FCALL, EVALSHA or EVAL */
-	LINK_REFUND,		/* refund.lua: EVALSHA or EVAL */
+	LINK_RATELIMIT = 0, /* ratelimit.lua: FCALL, EVALSHA or EVAL */
+	LINK_REFUND,        /* refund.lua: EVALSHA or EVAL */
 };
 
 struct link;
@@ -123,39 +123,39 @@ struct link_owner {
 };
 
 struct link_cfg {
-	const struct store_addr *addr;	/* copied */
-	int64_t     connect_timeout_us;
-	int64_t     backoff_max_us;
-	int         verify_master;	/* ROLE must say master before up */
-	int         load_refund;	/* SCRIPT LOAD refund.lua too */
-	const char *tag;		/* added after port= in log lines */
+	const struct store_addr *addr; /* copied */
+	int64_t                  connect_timeout_us;
+	int64_t                  backoff_max_us;
+	int         verify_master; /* ROLE must say master before up */
+	int         load_refund;   /* SCRIPT LOAD refund.lua too */
+	const char *tag;           /* added after port= in log lines */
 };
 
 struct link {
 	struct ev_loop          *loop;
 	struct metrics_worker   *m;
 	const struct link_owner *owner;
-	void                    *arg;		/* the owner's */
+	void                    *arg; /* the owner's */
 	struct store_addr        addr;
 	int64_t                  connect_timeout_us;
 	int                      verify_master, load_refund;
 	const char              *tag;
 	redisAsyncContext       *ac;
 	enum link_state          state;
-	int                      in_connect;	/* in hiredis' connect callback */
-	ev_timer                 timer;		/* connect timeout, or backoff */
-	ev_timer                 kick;		/* drop outside callbacks */
+	int                      in_connect; /* in hiredis' connect callback */
+	ev_timer                 timer;      /* connect timeout, or backoff */
+	ev_timer                 kick;       /* drop outside callbacks */
 	int                      kick_direct;
 	struct backoff           bo;
-	ev_tstamp                retry_at;	/* lazy: no reconnect before */
+	ev_tstamp                retry_at; /* lazy: no reconnect before */
 	char                     sha[41], refund_sha[41];
-	int                      fcall;		/* this link has the library */
-	int                      inflight;	/* calls sent, not answered */
-	ev_tstamp                last_reply;	/* a reply, not a lost call */
-	ev_tstamp                busy_since;	/* waiting started */
-	ev_tstamp                last_call;	/* a call or an HGET sent */
+	int                      fcall;      /* this link has the library */
+	int                      inflight;   /* calls sent, not answered */
+	ev_tstamp                last_reply; /* a reply, not a lost call */
+	ev_tstamp                busy_since; /* waiting started */
+	ev_tstamp                last_call;  /* a call or an HGET sent */
 	struct breaker           br;
-	struct ratelog           logs;		/* redis_not_master */
+	struct ratelog           logs; /* redis_not_master */
 };
 
 void link_init(struct link *l, struct ev_loop *loop, struct metrics_worker *m,
@@ -195,8 +195,8 @@ void link_kick(struct link *l, int direct);
  * (ratelimit only) and not <eval>; else EVALSHA once the script's sha is
  * known and not <eval>; else EVAL with its text. <*fcalled> says which.
  * Returns 0, or -1 with nothing sent. */
-int link_call(struct link *l, struct batch_buf *b, enum link_script s,
-              int eval, redisCallbackFn *cb, void *arg, int *fcalled);
+int link_call(struct link *l, struct batch_buf *b, enum link_script s, int eval,
+              redisCallbackFn *cb, void *arg, int *fcalled);
 
 /* A call's reply came (NULL: lost). Returns 1 when the call should be
  * resent once as EVAL (scriptlib_resend), after reloading the library

@@ -21,26 +21,28 @@ struct ovcache {
 	struct store    *st;
 	ev_timer         timer;
 	struct ov_table *table;
-	char             gen[GEN_MAX];	/* of <table>; "" before any */
-	char             want[GEN_MAX];	/* the generation being fetched */
-	int              busy;		/* an HGET in flight */
+	char             gen[GEN_MAX];  /* of <table>; "" before any */
+	char             want[GEN_MAX]; /* the generation being fetched */
+	int              busy;          /* an HGET in flight */
 };
 
 static void
 all_cb(void *arg, const char *val, size_t len, int err)
 {
-	struct ovcache *oc = arg;
+	struct ovcache  *oc = arg;
 	struct ov_table *t;
-	int bad;
+	int              bad;
 
 	oc->busy = 0;
 	if (err != 0)
 		return;
 	t = ov_table_parse(val ? val : "", val ? len : 0, &bad);
 	if (bad > 0)
-		log_warn("override_table_bad_entries", "skipped=%d held=%zu "
-		         "hint=\"rewrite them with spoa-ratelimit override set\"",
-		         bad, ov_table_count(t));
+		log_warn(
+			"override_table_bad_entries",
+			"skipped=%d held=%zu "
+			"hint=\"rewrite them with spoa-ratelimit override set\"",
+			bad, ov_table_count(t));
 	ov_table_free(oc->table);
 	oc->table = t;
 	memcpy(oc->gen, oc->want, sizeof(oc->gen));
@@ -55,7 +57,7 @@ gen_cb(void *arg, const char *val, size_t len, int err)
 	if (err != 0)
 		return;
 	if (!val || len == 0 || len >= GEN_MAX) {
-		val = "0";		/* never set: an empty table */
+		val = "0"; /* never set: an empty table */
 		len = 1;
 	}
 	if (strlen(oc->gen) == len && memcmp(oc->gen, val, len) == 0)

@@ -27,7 +27,7 @@ struct store;
 
 /* Starts polling through <st> on <loop> (the first poll at once). */
 struct ovcache *ovcache_new(struct ev_loop *loop, struct store *st);
-void ovcache_free(struct ovcache *oc);
+void            ovcache_free(struct ovcache *oc);
 
 /* The current table (NULL when none was ever fetched). Valid until the
  * worker's loop runs again. */

@@ -4,10 +4,10 @@
  * bit, waiters) and an index over it, an open-addressing table of entry
  * numbers (linear probing, power-of-two size, backward-shift deletion,
  * util_hash_private: seeded per process, so that tenant names crafted
- * offline do not share one probe run). Entries never move, so an HGET in flight and its waiters hold
- * a pointer to theirs; such an entry is not evicted until it is answered
- * and its waiters are gone. Plan names, not indexes, are kept so that
- * entries survive a policy reload that reorders plans.
+ * offline do not share one probe run). Entries never move, so an HGET in flight
+ * and its waiters hold a pointer to theirs; such an entry is not evicted until
+ * it is answered and its waiters are gone. Plan names, not indexes, are kept so
+ * that entries survive a policy reload that reorders plans.
  *
  * Not here: deadlines (the waiter's owner has them) and the choice of what
  * an unknown plan means (policy_tenant_plan and req.c).
@@ -22,39 +22,39 @@
 #include "util.h"
 
 enum {
-	ST_UNKNOWN = 0,			/* no answer yet */
-	ST_PLAN,			/* <plan> is the answer */
-	ST_ABSENT,			/* not in the hash */
+	ST_UNKNOWN = 0, /* no answer yet */
+	ST_PLAN,        /* <plan> is the answer */
+	ST_ABSENT,      /* not in the hash */
 };
 
 struct entry {
-	uint64_t                 hash;
-	char                    *tenant;	/* owned; NULL: entry free */
-	size_t                   tlen;
-	int64_t                  expires_us;	/* answer fresh until then */
-	int64_t                  cache_us;	/* of the HGET in flight */
-	int64_t                  retry_us;	/* the last HGET failed: no
-						 * other before then */
+	uint64_t hash;
+	char    *tenant; /* owned; NULL: entry free */
+	size_t   tlen;
+	int64_t  expires_us; /* answer fresh until then */
+	int64_t  cache_us;   /* of the HGET in flight */
+	int64_t  retry_us;   /* the last HGET failed: no
+	                      * other before then */
 	struct plancache_waiter *waiters;
 	uint8_t                  state;
 	uint8_t                  plen;
-	uint8_t                  pending;	/* an HGET is in flight */
-	uint8_t                  used;		/* CLOCK: looked up lately */
+	uint8_t                  pending; /* an HGET is in flight */
+	uint8_t                  used;    /* CLOCK: looked up lately */
 	char                     plan[PLANCACHE_PLAN_MAX + 1];
 };
 
 struct plancache {
 	plancache_fetch *fetch;
 	void            *fetch_ctx;
-	struct entry    *ents;		/* <max> */
-	uint32_t        *slots;		/* <mask> + 1: entry number + 1; 0 empty */
-	uint32_t        *freed;		/* entries emptied below <hi> */
+	struct entry    *ents;  /* <max> */
+	uint32_t        *slots; /* <mask> + 1: entry number + 1; 0 empty */
+	uint32_t        *freed; /* entries emptied below <hi> */
 	size_t           nfreed;
-	size_t           hi;		/* entries ever used: ents[0, hi) */
+	size_t           hi; /* entries ever used: ents[0, hi) */
 	size_t           mask;
 	size_t           max, max_bytes;
 	size_t           n, bytes;
-	size_t           hand;		/* CLOCK */
+	size_t           hand; /* CLOCK */
 };
 
 static int
@@ -76,7 +76,7 @@ plancache_new_fetch(plancache_fetch *fetch, void *ctx, size_t max,
                     size_t max_bytes)
 {
 	struct plancache *pc = xcalloc(1, sizeof(*pc));
-	size_t slots = 2;
+	size_t            slots = 2;
 
 	while (slots < 2 * max)
 		slots *= 2;
@@ -170,13 +170,12 @@ wake(struct entry *e, int ok)
 /* The slot holding <tenant>'s entry number, or the empty slot where it
  * would go. */
 static size_t
-slot_of(const struct plancache *pc, const char *tenant, size_t len,
-        uint64_t h)
+slot_of(const struct plancache *pc, const char *tenant, size_t len, uint64_t h)
 {
 	size_t i = (size_t)h & pc->mask;
 
 	for (;;) {
-		uint32_t s = pc->slots[i];
+		uint32_t            s = pc->slots[i];
 		const struct entry *e;
 
 		if (s == 0)
@@ -250,11 +249,10 @@ evict_one(struct plancache *pc)
 /* A new, empty entry for <tenant> in slot <i>, or NULL when none can be
  * freed for it. */
 static struct entry *
-add(struct plancache *pc, const char *tenant, size_t len, uint64_t h,
-    size_t i)
+add(struct plancache *pc, const char *tenant, size_t len, uint64_t h, size_t i)
 {
 	struct entry *e;
-	int evicted = 0;
+	int           evicted = 0;
 
 	if (len > pc->max_bytes)
 		return NULL;
@@ -263,7 +261,7 @@ add(struct plancache *pc, const char *tenant, size_t len, uint64_t h,
 			return NULL;
 		evicted = 1;
 	}
-	if (evicted)		/* the probe run moved */
+	if (evicted) /* the probe run moved */
 		i = slot_of(pc, tenant, len, h);
 	e = &pc->ents[pc->nfreed > 0 ? pc->freed[--pc->nfreed] : pc->hi++];
 	e->hash = h;
@@ -280,7 +278,7 @@ static struct entry *
 find_or_add(struct plancache *pc, const char *tenant, size_t len)
 {
 	uint64_t h = util_hash_private(tenant, len);
-	size_t i = slot_of(pc, tenant, len, h);
+	size_t   i = slot_of(pc, tenant, len, h);
 
 	if (pc->slots[i] != 0)
 		return &pc->ents[pc->slots[i] - 1];
@@ -295,15 +293,17 @@ find_or_add(struct plancache *pc, const char *tenant, size_t len)
 static void
 log_failed(void)
 {
-	static _Thread_local struct ratelog rl;	/* slot 0: one line for all */
-	uint64_t suppressed;
+	static _Thread_local struct ratelog rl; /* slot 0: one line for all */
+	uint64_t                            suppressed;
 
 	if (log_level < LOG_WARN ||
 	    !ratelog_allow(&rl, 0, util_now_us(), &suppressed))
 		return;
-	log_warn("plan_lookup_failed", "answer=fail_mode suppressed=%llu "
+	log_warn("plan_lookup_failed",
+	         "answer=fail_mode suppressed=%llu "
 	         "hint=\"HGET on plan_lookup.redis_hash failed: Redis down or "
-	         "not a hash\"", (unsigned long long)suppressed);
+	         "not a hash\"",
+	         (unsigned long long)suppressed);
 }
 
 /* An HGET's answer. On failure a known answer is kept, and the tenant is
@@ -313,12 +313,12 @@ static void
 fetched_cb(void *arg, const char *val, size_t len, int err)
 {
 	struct entry *e = arg;
-	int64_t now = util_now_us();
+	int64_t       now = util_now_us();
 
 	e->pending = 0;
 	if (err == 0) {
-		e->state = val != NULL && len <= PLANCACHE_PLAN_MAX ?
-		           ST_PLAN : ST_ABSENT;
+		e->state = val != NULL && len <= PLANCACHE_PLAN_MAX ? ST_PLAN
+		                                                    : ST_ABSENT;
 		e->plen = e->state == ST_PLAN ? (uint8_t)len : 0;
 		if (e->state == ST_PLAN)
 			memcpy(e->plan, val, len);
@@ -347,7 +347,7 @@ plancache_resolve(void *ctx, const struct policy *p, const char *tenant,
                   size_t len)
 {
 	struct plancache_waiter *w = ctx;
-	struct entry *e;
+	struct entry            *e;
 
 	if (p->plan_lookup.redis_hash == NULL || len == 0)
 		return -1;

@@ -37,10 +37,10 @@
 
 #include "policy.h"
 
-#define PLANCACHE_MAX        65536
-#define PLANCACHE_BYTES      (16u << 20)	/* tenant bytes per worker */
-#define PLANCACHE_PLAN_MAX   63		/* longer plan names: not a plan */
-#define PLANCACHE_RETRY_US   1000000	/* after a failed HGET */
+#define PLANCACHE_MAX      65536
+#define PLANCACHE_BYTES    (16u << 20) /* tenant bytes per worker */
+#define PLANCACHE_PLAN_MAX 63          /* longer plan names: not a plan */
+#define PLANCACHE_RETRY_US 1000000     /* after a failed HGET */
 
 struct plancache;
 struct store;
@@ -48,23 +48,22 @@ struct store;
 /* Fetches <field> of <hash> in the background: calls <cb> exactly once
  * (err 0 and the value, NULL when absent; err -1 when Redis failed), or
  * returns -1 at once with no call to come. store_hget() is one. */
-typedef int plancache_fetch(void *ctx, const char *hash, const char *field,
-                            size_t len,
-                            void (*cb)(void *arg, const char *val, size_t vlen,
-                                       int err),
-                            void *arg);
+typedef int
+plancache_fetch(void *ctx, const char *hash, const char *field, size_t len,
+                void (*cb)(void *arg, const char *val, size_t vlen, int err),
+                void *arg);
 
 /* A request waiting for a tenant's answer; embedded in the caller. Set
  * <pc> and <cb>, zero the rest (plancache_waiter_init). <cb> runs once
  * the answer lands (<ok> 1) or the HGET failed (<ok> 0), after the waiter
  * has been unlinked; it may resolve again. */
 struct plancache_waiter {
-	struct plancache         *pc;
-	void                    (*cb)(struct plancache_waiter *w, int ok);
-	int                       nowait;	/* answer from what is known:
-						 * never park, never fetch */
+	struct plancache *pc;
+	void (*cb)(struct plancache_waiter *w, int ok);
+	int nowait; /* answer from what is known:
+	             * never park, never fetch */
 	struct plancache_waiter  *next;
-	struct plancache_waiter **pprev;	/* NULL: not waiting */
+	struct plancache_waiter **pprev; /* NULL: not waiting */
 };
 
 /* A cache that fetches through store_hget(<st>). Free it after the store
@@ -75,7 +74,7 @@ struct plancache *plancache_new(struct store *st);
  * fetches through <fetch> (tests). */
 struct plancache *plancache_new_fetch(plancache_fetch *fetch, void *ctx,
                                       size_t max, size_t max_bytes);
-void plancache_free(struct plancache *pc);
+void              plancache_free(struct plancache *pc);
 
 void plancache_waiter_init(struct plancache_waiter *w, struct plancache *pc,
                            void (*cb)(struct plancache_waiter *w, int ok));

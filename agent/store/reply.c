@@ -56,7 +56,7 @@ reply_new(const redisReadTask *task, int type)
 static void *
 create_string(const redisReadTask *task, char *str, size_t len)
 {
-	char *copy = malloc(len + 1);
+	char       *copy = malloc(len + 1);
 	redisReply *r;
 
 	if (copy == NULL)
@@ -93,12 +93,13 @@ create_nil(const redisReadTask *task)
 static void *
 create_array(const redisReadTask *task, int elements)
 {
-	size_t n = elements > 0 ? (size_t)elements : 0;
+	size_t      n = elements > 0 ? (size_t)elements : 0;
 	redisReply *r;
 
 	if (n > REPLY_ARRAY_MAX)
 		return NULL;
-	r = calloc(1, sizeof(*r) + n * (sizeof(redisReply *) + sizeof(redisReply)));
+	r = calloc(1, sizeof(*r) +
+	                      n * (sizeof(redisReply *) + sizeof(redisReply)));
 	if (r == NULL)
 		return NULL;
 	r->type = REDIS_REPLY_ARRAY;

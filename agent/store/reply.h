@@ -5,8 +5,8 @@
  * per element, so an element that is an integer or nil costs no
  * allocation (the script's results come packed in one string:
  * results.h); strings still own a copy of their bytes, nested arrays are
- * their own block. The objects have the layout of hiredis' own, so callbacks read
- * them as usual; they must be freed with these functions only, which
+ * their own block. The objects have the layout of hiredis' own, so callbacks
+ * read them as usual; they must be freed with these functions only, which
  * hiredis does when the reader carries them:
  *
  *     ac->c.reader->fn = &reply_fns;

@@ -38,8 +38,8 @@ void reqq_answer(struct store_req *sr, uint32_t gen, int err);
 void reqq_fail_all(struct reqq *q, int err);
 
 /* 1 if every check of <sr> is a RELEASE (lease given back). Both stores
- * send those even while a breaker is open, as store_cluster.c sends its refunds:
- * a release refused there holds its slot for the whole lease (HAProxy
+ * send those even while a breaker is open, as store_cluster.c sends its
+ * refunds: a release refused there holds its slot for the whole lease (HAProxy
  * sends it once), and it costs Redis one ZREM. */
 int reqq_releases_only(const struct store_req *sr);
 

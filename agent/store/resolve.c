@@ -31,11 +31,11 @@
 
 struct name {
 	char    host[RESOLVE_HOST_MAX];
-	char    addr[RESOLVE_ADDR_MAX];	/* the last answer; "" before one */
-	int     queued;			/* a lookup is queued or running */
-	int     failed;			/* the last lookup failed */
-	int64_t done_us;		/* when the last lookup ended; 0: never */
-	int64_t used_us;		/* when last asked for */
+	char    addr[RESOLVE_ADDR_MAX]; /* the last answer; "" before one */
+	int     queued;                 /* a lookup is queued or running */
+	int     failed;                 /* the last lookup failed */
+	int64_t done_us; /* when the last lookup ended; 0: never */
+	int64_t used_us; /* when last asked for */
 };
 
 static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
@@ -67,8 +67,8 @@ static int
 lookup(resolve_gai_fn *fn, const char *host, char *out, const char **err)
 {
 	static const int families[] = { AF_INET, AF_INET6 };
-	struct addrinfo hints, *res = NULL;
-	int rc = EAI_NONAME;
+	struct addrinfo  hints, *res = NULL;
+	int              rc = EAI_NONAME;
 
 	for (size_t i = 0; i < sizeof(families) / sizeof(families[0]); i++) {
 		memset(&hints, 0, sizeof(hints));
@@ -84,10 +84,12 @@ lookup(resolve_gai_fn *fn, const char *host, char *out, const char **err)
 		return -1;
 	}
 	if (res->ai_family == AF_INET)
-		inet_ntop(AF_INET, &((struct sockaddr_in *)res->ai_addr)->sin_addr,
-		          out, RESOLVE_ADDR_MAX);
+		inet_ntop(AF_INET,
+		          &((struct sockaddr_in *)res->ai_addr)->sin_addr, out,
+		          RESOLVE_ADDR_MAX);
 	else
-		inet_ntop(AF_INET6, &((struct sockaddr_in6 *)res->ai_addr)->sin6_addr,
+		inet_ntop(AF_INET6,
+		          &((struct sockaddr_in6 *)res->ai_addr)->sin6_addr,
 		          out, RESOLVE_ADDR_MAX);
 	freeaddrinfo(res);
 	return 0;
@@ -116,11 +118,11 @@ resolver_main(void *arg)
 {
 	pthread_mutex_lock(&lock);
 	for (;;) {
-		struct name *e = NULL;
-		char host[RESOLVE_HOST_MAX], addr[RESOLVE_ADDR_MAX];
-		const char *err = NULL;
+		struct name    *e = NULL;
+		char            host[RESOLVE_HOST_MAX], addr[RESOLVE_ADDR_MAX];
+		const char     *err = NULL;
 		resolve_gai_fn *fn;
-		int rc;
+		int             rc;
 
 		for (int i = 0; i < nnames && e == NULL; i++)
 			if (names[i].queued)
@@ -134,7 +136,7 @@ resolver_main(void *arg)
 		pthread_mutex_unlock(&lock);
 		rc = lookup(fn, host, addr, &err);
 		pthread_mutex_lock(&lock);
-		record(e, rc, addr, err);	/* queued: never reused meanwhile */
+		record(e, rc, addr, err); /* queued: never reused meanwhile */
 		e->queued = 0;
 	}
 	return arg;
@@ -143,7 +145,7 @@ resolver_main(void *arg)
 static void
 start_thread(void)
 {
-	pthread_t t;
+	pthread_t      t;
 	pthread_attr_t a;
 
 	pthread_attr_init(&a);
@@ -185,8 +187,9 @@ maybe_queue(struct name *e, int64_t now)
 {
 	double age = (double)(now - e->done_us) / 1e6;
 
-	if (e->queued || (e->done_us != 0 &&
-	    age < (e->failed ? RESOLVE_RETRY_S : RESOLVE_REFRESH_S)))
+	if (e->queued ||
+	    (e->done_us != 0 &&
+	     age < (e->failed ? RESOLVE_RETRY_S : RESOLVE_REFRESH_S)))
 		return;
 	e->queued = 1;
 	pthread_once(&once, start_thread);
@@ -196,8 +199,8 @@ maybe_queue(struct name *e, int64_t now)
 const char *
 resolve_addr(const char *host, char *buf, const char **why)
 {
-	int64_t now = util_monotonic_us();
-	const char *out = NULL;
+	int64_t      now = util_monotonic_us();
+	const char  *out = NULL;
 	struct name *e;
 
 	if (is_numeric(host))
@@ -217,8 +220,9 @@ resolve_addr(const char *host, char *buf, const char **why)
 			memcpy(buf, e->addr, RESOLVE_ADDR_MAX);
 			out = buf;
 		} else {
-			*why = e->failed ? "host name lookup failed (see resolve_failed)" :
-			       "resolving the host name";
+			*why = e->failed
+			               ? "host name lookup failed (see resolve_failed)"
+			               : "resolving the host name";
 		}
 	}
 	pthread_mutex_unlock(&lock);
@@ -228,11 +232,11 @@ resolve_addr(const char *host, char *buf, const char **why)
 void
 resolve_warm(const char *host)
 {
-	char addr[RESOLVE_ADDR_MAX];
-	const char *err = NULL;
+	char            addr[RESOLVE_ADDR_MAX];
+	const char     *err = NULL;
 	resolve_gai_fn *fn;
-	struct name *e;
-	int rc;
+	struct name    *e;
+	int             rc;
 
 	if (is_numeric(host) || strlen(host) >= RESOLVE_HOST_MAX)
 		return;
@@ -252,7 +256,7 @@ resolve_warm(const char *host)
 redisAsyncContext *
 resolve_connect(const char *host, int port, const char **why)
 {
-	char buf[RESOLVE_ADDR_MAX];
+	char        buf[RESOLVE_ADDR_MAX];
 	const char *addr = resolve_addr(host, buf, why);
 
 	if (addr == NULL)

@@ -25,10 +25,10 @@
 #include <netdb.h>
 #include <stddef.h>
 
-#define RESOLVE_REFRESH_S 10.0	/* an answer is re-checked this often */
-#define RESOLVE_RETRY_S   1.0	/* a failed lookup is retried this often */
-#define RESOLVE_MAX_NAMES 128	/* names held; the oldest idle one goes */
-#define RESOLVE_ADDR_MAX  64	/* fits INET6_ADDRSTRLEN */
+#define RESOLVE_REFRESH_S 10.0 /* an answer is re-checked this often */
+#define RESOLVE_RETRY_S   1.0  /* a failed lookup is retried this often */
+#define RESOLVE_MAX_NAMES 128  /* names held; the oldest idle one goes */
+#define RESOLVE_ADDR_MAX  64   /* fits INET6_ADDRSTRLEN */
 
 struct redisAsyncContext;
 
@@ -49,8 +49,7 @@ struct redisAsyncContext *resolve_connect(const char *host, int port,
 
 /* Tests: the function the resolver thread calls instead of getaddrinfo. */
 typedef int resolve_gai_fn(const char *node, const char *service,
-                           const struct addrinfo *hints,
-                           struct addrinfo **res);
-void resolve_set_gai(resolve_gai_fn *fn);
+                           const struct addrinfo *hints, struct addrinfo **res);
+void        resolve_set_gai(resolve_gai_fn *fn);
 
 #endif

@@ -31,7 +31,7 @@ static int64_t
 read_array(const unsigned char **p, const unsigned char *end)
 {
 	const unsigned char *q = *p;
-	size_t w;
+	size_t               w;
 
 	if (q >= end)
 		return -1;
@@ -52,7 +52,9 @@ read_array(const unsigned char **p, const unsigned char *end)
 static int64_t
 clamp(int64_t v)
 {
-	return v > RESULTS_MAX ? RESULTS_MAX : v < -RESULTS_MAX ? -RESULTS_MAX : v;
+	return v > RESULTS_MAX    ? RESULTS_MAX
+	       : v < -RESULTS_MAX ? -RESULTS_MAX
+	                          : v;
 }
 
 /* An IEEE 754 double as the script's integer: truncated toward zero, as
@@ -74,39 +76,39 @@ static int
 read_num(const unsigned char **p, const unsigned char *end, int64_t *out)
 {
 	const unsigned char *q = *p;
-	size_t w;
-	uint64_t u;
+	size_t               w;
+	uint64_t             u;
 
 	if (q >= end)
 		return -1;
-	if (*q <= 0x7f || *q >= 0xe0) {		/* fixint */
+	if (*q <= 0x7f || *q >= 0xe0) { /* fixint */
 		*out = *q <= 0x7f ? *q : (int64_t)*q - 256;
 		*p = q + 1;
 		return 0;
 	}
 	if (*q < 0xca || *q > 0xd3)
 		return -1;
-	w = *q <= 0xcb ? (size_t)4 << (*q - 0xca) :
-	    (size_t)1 << ((*q - 0xcc) % 4);
+	w = *q <= 0xcb ? (size_t)4 << (*q - 0xca)
+	               : (size_t)1 << ((*q - 0xcc) % 4);
 	if ((size_t)(end - q - 1) < w)
 		return -1;
 	u = be(q + 1, w);
-	if (*q == 0xca) {			/* float 32 */
+	if (*q == 0xca) { /* float 32 */
 		uint32_t b32 = (uint32_t)u;
-		float f;
+		float    f;
 
 		memcpy(&f, &b32, sizeof(f));
 		*out = from_double(f);
-	} else if (*q == 0xcb) {		/* float 64 */
+	} else if (*q == 0xcb) { /* float 64 */
 		double d;
 
 		memcpy(&d, &u, sizeof(d));
 		*out = from_double(d);
-	} else if (*q <= 0xcf) {		/* uint 8-64 */
+	} else if (*q <= 0xcf) { /* uint 8-64 */
 		*out = u > (uint64_t)RESULTS_MAX ? RESULTS_MAX : (int64_t)u;
-	} else if (u >> (8 * w - 1)) {		/* int 8-64, negative */
-		uint64_t mask = w == 8 ? ~(uint64_t)0 :
-		                ((uint64_t)1 << (8 * w)) - 1;
+	} else if (u >> (8 * w - 1)) { /* int 8-64, negative */
+		uint64_t mask =
+			w == 8 ? ~(uint64_t)0 : ((uint64_t)1 << (8 * w)) - 1;
 
 		*out = clamp(-(int64_t)(~u & mask) - 1);
 	} else {
@@ -138,7 +140,8 @@ reserve(struct results *rs, size_t n)
 
 	if (n <= rs->cap)
 		return 0;
-	if (n > SIZE_MAX / sizeof(*v) || (v = realloc(rs->v, n * sizeof(*v))) == NULL)
+	if (n > SIZE_MAX / sizeof(*v) ||
+	    (v = realloc(rs->v, n * sizeof(*v))) == NULL)
 		return -1;
 	rs->v = v;
 	rs->cap = n;
@@ -146,11 +149,10 @@ reserve(struct results *rs, size_t n)
 }
 
 int
-results_decode(struct results *rs, const char *buf, size_t len,
-               size_t nchecks)
+results_decode(struct results *rs, const char *buf, size_t len, size_t nchecks)
 {
 	const unsigned char *p = (const unsigned char *)buf, *end = p + len;
-	size_t n;
+	size_t               n;
 
 	if (nchecks > SIZE_MAX / LIM_SCRIPT_RESULT)
 		return -1;

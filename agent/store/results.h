@@ -36,9 +36,9 @@
 #define RESULTS_MAX ((int64_t)1 << 53)
 
 struct results {
-	int64_t *v;		/* the values of the reply being read (after
-				 * a good decode, of that reply) */
-	size_t   cap;		/* kept from one reply to the next */
+	int64_t *v; /* the values of the reply being read (after
+	             * a good decode, of that reply) */
+	size_t cap; /* kept from one reply to the next */
 };
 
 void results_init(struct results *rs);
@@ -49,8 +49,8 @@ void results_free(struct results *rs);
  * allowed one of -1, 0, 1; else -1 (a reply of another shape, from
  * another script or a damaged link, is refused whole). Memory is sized by
  * <nchecks>, never by what the reply claims. */
-int  results_decode(struct results *rs, const char *buf, size_t len,
-                    size_t nchecks);
+int results_decode(struct results *rs, const char *buf, size_t len,
+                   size_t nchecks);
 
 /* The results of check <k> (0-based) of the last good decode. */
 void results_get(const struct results *rs, size_t k, struct lim_result *res);

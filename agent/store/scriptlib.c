@@ -21,8 +21,8 @@ extern const char lua_ratelimit[];
 
 static pthread_once_t once = PTHREAD_ONCE_INIT;
 static char          *text;
-static char           name[32];	/* "spoa_rl_" and 16 hex digits */
-static size_t         name_len;	/* read on every FCALL */
+static char           name[32]; /* "spoa_rl_" and 16 hex digits */
+static size_t         name_len; /* read on every FCALL */
 
 static void
 build(void)
@@ -33,11 +33,13 @@ build(void)
 	if (len < tail || strcmp(lua_ratelimit + len - tail, EVAL_TAIL) != 0)
 		fatal("ratelimit.lua does not end with its EVAL entry point");
 	body = len - tail;
-	name_len = (size_t)snprintf(name, sizeof(name), "spoa_rl_%016llx",
-	         (unsigned long long)util_fnv1a(lua_ratelimit, len));
+	name_len = (size_t)snprintf(
+		name, sizeof(name), "spoa_rl_%016llx",
+		(unsigned long long)util_fnv1a(lua_ratelimit, len));
 	cap = body + 2 * sizeof(name) + 64;
 	text = xmalloc(cap);
-	snprintf(text, cap, "#!lua name=%s\n%.*s"
+	snprintf(text, cap,
+	         "#!lua name=%s\n%.*s"
 	         "redis.register_function('%s', batch)\n",
 	         name, (int)body, lua_ratelimit, name);
 }
@@ -77,8 +79,8 @@ scriptlib_loaded(const redisReply *reply, const char *host, int port)
 	    (reply->type == REDIS_REPLY_ERROR &&
 	     strstr(reply->str, "already exists") != NULL))
 		return 1;
-	log_info("redis_functions_unavailable", "host=%s port=%d error=\"%.200s\"",
-	         host, port,
+	log_info("redis_functions_unavailable",
+	         "host=%s port=%d error=\"%.200s\"", host, port,
 	         reply->type == REDIS_REPLY_ERROR ? reply->str : "bad reply");
 	return 0;
 }

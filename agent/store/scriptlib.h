@@ -30,19 +30,17 @@ size_t      scriptlib_name_len(void);
  * Without REPLACE: a library of this name has this text, and Redis answers
  * "already exists" in microseconds where REPLACE compiles it again (1 ms
  * of Redis' time per link, every agent reconnecting after a restart). */
-int         scriptlib_load(redisAsyncContext *ac, redisCallbackFn *cb,
-                           void *privdata);
+int scriptlib_load(redisAsyncContext *ac, redisCallbackFn *cb, void *privdata);
 
 /* FUNCTION LOAD's <reply> on the link to <host>:<port>: 1 if the library
  * is there (loaded now or already), else 0, logged at info (Redis < 7
  * says "unknown command", a user without the right NOPERM). */
-int         scriptlib_loaded(const redisReply *reply, const char *host,
-                             int port);
+int scriptlib_loaded(const redisReply *reply, const char *host, int port);
 
 /* Is <err> the error FCALL gets when the library is missing (a Redis
  * restarted empty, FUNCTION FLUSH, a failover to a node that never got
  * it)? The caller resends with EVAL and loads the library again. */
-int         scriptlib_missing(const char *err);
+int scriptlib_missing(const char *err);
 
 /* Would the batch that got <err> do better resent once as EVAL? 0: no.
  * SCRIPTLIB_MISSING: the script (NOSCRIPT) or the library
@@ -53,6 +51,6 @@ int         scriptlib_missing(const char *err);
  * as EVAL. */
 #define SCRIPTLIB_MISSING 1
 #define SCRIPTLIB_OOM     2
-int         scriptlib_resend(const char *err, int fcalled);
+int scriptlib_resend(const char *err, int fcalled);
 
 #endif

@@ -20,9 +20,9 @@
 #include <string.h>
 
 #include <ev.h>
+#include <hiredis/adapters/libev.h>
 #include <hiredis/async.h>
 #include <hiredis/hiredis.h>
-#include <hiredis/adapters/libev.h>
 
 #include "log.h"
 #include "resolve.h"
@@ -32,23 +32,23 @@
 #define SUB_RETRY_S 0.5
 
 struct sentinel {
-	struct ev_loop    *loop;
-	struct store_topo  t;
-	double             timeout_s;
-	sentinel_addr_cb  *found, *switched;
-	void              *arg;
+	struct ev_loop   *loop;
+	struct store_topo t;
+	double            timeout_s;
+	sentinel_addr_cb *found, *switched;
+	void             *arg;
 	/* discovery */
 	redisAsyncContext *qac;
-	int                qidx;	/* sentinel of qac / of the next try */
-	int                querying;	/* a discovery is running */
-	int                pending;	/* a query is in flight on qac */
-	int                tried;	/* tries in this round */
-	ev_timer           qtimer;	/* try timeout, or "next try now" */
+	int                qidx;     /* sentinel of qac / of the next try */
+	int                querying; /* a discovery is running */
+	int                pending;  /* a query is in flight on qac */
+	int                tried;    /* tries in this round */
+	ev_timer           qtimer;   /* try timeout, or "next try now" */
 	/* subscription */
 	redisAsyncContext *sac;
 	int                sidx;
 	int                sub_up;
-	ev_timer           stimer;	/* connect timeout / resubscribe */
+	ev_timer           stimer; /* connect timeout / resubscribe */
 };
 
 static redisAsyncContext *
@@ -56,12 +56,13 @@ open_ctx(struct sentinel *s, int idx, redisConnectCallback *ccb,
          redisDisconnectCallback *dcb)
 {
 	const struct store_seed *sd = &s->t.seeds[idx];
-	const char *why = "out of memory";
-	redisAsyncContext *ac = resolve_connect(sd->host, sd->port, &why);
+	const char              *why = "out of memory";
+	redisAsyncContext       *ac = resolve_connect(sd->host, sd->port, &why);
 
 	if (ac == NULL || ac->err) {
-		log_warn("sentinel_connect_failed", "host=%s port=%d error=\"%s\"",
-		         sd->host, sd->port, ac ? ac->errstr : why);
+		log_warn("sentinel_connect_failed",
+		         "host=%s port=%d error=\"%s\"", sd->host, sd->port,
+		         ac ? ac->errstr : why);
 		if (ac != NULL)
 			redisAsyncFree(ac);
 		return NULL;
@@ -81,7 +82,8 @@ arm(struct sentinel *s, ev_timer *t, double after)
 	ev_timer_start(s->loop, t);
 }
 
-/* ---- discovery ------------------------------------------------------------ */
+/* ---- discovery ------------------------------------------------------------
+ */
 
 static void
 q_connect_cb(const redisAsyncContext *ac, int status)
@@ -89,7 +91,8 @@ q_connect_cb(const redisAsyncContext *ac, int status)
 	struct sentinel *s = ac->data;
 
 	if (s != NULL && status != REDIS_OK)
-		log_warn("sentinel_connect_failed", "host=%s port=%d error=\"%s\"",
+		log_warn("sentinel_connect_failed",
+		         "host=%s port=%d error=\"%s\"",
 		         s->t.seeds[s->qidx].host, s->t.seeds[s->qidx].port,
 		         ac->errstr);
 }
@@ -129,7 +132,7 @@ q_fail(struct sentinel *s)
 static int
 parse_addr(redisReply *r, char *host, size_t hsize, int *port)
 {
-	long v;
+	long  v;
 	char *e;
 
 	if (r->type != REDIS_REPLY_ARRAY || r->elements != 2 ||
@@ -150,23 +153,25 @@ static void
 query_cb(redisAsyncContext *ac, void *r, void *privdata)
 {
 	struct sentinel *s = privdata;
-	redisReply *reply = r;
-	char host[256];
-	int port;
+	redisReply      *reply = r;
+	char             host[256];
+	int              port;
 
 	if (ac != s->qac || !s->pending)
-		return;			/* abandoned (timeout) or freed */
+		return; /* abandoned (timeout) or freed */
 	ev_timer_stop(s->loop, &s->qtimer);
 	if (reply == NULL) {
-		s->qac = NULL;		/* hiredis frees it after this */
+		s->qac = NULL; /* hiredis frees it after this */
 		q_fail(s);
 		return;
 	}
 	if (parse_addr(reply, host, sizeof(host), &port) == -1) {
-		log_warn("sentinel_no_master", "host=%s port=%d master=%s error=\"%.100s\"",
+		log_warn("sentinel_no_master",
+		         "host=%s port=%d master=%s error=\"%.100s\"",
 		         s->t.seeds[s->qidx].host, s->t.seeds[s->qidx].port,
-		         s->t.master, reply->type == REDIS_REPLY_ERROR ? reply->str :
-		         "unknown master");
+		         s->t.master,
+		         reply->type == REDIS_REPLY_ERROR ? reply->str
+		                                          : "unknown master");
 		q_fail(s);
 		return;
 	}
@@ -200,7 +205,7 @@ qtimer_cb(struct ev_loop *loop, ev_timer *w, int revents)
 {
 	struct sentinel *s = container_of(w, struct sentinel, qtimer);
 
-	if (s->pending) {		/* this try timed out */
+	if (s->pending) { /* this try timed out */
 		log_warn("sentinel_timeout", "host=%s port=%d",
 		         s->t.seeds[s->qidx].host, s->t.seeds[s->qidx].port);
 		q_close(s);
@@ -214,7 +219,7 @@ qtimer_cb(struct ev_loop *loop, ev_timer *w, int revents)
 		s->found(s->arg, NULL, 0);
 		return;
 	}
-	q_close(s);			/* a previous try's sentinel */
+	q_close(s); /* a previous try's sentinel */
 	query_try(s);
 }
 
@@ -225,7 +230,7 @@ sentinel_discover(struct sentinel *s)
 		return;
 	s->querying = 1;
 	s->tried = 0;
-	if (s->qac != NULL) {		/* reuse the open context first */
+	if (s->qac != NULL) { /* reuse the open context first */
 		s->tried = 1;
 		query_try(s);
 		return;
@@ -243,7 +248,7 @@ s_connect_cb(const redisAsyncContext *ac, int status)
 	struct sentinel *s = ac->data;
 
 	if (s == NULL || ac != s->sac || status != REDIS_OK)
-		return;			/* failures come as a NULL reply */
+		return; /* failures come as a NULL reply */
 	ev_timer_stop(s->loop, &s->stimer);
 	s->sub_up = 1;
 	log_info("sentinel_subscribed", "host=%s port=%d",
@@ -268,7 +273,7 @@ static void
 on_switch(struct sentinel *s, const char *msg, size_t len)
 {
 	char name[128], host[256], buf[512];
-	int port;
+	int  port;
 
 	if (len >= sizeof(buf))
 		return;
@@ -286,13 +291,13 @@ static void
 sub_cb(redisAsyncContext *ac, void *r, void *privdata)
 {
 	struct sentinel *s = privdata;
-	redisReply *reply = r;
+	redisReply      *reply = r;
 
 	if (ac != s->sac)
 		return;
-	if (reply == NULL) {		/* the disconnect callback follows */
+	if (reply == NULL) { /* the disconnect callback follows */
 		if (s->sac != NULL && !s->sub_up) {
-			s->sac = NULL;	/* connect failed: hiredis frees it */
+			s->sac = NULL; /* connect failed: hiredis frees it */
 			s->sidx = (s->sidx + 1) % s->t.nseeds;
 			arm(s, &s->stimer, SUB_RETRY_S);
 		}
@@ -310,7 +315,8 @@ sub_open(struct sentinel *s)
 {
 	s->sac = open_ctx(s, s->sidx, s_connect_cb, s_disconnect_cb);
 	if (s->sac == NULL ||
-	    redisAsyncCommand(s->sac, sub_cb, s, "SUBSCRIBE +switch-master") != REDIS_OK) {
+	    redisAsyncCommand(s->sac, sub_cb, s, "SUBSCRIBE +switch-master") !=
+	            REDIS_OK) {
 		if (s->sac != NULL) {
 			redisAsyncContext *ac = s->sac;
 
@@ -322,7 +328,7 @@ sub_open(struct sentinel *s)
 		arm(s, &s->stimer, SUB_RETRY_S);
 		return;
 	}
-	arm(s, &s->stimer, s->timeout_s);	/* connect timeout */
+	arm(s, &s->stimer, s->timeout_s); /* connect timeout */
 }
 
 /* Reopens a dropped subscription, or gives up on a connect that hangs. */

@@ -36,8 +36,8 @@ store_new_with_ops(const struct store_ops *ops, void *backend)
 /* The URL's credentials and db into <a>, the policy's user and password
  * winning. Returns 0, or -1 with <*err> set. */
 static int
-parse(const struct store_cfg *cfg, struct store_addr *a,
-      struct store_topo *t, const char **err)
+parse(const struct store_cfg *cfg, struct store_addr *a, struct store_topo *t,
+      const char **err)
 {
 	memset(a, 0, sizeof(*a));
 	if (strncmp(cfg->url, "redis+", 6) == 0) {
@@ -65,17 +65,23 @@ store_new(struct ev_loop *loop, const struct store_cfg *cfg,
 {
 	struct store_addr a;
 	struct store_topo t = { 0 };
-	int64_t timeout_us = cfg->connect_timeout_us > 0 ?
-	                     cfg->connect_timeout_us : 1000000;
+	int64_t           timeout_us =
+                cfg->connect_timeout_us > 0 ? cfg->connect_timeout_us : 1000000;
 
 	if (parse(cfg, &a, &t, err) == -1)
 		return NULL;
 	if (strncmp(cfg->url, "redis+cluster://", 16) == 0)
 		return store_new_with_ops(&store_cluster_ops,
-		        store_cluster_new(loop, &t, a.user, a.pass, timeout_us, m));
-	return store_new_with_ops(&store_single_ops,
-	        store_single_new(loop, &a, strncmp(cfg->url, "redis+sentinel://",
-	                         17) == 0 ? &t : NULL, timeout_us, m));
+		                          store_cluster_new(loop, &t, a.user,
+		                                            a.pass, timeout_us,
+		                                            m));
+	return store_new_with_ops(
+		&store_single_ops,
+		store_single_new(loop, &a,
+	                         strncmp(cfg->url, "redis+sentinel://", 17) == 0
+	                                 ? &t
+	                                 : NULL,
+	                         timeout_us, m));
 }
 
 void
@@ -116,7 +122,7 @@ store_hget(struct store *st, const char *hash, const char *field,
 void
 store_cancel(struct store *st, struct store_req *sr)
 {
-	sr->gen++;			/* the reply, if it ever comes, is dropped */
+	sr->gen++; /* the reply, if it ever comes, is dropped */
 	if (st != NULL)
 		st->ops->cancel(st->be, sr);
 }

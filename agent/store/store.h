@@ -33,9 +33,9 @@ struct store;
 struct metrics_worker;
 
 struct store_cfg {
-	const char *url;	/* redis://[user[:pass]@]host[:port][/db], unix:/path,
-				 * redis+sentinel://..., redis+cluster://... */
-	const char *username;	/* overrides the URL's; may be NULL */
+	const char *url; /* redis://[user[:pass]@]host[:port][/db], unix:/path,
+	                  * redis+sentinel://..., redis+cluster://... */
+	const char *username; /* overrides the URL's; may be NULL */
 	const char *password;
 	int64_t     connect_timeout_us;
 };
@@ -49,7 +49,7 @@ struct store *store_new(struct ev_loop *loop, const struct store_cfg *cfg,
  * every operation set): for tests of the request path against a fake
  * Redis, and for store_new(). store_free() calls ops->free(backend). */
 struct store *store_new_with_ops(const struct store_ops *ops, void *backend);
-void store_free(struct store *st);
+void          store_free(struct store *st);
 
 /* Queues <sr>. If the store cannot take it now (down, breaker open) the
  * callback is NOT called and STORE_EDOWN is returned: the caller decides

@@ -64,20 +64,20 @@
 #include "store_cluster.h"
 #include "util.h"
 
-#define CL_MAX_NODES        64
-#define CL_MAX_QUEUE        4096
-#define CL_MAX_INFLIGHT     1024	/* per node: calls sent, not answered */
-#define CL_MAX_REDIRECTS    5
-#define CL_REFRESH_MIN_S    0.1
-#define CL_REFRESH_EVERY_S  5.0
-#define CL_REFRESH_RETRY_S  0.5
-#define CL_BACKOFF_MAX_US   2000000
-#define CL_STUCK_CHECK_S    0.25	/* how often, while calls are in flight */
+#define CL_MAX_NODES       64
+#define CL_MAX_QUEUE       4096
+#define CL_MAX_INFLIGHT    1024 /* per node: calls sent, not answered */
+#define CL_MAX_REDIRECTS   5
+#define CL_REFRESH_MIN_S   0.1
+#define CL_REFRESH_EVERY_S 5.0
+#define CL_REFRESH_RETRY_S 0.5
+#define CL_BACKOFF_MAX_US  2000000
+#define CL_STUCK_CHECK_S   0.25 /* how often, while calls are in flight */
 
 struct node {
 	struct cluster *cl;
-	struct link     link;	/* its host, port, state, breaker... */
-	int             serving;	/* has slots in the map */
+	struct link     link;    /* its host, port, state, breaker... */
+	int             serving; /* has slots in the map */
 };
 
 /* A check of a request that spans slots, copied: the request may be
@@ -92,7 +92,7 @@ struct xcheck {
 	unsigned          flags;
 	unsigned          slot;
 	int               charged;
-	int64_t           at;		/* TIME before its call, µs */
+	int64_t           at; /* TIME before its call, µs */
 	struct lim_result res;
 };
 
@@ -100,18 +100,18 @@ struct xreq {
 	struct store_req *sr;
 	uint32_t          gen;
 	int               n;
-	int               pending;	/* parts not answered */
-	int               err;		/* first part error, or 0 */
+	int               pending; /* parts not answered */
+	int               err;     /* first part error, or 0 */
 	int               vetoed;
 	struct xcheck     c[POLICY_MAX_CHECKS];
 };
 
 struct part {
-	struct store_req *sr;		/* a whole request; NULL for an xreq part */
+	struct store_req *sr; /* a whole request; NULL for an xreq part */
 	uint32_t          gen;
 	struct xreq      *x;
 	int               n;
-	unsigned char     idx[POLICY_MAX_CHECKS];	/* positions in sr->index */
+	unsigned char     idx[POLICY_MAX_CHECKS]; /* positions in sr->index */
 };
 
 enum call_kind {
@@ -120,55 +120,55 @@ enum call_kind {
 };
 
 struct call {
-	struct cluster   *cl;
-	struct node      *node;
-	enum call_kind    kind;
-	unsigned          slot;
-	int               nparts;
-	int               nchecks;
-	struct batch_buf  buf;
-	int64_t           sent_us;
-	int64_t           at;		/* TIME just before the call */
-	int               want_time;
-	int               redirects;
-	int               retried;	/* resent with EVAL (scriptlib_resend) */
-	int               fcalled;	/* last sent as FCALL */
-	int               asking;
-	struct part       parts[];	/* CALL_SCRIPT: STORE_BATCH_MAX */
+	struct cluster  *cl;
+	struct node     *node;
+	enum call_kind   kind;
+	unsigned         slot;
+	int              nparts;
+	int              nchecks;
+	struct batch_buf buf;
+	int64_t          sent_us;
+	int64_t          at; /* TIME just before the call */
+	int              want_time;
+	int              redirects;
+	int              retried; /* resent with EVAL (scriptlib_resend) */
+	int              fcalled; /* last sent as FCALL */
+	int              asking;
+	struct part      parts[]; /* CALL_SCRIPT: STORE_BATCH_MAX */
 };
 
 struct cluster {
 	struct ev_loop        *loop;
 	struct metrics_worker *m;
 	char                   user[128], pass[256];
-	int64_t                timeout_us;	/* connect, and a map try */
+	int64_t                timeout_us; /* connect, and a map try */
 	int                    nnodes;
-	int                    nseeds;	/* nodes[0..nseeds): never forgotten */
+	int                    nseeds; /* nodes[0..nseeds): never forgotten */
 	struct node           *nodes[CL_MAX_NODES];
-	unsigned char          slots[CRC16_SLOTS];	/* node index + 1; 0: none */
+	unsigned char          slots[CRC16_SLOTS]; /* node index + 1; 0: none */
 	int                    have_map;
 	/* map refresh */
-	ev_timer               rtimer;	/* try timeout, or the next refresh */
-	int                    refreshing;
-	int                    rtries;
-	int                    rnext;
-	uintptr_t              rseq;
-	ev_tstamp              last_refresh;
+	ev_timer  rtimer; /* try timeout, or the next refresh */
+	int       refreshing;
+	int       rtries;
+	int       rnext;
+	uintptr_t rseq;
+	ev_tstamp last_refresh;
 	/* requests */
-	struct reqq            q;
-	ev_timer               stimer;	/* stuck nodes, while calls are out */
-	struct call          **open;	/* per slot, during a flush */
-	unsigned              *touched;
-	struct batch_enc       enc;
-	int                    ntripped;	/* nodes whose breaker tripped */
-	uint64_t               id;	/* member prefix, random per store */
-	uint64_t               seq;
-	int                    closing;
-	struct results         res;	/* the last reply, decoded */
+	struct reqq      q;
+	ev_timer         stimer; /* stuck nodes, while calls are out */
+	struct call    **open;   /* per slot, during a flush */
+	unsigned        *touched;
+	struct batch_enc enc;
+	int              ntripped; /* nodes whose breaker tripped */
+	uint64_t         id;       /* member prefix, random per store */
+	uint64_t         seq;
+	int              closing;
+	struct results   res; /* the last reply, decoded */
 };
 
 static void refresh_soon(struct cluster *cl);
-static int call_send(struct call *b);
+static int  call_send(struct call *b);
 
 /* ---- breakers, one per node ---------------------------------------------- */
 
@@ -199,7 +199,7 @@ static int
 cluster_up(const void *be)
 {
 	const struct cluster *cl = be;
-	ev_tstamp now = ev_now(cl->loop);
+	ev_tstamp             now = ev_now(cl->loop);
 
 	if (!cl->have_map)
 		return 0;
@@ -229,7 +229,7 @@ node_lost(struct link *l)
 static const struct link_owner node_owner = {
 	.up = node_up,
 	.down = node_lost,
-	.retry = NULL,		/* lazy: node_usable() reconnects */
+	.retry = NULL, /* lazy: node_usable() reconnects */
 };
 
 /* The node at host:port, added (down) if new; NULL when the table is full. */
@@ -237,12 +237,12 @@ static struct node *
 node_get(struct cluster *cl, const char *host, size_t hlen, int port)
 {
 	struct store_addr a = { .port = port };
-	struct link_cfg cfg = {
-		.addr = &a,
-		.connect_timeout_us = cl->timeout_us,
-		.backoff_max_us = CL_BACKOFF_MAX_US,
-		.load_refund = 1,
-		.tag = " cluster=1",
+	struct link_cfg   cfg = {
+		  .addr = &a,
+		  .connect_timeout_us = cl->timeout_us,
+		  .backoff_max_us = CL_BACKOFF_MAX_US,
+		  .load_refund = 1,
+		  .tag = " cluster=1",
 	};
 	struct node *n;
 
@@ -250,7 +250,8 @@ node_get(struct cluster *cl, const char *host, size_t hlen, int port)
 		return NULL;
 	for (int i = 0; i < cl->nnodes; i++) {
 		n = cl->nodes[i];
-		if (n->link.addr.port == port && strlen(n->link.addr.host) == hlen &&
+		if (n->link.addr.port == port &&
+		    strlen(n->link.addr.host) == hlen &&
 		    memcmp(n->link.addr.host, host, hlen) == 0)
 			return n;
 	}
@@ -324,11 +325,11 @@ parse_slots(struct cluster *cl, const struct node *from, redisReply *r,
 		return -1;
 	memset(map, 0, CRC16_SLOTS);
 	for (size_t i = 0; i < r->elements; i++) {
-		redisReply *e = r->element[i], *m;
-		const char *host;
-		size_t hlen;
+		redisReply  *e = r->element[i], *m;
+		const char  *host;
+		size_t       hlen;
 		struct node *n;
-		long long lo, hi;
+		long long    lo, hi;
 
 		if (e->type != REDIS_REPLY_ARRAY || e->elements < 3 ||
 		    e->element[0]->type != REDIS_REPLY_INTEGER ||
@@ -347,7 +348,8 @@ parse_slots(struct cluster *cl, const struct node *from, redisReply *r,
 		host = m->element[0]->str;
 		hlen = m->element[0]->len;
 		if (hlen == 0 || (hlen == 1 && host[0] == '?')) {
-			host = from->link.addr.host;	/* "same endpoint as asked" */
+			host = from->link.addr
+			               .host; /* "same endpoint as asked" */
 			hlen = strlen(host);
 		}
 		n = node_get(cl, host, hlen, (int)m->element[1]->integer);
@@ -362,7 +364,7 @@ static void
 apply_map(struct cluster *cl, const unsigned char *map)
 {
 	unsigned char used[CL_MAX_NODES] = { 0 };
-	int covered = 0;
+	int           covered = 0;
 
 	memcpy(cl->slots, map, CRC16_SLOTS);
 	for (int s = 0; s < CRC16_SLOTS; s++)
@@ -375,9 +377,9 @@ apply_map(struct cluster *cl, const unsigned char *map)
 
 		n->serving = used[i];
 		if (used[i])
-			node_usable(n);		/* connect eagerly */
+			node_usable(n); /* connect eagerly */
 		else if (breaker_tripped(&n->link.br))
-			call_succeeded(n);	/* no calls to come: forget */
+			call_succeeded(n); /* no calls to come: forget */
 	}
 	if (!cl->have_map)
 		log_info("cluster_map", "nodes=%d slots_covered=%d", cl->nnodes,
@@ -390,25 +392,28 @@ static void refresh_try(struct cluster *cl);
 static void
 slots_cb(redisAsyncContext *ac, void *r, void *privdata)
 {
-	struct link *l = ac->data;
-	struct node *n;
+	struct link    *l = ac->data;
+	struct node    *n;
 	struct cluster *cl;
-	redisReply *reply = r;
-	unsigned char map[CRC16_SLOTS];
+	redisReply     *reply = r;
+	unsigned char   map[CRC16_SLOTS];
 
 	if (l == NULL)
-		return;			/* context dropped */
+		return; /* context dropped */
 	n = l->arg;
 	cl = n->cl;
 	if ((uintptr_t)privdata != cl->rseq || !cl->refreshing || cl->closing)
-		return;			/* an abandoned try */
+		return; /* an abandoned try */
 	if (reply == NULL || reply->type == REDIS_REPLY_ERROR ||
 	    parse_slots(cl, n, reply, map) == -1) {
-		log_warn("cluster_slots_failed", "host=%s port=%d error=\"%.100s\"",
-		         n->link.addr.host, n->link.addr.port, reply == NULL ? "no reply" :
-		         reply->type == REDIS_REPLY_ERROR ? reply->str : "bad reply");
+		log_warn("cluster_slots_failed",
+		         "host=%s port=%d error=\"%.100s\"", n->link.addr.host,
+		         n->link.addr.port,
+		         reply == NULL                      ? "no reply"
+		         : reply->type == REDIS_REPLY_ERROR ? reply->str
+		                                            : "bad reply");
 		cl->rnext++;
-		arm_rtimer(cl, 0.);	/* the next node, from the timer */
+		arm_rtimer(cl, 0.); /* the next node, from the timer */
 		return;
 	}
 	apply_map(cl, map);
@@ -496,8 +501,8 @@ static void
 forget_unmapped(struct cluster *cl)
 {
 	unsigned char used[CL_MAX_NODES] = { 0 }, to[CL_MAX_NODES] = { 0 };
-	struct node *gone[CL_MAX_NODES];
-	int k = 0, ngone = 0;
+	struct node  *gone[CL_MAX_NODES];
+	int           k = 0, ngone = 0;
 
 	for (int s = 0; s < CRC16_SLOTS; s++)
 		if (cl->slots[s] != 0)
@@ -531,7 +536,7 @@ rtimer_cb(struct ev_loop *loop, ev_timer *w, int revents)
 		cl->refreshing = 1;
 		cl->rtries = 0;
 	} else {
-		cl->rseq++;		/* a try timed out or failed: drop it */
+		cl->rseq++; /* a try timed out or failed: drop it */
 	}
 	refresh_try(cl);
 }
@@ -561,10 +566,15 @@ part_check(const struct part *p, int k, struct batch_check *v)
 		const struct xcheck *c = &p->x->c[p->idx[k]];
 
 		*v = (struct batch_check){
-			.key = c->key, .keylen = c->keylen,
-			.member = c->member, .memberlen = c->memberlen,
-			.algo = c->algo, .op = c->op, .flags = c->flags,
-			.cost = c->cost, .p = { c->p[0], c->p[1], c->p[2] },
+			.key = c->key,
+			.keylen = c->keylen,
+			.member = c->member,
+			.memberlen = c->memberlen,
+			.algo = c->algo,
+			.op = c->op,
+			.flags = c->flags,
+			.cost = c->cost,
+			.p = { c->p[0], c->p[1], c->p[2] },
 		};
 	} else {
 		const struct check *c = &p->sr->checks[p->sr->index[p->idx[k]]];
@@ -588,7 +598,7 @@ static void
 call_build(struct call *b)
 {
 	struct batch_check *v = xmalloc((size_t)b->nchecks * sizeof(*v));
-	int part_n[STORE_BATCH_MAX], j = 0;
+	int                 part_n[STORE_BATCH_MAX], j = 0;
 
 	assert(b->kind == CALL_SCRIPT && b->nparts <= STORE_BATCH_MAX);
 	for (int i = 0; i < b->nparts; i++) {
@@ -609,11 +619,12 @@ call_free(struct call *b)
 }
 
 static struct call *
-call_new(struct cluster *cl, enum call_kind kind, unsigned slot,
-         struct node *n)
+call_new(struct cluster *cl, enum call_kind kind, unsigned slot, struct node *n)
 {
-	struct call *b = xcalloc(1, sizeof(*b) + (kind == CALL_SCRIPT ?
-	                         STORE_BATCH_MAX * sizeof(struct part) : 0));
+	struct call *b = xcalloc(
+		1, sizeof(*b) + (kind == CALL_SCRIPT
+	                                 ? STORE_BATCH_MAX * sizeof(struct part)
+	                                 : 0));
 
 	b->cl = cl;
 	b->kind = kind;
@@ -664,8 +675,8 @@ static void
 part_deliver(struct call *b, struct part *p, size_t k)
 {
 	const struct results *rs = &b->cl->res;
-	struct xreq *x = p->x;
-	int veto = 0;
+	struct xreq          *x = p->x;
+	int                   veto = 0;
 
 	if (x == NULL) {
 		struct store_req *sr = p->sr;
@@ -715,8 +726,8 @@ static struct node *
 redirect_node(struct cluster *cl, const char *err)
 {
 	const char *sp = strchr(err, ' '), *addr, *colon;
-	char *e;
-	long port;
+	char       *e;
+	long        port;
 
 	if (sp == NULL || (addr = strchr(sp + 1, ' ')) == NULL)
 		return NULL;
@@ -735,8 +746,8 @@ static int
 follow_redirect(struct call *b, const char *err)
 {
 	struct cluster *cl = b->cl;
-	int moved = strncmp(err, "MOVED ", 6) == 0;
-	struct node *n;
+	int             moved = strncmp(err, "MOVED ", 6) == 0;
+	struct node    *n;
 
 	if (!moved && strncmp(err, "ASK ", 4) != 0)
 		return 0;
@@ -762,7 +773,7 @@ static void
 time_cb(redisAsyncContext *ac, void *r, void *privdata)
 {
 	struct call *b = privdata;
-	redisReply *reply = r;
+	redisReply  *reply = r;
 
 	if (reply != NULL && reply->type == REDIS_REPLY_ARRAY &&
 	    reply->elements == 2 &&
@@ -779,8 +790,8 @@ time_cb(redisAsyncContext *ac, void *r, void *privdata)
 static int
 call_send(struct call *b)
 {
-	struct cluster *cl = b->cl;
-	struct node *n = b->node;
+	struct cluster    *cl = b->cl;
+	struct node       *n = b->node;
 	redisAsyncContext *ac = n->link.ac;
 
 	if (ac == NULL || (ac->c.flags & (REDIS_DISCONNECTING | REDIS_FREEING)))
@@ -791,9 +802,9 @@ call_send(struct call *b)
 		redisAsyncCommand(ac, time_cb, b, "TIME");
 	if (b->asking)
 		redisAsyncCommand(ac, NULL, NULL, "ASKING");
-	if (link_call(&n->link, &b->buf, b->kind == CALL_SCRIPT ?
-	              LINK_RATELIMIT : LINK_REFUND, b->retried, call_cb, b,
-	              &b->fcalled) == -1)
+	if (link_call(&n->link, &b->buf,
+	              b->kind == CALL_SCRIPT ? LINK_RATELIMIT : LINK_REFUND,
+	              b->retried, call_cb, b, &b->fcalled) == -1)
 		return -1;
 	b->sent_us = util_monotonic_us();
 	if (!ev_is_active(&cl->stimer))
@@ -809,12 +820,12 @@ refund_send(struct cluster *cl, struct xreq *x, unsigned slot,
 {
 	struct node *n = slot_node(cl, slot);
 	struct call *b = call_new(cl, CALL_REFUND, slot, n);
-	int m = 0;
+	int          m = 0;
 
 	for (int j = 0; j < x->n; j++)
 		m += x->c[j].charged && x->c[j].slot == slot;
 	assert(m > 0);
-	batch_buf_reset(&b->buf);	/* refund.lua takes plain arguments */
+	batch_buf_reset(&b->buf); /* refund.lua takes plain arguments */
 	batch_arg_int(&b->buf, m);
 	for (int j = 0; j < x->n; j++)
 		if (x->c[j].charged && x->c[j].slot == slot)
@@ -835,8 +846,8 @@ refund_send(struct cluster *cl, struct xreq *x, unsigned slot,
 		batch_arg_int(&b->buf, c->at);
 	}
 	if (!node_takes(n, 1) || call_send(b) == -1) {
-		log_warn("redis_refund_lost", "slot=%u checks=%d error=\"node down\"",
-		         slot, m);
+		log_warn("redis_refund_lost",
+		         "slot=%u checks=%d error=\"node down\"", slot, m);
 		call_free(b);
 	}
 }
@@ -856,7 +867,8 @@ static void
 refund_done(struct call *b, redisReply *reply, int resend)
 {
 	if (reply == NULL) {
-		log_warn("redis_refund_lost", "slot=%u error=\"no reply\"", b->slot);
+		log_warn("redis_refund_lost", "slot=%u error=\"no reply\"",
+		         b->slot);
 	} else if (reply->type == REDIS_REPLY_ERROR) {
 		if (resend && !b->retried && !b->cl->closing) {
 			b->retried = 1;
@@ -865,8 +877,8 @@ refund_done(struct call *b, redisReply *reply, int resend)
 		}
 		if (follow_redirect(b, reply->str))
 			return;
-		log_warn("redis_refund_lost", "slot=%u error=\"%.200s\"", b->slot,
-		         reply->str);
+		log_warn("redis_refund_lost", "slot=%u error=\"%.200s\"",
+		         b->slot, reply->str);
 	}
 	call_free(b);
 }
@@ -892,11 +904,11 @@ x_finish(struct cluster *cl, struct xreq *x)
 static void
 call_cb(redisAsyncContext *ac, void *r, void *privdata)
 {
-	struct call *b = privdata;
+	struct call    *b = privdata;
 	struct cluster *cl = b->cl;
-	struct node *n = b->node;	/* a resend may change b->node */
-	redisReply *reply = r;
-	int resend = link_answered(&n->link, reply, b->fcalled);
+	struct node    *n = b->node; /* a resend may change b->node */
+	redisReply     *reply = r;
+	int             resend = link_answered(&n->link, reply, b->fcalled);
 
 	metrics_redis_latency(cl->m, util_monotonic_us() - b->sent_us);
 	if (b->kind == CALL_REFUND) {
@@ -918,7 +930,8 @@ call_cb(redisAsyncContext *ac, void *r, void *privdata)
 		}
 		if (follow_redirect(b, reply->str))
 			return;
-		log_warn("redis_error", "host=%s port=%d error=\"%.200s\" outage=%d",
+		log_warn("redis_error",
+		         "host=%s port=%d error=\"%.200s\" outage=%d",
 		         b->node->link.addr.host, b->node->link.addr.port,
 		         reply->str, link_error_is_outage(reply->str));
 		if (strncmp(reply->str, "CLUSTERDOWN", 11) == 0)
@@ -961,8 +974,8 @@ add_part(struct cluster *cl, unsigned slot, const struct part *p, int *ntouched,
 	struct node *n = slot_node(cl, slot);
 	struct call *b;
 
-	if (!node_takes(n, release)) {	/* down, stuck or failing: this part
-					 * only gets its fail mode */
+	if (!node_takes(n, release)) { /* down, stuck or failing: this part
+		                        * only gets its fail mode */
 		struct part tmp = *p;
 
 		part_fail(cl, &tmp, STORE_EDOWN);
@@ -996,8 +1009,9 @@ x_copy(struct cluster *cl, const struct store_req *sr, int j, unsigned slot,
 	c->memberlen = k->memberlen;
 	if (k->lim.algo == LIM_SLIDING_LOG && k->memberlen == 0)
 		c->memberlen = (size_t)snprintf(c->member, sizeof(c->member),
-		        "x%016llx.%llu", (unsigned long long)cl->id,
-		        (unsigned long long)++cl->seq);
+		                                "x%016llx.%llu",
+		                                (unsigned long long)cl->id,
+		                                (unsigned long long)++cl->seq);
 	c->algo = k->lim.algo;
 	c->op = k->op;
 	c->cost = k->cost;
@@ -1009,10 +1023,10 @@ x_copy(struct cluster *cl, const struct store_req *sr, int j, unsigned slot,
 static void
 route(struct cluster *cl, struct store_req *sr, int *ntouched)
 {
-	unsigned slot[POLICY_MAX_CHECKS];
-	int nslots = 1, n = sr->n;
-	struct part p = { .sr = sr, .gen = sr->sent_gen };
-	int release = reqq_releases_only(sr);
+	unsigned     slot[POLICY_MAX_CHECKS];
+	int          nslots = 1, n = sr->n;
+	struct part  p = { .sr = sr, .gen = sr->sent_gen };
+	int          release = reqq_releases_only(sr);
 	struct xreq *x;
 
 	if (n <= 0 || n > POLICY_MAX_CHECKS) {
@@ -1026,7 +1040,7 @@ route(struct cluster *cl, struct store_req *sr, int *ntouched)
 		if (slot[j] != slot[0])
 			nslots = 2;
 	}
-	if (nslots <= 1) {		/* one slot: the single-Redis path */
+	if (nslots <= 1) { /* one slot: the single-Redis path */
 		p.n = n;
 		for (int j = 0; j < n; j++)
 			p.idx[j] = (unsigned char)j;
@@ -1042,8 +1056,8 @@ route(struct cluster *cl, struct store_req *sr, int *ntouched)
 	/* one part per distinct slot; count them first so that a part that
 	 * fails at once cannot finish the xreq before the others are added */
 	unsigned char seen[POLICY_MAX_CHECKS] = { 0 };
-	struct part parts[POLICY_MAX_CHECKS];
-	int np = 0;
+	struct part   parts[POLICY_MAX_CHECKS];
+	int           np = 0;
 
 	for (int j = 0; j < n; j++) {
 		if (seen[j])
@@ -1066,10 +1080,9 @@ static void
 cluster_flush(void *be)
 {
 	struct cluster *cl = be;
-	int ntouched = 0;
+	int             ntouched = 0;
 
-	while (cl->q.head != NULL &&
-	       ntouched < CRC16_SLOTS - POLICY_MAX_CHECKS)
+	while (cl->q.head != NULL && ntouched < CRC16_SLOTS - POLICY_MAX_CHECKS)
 		route(cl, reqq_pop(&cl->q), &ntouched);
 	for (int i = 0; i < ntouched; i++) {
 		struct call *b = cl->open[cl->touched[i]];
@@ -1113,7 +1126,7 @@ cluster_hget(void *be, const char *hash, const char *field, size_t fieldlen,
              store_value_cb *cb, void *arg)
 {
 	struct cluster *cl = be;
-	struct node *n = slot_node(cl, crc16_key_slot(hash, strlen(hash)));
+	struct node    *n = slot_node(cl, crc16_key_slot(hash, strlen(hash)));
 
 	/* Not while its breaker is open, but never as the half-open probe
 	 * either: an HGET's answer does not close the breaker (as on a single
@@ -1146,10 +1159,10 @@ stimer_cb(struct ev_loop *loop, ev_timer *w, int revents)
 	struct cluster *cl = container_of(w, struct cluster, stimer);
 
 	drop_stuck(cl);
-	for (int i = 0; i < cl->nnodes; i++)	/* after: drops send refunds */
+	for (int i = 0; i < cl->nnodes; i++) /* after: drops send refunds */
 		if (cl->nodes[i]->link.inflight > 0)
 			return;
-	ev_timer_stop(loop, w);		/* call_send restarts it */
+	ev_timer_stop(loop, w); /* call_send restarts it */
 }
 
 /* A request's deadline passed: counted; a stuck node is dropped now
@@ -1175,7 +1188,7 @@ cluster_free(void *be)
 	ev_timer_stop(cl->loop, &cl->rtimer);
 	reqq_fail_all(&cl->q, STORE_EDOWN);
 	for (int i = 0; i < cl->nnodes; i++)
-		link_close(&cl->nodes[i]->link);	/* calls: NULL replies */
+		link_close(&cl->nodes[i]->link); /* calls: NULL replies */
 	ev_timer_stop(cl->loop, &cl->stimer);
 	for (int i = 0; i < cl->nnodes; i++)
 		free(cl->nodes[i]);
@@ -1216,7 +1229,7 @@ store_cluster_new(struct ev_loop *loop, const struct store_topo *t,
 	for (int i = 0; i < t->nseeds; i++)
 		node_get(cl, t->seeds[i].host, strlen(t->seeds[i].host),
 		         t->seeds[i].port);
-	cl->nseeds = cl->nnodes;	/* duplicates are one node */
+	cl->nseeds = cl->nnodes; /* duplicates are one node */
 	ev_init(&cl->rtimer, rtimer_cb);
 	ev_init(&cl->stimer, stimer_cb);
 	cl->stimer.repeat = CL_STUCK_CHECK_S;

@@ -18,13 +18,13 @@
 #include "limiter.h"
 #include "policy.h"
 
-#define STORE_BATCH_MAX 128	/* requests per script call */
+#define STORE_BATCH_MAX 128 /* requests per script call */
 
 enum store_err {
 	STORE_OK = 0,
-	STORE_EDOWN,		/* not connected, or the breaker is open */
-	STORE_EIO,		/* connection lost with the request in flight */
-	STORE_EREPLY,		/* Redis answered an error or a bad reply */
+	STORE_EDOWN,  /* not connected, or the breaker is open */
+	STORE_EIO,    /* connection lost with the request in flight */
+	STORE_EREPLY, /* Redis answered an error or a bad reply */
 };
 
 struct store_req;
@@ -34,14 +34,14 @@ typedef void store_cb(struct store_req *sr, int err);
  * caller and must stay valid until <cb> runs or <gen> changes. */
 struct store_req {
 	const struct check *checks;
-	int                *index;	/* which checks go to Redis */
-	int                 n;		/* how many of them */
-	struct lim_result  *results;	/* filled at index[i], on STORE_OK */
+	int                *index;   /* which checks go to Redis */
+	int                 n;       /* how many of them */
+	struct lim_result  *results; /* filled at index[i], on STORE_OK */
 	store_cb           *cb;
-	uint32_t            gen;	/* bumped by the caller to cancel */
-	struct store_req   *next, *prev;	/* queue links (reqq.c) */
-	uint32_t            sent_gen;	/* gen when queued (reqq.c) */
-	int                 queued;	/* linked in a queue (reqq.c) */
+	uint32_t            gen;         /* bumped by the caller to cancel */
+	struct store_req   *next, *prev; /* queue links (reqq.c) */
+	uint32_t            sent_gen;    /* gen when queued (reqq.c) */
+	int                 queued;      /* linked in a queue (reqq.c) */
 };
 
 /* HGET's answer: the value (NULL when the field does not exist) and err 0,
@@ -52,12 +52,12 @@ typedef void store_value_cb(void *arg, const char *val, size_t len, int err);
  * store.h function of the same name; store.c has already handled a NULL
  * store and bumped the gen of a cancelled request. */
 struct store_ops {
-	int  (*submit)(void *be, struct store_req *sr);
+	int (*submit)(void *be, struct store_req *sr);
 	void (*flush)(void *be);
-	int  (*hget)(void *be, const char *hash, const char *field,
-	             size_t fieldlen, store_value_cb *cb, void *arg);
+	int (*hget)(void *be, const char *hash, const char *field,
+	            size_t fieldlen, store_value_cb *cb, void *arg);
 	void (*cancel)(void *be, struct store_req *sr);
-	int  (*up)(const void *be);
+	int (*up)(const void *be);
 	void (*note_timeout)(void *be);
 	void (*free)(void *be);
 };
@@ -66,7 +66,7 @@ struct store_ops {
 struct store_addr {
 	char host[256];
 	int  port;
-	char path[256];		/* unix socket when non-empty */
+	char path[256]; /* unix socket when non-empty */
 	int  db;
 	char user[128];
 	char pass[256];
@@ -91,8 +91,8 @@ struct store_topo {
 	enum store_topo_kind kind;
 	int                  nseeds;
 	struct store_seed    seeds[STORE_MAX_SEEDS];
-	char                 master[128];	/* sentinel: the master's name */
-	int                  db;		/* sentinel only; cluster is db 0 */
+	char                 master[128]; /* sentinel: the master's name */
+	int                  db;          /* sentinel only; cluster is db 0 */
 	char                 user[128];
 	char                 pass[256];
 };

@@ -43,44 +43,44 @@
 #include "store_single.h"
 #include "util.h"
 
-#define SINGLE_BACKOFF_MAX_US 1000000	/* back within 2 s of Redis */
-#define SINGLE_MAX_QUEUE      4096	/* requests waiting for a connection */
-#define SINGLE_MAX_INFLIGHT   256	/* calls sent and not answered */
-#define CALL_POOL_MAX         32	/* free calls kept */
+#define SINGLE_BACKOFF_MAX_US 1000000 /* back within 2 s of Redis */
+#define SINGLE_MAX_QUEUE      4096    /* requests waiting for a connection */
+#define SINGLE_MAX_INFLIGHT   256     /* calls sent and not answered */
+#define CALL_POOL_MAX         32      /* free calls kept */
 
 struct call_entry {
 	struct store_req *sr;
 	uint32_t          gen;
-	int               n;		/* its checks when sent: a request reused
-					 * meanwhile may have another count */
+	int               n; /* its checks when sent: a request reused
+	                      * meanwhile may have another count */
 };
 
 struct call {
-	struct single     *s;
-	struct call       *next;	/* the pool of free calls */
-	int                n;
-	struct call_entry  ent[STORE_BATCH_MAX];
-	struct batch_buf   buf;
-	int64_t            sent_us;
-	int                retried;	/* resent with EVAL */
-	int                fcalled;	/* last sent as FCALL */
+	struct single    *s;
+	struct call      *next; /* the pool of free calls */
+	int               n;
+	struct call_entry ent[STORE_BATCH_MAX];
+	struct batch_buf  buf;
+	int64_t           sent_us;
+	int               retried; /* resent with EVAL */
+	int               fcalled; /* last sent as FCALL */
 };
 
 struct single {
 	struct ev_loop        *loop;
 	struct metrics_worker *m;
 	struct link            link;
-	struct reqq            q;		/* queued, not sent */
-	struct sentinel       *sen;		/* NULL for a plain URL */
+	struct reqq            q;   /* queued, not sent */
+	struct sentinel       *sen; /* NULL for a plain URL */
 	int                    discovering;
 	int                    closing;
 	struct call           *pool;
 	int                    npool;
 	struct batch_enc       enc;
-	struct batch_check    *checks;	/* the flush's scratch */
+	struct batch_check    *checks; /* the flush's scratch */
 	int                   *part_n;
 	int                    nscratch;
-	struct results         res;		/* the last reply, decoded */
+	struct results         res; /* the last reply, decoded */
 };
 
 /* ---- calls -------------------------------------------------------------- */
@@ -187,7 +187,7 @@ call_error(struct single *s, struct call *c, const char *err)
 	log_warn("redis_error", "error=\"%.200s\" outage=%d", err, outage);
 	if (s->sen != NULL && (strncmp(err, "READONLY", 8) == 0 ||
 	                       strncmp(err, "MASTERDOWN", 10) == 0))
-		link_kick(&s->link, 0);	/* on a replica now: rediscover */
+		link_kick(&s->link, 0); /* on a replica now: rediscover */
 	metrics_redis_error(s->m, METRICS_REDIS_REPLY);
 	if (outage)
 		breaker_failed(s);
@@ -208,15 +208,15 @@ call_send(struct single *s, struct call *c, int eval)
 static void
 call_cb(redisAsyncContext *ac, void *r, void *privdata)
 {
-	struct call *c = privdata;
+	struct call   *c = privdata;
 	struct single *s = c->s;
-	redisReply *reply = r;
-	int resend;
+	redisReply    *reply = r;
+	int            resend;
 
 	assert(c->n > 0 && c->n <= STORE_BATCH_MAX);
 	resend = link_answered(&s->link, reply, c->fcalled);
 	metrics_redis_latency(s->m, util_monotonic_us() - c->sent_us);
-	if (reply == NULL) {		/* link lost or context freed */
+	if (reply == NULL) { /* link lost or context freed */
 		metrics_redis_error(s->m, METRICS_REDIS_IO);
 		breaker_failed(s);
 		call_fail(c, STORE_EIO);
@@ -259,7 +259,7 @@ static struct call *
 call_take(struct single *s)
 {
 	struct call *c = call_get(s);
-	int k = 0;
+	int          k = 0;
 
 	while (s->q.head != NULL && c->n < STORE_BATCH_MAX) {
 		struct store_req *sr = reqq_pop(&s->q);
@@ -283,7 +283,7 @@ call_take(struct single *s)
 			lim_script_params(&ck->lim, v->p);
 		}
 	}
-	assert(c->n > 0);	/* called with requests queued only */
+	assert(c->n > 0); /* called with requests queued only */
 	{
 		int part_n[STORE_BATCH_MAX];
 
@@ -300,7 +300,7 @@ static void
 single_flush(void *be)
 {
 	struct single *s = be;
-	int sent = 0;
+	int            sent = 0;
 
 	while (s->q.head != NULL && s->link.state == LINK_UP) {
 		struct call *c = call_take(s);
@@ -427,7 +427,7 @@ found_cb(void *arg, const char *host, int port)
 
 	s->discovering = 0;
 	if (s->link.ac != NULL)
-		return;			/* a +switch-master got there first */
+		return; /* a +switch-master got there first */
 	if (host == NULL) {
 		link_retry_later(&s->link);
 		return;
@@ -453,10 +453,10 @@ single_free(void *be)
 {
 	struct single *s = be;
 
-	s->closing = 1;		/* what the callbacks below re-submit fails */
+	s->closing = 1; /* what the callbacks below re-submit fails */
 	sentinel_free(s->sen);
 	reqq_fail_all(&s->q, STORE_EDOWN);
-	link_close(&s->link);	/* pending calls get a NULL reply */
+	link_close(&s->link); /* pending calls get a NULL reply */
 	while (s->pool != NULL) {
 		struct call *c = s->pool;
 
@@ -482,10 +482,10 @@ const struct store_ops store_single_ops = {
 
 void *
 store_single_new(struct ev_loop *loop, const struct store_addr *addr,
-                 const struct store_topo *sentinels,
-                 int64_t connect_timeout_us, struct metrics_worker *m)
+                 const struct store_topo *sentinels, int64_t connect_timeout_us,
+                 struct metrics_worker *m)
 {
-	struct single *s = xcalloc(1, sizeof(*s));
+	struct single  *s = xcalloc(1, sizeof(*s));
 	struct link_cfg cfg = {
 		.addr = addr,
 		.connect_timeout_us = connect_timeout_us,
@@ -498,8 +498,9 @@ store_single_new(struct ev_loop *loop, const struct store_addr *addr,
 	results_init(&s->res);
 	link_init(&s->link, loop, m, &owner, s, &cfg);
 	if (sentinels != NULL)
-		s->sen = sentinel_new(loop, sentinels, s->link.connect_timeout_us,
-		                      found_cb, switched_cb, s);
+		s->sen = sentinel_new(loop, sentinels,
+		                      s->link.connect_timeout_us, found_cb,
+		                      switched_cb, s);
 	link_retry_cb(&s->link);
 	return s;
 }

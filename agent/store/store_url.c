@@ -72,8 +72,8 @@ copy_decoded(char *dst, size_t size, const char *s, size_t n)
 }
 
 static int
-parse_userinfo(const char *s, size_t n, char *user, size_t usize,
-               char *pass, size_t psize)
+parse_userinfo(const char *s, size_t n, char *user, size_t usize, char *pass,
+               size_t psize)
 {
 	const char *colon = memchr(s, ':', n);
 
@@ -88,7 +88,7 @@ static int
 parse_port(const char *s, const char *end, int *port)
 {
 	char *e;
-	long v;
+	long  v;
 
 	if (s == end)
 		return -1;
@@ -110,7 +110,8 @@ parse_hostport(const char *s, const char *end, char *host, size_t hsize,
 	if (s < end && *s == '[') {
 		const char *rb = memchr(s, ']', end - s);
 
-		if (rb == NULL || copy_part(host, hsize, s + 1, rb - s - 1) == -1 ||
+		if (rb == NULL ||
+		    copy_part(host, hsize, s + 1, rb - s - 1) == -1 ||
 		    host[0] == '\0')
 			return -1;
 		if (rb + 1 == end)
@@ -128,8 +129,8 @@ int
 store_parse_url(const char *url, struct store_addr *a)
 {
 	const char *p, *at, *slash, *end;
-	char *e;
-	long v;
+	char       *e;
+	long        v;
 
 	memset(a, 0, sizeof(*a));
 	a->port = 6379;
@@ -137,7 +138,9 @@ store_parse_url(const char *url, struct store_addr *a)
 		p = url + 5;
 		while (p[0] == '/' && p[1] == '/')
 			p++;
-		return *p == '\0' ? -1 : copy_part(a->path, sizeof(a->path), p, strlen(p));
+		return *p == '\0' ? -1
+		                  : copy_part(a->path, sizeof(a->path), p,
+		                              strlen(p));
 	}
 	if (strncmp(url, "redis://", 8) != 0)
 		return -1;
@@ -169,7 +172,7 @@ static int
 parse_seeds(const char *p, const char *end, int defport, struct store_topo *t)
 {
 	while (p < end) {
-		const char *comma = memchr(p, ',', end - p);
+		const char        *comma = memchr(p, ',', end - p);
 		struct store_seed *s;
 
 		if (comma == NULL)
@@ -178,10 +181,11 @@ parse_seeds(const char *p, const char *end, int defport, struct store_topo *t)
 			return -1;
 		s = &t->seeds[t->nseeds++];
 		s->port = defport;
-		if (parse_hostport(p, comma, s->host, sizeof(s->host), &s->port) == -1)
+		if (parse_hostport(p, comma, s->host, sizeof(s->host),
+		                   &s->port) == -1)
 			return -1;
 		p = comma + 1;
-		if (comma + 1 == end)	/* a trailing comma */
+		if (comma + 1 == end) /* a trailing comma */
 			return -1;
 	}
 	return t->nseeds > 0 ? 0 : -1;
@@ -192,15 +196,19 @@ static int
 parse_tail(const char *p, struct store_topo *t)
 {
 	const char *q;
-	char *e;
-	long v;
+	char       *e;
+	long        v;
 
 	if (t->kind == STORE_TOPO_CLUSTER)
-		return (*p == '\0' || strcmp(p, "/") == 0 || strcmp(p, "/0") == 0) ? 0 : -1;
+		return (*p == '\0' || strcmp(p, "/") == 0 ||
+		        strcmp(p, "/0") == 0)
+		               ? 0
+		               : -1;
 	if (*p++ != '/')
 		return -1;
 	q = strchr(p, '?');
-	if (copy_part(t->master, sizeof(t->master), p, q ? (size_t)(q - p) : strlen(p)) == -1 ||
+	if (copy_part(t->master, sizeof(t->master), p,
+	              q ? (size_t)(q - p) : strlen(p)) == -1 ||
 	    t->master[0] == '\0' || strchr(t->master, '/') != NULL)
 		return -1;
 	if (q == NULL)
@@ -219,7 +227,7 @@ int
 store_parse_topo_url(const char *url, struct store_topo *t)
 {
 	const char *p, *at, *tail;
-	int defport;
+	int         defport;
 
 	memset(t, 0, sizeof(*t));
 	if (strncmp(url, "redis+sentinel://", 17) == 0) {

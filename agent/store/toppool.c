@@ -20,8 +20,8 @@ const char *
 toppool_agent_id(void)
 {
 	static char id[300];
-	char host[256] = "?";
-	unsigned r = 0;
+	char        host[256] = "?";
+	unsigned    r = 0;
 
 	if (id[0] == '\0') {
 		gethostname(host, sizeof(host) - 1);
@@ -42,24 +42,25 @@ int
 toppool_publish(redisContext *c, const char *rule, const struct topk_merge *m,
                 int64_t now_ms)
 {
-	char name[POLICY_NAME_MAX + 16], line[64];
-	struct jsonw v = { 0 };	/* a bounded buffer, not JSON here */
-	redisReply *r;
-	int n;
+	char         name[POLICY_NAME_MAX + 16], line[64];
+	struct jsonw v = { 0 }; /* a bounded buffer, not JSON here */
+	redisReply  *r;
+	int          n;
 
 	n = snprintf(line, sizeof(line), "%" PRId64 " %" PRId64 "\n", now_ms,
 	             m->total);
 	jsonw_raw(&v, line, (size_t)n);
 	for (int i = 0; i < m->n && i < TOPK_K; i++) {
-		n = snprintf(line, sizeof(line), "%" PRId64 " %" PRId64 " %zu:",
-		             m->v[i].count, m->v[i].err, m->v[i].len);
+		n = snprintf(line, sizeof(line),
+		             "%" PRId64 " %" PRId64 " %zu:", m->v[i].count,
+		             m->v[i].err, m->v[i].len);
 		jsonw_raw(&v, line, (size_t)n);
 		jsonw_raw(&v, m->v[i].key, m->v[i].len);
 		jsonw_raw(&v, "\n", 1);
 	}
 	hash_name(name, sizeof(name), rule);
-	redisAppendCommand(c, "HSET %s %s %b", name, toppool_agent_id(),
-	                   v.buf, v.len);
+	redisAppendCommand(c, "HSET %s %s %b", name, toppool_agent_id(), v.buf,
+	                   v.len);
 	redisAppendCommand(c, "PEXPIRE %s %d", name, TOPPOOL_TTL_MS);
 	free(v.buf);
 	for (int i = 0; i < 2; i++) {
@@ -77,9 +78,9 @@ toppool_publish(redisContext *c, const char *rule, const struct topk_merge *m,
 static int64_t
 parse_view(const char *s, size_t len, struct topk_merge *m)
 {
-	const char *end = s + len;
-	char *p;
-	long long ts, total, count, err;
+	const char   *end = s + len;
+	char         *p;
+	long long     ts, total, count, err;
 	unsigned long klen;
 
 	ts = strtoll(s, &p, 10);
@@ -106,11 +107,11 @@ int
 toppool_read(redisContext *c, const char *rule, int64_t now_ms,
              struct topk_merge *m)
 {
-	char name[POLICY_NAME_MAX + 16];
+	char              name[POLICY_NAME_MAX + 16];
 	struct topk_merge one;
-	redisReply *r, *f, *v;
-	int64_t ts;
-	int agents = 0;
+	redisReply       *r, *f, *v;
+	int64_t           ts;
+	int               agents = 0;
 
 	hash_name(name, sizeof(name), rule);
 	r = redisCommand(c, "HGETALL %s", name);

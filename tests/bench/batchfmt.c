@@ -32,18 +32,18 @@
 #include "results.h"
 
 #define MAX_PER_CALL 512
-#define PIPE 20
+#define PIPE         20
 
 /* one GCRA rule: algo 0, emission interval 1 ms, tolerance 1 s, 0 */
 static const long long rule[4] = { 0, 1000, 1000000, 0 };
-#define CODE 16		/* rule 1, op CHECK, no shadow, cost 1 */
+#define CODE 16 /* rule 1, op CHECK, no shadow, cost 1 */
 
 struct call {
-	int    argc;
+	int         argc;
 	const char *argv[3 + 2 * MAX_PER_CALL + 8];
-	size_t len[3 + 2 * MAX_PER_CALL + 8];
-	char   keys[MAX_PER_CALL][32];
-	char   nums[2 * MAX_PER_CALL + 8][24];
+	size_t      len[3 + 2 * MAX_PER_CALL + 8];
+	char        keys[MAX_PER_CALL][32];
+	char        nums[2 * MAX_PER_CALL + 8][24];
 };
 
 static double
@@ -60,7 +60,7 @@ slurp(const char *path)
 {
 	FILE *f = fopen(path, "rb");
 	char *s;
-	long n;
+	long  n;
 
 	if (f == NULL || fseek(f, 0, SEEK_END) != 0 || (n = ftell(f)) < 0) {
 		perror(path);
@@ -92,8 +92,8 @@ static double
 redis_cpu(redisContext *c)
 {
 	redisReply *r = cmd(c, "INFO %s", "cpu");
-	double sys = 0, user = 0;
-	char *p;
+	double      sys = 0, user = 0;
+	char       *p;
 
 	if ((p = strstr(r->str, "used_cpu_sys:")) != NULL)
 		sys = atof(p + 13);
@@ -131,8 +131,9 @@ build(struct call *k, const char *sha, int per, int tenants, int packed,
 	put(k, sha, 40);
 	put_num(k, &ni, per);
 	for (int i = 0; i < per; i++)
-		put(k, k->keys[i], (size_t)snprintf(k->keys[i], sizeof(k->keys[0]),
-		    "rl:{tenant:t%d}", rand() % tenants));
+		put(k, k->keys[i],
+		    (size_t)snprintf(k->keys[i], sizeof(k->keys[0]),
+		                     "rl:{tenant:t%d}", rand() % tenants));
 	if (packed) {
 		msgpack_packer pk;
 
@@ -152,15 +153,17 @@ build(struct call *k, const char *sha, int per, int tenants, int packed,
 	}
 	{
 		msgpack_packer pk;
-		char num[24];
+		char           num[24];
 		long long v[6] = { per, 1, rule[0], rule[1], rule[2], rule[3] };
 
 		msgpack_sbuffer_clear(sb);
 		msgpack_packer_init(&pk, sb, msgpack_sbuffer_write);
 		msgpack_pack_array(&pk, 6 + 2 * (size_t)per);
 		for (int f = 0; f < 6 + 2 * per; f++) {
-			int n = snprintf(num, sizeof(num), "%lld", f < 6 ? v[f] :
-			                 f % 2 == 0 ? 1LL : (long long)CODE);
+			int n = snprintf(num, sizeof(num), "%lld",
+			                 f < 6        ? v[f]
+			                 : f % 2 == 0 ? 1LL
+			                              : (long long)CODE);
 
 			msgpack_pack_str(&pk, (size_t)n);
 			msgpack_pack_str_body(&pk, num, (size_t)n);
@@ -177,14 +180,14 @@ run(redisContext *c, const char *sha, int packed, int per, int calls,
     int tenants, double *redis_us, double *enc_us)
 {
 	static struct call k;
-	msgpack_sbuffer sb;
-	double r0, enc = 0, t;
-	redisReply *r;
+	msgpack_sbuffer    sb;
+	double             r0, enc = 0, t;
+	redisReply        *r;
 
 	msgpack_sbuffer_init(&sb);
 	freeReplyObject(cmd(c, "FLUSHALL%s", ""));
 	r0 = redis_cpu(c);
-	for (int done = 0; done < calls; ) {
+	for (int done = 0; done < calls;) {
 		int n = calls - done < PIPE ? calls - done : PIPE;
 
 		for (int j = 0; j < n; j++) {
@@ -213,10 +216,10 @@ static void
 same_answers(redisContext *c, const char *sha, int per)
 {
 	static struct call k;
-	msgpack_sbuffer sb;
-	long long got[2][2 * MAX_PER_CALL];
-	struct results rs;
-	redisReply *r;
+	msgpack_sbuffer    sb;
+	long long          got[2][2 * MAX_PER_CALL];
+	struct results     rs;
+	redisReply        *r;
 
 	results_init(&rs);
 	msgpack_sbuffer_init(&sb);
@@ -227,8 +230,11 @@ same_answers(redisContext *c, const char *sha, int per)
 		r = redisCommandArgv(c, k.argc, k.argv, k.len);
 		if (r == NULL || r->type != REDIS_REPLY_STRING ||
 		    results_decode(&rs, r->str, r->len, (size_t)per) == -1) {
-			fprintf(stderr, "batchfmt: %s: %s\n", f ? "msgpack" : "argv",
-			        r && r->type == REDIS_REPLY_ERROR ? r->str : "bad reply");
+			fprintf(stderr, "batchfmt: %s: %s\n",
+			        f ? "msgpack" : "argv",
+			        r && r->type == REDIS_REPLY_ERROR
+			                ? r->str
+			                : "bad reply");
 			exit(1);
 		}
 		for (int i = 0; i < per; i++) {
@@ -247,7 +253,8 @@ same_answers(redisContext *c, const char *sha, int per)
 	for (int i = 0; i < per; i++)
 		if (got[0][2 * i] != got[1][2 * i] ||
 		    got[0][2 * i + 1] != got[1][2 * i + 1]) {
-			fprintf(stderr, "batchfmt: the answers differ at %d\n", i);
+			fprintf(stderr, "batchfmt: the answers differ at %d\n",
+			        i);
 			exit(1);
 		}
 }
@@ -265,30 +272,46 @@ main(int argc, char **argv)
 {
 	const char *script = NULL, *name[2] = { "strings", "msgpack" };
 	int port = 6379, per = 48, calls = 2000, rounds = 3, tenants = 10000, o;
-	double red[2][16], enc[2][16];
-	char sha[41], *src;
+	double        red[2][16], enc[2][16];
+	char          sha[41], *src;
 	redisContext *c;
 
 	while ((o = getopt(argc, argv, "s:p:n:c:r:k:")) != -1) {
 		switch (o) {
-		case 's': script = optarg; break;
-		case 'p': port = atoi(optarg); break;
-		case 'n': per = atoi(optarg); break;
-		case 'c': calls = atoi(optarg); break;
-		case 'r': rounds = atoi(optarg); break;
-		case 'k': tenants = atoi(optarg); break;
-		default: return 2;
+		case 's':
+			script = optarg;
+			break;
+		case 'p':
+			port = atoi(optarg);
+			break;
+		case 'n':
+			per = atoi(optarg);
+			break;
+		case 'c':
+			calls = atoi(optarg);
+			break;
+		case 'r':
+			rounds = atoi(optarg);
+			break;
+		case 'k':
+			tenants = atoi(optarg);
+			break;
+		default:
+			return 2;
 		}
 	}
 	if (script == NULL || per < 1 || per > MAX_PER_CALL || rounds < 1 ||
 	    rounds > 16 || calls < 1 || tenants < 1) {
-		fprintf(stderr, "usage: batchfmt -s ratelimit.lua [-p PORT] "
-		        "[-n 1..%d] [-c CALLS] [-r 1..16] [-k TENANTS]\n", MAX_PER_CALL);
+		fprintf(stderr,
+		        "usage: batchfmt -s ratelimit.lua [-p PORT] "
+		        "[-n 1..%d] [-c CALLS] [-r 1..16] [-k TENANTS]\n",
+		        MAX_PER_CALL);
 		return 2;
 	}
 	c = redisConnect("127.0.0.1", port);
 	if (c == NULL || c->err) {
-		fprintf(stderr, "batchfmt: connect: %s\n", c ? c->errstr : "oom");
+		fprintf(stderr, "batchfmt: connect: %s\n",
+		        c ? c->errstr : "oom");
 		return 1;
 	}
 	src = slurp(script);
@@ -301,12 +324,13 @@ main(int argc, char **argv)
 	same_answers(c, sha, per);
 	for (int i = 0; i < rounds; i++)
 		for (int f = 0; f < 2; f++) {
-			int g = i % 2 ? 1 - f : f;	/* alternate the order */
+			int g = i % 2 ? 1 - f : f; /* alternate the order */
 
-			run(c, sha, g, per, calls, tenants, &red[g][i], &enc[g][i]);
+			run(c, sha, g, per, calls, tenants, &red[g][i],
+			    &enc[g][i]);
 			printf("round %d %-7s redis_us_per_decision=%.3f "
-			       "encode_us_per_decision=%.3f\n", i + 1, name[g],
-			       red[g][i], enc[g][i]);
+			       "encode_us_per_decision=%.3f\n",
+			       i + 1, name[g], red[g][i], enc[g][i]);
 		}
 	for (int f = 0; f < 2; f++) {
 		qsort(red[f], (size_t)rounds, sizeof(double), cmp);

@@ -39,22 +39,22 @@
 #include "limiter.h"
 #include "local.h"
 
-#define COLD_KEYS  1000000
+#define COLD_KEYS   1000000
 #define MAX_THREADS 8
-#define WARM_MS    100
+#define WARM_MS     100
 
-static char (*keys)[16];		/* the 1M cold keys */
-static size_t keylens[COLD_KEYS];
+static char (*keys)[16]; /* the 1M cold keys */
+static size_t            keylens[COLD_KEYS];
 static struct lim_params params;
-static atomic_int phase;		/* 0 warm-up, 1 timed, 2 stop */
+static atomic_int        phase; /* 0 warm-up, 1 timed, 2 stop */
 
 struct worker {
 	pthread_t     t;
 	struct local *l;
 	int           cold;
 	uint64_t      seed;
-	uint64_t      done;		/* decisions in the timed stretch */
-	double        cpu;		/* this thread's CPU seconds in it */
+	uint64_t      done; /* decisions in the timed stretch */
+	double        cpu;  /* this thread's CPU seconds in it */
 };
 
 static double
@@ -92,11 +92,11 @@ static void *
 run(void *arg)
 {
 	struct worker *w = arg;
-	int64_t now = 1000LL * LIM_USEC_PER_SEC;
-	uint64_t x = w->seed, n = 0;
-	double cpu0 = 0;
-	size_t k;
-	int ph;
+	int64_t        now = 1000LL * LIM_USEC_PER_SEC;
+	uint64_t       x = w->seed, n = 0;
+	double         cpu0 = 0;
+	size_t         k;
+	int            ph;
 
 	while ((ph = atomic_load_explicit(&phase, memory_order_relaxed)) < 2) {
 		if (ph == 1 && n == 0)
@@ -125,14 +125,17 @@ static struct ns
 round_ns(int n, int cold, struct local *shared, int ms)
 {
 	struct worker w[MAX_THREADS];
-	uint64_t total = 0;
-	double t0, t1, cpu = 0;
+	uint64_t      total = 0;
+	double        t0, t1, cpu = 0;
 
 	atomic_store(&phase, 0);
 	for (int i = 0; i < n; i++) {
 		w[i] = (struct worker){
-			.l = shared ? shared : local_new(cold ? COLD_KEYS / (size_t)n : 16),
-			.cold = cold, .seed = 0x9e3779b97f4a7c15ULL * (uint64_t)(i + 1),
+			.l = shared ? shared
+			            : local_new(cold ? COLD_KEYS / (size_t)n
+			                             : 16),
+			.cold = cold,
+			.seed = 0x9e3779b97f4a7c15ULL * (uint64_t)(i + 1),
 		};
 		pthread_create(&w[i].t, NULL, run, &w[i]);
 	}
@@ -152,42 +155,45 @@ round_ns(int n, int cold, struct local *shared, int ms)
 	if (total == 0)
 		return (struct ns){ 0, 0 };
 	return (struct ns){ cpu * 1e9 / (double)total,
-	                    (t1 - t0) * 1e9 / (double)total };
+		            (t1 - t0) * 1e9 / (double)total };
 }
 
 int
 main(int argc, char **argv)
 {
 	static const int threads[] = { 2, 4, 8 };
-	struct local *hot, *cold;
-	const char *err;
-	int ms = 400, opt;
+	struct local    *hot, *cold;
+	const char      *err;
+	int              ms = 400, opt;
 
 	while ((opt = getopt(argc, argv, "m:")) != -1)
 		if (opt == 'm')
 			ms = atoi(optarg);
 		else
-			return fprintf(stderr, "usage: localbench [-m MS]\n"), 2;
-	params = (struct lim_params){ .algo = LIM_GCRA, .rate = 1000000,
-	                              .period_us = LIM_USEC_PER_SEC,
-	                              .burst = 1LL << 40 };
+			return fprintf(stderr, "usage: localbench [-m MS]\n"),
+			       2;
+	params = (struct lim_params){ .algo = LIM_GCRA,
+		                      .rate = 1000000,
+		                      .period_us = LIM_USEC_PER_SEC,
+		                      .burst = 1LL << 40 };
 	if (lim_params_init(&params, &err) != 0)
 		return fprintf(stderr, "localbench: %s\n", err), 1;
 	keys = malloc(sizeof(*keys) * COLD_KEYS);
 	if (keys == NULL)
 		return 1;
 	for (int i = 0; i < COLD_KEYS; i++)
-		keylens[i] = (size_t)snprintf(keys[i], sizeof(keys[i]),
-		                              "ip:%d", i);
+		keylens[i] =
+			(size_t)snprintf(keys[i], sizeof(keys[i]), "ip:%d", i);
 	hot = local_new(COLD_KEYS);
 	cold = local_new(COLD_KEYS);
-	for (int i = 0; i < COLD_KEYS; i++)	/* the shared table, filled */
+	for (int i = 0; i < COLD_KEYS; i++) /* the shared table, filled */
 		decide(cold, keys[i], keylens[i], 1000LL * LIM_USEC_PER_SEC);
 	printf("# localbench: GCRA decisions, %ld cores, %d ms per round\n",
 	       sysconf(_SC_NPROCESSORS_ONLN), ms);
 	for (int c = 0; c < 2; c++)
-		for (size_t i = 0; i < sizeof(threads) / sizeof(*threads); i++) {
-			int n = threads[i];
+		for (size_t i = 0; i < sizeof(threads) / sizeof(*threads);
+		     i++) {
+			int       n = threads[i];
 			struct ns s = round_ns(n, c, c ? cold : hot, ms);
 			struct ns p = round_ns(n, c, NULL, ms);
 

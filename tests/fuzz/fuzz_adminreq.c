@@ -53,9 +53,9 @@ int
 LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
 	static struct adminreq rq;
-	const char *err = NULL;
-	const char *head = (const char *)data, *v;
-	size_t vlen;
+	const char            *err = NULL;
+	const char            *head = (const char *)data, *v;
+	size_t                 vlen;
 	int rc = adminreq_parse((const char *)data, size, &rq, &err);
 
 	v = httpd_header(head, size, "Authorization", &vlen);

@@ -17,9 +17,10 @@ int
 LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
 	const char *line = (const char *)data, *meth, *path;
-	size_t mlen, plen;
+	size_t      mlen, plen;
 
-	if (httpd_parse_request_line(line, size, &meth, &mlen, &path, &plen) != 0)
+	if (httpd_parse_request_line(line, size, &meth, &mlen, &path, &plen) !=
+	    0)
 		return 0;
 	if (meth != line || mlen == 0 || mlen > 16 || path < line ||
 	    path + plen > line + size || plen == 0 || path[0] != '/' ||

@@ -20,18 +20,18 @@
 static struct policy *pol;
 
 static const char policy_yaml[] =
-"plans:\n"
-"  free: { rate: 10/s, burst: 5, quota: 100/month }\n"
-"  pro:  { rate: 100/s, burst: 50, quota: none }\n"
-"tenants: { acme: pro }\n"
-"plan_lookup: { arg: plan, default: free }\n"
-"rules:\n"
-"  - { name: t, message: m, key: \"tenant:{tenant}\", plan: rate }\n"
-"  - { name: q, message: m, key: \"tenant:{tenant}\", algorithm: fixed-window, plan: quota }\n"
-"  - { name: ip, message: m, key: \"ip:{ip/48}:{route}\", rate: 5/s, missing: skip }\n"
-"  - { name: c, message: m, key: \"b:{tenant}\", algorithm: token-bucket, rate: 100/s, burst: 100, cost: \"{size}\", missing: deny }\n"
-"  - { name: cc, message: m, key: \"x:{tenant}\", algorithm: concurrency, limit: 2, lease: 1m, id: \"{id}\", release: done }\n"
-"  - { name: l, message: login, key: \"u:{user}:{ip}\", algorithm: sliding-log, limit: 5, window: 15m, count: failures, missing: \"ip:{ip/64}\" }\n";
+	"plans:\n"
+	"  free: { rate: 10/s, burst: 5, quota: 100/month }\n"
+	"  pro:  { rate: 100/s, burst: 50, quota: none }\n"
+	"tenants: { acme: pro }\n"
+	"plan_lookup: { arg: plan, default: free }\n"
+	"rules:\n"
+	"  - { name: t, message: m, key: \"tenant:{tenant}\", plan: rate }\n"
+	"  - { name: q, message: m, key: \"tenant:{tenant}\", algorithm: fixed-window, plan: quota }\n"
+	"  - { name: ip, message: m, key: \"ip:{ip/48}:{route}\", rate: 5/s, missing: skip }\n"
+	"  - { name: c, message: m, key: \"b:{tenant}\", algorithm: token-bucket, rate: 100/s, burst: 100, cost: \"{size}\", missing: deny }\n"
+	"  - { name: cc, message: m, key: \"x:{tenant}\", algorithm: concurrency, limit: 2, lease: 1m, id: \"{id}\", release: done }\n"
+	"  - { name: l, message: login, key: \"u:{user}:{ip}\", algorithm: sliding-log, limit: 5, window: 15m, count: failures, missing: \"ip:{ip/64}\" }\n";
 
 int LLVMFuzzerInitialize(int *argc, char ***argv);
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
@@ -39,9 +39,9 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 int
 LLVMFuzzerInitialize(int *argc, char ***argv)
 {
-	char path[] = "/tmp/fuzz-notify-XXXXXX";
+	char  path[] = "/tmp/fuzz-notify-XXXXXX";
 	char *err = NULL;
-	int fd = mkstemp(path);
+	int   fd = mkstemp(path);
 
 	if (fd == -1 || write(fd, policy_yaml, sizeof(policy_yaml) - 1) < 0)
 		abort();
@@ -59,12 +59,12 @@ static void
 check_keys(const struct check *c, int n)
 {
 	for (int i = 0; i < n; i++) {
-		if (c[i].keylen > POLICY_KEY_MAX)	/* binary values are fine */
+		if (c[i].keylen > POLICY_KEY_MAX) /* binary values are fine */
 			abort();
 		if (c[i].kind == CHECK_EVAL && c[i].keylen > 0 &&
 		    (memchr(c[i].key, '}', c[i].keylen) !=
 		     c[i].key + c[i].keylen - 1))
-			abort();	/* a value broke out of the hash tag */
+			abort(); /* a value broke out of the hash tag */
 	}
 }
 
@@ -72,13 +72,13 @@ int
 LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
 	struct spop_iter it = { (const char *)data, (const char *)data + size };
-	struct check checks[POLICY_MAX_CHECKS];
-	struct outcome out[POLICY_MAX_CHECKS];
+	struct check     checks[POLICY_MAX_CHECKS];
+	struct outcome   out[POLICY_MAX_CHECKS];
 	struct spop_message m;
-	struct decision d;
-	struct spop_writer w;
-	char buf[16384];
-	int st, n;
+	struct decision     d;
+	struct spop_writer  w;
+	char                buf[16384];
+	int                 st, n;
 
 	while (spop_next_message(&it, &m, &st) == 1) {
 		n = policy_build_checks(pol, &m, checks, POLICY_MAX_CHECKS);
@@ -87,8 +87,9 @@ LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		check_keys(checks, n);
 		for (int i = 0; i < n; i++) {
 			out[i].src = (enum outcome_src)(i % 4);
-			out[i].res = (struct lim_result){ i % 3 - 1, i, i * 1000,
-			                                  i * 999, i * 1001 };
+			out[i].res =
+				(struct lim_result){ i % 3 - 1, i, i * 1000,
+				                     i * 999, i * 1001 };
 		}
 		decide(checks, out, n, HEADERS_BOTH, &d);
 		spop_w_begin(&w, buf, sizeof(buf), SPOP_FRM_ACK, 1, 1);

@@ -19,9 +19,9 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 static void
 value_roundtrip(const char *s, size_t len)
 {
-	char buf[OV_VALUE_MAX];
+	char            buf[OV_VALUE_MAX];
 	struct ov_value v;
-	const char *nl = memchr(s, '\n', len);
+	const char     *nl = memchr(s, '\n', len);
 
 	if (nl)
 		len = (size_t)(nl - s);
@@ -36,8 +36,8 @@ static void
 apply_all(const struct ov_table *t, const char *key, size_t keylen)
 {
 	static const int ops[] = { LIM_OP_CHECK, LIM_OP_FORCE, LIM_OP_RELEASE,
-	                           LIM_OP_PEEK };
-	const char *err;
+		                   LIM_OP_PEEK };
+	const char      *err;
 
 	for (int a = 0; a < LIM_ALGO_COUNT; a++)
 		for (size_t o = 0; o < sizeof(ops) / sizeof(ops[0]); o++) {
@@ -45,7 +45,9 @@ apply_all(const struct ov_table *t, const char *key, size_t keylen)
 			struct lim_result res;
 
 			c.lim = (struct lim_params){ .algo = (enum lim_algo)a,
-			        .rate = 10, .period_us = 1000000, .burst = 5 };
+				                     .rate = 10,
+				                     .period_us = 1000000,
+				                     .burst = 5 };
 			if (lim_params_init(&c.lim, &err) == -1)
 				abort();
 			if (keylen > POLICY_KEY_MAX)
@@ -61,9 +63,9 @@ apply_all(const struct ov_table *t, const char *key, size_t keylen)
 int
 LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
-	const char *s = (const char *)data;
+	const char      *s = (const char *)data;
 	struct ov_table *t;
-	int bad;
+	int              bad;
 
 	value_roundtrip(s, size);
 	t = ov_table_parse(s, size, &bad);
@@ -72,7 +74,8 @@ LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		if (i == 0 || s[i - 1] == '\n') {
 			size_t n = 0, j = i;
 
-			while (j < size && s[j] >= '0' && s[j] <= '9' && n < 1000)
+			while (j < size && s[j] >= '0' && s[j] <= '9' &&
+			       n < 1000)
 				n = n * 10 + (size_t)(s[j++] - '0');
 			if (j < size && s[j] == ' ' && n <= size - j - 1)
 				apply_all(t, s + j + 1, n);

@@ -17,7 +17,7 @@ int
 LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
 	struct results rs;
-	size_t nchecks;
+	size_t         nchecks;
 
 	if (size < 1)
 		return 0;

@@ -24,14 +24,19 @@
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
-#define CHECK(cond) do { if (!(cond)) abort(); } while (0)
+#define CHECK(cond)                                                            \
+	do {                                                                   \
+		if (!(cond))                                                   \
+			abort();                                               \
+	} while (0)
 
 static char out[65536];
 
 static bool
 str_same(struct spop_str a, struct spop_str b)
 {
-	return a.len == b.len && (a.len == 0 || memcmp(a.ptr, b.ptr, a.len) == 0);
+	return a.len == b.len &&
+	       (a.len == 0 || memcmp(a.ptr, b.ptr, a.len) == 0);
 }
 
 static void
@@ -63,7 +68,7 @@ check_data_eq(const struct spop_data *a, const struct spop_data *b)
 		CHECK(str_same(a->v.str, b->v.str));
 		break;
 	default:
-		abort();	/* the decoder must not hand out reserved types */
+		abort(); /* the decoder must not hand out reserved types */
 	}
 }
 
@@ -78,11 +83,11 @@ check_within(struct spop_str s, const struct spop_iter *it)
 static void
 round_trip_message(const struct spop_message *m, const struct spop_frame *f)
 {
-	struct spop_writer w;
-	struct spop_frame g;
-	struct spop_iter it;
+	struct spop_writer  w;
+	struct spop_frame   g;
+	struct spop_iter    it;
 	struct spop_message m2;
-	int n, st;
+	int                 n, st;
 
 	spop_w_begin(&w, out, sizeof(out), SPOP_FRM_NOTIFY, f->stream_id,
 	             f->frame_id);
@@ -112,14 +117,15 @@ round_trip_message(const struct spop_message *m, const struct spop_frame *f)
 static void
 walk_messages(const struct spop_frame *f)
 {
-	struct spop_iter it = { f->payload, f->payload + f->len };
+	struct spop_iter    it = { f->payload, f->payload + f->len };
 	struct spop_message m;
-	int rc, st = -1;
+	int                 rc, st = -1;
 
 	while ((rc = spop_next_message(&it, &m, &st)) == 1) {
 		CHECK(m.nargs >= 0 && m.nargs <= SPOP_MAX_ARGS);
-		CHECK(m.nargs == (m.nargs_total < SPOP_MAX_ARGS ?
-		                  m.nargs_total : SPOP_MAX_ARGS));
+		CHECK(m.nargs == (m.nargs_total < SPOP_MAX_ARGS
+		                          ? m.nargs_total
+		                          : SPOP_MAX_ARGS));
 		for (int i = 0; i < m.nargs; i++)
 			CHECK(spop_find_arg(&m, m.args[i].name.ptr,
 			                    m.args[i].name.len) != NULL);
@@ -134,11 +140,11 @@ round_trip_action(int act, int scope, struct spop_str name,
                   const struct spop_data *v)
 {
 	struct spop_writer w;
-	struct spop_frame g;
-	struct spop_iter it;
-	struct spop_str name2;
-	struct spop_data v2;
-	int n, st, act2, scope2;
+	struct spop_frame  g;
+	struct spop_iter   it;
+	struct spop_str    name2;
+	struct spop_data   v2;
+	int                n, st, act2, scope2;
 
 	spop_w_begin(&w, out, sizeof(out), SPOP_FRM_ACK, 1, 1);
 	if (act == SPOP_ACT_SET_VAR) {
@@ -165,11 +171,12 @@ static void
 walk_actions(const struct spop_frame *f)
 {
 	struct spop_iter it = { f->payload, f->payload + f->len };
-	struct spop_str name;
+	struct spop_str  name;
 	struct spop_data v;
-	int rc, st = -1, act, scope;
+	int              rc, st = -1, act, scope;
 
-	while ((rc = spop_next_action(&it, &act, &scope, &name, &v, &st)) == 1) {
+	while ((rc = spop_next_action(&it, &act, &scope, &name, &v, &st)) ==
+	       1) {
 		CHECK(act == SPOP_ACT_SET_VAR || act == SPOP_ACT_UNSET_VAR);
 		CHECK(scope >= SPOP_SCOPE_PROC && scope <= SPOP_SCOPE_RES);
 		CHECK(act == SPOP_ACT_SET_VAR || v.type == SPOP_DATA_NULL);
@@ -183,9 +190,9 @@ walk_kv(const struct spop_frame *f)
 {
 	struct spop_iter it = { f->payload, f->payload + f->len };
 	struct spop_iter all = it;
-	struct spop_str key;
+	struct spop_str  key;
 	struct spop_data v;
-	int rc, st = -1;
+	int              rc, st = -1;
 
 	while ((rc = spop_next_kv(&it, &key, &v, &st)) == 1) {
 		check_within(key, &all);
@@ -199,9 +206,9 @@ walk_kv(const struct spop_frame *f)
 static void
 walk_hello(const struct spop_frame *f)
 {
-	struct spop_iter all = { f->payload, f->payload + f->len };
+	struct spop_iter  all = { f->payload, f->payload + f->len };
 	struct spop_hello h;
-	int st = -1;
+	int               st = -1;
 
 	if (spop_decode_hello(f->payload, f->len, &h, &st) == 0) {
 		CHECK(h.has_versions && h.has_max_frame_size);
@@ -223,8 +230,8 @@ static void
 walk_disconnect(const struct spop_frame *f)
 {
 	struct spop_iter all = { f->payload, f->payload + f->len };
-	struct spop_str msg;
-	int st = -1, code;
+	struct spop_str  msg;
+	int              st = -1, code;
 
 	if (spop_decode_disconnect(f->payload, f->len, &code, &msg, &st) == 0) {
 		CHECK(code >= 0);
@@ -239,9 +246,9 @@ static void
 walk_frames(const char *buf, size_t len, uint32_t max_size)
 {
 	struct spop_frame f;
-	size_t off = 0;
-	bool first = true;
-	int n, st;
+	size_t            off = 0;
+	bool              first = true;
+	int               n, st;
 
 	while (off < len) {
 		st = -1;
@@ -253,22 +260,25 @@ walk_frames(const char *buf, size_t len, uint32_t max_size)
 			break;
 		}
 		CHECK((size_t)n <= len - off && (uint32_t)n - 4 <= max_size);
-		CHECK(f.payload >= buf + off + 11 &&	/* 4 + 7-byte header min */
+		CHECK(f.payload >= buf + off + 11 && /* 4 + 7-byte header min */
 		      f.payload + f.len == buf + off + n);
 		CHECK(f.flags & SPOP_FL_FIN);
 		if (first) {
 			struct spop_frame g;
 
-			CHECK(spop_decode_frame(buf + off, (size_t)n - 1, max_size,
-			                        &g, &st) == SPOP_INCOMPLETE);
+			CHECK(spop_decode_frame(buf + off, (size_t)n - 1,
+			                        max_size, &g,
+			                        &st) == SPOP_INCOMPLETE);
 			first = false;
 		}
 		st = -1;
 		if (spop_check_order(f.type, false, &st) == -1)
-			CHECK(st == SPOP_ST_INVALID || st == SPOP_ST_FRAG_NOT_SUPPORTED);
+			CHECK(st == SPOP_ST_INVALID ||
+			      st == SPOP_ST_FRAG_NOT_SUPPORTED);
 		st = -1;
 		if (spop_check_order(f.type, true, &st) == -1)
-			CHECK(st == SPOP_ST_INVALID || st == SPOP_ST_FRAG_NOT_SUPPORTED);
+			CHECK(st == SPOP_ST_INVALID ||
+			      st == SPOP_ST_FRAG_NOT_SUPPORTED);
 		walk_hello(&f);
 		walk_kv(&f);
 		walk_messages(&f);
@@ -283,9 +293,9 @@ static void
 varint_property(const char *buf, size_t len)
 {
 	const char *p = buf;
-	char tmp[10], *w = tmp;
-	uint64_t v, v2;
-	int n, m;
+	char        tmp[10], *w = tmp;
+	uint64_t    v, v2;
+	int         n, m;
 
 	n = spop_decode_varint(&p, buf + len, &v);
 	CHECK(n >= -1 && n <= 10);

@@ -24,22 +24,22 @@
  */
 #include <criterion/criterion.h>
 #include <hiredis.h>
-#include <msgpack.h>
 #include <inttypes.h>
+#include <msgpack.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "batch.h"
 #include "limiter.h"
 #include "results.h"
 #include "scriptlib.h"
-#include "batch.h"
 #include "store.h"
 
-#define S    LIM_USEC_PER_SEC
-#define HOUR (3600 * S)
+#define S            LIM_USEC_PER_SEC
+#define HOUR         (3600 * S)
 #define ARRAY_LEN(a) ((int)(sizeof(a) / sizeof((a)[0])))
 
 static char sha[64];
@@ -55,7 +55,7 @@ env_is(const char *name)
 static redisContext *
 connect_redis(void)
 {
-	const char *port = getenv("REDIS_PORT");
+	const char   *port = getenv("REDIS_PORT");
 	redisContext *c;
 
 	cr_assert_not_null(port, "REDIS_PORT is not set");
@@ -68,16 +68,18 @@ static redisContext *
 setup(void)
 {
 	redisContext *c = connect_redis();
-	redisReply *r = redisCommand(c, "SCRIPT LOAD %s", lua_ratelimit);
+	redisReply   *r = redisCommand(c, "SCRIPT LOAD %s", lua_ratelimit);
 
 	cr_assert(r && r->type == REDIS_REPLY_STRING, "SCRIPT LOAD: %s",
 	          r && r->type == REDIS_REPLY_ERROR ? r->str : "?");
 	snprintf(sha, sizeof(sha), "%s", r->str);
 	freeReplyObject(r);
 	if (env_is("SCRIPT_FCALL")) {
-		r = redisCommand(c, "FUNCTION LOAD REPLACE %s", scriptlib_text());
+		r = redisCommand(c, "FUNCTION LOAD REPLACE %s",
+		                 scriptlib_text());
 		cr_assert(r && r->type == REDIS_REPLY_STRING &&
-		          strcmp(r->str, scriptlib_name()) == 0, "FUNCTION LOAD: %s",
+		                  strcmp(r->str, scriptlib_name()) == 0,
+		          "FUNCTION LOAD: %s",
 		          r && r->type == REDIS_REPLY_ERROR ? r->str : "?");
 		freeReplyObject(r);
 	}
@@ -88,7 +90,7 @@ static int64_t
 redis_time(redisContext *c)
 {
 	redisReply *r = redisCommand(c, "TIME");
-	int64_t t;
+	int64_t     t;
 
 	cr_assert(r && r->type == REDIS_REPLY_ARRAY && r->elements == 2);
 	t = atoll(r->element[0]->str) * S + atoll(r->element[1]->str);
@@ -100,26 +102,26 @@ redis_time(redisContext *c)
 
 struct chk {
 	const struct lim_params *p;
-	const char *key;
-	int op;
-	int64_t cost;
-	int flags;
-	const char *member;
+	const char              *key;
+	int                      op;
+	int64_t                  cost;
+	int                      flags;
+	const char              *member;
 };
 
 #define MAXARG 512
 
 struct call {
-	int   argc;
-	char *argv[MAXARG];
-	char *keys[64];
-	int   nkeys;
-	char *args[MAXARG];
-	char  is_str[MAXARG];		/* args[i] is a member, not a number */
-	int   nargs;
-	int   nreq;
-	int64_t rules[64][LIM_SCRIPT_RULE];	/* the call's rule tuples */
-	int   nrules;
+	int     argc;
+	char   *argv[MAXARG];
+	char   *keys[64];
+	int     nkeys;
+	char   *args[MAXARG];
+	char    is_str[MAXARG]; /* args[i] is a member, not a number */
+	int     nargs;
+	int     nreq;
+	int64_t rules[64][LIM_SCRIPT_RULE]; /* the call's rule tuples */
+	int     nrules;
 };
 
 static void
@@ -148,9 +150,9 @@ call_begin(struct call *k, int nreq)
 static void
 call_request(struct call *k, const struct chk *c, int n)
 {
-	int64_t pp[3];
+	int64_t   pp[3];
 	long long code;
-	int i, rule;
+	int       i, rule;
 
 	add_arg(k, "%lld", n, NULL);
 	for (i = 0; i < n; i++) {
@@ -172,19 +174,22 @@ static void
 pack_argv(const struct call *k, msgpack_sbuffer *sb)
 {
 	msgpack_packer pk;
-	int i;
+	int            i;
 
 	msgpack_packer_init(&pk, sb, msgpack_sbuffer_write);
 	msgpack_pack_array(&pk, 2 + (size_t)k->nrules * LIM_SCRIPT_RULE +
-	                   (size_t)k->nargs);
+	                                (size_t)k->nargs);
 	msgpack_pack_int64(&pk, k->nreq);
 	msgpack_pack_int64(&pk, k->nrules);
 	for (i = 0; i < k->nrules * LIM_SCRIPT_RULE; i++)
-		msgpack_pack_int64(&pk, k->rules[i / LIM_SCRIPT_RULE][i % LIM_SCRIPT_RULE]);
+		msgpack_pack_int64(
+			&pk,
+			k->rules[i / LIM_SCRIPT_RULE][i % LIM_SCRIPT_RULE]);
 	for (i = 0; i < k->nargs; i++) {
 		if (k->is_str[i]) {
 			msgpack_pack_str(&pk, strlen(k->args[i]));
-			msgpack_pack_str_body(&pk, k->args[i], strlen(k->args[i]));
+			msgpack_pack_str_body(&pk, k->args[i],
+			                      strlen(k->args[i]));
 		} else {
 			msgpack_pack_int64(&pk, strtoll(k->args[i], NULL, 10));
 		}
@@ -196,13 +201,13 @@ pack_argv(const struct call *k, msgpack_sbuffer *sb)
 static int
 call_send(redisContext *c, struct call *k, struct lim_result *out, int max)
 {
-	const char *argv[MAXARG + 70 + 2 + 64 * LIM_SCRIPT_RULE];
-	size_t argvlen[MAXARG + 70 + 2 + 64 * LIM_SCRIPT_RULE];
-	char nk[16];
+	const char     *argv[MAXARG + 70 + 2 + 64 * LIM_SCRIPT_RULE];
+	size_t          argvlen[MAXARG + 70 + 2 + 64 * LIM_SCRIPT_RULE];
+	char            nk[16];
 	msgpack_sbuffer sb;
-	struct results rs;
-	redisReply *r;
-	int argc = 0, i, n;
+	struct results  rs;
+	redisReply     *r;
+	int             argc = 0, i, n;
 
 	msgpack_sbuffer_init(&sb);
 	argv[argc++] = env_is("SCRIPT_FCALL") ? "FCALL" : "EVALSHA";
@@ -211,17 +216,18 @@ call_send(redisContext *c, struct call *k, struct lim_result *out, int max)
 	argv[argc++] = nk;
 	for (i = 0; i < k->nkeys; i++)
 		argv[argc++] = k->keys[i];
-	pack_argv(k, &sb);	/* the script's one format (batch.h) */
+	pack_argv(k, &sb); /* the script's one format (batch.h) */
 	argv[argc++] = sb.data;
 	for (i = 0; i < argc; i++)
-		argvlen[i] = argv[i] == sb.data && sb.data != NULL ? sb.size :
-		             strlen(argv[i]);
+		argvlen[i] = argv[i] == sb.data && sb.data != NULL
+		                     ? sb.size
+		                     : strlen(argv[i]);
 	r = redisCommandArgv(c, argc, argv, argvlen);
 	msgpack_sbuffer_destroy(&sb);
 	cr_assert(r != NULL, "%s: %s", argv[0], c->errstr);
 	cr_assert(r->type == REDIS_REPLY_STRING, "%s: %s", argv[0],
 	          r->type == REDIS_REPLY_ERROR ? r->str : "not a string");
-	n = k->nkeys;	/* one key per check */
+	n = k->nkeys; /* one key per check */
 	cr_assert(n <= max);
 	results_init(&rs);
 	cr_assert_eq(results_decode(&rs, r->str, r->len, (size_t)n), 0,
@@ -240,7 +246,7 @@ call_send(redisContext *c, struct call *k, struct lim_result *out, int max)
 static struct lim_result
 script_one(redisContext *c, const struct chk *ck)
 {
-	struct call k;
+	struct call       k;
 	struct lim_result r;
 
 	call_begin(&k, 1);
@@ -253,7 +259,7 @@ static struct lim_params
 mk(enum lim_algo a, int64_t rate, int64_t period, int64_t burst)
 {
 	struct lim_params p;
-	const char *err = NULL;
+	const char       *err = NULL;
 
 	memset(&p, 0, sizeof(p));
 	p.algo = a;
@@ -279,7 +285,7 @@ struct step {
 	int         op;
 	int64_t     cost;
 	const char *member;
-	int         wait_ms;	/* sleep this long before the step */
+	int         wait_ms; /* sleep this long before the step */
 };
 
 #define near(a, b, tol) ((a) - (b) <= (tol) && (b) - (a) <= (tol))
@@ -321,7 +327,7 @@ align_window(redisContext *c, const struct lim_params *p)
  * equal the twin's at one µs of its span, from one of those states. */
 
 #define MAXCAND        4096
-#define EXACT_SPAN_MAX 2000	/* µs: spans * states stay small */
+#define EXACT_SPAN_MAX 2000 /* µs: spans * states stay small */
 
 struct cands {
 	struct lim_state s[MAXCAND];
@@ -357,7 +363,8 @@ static int
 state_eq(const struct lim_state *a, const struct lim_state *b)
 {
 	return memcmp(a->v, b->v, sizeof(a->v)) == 0 && a->n == b->n &&
-	       (a->n == 0 || memcmp(a->ts, b->ts, a->n * sizeof(*a->ts)) == 0) &&
+	       (a->n == 0 ||
+	        memcmp(a->ts, b->ts, a->n * sizeof(*a->ts)) == 0) &&
 	       (a->n == 0 || a->ids == NULL || b->ids == NULL ||
 	        memcmp(a->ids, b->ids, a->n * sizeof(*a->ids)) == 0);
 }
@@ -373,15 +380,14 @@ same_result(const struct lim_result *a, const struct lim_result *b)
 /* Replaces <cs> with the states that give <rs> at some t in [t1, t2],
  * charged at that t. Returns 0 if none does (then <cs> is kept). */
 static int
-cands_step(struct cands *cs, const struct lim_params *p, int op,
-           int64_t cost, uint64_t h, int64_t t1, int64_t t2,
-           const struct lim_result *rs)
+cands_step(struct cands *cs, const struct lim_params *p, int op, int64_t cost,
+           uint64_t h, int64_t t1, int64_t t2, const struct lim_result *rs)
 {
 	static struct cands next;
-	struct lim_state tmp;
-	struct lim_result r;
-	int64_t t;
-	int i, j, charge, ids = p->algo == LIM_CONCURRENCY;
+	struct lim_state    tmp;
+	struct lim_result   r;
+	int64_t             t;
+	int                 i, j, charge, ids = p->algo == LIM_CONCURRENCY;
 
 	lim_state_init(&tmp);
 	next.n = 0;
@@ -393,7 +399,8 @@ cands_step(struct cands *cs, const struct lim_params *p, int op,
 			state_copy(&tmp, &cs->s[i], ids);
 			if (charge && !lim_vetoes(op, 0, &r))
 				lim_commit(p, &tmp, op, cost, h, t);
-			for (j = 0; j < next.n && !state_eq(&next.s[j], &tmp); j++)
+			for (j = 0; j < next.n && !state_eq(&next.s[j], &tmp);
+			     j++)
 				;
 			if (j < next.n)
 				continue;
@@ -421,7 +428,7 @@ static void
 seed_prev(redisContext *c, const char *key, const struct lim_params *p,
           int64_t prev, struct lim_state *s)
 {
-	int64_t st, en, idx = lim_window_bounds(p, redis_time(c), &st, &en);
+	int64_t     st, en, idx = lim_window_bounds(p, redis_time(c), &st, &en);
 	redisReply *r;
 
 	r = redisCommand(c, "HSET %s %lld %lld", key, (long long)(idx - 1),
@@ -448,16 +455,16 @@ seed_prev(redisContext *c, const char *key, const struct lim_params *p,
  * sliding window starts from <prev> in the last window (seed_prev) when
  * that is not 0. */
 static void
-compare_from(const struct lim_params *p, int64_t prev,
-             const struct step *steps, int n, const char *name, char *got)
+compare_from(const struct lim_params *p, int64_t prev, const struct step *steps,
+             int n, const char *name, char *got)
 {
-	redisContext *c = setup();
-	struct lim_state st;
-	struct lim_result rs, rc, rc2, rsv[MAXSTEPS];
-	int64_t ts1[MAXSTEPS], ts2[MAXSTEPS];
-	char key[128];
-	int64_t t1, t2, tol = 1;
-	int i, j, charge, charge2;
+	redisContext       *c = setup();
+	struct lim_state    st;
+	struct lim_result   rs, rc, rc2, rsv[MAXSTEPS];
+	int64_t             ts1[MAXSTEPS], ts2[MAXSTEPS];
+	char                key[128];
+	int64_t             t1, t2, tol = 1;
+	int                 i, j, charge, charge2;
 	static struct cands cs;
 
 	cs.n = 1;
@@ -481,7 +488,7 @@ compare_from(const struct lim_params *p, int64_t prev,
 	cr_assert_leq(n, MAXSTEPS);
 	for (i = 0; i < n; i++) {
 		const char *m = steps[i].member ? steps[i].member : "";
-		struct chk ck = { p, key, steps[i].op, steps[i].cost, 0, m };
+		struct chk  ck = { p, key, steps[i].op, steps[i].cost, 0, m };
 
 		if (steps[i].wait_ms > 0)
 			usleep((useconds_t)steps[i].wait_ms * 1000);
@@ -489,38 +496,42 @@ compare_from(const struct lim_params *p, int64_t prev,
 		rsv[i] = script_one(c, &ck);
 		ts2[i] = redis_time(c);
 		if (got != NULL)
-			got[i] = rsv[i].allowed == 1 ? '1' :
-			         rsv[i].allowed == 0 ? '0' : 'x';
+			got[i] = rsv[i].allowed == 1   ? '1'
+			         : rsv[i].allowed == 0 ? '0'
+			                               : 'x';
 	}
 	for (i = 0; i < n; i++) {
 		const char *m = steps[i].member ? steps[i].member : "";
-		uint64_t h = lim_member_hash(m, strlen(m));
+		uint64_t    h = lim_member_hash(m, strlen(m));
 
 		rs = rsv[i];
 		t1 = ts1[i];
 		t2 = ts2[i];
 		tol += t2 - t1;
 		/* A call descheduled for ms (a loaded box) would make too many
-		 * twin states: the exact check stops there, the rest goes on. */
+		 * twin states: the exact check stops there, the rest goes on.
+		 */
 		if (cs.n > 0 && t2 - t1 > EXACT_SPAN_MAX) {
-			cr_log_info("%s step %d: span %lld µs, exact check ends",
-			            name, i, (long long)(t2 - t1));
+			cr_log_info(
+				"%s step %d: span %lld µs, exact check ends",
+				name, i, (long long)(t2 - t1));
 			for (j = 0; j < cs.n; j++)
 				lim_state_deinit(&cs.s[j]);
 			cs.n = 0;
 		}
 		cr_expect(cs.n == 0 ||
-		          cands_step(&cs, p, steps[i].op, steps[i].cost, h, t1,
-		                     t2, &rs),
+		                  cands_step(&cs, p, steps[i].op, steps[i].cost,
+		                             h, t1, t2, &rs),
 		          "%s step %d: no twin state gives %d %lld %lld %lld "
-		          "%lld in [%lld, %lld]", name, i, rs.allowed,
-		          (long long)rs.remaining, (long long)rs.retry_after_us,
-		          (long long)rs.next_us, (long long)rs.full_us,
-		          (long long)t1, (long long)t2);
+		          "%lld in [%lld, %lld]",
+		          name, i, rs.allowed, (long long)rs.remaining,
+		          (long long)rs.retry_after_us, (long long)rs.next_us,
+		          (long long)rs.full_us, (long long)t1, (long long)t2);
 		/* The script's clock read falls in [t1, t2]: the twin decides
 		 * at both ends, and is charged at the end the script agreed
 		 * with (a refill may land in between). */
-		charge = lim_eval(p, &st, steps[i].op, steps[i].cost, h, t1, &rc);
+		charge = lim_eval(p, &st, steps[i].op, steps[i].cost, h, t1,
+		                  &rc);
 		charge2 = lim_eval(p, &st, steps[i].op, steps[i].cost, h, t2,
 		                   &rc2);
 		if (rs.allowed != rc.allowed && rs.allowed == rc2.allowed) {
@@ -530,11 +541,12 @@ compare_from(const struct lim_params *p, int64_t prev,
 		}
 		if (charge && !lim_vetoes(steps[i].op, 0, &rc))
 			lim_commit(p, &st, steps[i].op, steps[i].cost, h, t1);
-		cr_expect_eq(rs.allowed, rc.allowed, "%s step %d: allowed %d/%d",
-		             name, i, rs.allowed, rc.allowed);
+		cr_expect_eq(rs.allowed, rc.allowed,
+		             "%s step %d: allowed %d/%d", name, i, rs.allowed,
+		             rc.allowed);
 		cr_expect(between(rs.remaining, rc.remaining, rc2.remaining),
-		          "%s step %d: remaining %lld, twin %lld..%lld", name, i,
-		          (long long)rs.remaining, (long long)rc.remaining,
+		          "%s step %d: remaining %lld, twin %lld..%lld", name,
+		          i, (long long)rs.remaining, (long long)rc.remaining,
 		          (long long)rc2.remaining);
 		cr_expect(near(rs.retry_after_us, rc.retry_after_us, tol),
 		          "%s step %d: retry %lld/%lld", name, i,
@@ -573,12 +585,33 @@ compare_want(const struct lim_params *p, const struct step *steps, int n,
 	cr_expect_str_eq(got, want, "%s: decisions %s", name, got);
 }
 
-#define C(n)  { LIM_OP_CHECK, n, NULL, 0 }
-#define F(n)  { LIM_OP_FORCE, n, NULL, 0 }
+#define C(n)                                                                   \
+	{                                                                      \
+		LIM_OP_CHECK, n, NULL, 0                                       \
+	}
+#define F(n)                                                                   \
+	{                                                                      \
+		LIM_OP_FORCE, n, NULL, 0                                       \
+	}
 
 static const struct step bucket_steps[] = {
-	C(6), C(1), C(1), C(1), C(0), C(2), C(1), C(1), C(0), C(2),
-	F(1), C(1), C(0), F(3), C(7), C(0), C(5000000000LL),
+	C(6),
+	C(1),
+	C(1),
+	C(1),
+	C(0),
+	C(2),
+	C(1),
+	C(1),
+	C(0),
+	C(2),
+	F(1),
+	C(1),
+	C(0),
+	F(3),
+	C(7),
+	C(0),
+	C(5000000000LL),
 };
 
 Test(script, gcra_matches_c)
@@ -590,7 +623,7 @@ Test(script, gcra_matches_c)
 
 Test(script, gcra_per_day_with_big_burst_matches_c)
 {
-	struct lim_params p = mk(LIM_GCRA, 1000, 86400 * S, 1000);
+	struct lim_params        p = mk(LIM_GCRA, 1000, 86400 * S, 1000);
 	static const struct step steps[] = {
 		C(999), C(1), C(1), C(0), C(1001), F(5), C(1), C(0),
 	};
@@ -607,8 +640,8 @@ Test(script, leaky_meter_matches_c)
 
 Test(script, leaky_delay_matches_c)
 {
-	struct lim_params p;
-	const char *err;
+	struct lim_params        p;
+	const char              *err;
 	static const struct step steps[] = {
 		C(1), C(1), C(1), C(1), C(1), C(1), C(0), C(4), C(5),
 	};
@@ -632,8 +665,8 @@ Test(script, token_bucket_matches_c)
 
 Test(script, token_bucket_big_numbers_match_c)
 {
-	struct lim_params p = mk(LIM_TOKEN_BUCKET, 10000000, 86400 * S,
-	                         1000000);
+	struct lim_params p =
+		mk(LIM_TOKEN_BUCKET, 10000000, 86400 * S, 1000000);
 	static const struct step steps[] = {
 		C(999999), C(2), C(1), C(0), C(1000001), F(3000000), C(1),
 	};
@@ -657,7 +690,7 @@ static void
 compare_calendar(enum lim_calendar cal, const char *name)
 {
 	struct lim_params p;
-	const char *err;
+	const char       *err;
 
 	memset(&p, 0, sizeof(p));
 	p.algo = LIM_FIXED_WINDOW;
@@ -681,7 +714,7 @@ Test(script, sliding_window_matches_c)
 
 Test(script, sliding_log_matches_c)
 {
-	struct lim_params p = mk(LIM_SLIDING_LOG, 5, HOUR, 0);
+	struct lim_params        p = mk(LIM_SLIDING_LOG, 5, HOUR, 0);
 	static const struct step steps[] = {
 		{ LIM_OP_CHECK, 1, "r1", 0 }, { LIM_OP_CHECK, 2, "r2", 0 },
 		{ LIM_OP_CHECK, 3, "r3", 0 }, { LIM_OP_CHECK, 1, "r4", 0 },
@@ -695,14 +728,20 @@ Test(script, sliding_log_matches_c)
 
 Test(script, concurrency_matches_c)
 {
-	struct lim_params p = mk(LIM_CONCURRENCY, 2, HOUR, 0);
+	struct lim_params        p = mk(LIM_CONCURRENCY, 2, HOUR, 0);
 	static const struct step steps[] = {
-		{ LIM_OP_CHECK, 1, "a", 0 }, { LIM_OP_CHECK, 1, "b", 0 },
-		{ LIM_OP_CHECK, 1, "c", 0 }, { LIM_OP_CHECK, 1, "a", 0 },
-		{ LIM_OP_RELEASE, 1, "a", 0 }, { LIM_OP_CHECK, 0, "z", 0 },
-		{ LIM_OP_CHECK, 1, "c", 0 }, { LIM_OP_RELEASE, 1, "nobody", 0 },
-		{ LIM_OP_FORCE, 1, "d", 0 }, { LIM_OP_CHECK, 1, "e", 0 },
-		{ LIM_OP_RELEASE, 1, "d", 0 }, { LIM_OP_CHECK, 1, "e", 0 },
+		{ LIM_OP_CHECK, 1, "a", 0 },
+		{ LIM_OP_CHECK, 1, "b", 0 },
+		{ LIM_OP_CHECK, 1, "c", 0 },
+		{ LIM_OP_CHECK, 1, "a", 0 },
+		{ LIM_OP_RELEASE, 1, "a", 0 },
+		{ LIM_OP_CHECK, 0, "z", 0 },
+		{ LIM_OP_CHECK, 1, "c", 0 },
+		{ LIM_OP_RELEASE, 1, "nobody", 0 },
+		{ LIM_OP_FORCE, 1, "d", 0 },
+		{ LIM_OP_CHECK, 1, "e", 0 },
+		{ LIM_OP_RELEASE, 1, "d", 0 },
+		{ LIM_OP_CHECK, 1, "e", 0 },
 	};
 
 	compare(&p, steps, ARRAY_LEN(steps), "conc", NULL);
@@ -716,9 +755,18 @@ Test(script, concurrency_matches_c)
  * still takes the twin at both ends of each call's TIME span, so jitter
  * can fail only the decision strings below, never the twin comparison. */
 
-#define CW(ms, n)       { LIM_OP_CHECK, n, NULL, ms }
-#define FW_(ms, n)      { LIM_OP_FORCE, n, NULL, ms }
-#define MW(ms, op, n, m) { op, n, m, ms }
+#define CW(ms, n)                                                              \
+	{                                                                      \
+		LIM_OP_CHECK, n, NULL, ms                                      \
+	}
+#define FW_(ms, n)                                                             \
+	{                                                                      \
+		LIM_OP_FORCE, n, NULL, ms                                      \
+	}
+#define MW(ms, op, n, m)                                                       \
+	{                                                                      \
+		op, n, m, ms                                                   \
+	}
 
 /* 5/s burst 2: EI = 200 ms, DVT = 400 ms. Back to back, 2 pass and the
  * 3rd is refused (it would need 200 ms). 700 ms later the TAT is past:
@@ -728,10 +776,8 @@ Test(script, concurrency_matches_c)
  * pushes TAT to now + 700 (below the clamp now + 800); 900 ms later it is
  * spent. Every wait ends 100 ms or more from the edge it is meant for. */
 static const struct step refill_steps[] = {
-	CW(0, 1), CW(0, 1), CW(0, 1),
-	CW(700, 2), CW(0, 1),
-	CW(300, 1), CW(0, 0), CW(0, 1), FW_(0, 2),
-	CW(900, 2), CW(0, 1),
+	CW(0, 1), CW(0, 1), CW(0, 1),  CW(700, 2), CW(0, 1), CW(300, 1),
+	CW(0, 0), CW(0, 1), FW_(0, 2), CW(900, 2), CW(0, 1),
 };
 static const char refill_want[] = "11010110010";
 
@@ -739,7 +785,7 @@ static void
 compare_refill(enum lim_algo a, const char *name)
 {
 	struct lim_params p = mk(a, 5, S, 2);
-	char got[32];
+	char              got[32];
 
 	compare(&p, refill_steps, ARRAY_LEN(refill_steps), name, got);
 	cr_expect_str_eq(got, refill_want, "%s: decisions %s", name, got);
@@ -764,7 +810,7 @@ Test(script, token_bucket_refill_over_time_matches_c)
  * 400 ms give back exactly one unit; the exact twin check pins the times. */
 Test(script, token_bucket_3_per_second_matches_c)
 {
-	struct lim_params p = mk(LIM_TOKEN_BUCKET, 3, S, 3);
+	struct lim_params        p = mk(LIM_TOKEN_BUCKET, 3, S, 3);
 	static const struct step steps[] = {
 		CW(0, 3), CW(0, 1), CW(400, 1), CW(0, 1), CW(0, 0),
 	};
@@ -779,11 +825,10 @@ Test(script, token_bucket_3_per_second_matches_c)
  * make it 4, so even a peek is refused; the window after admits 2. */
 Test(script, fixed_window_rollover_matches_c)
 {
-	struct lim_params p = mk(LIM_FIXED_WINDOW, 2, 200000, 0);
+	struct lim_params        p = mk(LIM_FIXED_WINDOW, 2, 200000, 0);
 	static const struct step steps[] = {
-		CW(0, 2), CW(0, 1),
-		CW(200, 1), CW(0, 1), CW(0, 1), FW_(0, 2), CW(0, 0),
-		CW(200, 2),
+		CW(0, 2), CW(0, 1),  CW(200, 1), CW(0, 1),
+		CW(0, 1), FW_(0, 2), CW(0, 0),   CW(200, 2),
 	};
 	char got[16];
 
@@ -804,11 +849,10 @@ Test(script, fixed_window_calendar_day_matches_c)
  * an estimate under 4 is allowed. */
 Test(script, sliding_window_weighs_the_previous_window_like_c)
 {
-	struct lim_params p = mk(LIM_SLIDING_WINDOW, 4, 400000, 0);
+	struct lim_params        p = mk(LIM_SLIDING_WINDOW, 4, 400000, 0);
 	static const struct step steps[] = {
-		CW(0, 4), CW(0, 1),
-		CW(540, 2), CW(0, 1), CW(0, 1),
-		CW(400, 3), CW(0, 1), CW(0, 0),
+		CW(0, 4), CW(0, 1),   CW(540, 2), CW(0, 1),
+		CW(0, 1), CW(400, 3), CW(0, 1),   CW(0, 0),
 	};
 
 	compare_want(&p, steps, ARRAY_LEN(steps), "sw-time", "10010101");
@@ -822,9 +866,12 @@ Test(script, sliding_window_weighs_the_previous_window_like_c)
  * ms or more from its edge. */
 Test(script, sliding_window_limit_spent_before_a_boundary_like_c)
 {
-	struct lim_params p = mk(LIM_SLIDING_WINDOW, 3, S, 0);
+	struct lim_params        p = mk(LIM_SLIDING_WINDOW, 3, S, 0);
 	static const struct step steps[] = {
-		CW(900, 3), CW(150, 1), CW(500, 1), CW(0, 1),
+		CW(900, 3),
+		CW(150, 1),
+		CW(500, 1),
+		CW(0, 1),
 	};
 
 	compare_want(&p, steps, ARRAY_LEN(steps), "sw-edge", "1010");
@@ -837,7 +884,7 @@ Test(script, sliding_window_limit_spent_before_a_boundary_like_c)
  * <= 3 from e = 1200 s. */
 Test(script, sliding_window_algorithms_md_vector_like_c)
 {
-	struct lim_params p = mk(LIM_SLIDING_WINDOW, 3, HOUR, 0);
+	struct lim_params        p = mk(LIM_SLIDING_WINDOW, 3, HOUR, 0);
 	static const struct step steps[] = {
 		C(1), C(1), C(1), C(1), C(0),
 	};
@@ -853,16 +900,22 @@ Test(script, sliding_window_algorithms_md_vector_like_c)
  * - e / 2^16, a fraction at almost every µs. */
 Test(script, sliding_window_largest_limit_and_window_match_c)
 {
-	struct lim_params p = mk(LIM_SLIDING_WINDOW, LIM_COST_MAX,
-	                         LIM_TIME_MAX, 0);
+	struct lim_params p =
+		mk(LIM_SLIDING_WINDOW, LIM_COST_MAX, LIM_TIME_MAX, 0);
 	static const struct step steps[] = {
-		C(0), C(1), C(100000000), C(0), C(LIM_COST_MAX / 2),
-		C(LIM_COST_MAX), F(1), C(0),
+		C(0),
+		C(1),
+		C(100000000),
+		C(0),
+		C(LIM_COST_MAX / 2),
+		C(LIM_COST_MAX),
+		F(1),
+		C(0),
 	};
 
 	compare_from(&p, LIM_COST_MAX, steps, ARRAY_LEN(steps), "sw-max", NULL);
-	compare_from(&p, LIM_COST_MAX - 1, steps, ARRAY_LEN(steps),
-	             "sw-max-1", NULL);
+	compare_from(&p, LIM_COST_MAX - 1, steps, ARRAY_LEN(steps), "sw-max-1",
+	             NULL);
 }
 
 /* L = 2, W = 200 ms: a at 0, b at 100 ms, c refused; at ~250 ms a has
@@ -871,13 +924,12 @@ Test(script, sliding_window_largest_limit_and_window_match_c)
  * and a peek is allowed. */
 Test(script, sliding_log_entries_expire_like_c)
 {
-	struct lim_params p = mk(LIM_SLIDING_LOG, 2, 200000, 0);
+	struct lim_params        p = mk(LIM_SLIDING_LOG, 2, 200000, 0);
 	static const struct step steps[] = {
-		MW(0, LIM_OP_CHECK, 1, "a"),
-		MW(100, LIM_OP_CHECK, 1, "b"), MW(0, LIM_OP_CHECK, 1, "c"),
-		MW(150, LIM_OP_CHECK, 1, "d"), MW(0, LIM_OP_CHECK, 1, "e"),
-		MW(300, LIM_OP_CHECK, 2, "f"), MW(0, LIM_OP_CHECK, 1, "g"),
-		MW(0, LIM_OP_CHECK, 0, "h"),
+		MW(0, LIM_OP_CHECK, 1, "a"), MW(100, LIM_OP_CHECK, 1, "b"),
+		MW(0, LIM_OP_CHECK, 1, "c"), MW(150, LIM_OP_CHECK, 1, "d"),
+		MW(0, LIM_OP_CHECK, 1, "e"), MW(300, LIM_OP_CHECK, 2, "f"),
+		MW(0, LIM_OP_CHECK, 1, "g"), MW(0, LIM_OP_CHECK, 0, "h"),
 	};
 	char got[16];
 
@@ -891,16 +943,14 @@ Test(script, sliding_log_entries_expire_like_c)
  * and e's leases are gone and f and g pass. */
 Test(script, concurrency_leases_expire_like_c)
 {
-	struct lim_params p = mk(LIM_CONCURRENCY, 2, 200000, 0);
+	struct lim_params        p = mk(LIM_CONCURRENCY, 2, 200000, 0);
 	static const struct step steps[] = {
-		MW(0, LIM_OP_CHECK, 1, "a"), MW(0, LIM_OP_CHECK, 1, "b"),
-		MW(0, LIM_OP_CHECK, 1, "c"),
-		MW(300, LIM_OP_CHECK, 1, "c"), MW(0, LIM_OP_CHECK, 1, "d"),
-		MW(0, LIM_OP_CHECK, 1, "e"), MW(0, LIM_OP_RELEASE, 1, "c"),
-		MW(0, LIM_OP_CHECK, 1, "e"),
-		MW(100, LIM_OP_CHECK, 1, "f"),
-		MW(150, LIM_OP_CHECK, 1, "f"), MW(0, LIM_OP_CHECK, 1, "g"),
-		MW(0, LIM_OP_CHECK, 1, "h"),
+		MW(0, LIM_OP_CHECK, 1, "a"),   MW(0, LIM_OP_CHECK, 1, "b"),
+		MW(0, LIM_OP_CHECK, 1, "c"),   MW(300, LIM_OP_CHECK, 1, "c"),
+		MW(0, LIM_OP_CHECK, 1, "d"),   MW(0, LIM_OP_CHECK, 1, "e"),
+		MW(0, LIM_OP_RELEASE, 1, "c"), MW(0, LIM_OP_CHECK, 1, "e"),
+		MW(100, LIM_OP_CHECK, 1, "f"), MW(150, LIM_OP_CHECK, 1, "f"),
+		MW(0, LIM_OP_CHECK, 1, "g"),   MW(0, LIM_OP_CHECK, 1, "h"),
 	};
 	char got[16];
 
@@ -921,17 +971,17 @@ cmd(redisContext *c, const char *fmt, const char *key)
 
 Test(script, denied_check_vetoes_the_others)
 {
-	redisContext *c = setup();
+	redisContext     *c = setup();
 	struct lim_params g = mk(LIM_GCRA, 1, HOUR, 5);
 	struct lim_params w = mk(LIM_SLIDING_LOG, 1, HOUR, 0);
-	char kg[128], kw[128];
-	struct chk ck[2] = {
-		{ &g, kg, LIM_OP_CHECK, 1, 0, "m1" },
-		{ &w, kw, LIM_OP_CHECK, 1, 0, "m1" },
+	char              kg[128], kw[128];
+	struct chk        ck[2] = {
+		       { &g, kg, LIM_OP_CHECK, 1, 0, "m1" },
+		       { &w, kw, LIM_OP_CHECK, 1, 0, "m1" },
 	};
 	struct lim_result r[2];
-	struct call k;
-	redisReply *rep;
+	struct call       k;
+	redisReply       *rep;
 
 	unique_key(kg, sizeof(kg), "veto-g");
 	unique_key(kw, sizeof(kw), "veto-w");
@@ -944,7 +994,7 @@ Test(script, denied_check_vetoes_the_others)
 	call_request(&k, ck, 2);
 	call_send(c, &k, r, 2);
 	cr_expect_eq(r[0].allowed, 1);
-	cr_expect_eq(r[0].remaining, 3);	/* reported as if charged */
+	cr_expect_eq(r[0].remaining, 3); /* reported as if charged */
 	cr_expect_eq(r[1].allowed, 0);
 	/* the gcra key kept the TAT of the first request only */
 	ck[0].cost = 0;
@@ -958,16 +1008,16 @@ Test(script, denied_check_vetoes_the_others)
 
 Test(script, shadow_check_is_reported_not_charged_and_does_not_veto)
 {
-	redisContext *c = setup();
+	redisContext     *c = setup();
 	struct lim_params g = mk(LIM_GCRA, 1, HOUR, 5);
 	struct lim_params w = mk(LIM_FIXED_WINDOW, 1, 86400 * S, 0);
-	char kg[128], kw[128];
-	struct chk ck[2] = {
-		{ &g, kg, LIM_OP_CHECK, 1, 0, "" },
-		{ &w, kw, LIM_OP_CHECK, 2, LIM_FL_SHADOW, "" },
+	char              kg[128], kw[128];
+	struct chk        ck[2] = {
+		       { &g, kg, LIM_OP_CHECK, 1, 0, "" },
+		       { &w, kw, LIM_OP_CHECK, 2, LIM_FL_SHADOW, "" },
 	};
 	struct lim_result r[2];
-	struct call k;
+	struct call       k;
 
 	unique_key(kg, sizeof(kg), "shadow-g");
 	unique_key(kw, sizeof(kw), "shadow-w");
@@ -983,30 +1033,30 @@ Test(script, shadow_check_is_reported_not_charged_and_does_not_veto)
 	call_send(c, &k, r, 2);
 	cr_expect_eq(r[0].allowed, 1);
 	cr_expect_eq(r[0].remaining, 3);
-	cr_expect_eq(r[1].allowed, 1);	/* allowed shadow: charged */
+	cr_expect_eq(r[1].allowed, 1); /* allowed shadow: charged */
 	call_begin(&k, 1);
 	call_request(&k, ck, 2);
 	call_send(c, &k, r, 2);
 	cr_expect_eq(r[0].allowed, 1);
 	cr_expect_eq(r[0].remaining, 2);
-	cr_expect_eq(r[1].allowed, 0);	/* denied shadow: no veto */
+	cr_expect_eq(r[1].allowed, 0); /* denied shadow: no veto */
 	cr_expect_eq(r[1].remaining, 0);
 	redisFree(c);
 }
 
 Test(script, several_requests_in_one_call)
 {
-	redisContext *c = setup();
+	redisContext     *c = setup();
 	struct lim_params w = mk(LIM_FIXED_WINDOW, 2, 86400 * S, 0);
 	struct lim_params g = mk(LIM_GCRA, 1, HOUR, 10);
-	char kw[128], kg[128];
-	struct chk a[2] = {
-		{ &w, kw, LIM_OP_CHECK, 1, 0, "" },
-		{ &g, kg, LIM_OP_CHECK, 1, 0, "" },
+	char              kw[128], kg[128];
+	struct chk        a[2] = {
+		       { &w, kw, LIM_OP_CHECK, 1, 0, "" },
+		       { &g, kg, LIM_OP_CHECK, 1, 0, "" },
 	};
 	struct lim_result r[8];
-	struct call k;
-	int i;
+	struct call       k;
+	int               i;
 
 	unique_key(kw, sizeof(kw), "batch-w");
 	unique_key(kg, sizeof(kg), "batch-g");
@@ -1034,14 +1084,14 @@ Test(script, several_requests_in_one_call)
  * number did), so the other request of the call is decided as usual. */
 Test(script, a_fractional_value_in_redis_fails_no_other_request)
 {
-	redisContext *c = setup();
+	redisContext     *c = setup();
 	struct lim_params g = mk(LIM_GCRA, 1, HOUR, 10);
-	char ka[128], kb[128];
-	struct chk a = { &g, ka, LIM_OP_CHECK, 1, 0, "" };
-	struct chk b = { &g, kb, LIM_OP_CHECK, 1, 0, "" };
+	char              ka[128], kb[128];
+	struct chk        a = { &g, ka, LIM_OP_CHECK, 1, 0, "" };
+	struct chk        b = { &g, kb, LIM_OP_CHECK, 1, 0, "" };
 	struct lim_result r[2];
-	struct call k;
-	redisReply *set;
+	struct call       k;
+	redisReply       *set;
 
 	unique_key(ka, sizeof(ka), "frac-a");
 	unique_key(kb, sizeof(kb), "frac-b");
@@ -1066,15 +1116,15 @@ Test(script, a_fractional_value_in_redis_fails_no_other_request)
 static void
 same_key_twice(enum lim_algo algo, const char *name)
 {
-	redisContext *c = setup();
+	redisContext     *c = setup();
 	struct lim_params p = mk(algo, 1, HOUR, 10);
-	char key[128];
-	struct chk ck[2] = {
-		{ &p, key, LIM_OP_CHECK, 1, 0, "" },
-		{ &p, key, LIM_OP_CHECK, 2, 0, "" },
+	char              key[128];
+	struct chk        ck[2] = {
+		       { &p, key, LIM_OP_CHECK, 1, 0, "" },
+		       { &p, key, LIM_OP_CHECK, 2, 0, "" },
 	};
 	struct lim_result r[2];
-	struct call k;
+	struct call       k;
 
 	unique_key(key, sizeof(key), name);
 	call_begin(&k, 1);
@@ -1100,12 +1150,12 @@ Test(script, token_bucket_same_key_twice_in_a_request_charges_both)
 
 Test(script, every_written_key_has_a_ttl)
 {
-	redisContext *c = setup();
+	redisContext     *c = setup();
 	struct lim_params ps[LIM_ALGO_COUNT];
-	char key[128], pat[160];
-	redisReply *r, *t;
-	size_t i;
-	int a;
+	char              key[128], pat[160];
+	redisReply       *r, *t;
+	size_t            i;
+	int               a;
 
 	ps[LIM_GCRA] = mk(LIM_GCRA, 1, HOUR, 5);
 	ps[LIM_TOKEN_BUCKET] = mk(LIM_TOKEN_BUCKET, 1, HOUR, 5);
@@ -1116,15 +1166,16 @@ Test(script, every_written_key_has_a_ttl)
 	ps[LIM_CONCURRENCY] = mk(LIM_CONCURRENCY, 5, HOUR, 0);
 	for (a = 0; a < LIM_ALGO_COUNT; a++) {
 		struct chk ck = { &ps[a], key, LIM_OP_CHECK, 1, 0, "id1" };
-		int64_t max = (a == LIM_SLIDING_WINDOW ? 2 : 1) * HOUR / 1000
-		              + 2000;
+		int64_t    max =
+			(a == LIM_SLIDING_WINDOW ? 2 : 1) * HOUR / 1000 + 2000;
 
 		unique_key(key, sizeof(key), lim_algo_name(a));
 		cr_expect_eq(script_one(c, &ck).allowed, 1);
 		snprintf(pat, sizeof(pat), "%.*s*", (int)strlen(key) - 1, key);
 		r = redisCommand(c, "KEYS %s", pat);
 		cr_assert(r && r->type == REDIS_REPLY_ARRAY);
-		cr_expect(r->elements >= 1, "%s wrote no key", lim_algo_name(a));
+		cr_expect(r->elements >= 1, "%s wrote no key",
+		          lim_algo_name(a));
 		for (i = 0; i < r->elements; i++) {
 			t = cmd(c, "PTTL %s", r->element[i]->str);
 			cr_expect(t->integer > 0 && t->integer <= max,
@@ -1139,12 +1190,12 @@ Test(script, every_written_key_has_a_ttl)
 
 Test(script, impossible_cost_is_minus_one_and_writes_nothing)
 {
-	redisContext *c = setup();
+	redisContext     *c = setup();
 	struct lim_params g = mk(LIM_GCRA, 1, HOUR, 5);
-	char key[128];
-	struct chk ck = { &g, key, LIM_OP_CHECK, 6, 0, "" };
+	char              key[128];
+	struct chk        ck = { &g, key, LIM_OP_CHECK, 6, 0, "" };
 	struct lim_result r;
-	redisReply *rep;
+	redisReply       *rep;
 
 	unique_key(key, sizeof(key), "never");
 	r = script_one(c, &ck);
@@ -1164,7 +1215,10 @@ Test(script, impossible_cost_is_minus_one_and_writes_nothing)
  * response's cost when it returns. Limit 5; responses of 3, 3, 2 and an
  * impossible 10 take the key into debt, and every request in debt is
  * refused with the twin's retry. Decisions: P F P F P F P F P. */
-#define P(n)  { LIM_OP_PEEK, n, NULL, 0 }
+#define P(n)                                                                   \
+	{                                                                      \
+		LIM_OP_PEEK, n, NULL, 0                                        \
+	}
 
 static const struct step response_steps[] = {
 	P(1), F(3), P(1), F(3), P(1), F(2), P(1), F(10), P(1),
@@ -1203,18 +1257,19 @@ Test(script, sliding_log_charged_after_the_response_matches_c)
 	compare_response(mk(LIM_SLIDING_LOG, 5, HOUR, 0), "log-response");
 }
 
-/* ---- atomicity ------------------------------------------------------------ */
+/* ---- atomicity ------------------------------------------------------------
+ */
 
 #define PROCS 8
 #define CALLS 200
 
 Test(script, concurrent_callers_get_exactly_the_limit, .timeout = 120)
 {
-	redisContext *c = setup();
+	redisContext     *c = setup();
 	struct lim_params ps[4];
-	char keys[4][128];
-	int fds[2], i, a, status, totals[4] = { 0 };
-	pid_t pid;
+	char              keys[4][128];
+	int               fds[2], i, a, status, totals[4] = { 0 };
+	pid_t             pid;
 
 	ps[0] = mk(LIM_GCRA, 1, HOUR, 100);
 	ps[1] = mk(LIM_FIXED_WINDOW, 100, HOUR, 0);
@@ -1229,17 +1284,20 @@ Test(script, concurrent_callers_get_exactly_the_limit, .timeout = 120)
 		cr_assert(pid >= 0);
 		if (pid == 0) {
 			redisContext *cc = connect_redis();
-			int got[4] = { 0 }, n;
-			char member[64];
+			int           got[4] = { 0 }, n;
+			char          member[64];
 
 			for (n = 0; n < CALLS; n++)
 				for (a = 0; a < 4; a++) {
-					struct chk ck = { &ps[a], keys[a],
-					                  LIM_OP_CHECK, 1, 0, member };
+					struct chk ck = {
+						&ps[a], keys[a], LIM_OP_CHECK,
+						1,      0,       member
+					};
 
-					snprintf(member, sizeof(member), "p%d-%d",
-					         i, n);
-					got[a] += script_one(cc, &ck).allowed == 1;
+					snprintf(member, sizeof(member),
+					         "p%d-%d", i, n);
+					got[a] += script_one(cc, &ck).allowed ==
+					          1;
 				}
 			if (write(fds[1], got, sizeof(got)) != sizeof(got))
 				_exit(2);

@@ -20,8 +20,8 @@ static inline int
 tool_resolve(const char *a, struct sockaddr_storage *ss, socklen_t *len)
 {
 	struct addrinfo hints = { .ai_socktype = SOCK_STREAM }, *ai;
-	const char *colon = strrchr(a, ':');
-	char host[256];
+	const char     *colon = strrchr(a, ':');
+	char            host[256];
 
 	memset(ss, 0, sizeof(*ss));
 	if (strncmp(a, "unix:", 5) == 0) {

@@ -21,7 +21,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
-#define FILL 8		/* our own connects: more than any backlog of 0 holds */
+#define FILL 8 /* our own connects: more than any backlog of 0 holds */
 
 static int
 loopback(int port, struct sockaddr_in *sa, int type)
@@ -38,7 +38,7 @@ static int
 udp_sink(int port, int secs)
 {
 	struct sockaddr_in sa;
-	int s = loopback(port, &sa, SOCK_DGRAM);
+	int                s = loopback(port, &sa, SOCK_DGRAM);
 
 	if (s == -1 || bind(s, (struct sockaddr *)&sa, sizeof(sa)) == -1) {
 		perror("blackhole: udp bind");
@@ -54,7 +54,8 @@ int
 main(int argc, char **argv)
 {
 	struct sockaddr_in sa;
-	int port, secs, one = 1, l, udp = argc > 1 && strcmp(argv[1], "-u") == 0;
+	int                port, secs, one = 1, l,
+			udp = argc > 1 && strcmp(argv[1], "-u") == 0;
 
 	argc -= udp;
 	argv += udp;
@@ -76,7 +77,8 @@ main(int argc, char **argv)
 		int c = loopback(port, &sa, SOCK_STREAM);
 
 		fcntl(c, F_SETFL, O_NONBLOCK);
-		connect(c, (struct sockaddr *)&sa, sizeof(sa));	/* EINPROGRESS */
+		connect(c, (struct sockaddr *)&sa,
+		        sizeof(sa)); /* EINPROGRESS */
 	}
 	printf("ready\n");
 	fflush(stdout);

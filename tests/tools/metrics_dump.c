@@ -13,10 +13,10 @@
 int
 main(void)
 {
-	const char *rules[] = { "ip", "tenant", "odd \"name\"\\x" };
+	const char            *rules[] = { "ip", "tenant", "odd \"name\"\\x" };
 	struct metrics_worker *a, *b;
-	size_t len;
-	char *text;
+	size_t                 len;
+	char                  *text;
 
 	metrics_init("dump");
 	a = metrics_worker_new();

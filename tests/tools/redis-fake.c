@@ -38,7 +38,7 @@ static int
 listen_on(int port)
 {
 	struct sockaddr_in sa = { .sin_family = AF_INET };
-	int one = 1, fd = socket(AF_INET, SOCK_STREAM, 0);
+	int                one = 1, fd = socket(AF_INET, SOCK_STREAM, 0);
 
 	sa.sin_port = htons((uint16_t)port);
 	sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
@@ -67,18 +67,20 @@ send_str(int fd, const char *s, size_t n)
 static void
 slots_reply(int fd)
 {
-	char line[256], host[128], out[8192], row[512];
-	long lo, hi, port;
-	int rows = 0;
+	char   line[256], host[128], out[8192], row[512];
+	long   lo, hi, port;
+	int    rows = 0;
 	size_t o = 0;
-	FILE *f = fopen(mapfile, "r");
+	FILE  *f = fopen(mapfile, "r");
 
 	while (f != NULL && fgets(line, sizeof(line), f) != NULL) {
-		if (sscanf(line, "%ld %ld %127s %ld", &lo, &hi, host, &port) != 4)
+		if (sscanf(line, "%ld %ld %127s %ld", &lo, &hi, host, &port) !=
+		    4)
 			continue;
-		int n = snprintf(row, sizeof(row), "*3\r\n:%ld\r\n:%ld\r\n*3\r\n"
-		                 "$%zu\r\n%s\r\n:%ld\r\n$4\r\nfake\r\n", lo, hi,
-		                 strlen(host), host, port);
+		int n = snprintf(row, sizeof(row),
+		                 "*3\r\n:%ld\r\n:%ld\r\n*3\r\n"
+		                 "$%zu\r\n%s\r\n:%ld\r\n$4\r\nfake\r\n",
+		                 lo, hi, strlen(host), host, port);
 		if (o + (size_t)n >= sizeof(out))
 			break;
 		memcpy(out + o, row, (size_t)n);
@@ -95,11 +97,12 @@ slots_reply(int fd)
 static void
 answer(int fd, const char *a0, size_t l0, const char *a1, size_t l1)
 {
-	static const char sha[] = "$40\r\n"
+	static const char sha[] =
+		"$40\r\n"
 		"0000000000000000000000000000000000000000\r\n";
 
-	if (l0 == 7 && strncasecmp(a0, "CLUSTER", 7) == 0 &&
-	    l1 == 5 && strncasecmp(a1, "SLOTS", 5) == 0)
+	if (l0 == 7 && strncasecmp(a0, "CLUSTER", 7) == 0 && l1 == 5 &&
+	    strncasecmp(a1, "SLOTS", 5) == 0)
 		slots_reply(fd);
 	else if (l0 == 6 && strncasecmp(a0, "SCRIPT", 6) == 0)
 		send_str(fd, sha, sizeof(sha) - 1);
@@ -117,7 +120,7 @@ static long
 command(const char *p, size_t n, const char **a, size_t *l)
 {
 	const char *end = p + n, *q = p, *e;
-	long argc;
+	long        argc;
 
 	if (n == 0 || *q != '*')
 		return n == 0 ? 0 : -1;
@@ -153,10 +156,10 @@ command(const char *p, size_t n, const char **a, size_t *l)
 static int
 serve(int fd, struct client *c)
 {
-	ssize_t r = read(fd, c->buf + c->len, sizeof(c->buf) - c->len);
+	ssize_t     r = read(fd, c->buf + c->len, sizeof(c->buf) - c->len);
 	const char *a[2];
-	size_t l[2], off = 0;
-	long used;
+	size_t      l[2], off = 0;
+	long        used;
 
 	if (r <= 0)
 		return -1;
@@ -177,13 +180,14 @@ serve(int fd, struct client *c)
 int
 main(int argc, char **argv)
 {
-	static struct pollfd p[FAKE_MAX_FDS];
+	static struct pollfd  p[FAKE_MAX_FDS];
 	static struct client *cl[FAKE_MAX_FDS];
-	time_t end;
-	int n = 2;
+	time_t                end;
+	int                   n = 2;
 
 	if (argc != 5) {
-		fprintf(stderr, "usage: redis-fake ANSWER_PORT SILENT_PORT MAPFILE SECS\n");
+		fprintf(stderr,
+		        "usage: redis-fake ANSWER_PORT SILENT_PORT MAPFILE SECS\n");
 		return 2;
 	}
 	mapfile = argv[3];

@@ -54,68 +54,68 @@
 
 #include "spop.h"
 
-#define RBUF       (65536 + 16384)
-#define WBUF       65536
-#define HIST_US    100000		/* exact µs buckets below 100 ms */
-#define MAX_PIPE   256
+#define RBUF           (65536 + 16384)
+#define WBUF           65536
+#define HIST_US        100000 /* exact µs buckets below 100 ms */
+#define MAX_PIPE       256
 #define MAX_HANDSHAKES 256
 
 enum cstate { C_IDLE = 0, C_CONNECTING, C_HELLO, C_READY, C_DONE, C_DEAD };
 
 struct bconn {
-	int       fd;
-	int       idx;			/* global connection number */
+	int         fd;
+	int         idx; /* global connection number */
 	enum cstate state;
-	char      rbuf[RBUF];
-	size_t    rlen;
-	char      wbuf[WBUF];
-	size_t    wlen, woff;
-	int       inflight;
-	uint64_t  seq;			/* next frame id - 1 */
-	uint64_t  walk;			/* tenant walk position (rr, once) */
-	int       free_top;
-	uint16_t  free_slots[MAX_PIPE];
-	int64_t   slot_t[MAX_PIPE];	/* ns: send (or due) time */
-	uint64_t  slot_fid[MAX_PIPE];
-	uint8_t   slot_used[MAX_PIPE];
-	int       want_out;
+	char        rbuf[RBUF];
+	size_t      rlen;
+	char        wbuf[WBUF];
+	size_t      wlen, woff;
+	int         inflight;
+	uint64_t    seq;  /* next frame id - 1 */
+	uint64_t    walk; /* tenant walk position (rr, once) */
+	int         free_top;
+	uint16_t    free_slots[MAX_PIPE];
+	int64_t     slot_t[MAX_PIPE]; /* ns: send (or due) time */
+	uint64_t    slot_fid[MAX_PIPE];
+	uint8_t     slot_used[MAX_PIPE];
+	int         want_out;
 };
 
 struct bthread {
-	pthread_t     tid;
-	int           id;
-	int           ep;
+	pthread_t      tid;
+	int            id;
+	int            ep;
 	struct bconn **conns;
-	int           nconns;
-	double        rate;		/* NOTIFY/s for this thread, 0 = closed loop */
-	uint64_t      sched;		/* NOTIFYs scheduled so far (rate mode) */
-	int           rr;
-	uint64_t      rng;
+	int            nconns;
+	double         rate;  /* NOTIFY/s for this thread, 0 = closed loop */
+	uint64_t       sched; /* NOTIFYs scheduled so far (rate mode) */
+	int            rr;
+	uint64_t       rng;
 	/* results */
-	uint32_t     *hist;
-	uint64_t      over;		/* latencies >= HIST_US */
-	uint64_t      acks_all, acks, allowed, denied, degraded, sent;
-	uint64_t      errors, disconnects, closed, bad_acks, unanswered;
-	uint64_t      connect_fail;
-	int           ready;
-	int64_t       max_ns;
+	uint32_t *hist;
+	uint64_t  over; /* latencies >= HIST_US */
+	uint64_t  acks_all, acks, allowed, denied, degraded, sent;
+	uint64_t  errors, disconnects, closed, bad_acks, unanswered;
+	uint64_t  connect_fail;
+	int       ready;
+	int64_t   max_ns;
 };
 
 /* options */
 static const char *addr = "127.0.0.1:12345";
 static const char *message = "rl-request";
 static const char *fixed_tenant;
-static int    nconns = 16, pipeline = 20, nthreads = 1;
-static double duration = 5, warmup = 1, rate, hold = -1, connect_secs = 20;
-static long   ntenants = 10000;
+static int         nconns = 16, pipeline = 20, nthreads = 1;
+static double      duration = 5, warmup = 1, rate, hold = -1, connect_secs = 20;
+static long        ntenants = 10000;
 static enum { O_RAND, O_RR, O_ONCE } order = O_RAND;
 
 static struct sockaddr_storage sa;
-static socklen_t sa_len;
-static _Atomic int64_t t0, t_warm, t_end, t_stop;
-static atomic_int stop_flag;
-static atomic_int threads_done;
-static atomic_int handshakes;
+static socklen_t               sa_len;
+static _Atomic int64_t         t0, t_warm, t_end, t_stop;
+static atomic_int              stop_flag;
+static atomic_int              threads_done;
+static atomic_int              handshakes;
 
 static int64_t
 now_ns(void)
@@ -141,7 +141,7 @@ static void
 ep_mod(struct bthread *t, struct bconn *c, int out)
 {
 	struct epoll_event ev = { .events = EPOLLIN | (out ? EPOLLOUT : 0),
-	                          .data.ptr = c };
+		                  .data.ptr = c };
 
 	if (c->want_out == out)
 		return;
@@ -192,7 +192,7 @@ static void
 queue_hello(struct bconn *c)
 {
 	struct spop_writer w;
-	int n;
+	int                n;
 
 	spop_w_begin(&w, c->wbuf + c->wlen, WBUF - c->wlen,
 	             SPOP_FRM_HAPROXY_HELLO, 0, 0);
@@ -210,10 +210,10 @@ static int
 queue_notify(struct bthread *t, struct bconn *c, int64_t due)
 {
 	struct spop_writer w;
-	struct spop_data d;
-	char tenant[32];
-	uint64_t tn;
-	int slot, n, len;
+	struct spop_data   d;
+	char               tenant[32];
+	uint64_t           tn;
+	int                slot, n, len;
 
 	if (c->free_top == 0 || WBUF - c->wlen < 256)
 		return -1;
@@ -230,7 +230,8 @@ queue_notify(struct bthread *t, struct bconn *c, int64_t due)
 			}
 			c->walk++;
 		}
-		len = snprintf(tenant, sizeof(tenant), "t%04llu", (unsigned long long)tn);
+		len = snprintf(tenant, sizeof(tenant), "t%04llu",
+		               (unsigned long long)tn);
 	} else {
 		tn = 0;
 		len = snprintf(tenant, sizeof(tenant), "%s", fixed_tenant);
@@ -310,11 +311,11 @@ handle_ack(struct bthread *t, struct bconn *c, const struct spop_frame *f,
            int64_t now)
 {
 	struct spop_iter it = { f->payload, f->payload + f->len };
-	struct spop_str name;
+	struct spop_str  name;
 	struct spop_data v;
-	int act, scope, st;
-	int64_t status = 0, degraded = 0;
-	uint64_t slot = f->stream_id;
+	int              act, scope, st;
+	int64_t          status = 0, degraded = 0;
+	uint64_t         slot = f->stream_id;
 
 	if (slot >= MAX_PIPE || !c->slot_used[slot] ||
 	    c->slot_fid[slot] != f->frame_id) {
@@ -350,9 +351,9 @@ conn_read(struct bthread *t, struct bconn *c)
 	for (;;) {
 		ssize_t r = read(c->fd, c->rbuf + c->rlen, RBUF - c->rlen);
 		struct spop_frame f;
-		size_t off = 0;
-		int n, st;
-		int64_t now;
+		size_t            off = 0;
+		int               n, st;
+		int64_t           now;
 
 		if (r == -1 && errno == EINTR)
 			continue;
@@ -365,11 +366,13 @@ conn_read(struct bthread *t, struct bconn *c)
 		c->rlen += (size_t)r;
 		now = now_ns();
 		while ((n = spop_decode_frame(c->rbuf + off, c->rlen - off,
-		                              SPOP_MAX_FRAME_SIZE, &f, &st)) > 0) {
+		                              SPOP_MAX_FRAME_SIZE, &f, &st)) >
+		       0) {
 			off += (size_t)n;
 			if (f.type == SPOP_FRM_ACK) {
 				handle_ack(t, c, &f, now);
-			} else if (f.type == SPOP_FRM_AGENT_HELLO && c->state == C_HELLO) {
+			} else if (f.type == SPOP_FRM_AGENT_HELLO &&
+			           c->state == C_HELLO) {
 				c->state = C_READY;
 				t->ready++;
 				atomic_fetch_sub(&handshakes, 1);
@@ -404,8 +407,8 @@ fill_closed(struct bthread *t, int64_t now)
 			continue;
 		while (c->inflight < pipeline && queue_notify(t, c, now) == 0)
 			;
-		if (order == O_ONCE && c->inflight == 0 && c->free_top == pipeline &&
-		    queue_notify(t, c, now) == -1)
+		if (order == O_ONCE && c->inflight == 0 &&
+		    c->free_top == pipeline && queue_notify(t, c, now) == -1)
 			c->state = C_DONE;
 	}
 }
@@ -414,7 +417,8 @@ fill_closed(struct bthread *t, int64_t now)
 static void
 fill_rate(struct bthread *t, int64_t now)
 {
-	uint64_t due = (uint64_t)((double)(now - t0) * t->rate / 1e9) + 1;	/* due <= now */
+	uint64_t due = (uint64_t)((double)(now - t0) * t->rate / 1e9) +
+	               1; /* due <= now */
 
 	while (t->sched < due) {
 		int tried = 0, sentone = 0;
@@ -425,13 +429,16 @@ fill_rate(struct bthread *t, int64_t now)
 			t->rr = (t->rr + 1) % t->nconns;
 			tried++;
 			if (c->state == C_READY && c->inflight < pipeline &&
-			    queue_notify(t, c, t0 + (int64_t)((double)t->sched * 1e9 / t->rate)) == 0) {
+			    queue_notify(t, c,
+			                 t0 + (int64_t)((double)t->sched * 1e9 /
+			                                t->rate)) == 0) {
 				sentone = 1;
 				break;
 			}
 		}
 		if (!sentone)
-			return;		/* no room: the backlog waits, its latency grows */
+			return; /* no room: the backlog waits, its latency grows
+			         */
 		t->sched++;
 	}
 }
@@ -454,7 +461,7 @@ bench_wait(struct bthread *t, struct epoll_event *evs, int max, int64_t now)
 			wait_ns = 1000000;
 	}
 	struct timespec ts = { wait_ns / 1000000000, wait_ns % 1000000000 };
-	int n = epoll_pwait2(t->ep, evs, max, &ts, NULL);
+	int             n = epoll_pwait2(t->ep, evs, max, &ts, NULL);
 
 	if (n == -1 && errno == ENOSYS)
 		n = epoll_wait(t->ep, evs, max, (int)(wait_ns / 1000000) + 1);
@@ -481,13 +488,13 @@ start_handshakes(struct bthread *t)
 static void *
 thread_main(void *arg)
 {
-	struct bthread *t = arg;
+	struct bthread    *t = arg;
 	struct epoll_event evs[256];
-	int draining = 0;
+	int                draining = 0;
 
 	for (;;) {
 		int64_t now = now_ns();
-		int n, live = 0, busy = 0;
+		int     n, live = 0, busy = 0;
 
 		if (atomic_load(&stop_flag))
 			break;
@@ -510,9 +517,11 @@ thread_main(void *arg)
 		for (int i = 0; i < t->nconns; i++) {
 			struct bconn *c = t->conns[i];
 
-			if (c->state != C_DEAD && c->state != C_IDLE && c->state != C_DONE)
+			if (c->state != C_DEAD && c->state != C_IDLE &&
+			    c->state != C_DONE)
 				live++;
-			if (c->wlen > c->woff && c->state >= C_HELLO && c->state != C_DEAD)
+			if (c->wlen > c->woff && c->state >= C_HELLO &&
+			    c->state != C_DEAD)
 				conn_flush(t, c);
 		}
 		if (live == 0 && order == O_ONCE && now >= t0)
@@ -523,12 +532,16 @@ thread_main(void *arg)
 
 			if (c->state == C_DEAD)
 				continue;
-			if (c->state == C_CONNECTING && (evs[i].events & (EPOLLOUT | EPOLLERR | EPOLLHUP))) {
-				int err = 0;
+			if (c->state == C_CONNECTING &&
+			    (evs[i].events &
+			     (EPOLLOUT | EPOLLERR | EPOLLHUP))) {
+				int       err = 0;
 				socklen_t l = sizeof(err);
 
-				getsockopt(c->fd, SOL_SOCKET, SO_ERROR, &err, &l);
-				if (err != 0 || (evs[i].events & (EPOLLERR | EPOLLHUP))) {
+				getsockopt(c->fd, SOL_SOCKET, SO_ERROR, &err,
+				           &l);
+				if (err != 0 ||
+				    (evs[i].events & (EPOLLERR | EPOLLHUP))) {
 					t->connect_fail++;
 					conn_kill(t, c, 0);
 					continue;
@@ -540,7 +553,8 @@ thread_main(void *arg)
 			}
 			if (evs[i].events & EPOLLOUT)
 				conn_flush(t, c);
-			if (c->state != C_DEAD && (evs[i].events & (EPOLLIN | EPOLLHUP | EPOLLERR)))
+			if (c->state != C_DEAD &&
+			    (evs[i].events & (EPOLLIN | EPOLLHUP | EPOLLERR)))
 				conn_read(t, c);
 		}
 	}
@@ -575,8 +589,9 @@ cpu_s(void)
 static void
 sleep_until(int64_t when)
 {
-	while (!atomic_load(&stop_flag) && atomic_load(&threads_done) < nthreads) {
-		int64_t d = when - now_ns();
+	while (!atomic_load(&stop_flag) &&
+	       atomic_load(&threads_done) < nthreads) {
+		int64_t         d = when - now_ns();
 		struct timespec ts;
 
 		if (d <= 0)
@@ -610,7 +625,8 @@ pct(const uint32_t *h, uint64_t over, uint64_t total, double q)
 static void
 usage(void)
 {
-	fprintf(stderr, "usage: spop-bench [-a ADDR] [-c CONNS] [-P PIPELINE] [-T THREADS]"
+	fprintf(stderr,
+	        "usage: spop-bench [-a ADDR] [-c CONNS] [-P PIPELINE] [-T THREADS]"
 	        " [-d SECS] [-w WARMUP] [-R RATE] [-k TENANTS] [-o rand|rr|once]"
 	        " [-f TENANT] [-m MESSAGE] [-H HOLD_SECS] [-t CONNECT_SECS]\n");
 	exit(2);
@@ -639,32 +655,61 @@ int
 main(int argc, char **argv)
 {
 	struct bthread *th;
-	struct bconn **all;
-	int ch, ready = 0;
-	double cpu0 = 0, cpu1 = 0;
-	int64_t tw_real = 0, te_real = 0;
+	struct bconn  **all;
+	int             ch, ready = 0;
+	double          cpu0 = 0, cpu1 = 0;
+	int64_t         tw_real = 0, te_real = 0;
 
 	while ((ch = getopt(argc, argv, "a:c:P:T:d:w:R:k:o:f:m:H:t:")) != -1) {
 		switch (ch) {
-		case 'a': addr = optarg; break;
-		case 'c': nconns = atoi(optarg); break;
-		case 'P': pipeline = atoi(optarg); break;
-		case 'T': nthreads = atoi(optarg); break;
-		case 'd': duration = atof(optarg); break;
-		case 'w': warmup = atof(optarg); break;
-		case 'R': rate = atof(optarg); break;
-		case 'k': ntenants = atol(optarg); break;
-		case 'o':
-			if (strcmp(optarg, "rand") == 0) order = O_RAND;
-			else if (strcmp(optarg, "rr") == 0) order = O_RR;
-			else if (strcmp(optarg, "once") == 0) order = O_ONCE;
-			else usage();
+		case 'a':
+			addr = optarg;
 			break;
-		case 'f': fixed_tenant = optarg; break;
-		case 'm': message = optarg; break;
-		case 'H': hold = atof(optarg); break;
-		case 't': connect_secs = atof(optarg); break;
-		default: usage();
+		case 'c':
+			nconns = atoi(optarg);
+			break;
+		case 'P':
+			pipeline = atoi(optarg);
+			break;
+		case 'T':
+			nthreads = atoi(optarg);
+			break;
+		case 'd':
+			duration = atof(optarg);
+			break;
+		case 'w':
+			warmup = atof(optarg);
+			break;
+		case 'R':
+			rate = atof(optarg);
+			break;
+		case 'k':
+			ntenants = atol(optarg);
+			break;
+		case 'o':
+			if (strcmp(optarg, "rand") == 0)
+				order = O_RAND;
+			else if (strcmp(optarg, "rr") == 0)
+				order = O_RR;
+			else if (strcmp(optarg, "once") == 0)
+				order = O_ONCE;
+			else
+				usage();
+			break;
+		case 'f':
+			fixed_tenant = optarg;
+			break;
+		case 'm':
+			message = optarg;
+			break;
+		case 'H':
+			hold = atof(optarg);
+			break;
+		case 't':
+			connect_secs = atof(optarg);
+			break;
+		default:
+			usage();
 		}
 	}
 	if (nconns < 1 || pipeline < 1 || pipeline > MAX_PIPE || nthreads < 1 ||
@@ -685,14 +730,16 @@ main(int argc, char **argv)
 	for (int i = 0; i < nthreads; i++) {
 		th[i].id = i;
 		th[i].ep = epoll_create1(0);
-		th[i].conns = calloc((size_t)nconns / (size_t)nthreads + 1, sizeof(struct bconn *));
+		th[i].conns = calloc((size_t)nconns / (size_t)nthreads + 1,
+		                     sizeof(struct bconn *));
 		th[i].hist = calloc(HIST_US, sizeof(uint32_t));
 		th[i].rate = rate / nthreads;
-		th[i].rng = 0x9E3779B97F4A7C15ULL ^ ((uint64_t)i * 0xD1B54A32D192ED03ULL) ^
+		th[i].rng = 0x9E3779B97F4A7C15ULL ^
+		            ((uint64_t)i * 0xD1B54A32D192ED03ULL) ^
 		            (uint64_t)getpid();
 	}
 	for (int i = 0; i < nconns; i++) {
-		struct bconn *c = calloc(1, sizeof(*c));
+		struct bconn   *c = calloc(1, sizeof(*c));
 		struct bthread *t = &th[i % nthreads];
 
 		if (c == NULL) {
@@ -711,7 +758,8 @@ main(int argc, char **argv)
 	int64_t start = now_ns();
 	t0 = t_warm = t_end = INT64_MAX / 2;
 	t_stop = start + (int64_t)((connect_secs + (hold > 0 ? hold : 0) +
-	                            warmup + duration + 2) * 1e9);
+	                            warmup + duration + 2) *
+	                           1e9);
 	for (int i = 0; i < nthreads; i++)
 		pthread_create(&th[i].tid, NULL, thread_main, &th[i]);
 	for (;;) {
@@ -722,7 +770,8 @@ main(int argc, char **argv)
 			dead += all[i]->state == C_DEAD;
 		}
 		ready = r;
-		if (r + dead >= nconns || now_ns() - start > (int64_t)(connect_secs * 1e9) ||
+		if (r + dead >= nconns ||
+		    now_ns() - start > (int64_t)(connect_secs * 1e9) ||
 		    atomic_load(&stop_flag))
 			break;
 		sleep_until(now_ns() + 10000000);
@@ -730,7 +779,8 @@ main(int argc, char **argv)
 	double connect_s = (double)(now_ns() - start) / 1e9;
 
 	if (hold >= 0) {
-		printf("ready conns=%d of=%d connect_s=%.2f\n", ready, nconns, connect_s);
+		printf("ready conns=%d of=%d connect_s=%.2f\n", ready, nconns,
+		       connect_s);
 		fflush(stdout);
 		sleep_until(now_ns() + (int64_t)(hold * 1e9));
 		atomic_store(&stop_flag, 1);
@@ -754,8 +804,10 @@ main(int argc, char **argv)
 		pthread_join(th[i].tid, NULL);
 
 	uint32_t *h = calloc(HIST_US, sizeof(uint32_t));
-	uint64_t acks_all = 0, acks = 0, over = 0, allowed = 0, denied = 0, degraded = 0, sent = 0;
-	uint64_t errors = 0, disc = 0, closed = 0, bad = 0, unans = 0, cfail = 0;
+	uint64_t  acks_all = 0, acks = 0, over = 0, allowed = 0, denied = 0,
+		 degraded = 0, sent = 0;
+	uint64_t errors = 0, disc = 0, closed = 0, bad = 0, unans = 0,
+		 cfail = 0;
 	int64_t max_ns = 0;
 
 	for (int i = 0; i < nthreads; i++) {
@@ -763,18 +815,27 @@ main(int argc, char **argv)
 
 		for (int j = 0; j < HIST_US; j++)
 			h[j] += t->hist[j];
-		acks_all += t->acks_all; acks += t->acks; over += t->over; allowed += t->allowed;
-		denied += t->denied; degraded += t->degraded; sent += t->sent;
-		errors += t->errors; disc += t->disconnects; closed += t->closed;
-		bad += t->bad_acks; unans += t->unanswered; cfail += t->connect_fail;
+		acks_all += t->acks_all;
+		acks += t->acks;
+		over += t->over;
+		allowed += t->allowed;
+		denied += t->denied;
+		degraded += t->degraded;
+		sent += t->sent;
+		errors += t->errors;
+		disc += t->disconnects;
+		closed += t->closed;
+		bad += t->bad_acks;
+		unans += t->unanswered;
+		cfail += t->connect_fail;
 		if (t->max_ns > max_ns)
 			max_ns = t->max_ns;
 	}
-	double win = (double)(te_real - tw_real) / 1e9;
+	double   win = (double)(te_real - tw_real) / 1e9;
 	uint64_t total = acks;
 	uint64_t errs = errors + disc + closed + bad + unans + cfail;
 
-	if (order == O_ONCE) {	/* a count run: every ACK, whole run */
+	if (order == O_ONCE) { /* a count run: every ACK, whole run */
 		win = (double)(te_real - t0) / 1e9;
 	}
 	printf("conns=%d ready=%d threads=%d pipeline=%d rate=%.0f tenants=%ld "
@@ -786,13 +847,11 @@ main(int argc, char **argv)
 	       "self_cpu_us_per_dec=%.3f\n",
 	       nconns, ready, nthreads, pipeline, rate, ntenants, win,
 	       (unsigned long long)sent, (unsigned long long)acks_all,
-	       (unsigned long long)total,
-	       win > 0 ? (double)total / win : 0,
+	       (unsigned long long)total, win > 0 ? (double)total / win : 0,
 	       (unsigned long long)allowed, (unsigned long long)denied,
-	       (unsigned long long)degraded,
-	       pct(h, over, total, 0.50), pct(h, over, total, 0.90),
-	       pct(h, over, total, 0.99), pct(h, over, total, 0.999),
-	       (double)max_ns / 1000,
+	       (unsigned long long)degraded, pct(h, over, total, 0.50),
+	       pct(h, over, total, 0.90), pct(h, over, total, 0.99),
+	       pct(h, over, total, 0.999), (double)max_ns / 1000,
 	       (unsigned long long)errs, (unsigned long long)disc,
 	       (unsigned long long)closed, (unsigned long long)bad,
 	       (unsigned long long)unans, (unsigned long long)cfail,

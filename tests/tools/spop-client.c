@@ -7,7 +7,8 @@
  *
  *   spop-client [-a ADDR] [-n COUNT] [-P PIPELINE] [-H] [-x HEX] [-s SID]
  *               [-I] [-M K:MESSAGE2] [-g MS] [-W] [-v] [-D CODE:TEXT] [-u] [-S]
- *               MESSAGE [NAME=TYPE:VALUE]... [+ MESSAGE [NAME=TYPE:VALUE]...]...
+ *               MESSAGE [NAME=TYPE:VALUE]... [+ MESSAGE
+ * [NAME=TYPE:VALUE]...]...
  *
  * ADDR is host:port or unix:/path. TYPE is s (string), i (int64), 4 (IPv4),
  * 6 (IPv6), n (null; VALUE ignored). A lone + starts another message in
@@ -56,19 +57,19 @@
 
 #define BUF 65536
 
-static int   timeout_ms = 2000;
-static uint32_t max_frame = 16380;
-static char  rbuf[BUF];
-static size_t rlen;
-static const char *rx_end = "timeout";	/* why read_frame() gave up */
-static long uniq = -1;			/* -u: the NOTIFY's index, else -1 */
+static int         timeout_ms = 2000;
+static uint32_t    max_frame = 16380;
+static char        rbuf[BUF];
+static size_t      rlen;
+static const char *rx_end = "timeout"; /* why read_frame() gave up */
+static long        uniq = -1;          /* -u: the NOTIFY's index, else -1 */
 
 static int
 dial(const char *addr)
 {
 	struct sockaddr_storage ss;
-	socklen_t len;
-	int fd, one = 1;
+	socklen_t               len;
+	int                     fd, one = 1;
 
 	if (tool_resolve(addr, &ss, &len) == -1 ||
 	    (fd = socket(ss.ss_family, SOCK_STREAM, 0)) == -1)
@@ -118,8 +119,9 @@ read_frame(int fd, struct spop_frame *f)
 		}
 		ssize_t r = read(fd, rbuf + rlen, BUF - rlen);
 		if (r <= 0) {
-			rx_end = r == 0 ? "eof" : errno == ECONNRESET ? "reset" :
-			         "error";
+			rx_end = r == 0                ? "eof"
+			         : errno == ECONNRESET ? "reset"
+			                               : "error";
 			return 0;
 		}
 		rlen += (size_t)r;
@@ -139,16 +141,29 @@ print_data(const struct spop_data *d)
 	char ip[64];
 
 	switch (d->type) {
-	case SPOP_DATA_INT32: case SPOP_DATA_INT64:
-		printf("%lld", (long long)d->v.i); break;
-	case SPOP_DATA_UINT32: case SPOP_DATA_UINT64:
-		printf("%llu", (unsigned long long)d->v.u); break;
-	case SPOP_DATA_BOOL: printf("%s", d->v.b ? "true" : "false"); break;
-	case SPOP_DATA_STRING: case SPOP_DATA_BINARY:
-		printf("%.*s", (int)d->v.str.len, d->v.str.ptr); break;
-	case SPOP_DATA_IPV4: printf("%s", inet_ntop(AF_INET, d->v.ipv4, ip, 64)); break;
-	case SPOP_DATA_IPV6: printf("%s", inet_ntop(AF_INET6, d->v.ipv6, ip, 64)); break;
-	default: printf("null");
+	case SPOP_DATA_INT32:
+	case SPOP_DATA_INT64:
+		printf("%lld", (long long)d->v.i);
+		break;
+	case SPOP_DATA_UINT32:
+	case SPOP_DATA_UINT64:
+		printf("%llu", (unsigned long long)d->v.u);
+		break;
+	case SPOP_DATA_BOOL:
+		printf("%s", d->v.b ? "true" : "false");
+		break;
+	case SPOP_DATA_STRING:
+	case SPOP_DATA_BINARY:
+		printf("%.*s", (int)d->v.str.len, d->v.str.ptr);
+		break;
+	case SPOP_DATA_IPV4:
+		printf("%s", inet_ntop(AF_INET, d->v.ipv4, ip, 64));
+		break;
+	case SPOP_DATA_IPV6:
+		printf("%s", inet_ntop(AF_INET6, d->v.ipv6, ip, 64));
+		break;
+	default:
+		printf("null");
 	}
 }
 
@@ -157,13 +172,14 @@ static int
 print_frame(const struct spop_frame *f)
 {
 	struct spop_iter it = { f->payload, f->payload + f->len };
-	struct spop_str name, msg;
+	struct spop_str  name, msg;
 	struct spop_data v;
-	int act, scope, st, code;
+	int              act, scope, st, code;
 
 	if (f->type == SPOP_FRM_AGENT_DISCONNECT) {
 		spop_decode_disconnect(f->payload, f->len, &code, &msg, &st);
-		printf("disconnect status=%d message=%.*s\n", code, (int)msg.len, msg.ptr);
+		printf("disconnect status=%d message=%.*s\n", code,
+		       (int)msg.len, msg.ptr);
 		return -1;
 	}
 	if (f->type == SPOP_FRM_AGENT_HELLO) {
@@ -188,9 +204,9 @@ print_frame(const struct spop_frame *f)
 static void
 put_arg(struct spop_writer *w, const char *spec)
 {
-	const char *eq = strchr(spec, '='), *val;
+	const char      *eq = strchr(spec, '='), *val;
 	struct spop_data d = { .type = SPOP_DATA_NULL };
-	static char ubuf[4096];
+	static char      ubuf[4096];
 
 	if (eq == NULL || eq[1] == '\0' || eq[2] != ':') {
 		fprintf(stderr, "bad arg '%s' (want NAME=TYPE:VALUE)\n", spec);
@@ -208,10 +224,20 @@ put_arg(struct spop_writer *w, const char *spec)
 		d.v.str.ptr = val;
 		d.v.str.len = strlen(val);
 		break;
-	case 'i': d.type = SPOP_DATA_INT64; d.v.i = strtoll(val, NULL, 10); break;
-	case '4': d.type = SPOP_DATA_IPV4; inet_pton(AF_INET, val, d.v.ipv4); break;
-	case '6': d.type = SPOP_DATA_IPV6; inet_pton(AF_INET6, val, d.v.ipv6); break;
-	default: break;
+	case 'i':
+		d.type = SPOP_DATA_INT64;
+		d.v.i = strtoll(val, NULL, 10);
+		break;
+	case '4':
+		d.type = SPOP_DATA_IPV4;
+		inet_pton(AF_INET, val, d.v.ipv4);
+		break;
+	case '6':
+		d.type = SPOP_DATA_IPV6;
+		inet_pton(AF_INET6, val, d.v.ipv6);
+		break;
+	default:
+		break;
 	}
 	spop_w_data(w, &d);
 }
@@ -220,8 +246,8 @@ static int
 send_hello(int fd, int healthcheck)
 {
 	struct spop_writer w;
-	char buf[512];
-	int n;
+	char               buf[512];
+	int                n;
 
 	spop_w_begin(&w, buf, sizeof(buf), SPOP_FRM_HAPROXY_HELLO, 0, 0);
 	spop_w_kv_str(&w, "supported-versions", "2.0", 3);
@@ -239,7 +265,7 @@ static int
 send_notify(int fd, uint64_t sid, uint64_t fid, int argc, char **argv)
 {
 	struct spop_writer w;
-	char buf[16384];
+	char               buf[16384];
 
 	spop_w_begin(&w, buf, sizeof(buf), SPOP_FRM_NOTIFY, sid, fid);
 	for (int m = 0, e; m < argc; m = e + 1) {
@@ -258,8 +284,8 @@ send_notify(int fd, uint64_t sid, uint64_t fid, int argc, char **argv)
 static int
 hexsend(int fd, const char *hex)
 {
-	char buf[8192];
-	size_t n = 0;
+	char         buf[8192];
+	size_t       n = 0;
 	unsigned int byte;
 
 	while (*hex != '\0' && n < sizeof(buf)) {
@@ -280,17 +306,18 @@ hexsend(int fd, const char *hex)
 static int
 disconnect(int fd, const char *spec)
 {
-	const char *colon = strchr(spec, ':');
+	const char       *colon = strchr(spec, ':');
 	struct spop_frame f;
-	char buf[512];
-	int n, r = 0;
+	char              buf[512];
+	int               n, r = 0;
 
-	n = spop_encode_disconnect(buf, sizeof(buf), SPOP_FRM_HAPROXY_DISCONNECT,
-	                           atoi(spec), colon != NULL ? colon + 1 : "");
+	n = spop_encode_disconnect(buf, sizeof(buf),
+	                           SPOP_FRM_HAPROXY_DISCONNECT, atoi(spec),
+	                           colon != NULL ? colon + 1 : "");
 	if (n <= 0 || send_all(fd, buf, (size_t)n) == -1)
 		return 1;
 	while (r >= 0 && (n = read_frame(fd, &f)) > 0) {
-		r = print_frame(&f);	/* an ACK still in flight may come first */
+		r = print_frame(&f); /* an ACK still in flight may come first */
 		consume(n);
 	}
 	if (r >= 0) {
@@ -321,39 +348,73 @@ main(int argc, char **argv)
 {
 	const char *addr = "127.0.0.1:12345", *hex = NULL, *discon = NULL;
 	const char *msg2 = NULL;
-	long count = 1, pipeline = 1, sent = 0, acked = 0, first = 0;
-	uint64_t sid = 1, s_id;
-	int ch, health = 0, raw_first = 0, linger = 0, halfclose = 0, gap_ms = 0, fd, n, r;
-	int sid_step = 0, verbose = 0;
+	long        count = 1, pipeline = 1, sent = 0, acked = 0, first = 0;
+	uint64_t    sid = 1, s_id;
+	int         ch, health = 0, raw_first = 0, linger = 0, halfclose = 0,
+		gap_ms = 0, fd, n, r;
+	int               sid_step = 0, verbose = 0;
 	struct spop_frame f;
 
-	setvbuf(stdout, NULL, _IOLBF, 0);	/* tests watch it while we run */
-	signal(SIGPIPE, SIG_IGN);		/* a closed peer is a result */
+	setvbuf(stdout, NULL, _IOLBF, 0); /* tests watch it while we run */
+	signal(SIGPIPE, SIG_IGN);         /* a closed peer is a result */
 	while ((ch = getopt(argc, argv, "a:n:P:Hx:Rs:t:F:g:WIM:vD:uS")) != -1) {
 		switch (ch) {
-		case 'a': addr = optarg; break;
-		case 'n': count = atol(optarg); break;
-		case 'P': pipeline = atol(optarg); break;
-		case 'H': health = 1; break;
-		case 'x': hex = optarg; break;
-		case 'R': raw_first = 1; break;
-		case 's': sid = strtoull(optarg, NULL, 10); break;
-		case 't': timeout_ms = atoi(optarg); break;
-		case 'F': max_frame = (uint32_t)strtoul(optarg, NULL, 10); break;
-		case 'g': gap_ms = atoi(optarg); break;
-		case 'W': linger = 1; break;
-		case 'I': sid_step = 2; break;
+		case 'a':
+			addr = optarg;
+			break;
+		case 'n':
+			count = atol(optarg);
+			break;
+		case 'P':
+			pipeline = atol(optarg);
+			break;
+		case 'H':
+			health = 1;
+			break;
+		case 'x':
+			hex = optarg;
+			break;
+		case 'R':
+			raw_first = 1;
+			break;
+		case 's':
+			sid = strtoull(optarg, NULL, 10);
+			break;
+		case 't':
+			timeout_ms = atoi(optarg);
+			break;
+		case 'F':
+			max_frame = (uint32_t)strtoul(optarg, NULL, 10);
+			break;
+		case 'g':
+			gap_ms = atoi(optarg);
+			break;
+		case 'W':
+			linger = 1;
+			break;
+		case 'I':
+			sid_step = 2;
+			break;
 		case 'M':
 			first = atol(optarg);
 			msg2 = strchr(optarg, ':');
 			if (msg2 == NULL || *++msg2 == '\0')
 				return 2;
 			break;
-		case 'v': verbose = 1; break;
-		case 'D': discon = optarg; break;
-		case 'u': uniq = 0; break;
-		case 'S': halfclose = 1; break;
-		default: return 2;
+		case 'v':
+			verbose = 1;
+			break;
+		case 'D':
+			discon = optarg;
+			break;
+		case 'u':
+			uniq = 0;
+			break;
+		case 'S':
+			halfclose = 1;
+			break;
+		default:
+			return 2;
 		}
 	}
 	argc -= optind;
@@ -370,11 +431,13 @@ main(int argc, char **argv)
 	}
 	n = 0;
 	if (send_hello(fd, health) == -1)
-		rx_end = errno == EPIPE || errno == ECONNRESET ? "reset" : "error";
+		rx_end = errno == EPIPE || errno == ECONNRESET ? "reset"
+		                                               : "error";
 	else
 		n = read_frame(fd, &f);
 	if (n == 0) {
-		fprintf(stderr, "no AGENT-HELLO: %s after %zu bytes\n", rx_end, rlen);
+		fprintf(stderr, "no AGENT-HELLO: %s after %zu bytes\n", rx_end,
+		        rlen);
 		return 1;
 	}
 	r = print_frame(&f);
@@ -402,7 +465,8 @@ main(int argc, char **argv)
 			s_id = sid + (uint64_t)(sid_step * sent);
 			if (uniq >= 0)
 				uniq = sent;
-			if (send_notify(fd, s_id, (uint64_t)sent + 1, argc, argv) == -1) {
+			if (send_notify(fd, s_id, (uint64_t)sent + 1, argc,
+			                argv) == -1) {
 				summary(verbose, sent, acked);
 				return 1;
 			}
@@ -414,7 +478,8 @@ main(int argc, char **argv)
 				shutdown(fd, SHUT_WR);
 		}
 		if ((n = read_frame(fd, &f)) == 0) {
-			fprintf(stderr, "%s: %ld of %ld ACKs\n", rx_end, acked, count);
+			fprintf(stderr, "%s: %ld of %ld ACKs\n", rx_end, acked,
+			        count);
 			summary(verbose, sent, acked);
 			return 1;
 		}

@@ -49,22 +49,22 @@
 #define MAX_HS 256
 
 struct fc {
-	int       fd;
-	int       state;		/* 0 idle, 1 connecting, 2 hello sent, 3 ready, 4 dead */
-	char     *rbuf;
-	size_t    rlen;
-	char     *wbuf;
-	size_t    wlen, woff;
-	uint64_t  next;			/* NOTIFYs handed to this connection */
-	uint64_t  quota;		/* NOTIFYs this connection sends */
-	uint64_t  acked;
-	uint8_t  *seen;			/* per frame id (1-based), notify mode */
+	int    fd;
+	int    state; /* 0 idle, 1 connecting, 2 hello sent, 3 ready, 4 dead */
+	char  *rbuf;
+	size_t rlen;
+	char  *wbuf;
+	size_t wlen, woff;
+	uint64_t next;  /* NOTIFYs handed to this connection */
+	uint64_t quota; /* NOTIFYs this connection sends */
+	uint64_t acked;
+	uint8_t *seen; /* per frame id (1-based), notify mode */
 };
 
-static struct sockaddr_storage addr;	/* -a: IPv4 or unix */
-static socklen_t addrlen;
-static int    ep;
-static double deadline;
+static struct sockaddr_storage addr; /* -a: IPv4 or unix */
+static socklen_t               addrlen;
+static int                     ep;
+static double                  deadline;
 
 static double
 now(void)
@@ -88,11 +88,12 @@ hello(char *buf, size_t size)
 }
 
 static int
-notify(char *buf, size_t size, const char *msg, uint64_t fid, const char *tenant)
+notify(char *buf, size_t size, const char *msg, uint64_t fid,
+       const char *tenant)
 {
 	struct spop_writer w;
-	struct spop_data d = { .type = SPOP_DATA_STRING };
-	struct spop_data ip = { .type = SPOP_DATA_IPV4 };
+	struct spop_data   d = { .type = SPOP_DATA_STRING };
+	struct spop_data   ip = { .type = SPOP_DATA_IPV4 };
 
 	spop_w_begin(&w, buf, size, SPOP_FRM_NOTIFY, 1, fid);
 	spop_w_message(&w, msg, 2);
@@ -157,7 +158,8 @@ flush(struct fc *c)
 static int
 usage(void)
 {
-	fprintf(stderr, "usage: spop-flood -a HOST:PORT conns -n N [-H SECS]\n"
+	fprintf(stderr,
+	        "usage: spop-flood -a HOST:PORT conns -n N [-H SECS]\n"
 	        "       spop-flood -a HOST:PORT notify -n N [-c CONNS] [-P PIPE] [-k] [-m MSG]\n");
 	return 2;
 }
@@ -165,12 +167,12 @@ usage(void)
 static int
 run_conns(long n, int hold)
 {
-	struct fc *cs = calloc((size_t)n, sizeof(*cs));
+	struct fc         *cs = calloc((size_t)n, sizeof(*cs));
 	struct epoll_event ev[256];
-	char hb[256];
-	int hl = hello(hb, sizeof(hb));
-	long started = 0, inhs = 0, ready = 0, failed = 0;
-	double t0 = now();
+	char               hb[256];
+	int                hl = hello(hb, sizeof(hb));
+	long               started = 0, inhs = 0, ready = 0, failed = 0;
+	double             t0 = now();
 
 	for (long i = 0; i < n; i++) {
 		cs[i].fd = -1;
@@ -181,49 +183,72 @@ run_conns(long n, int hold)
 			struct fc *c = &cs[started++];
 
 			c->rbuf = malloc(512);
-			if (dial(c) < 0) { failed++; c->state = 4; continue; }
+			if (dial(c) < 0) {
+				failed++;
+				c->state = 4;
+				continue;
+			}
 			inhs++;
 		}
 		int k = epoll_wait(ep, ev, 256, 100);
 
 		for (int i = 0; i < k; i++) {
 			struct fc *c = ev[i].data.ptr;
-			int err = 0;
-			socklen_t el = sizeof(err);
+			int        err = 0;
+			socklen_t  el = sizeof(err);
 
-			if (c->state == 1 && (ev[i].events & (EPOLLOUT | EPOLLERR | EPOLLHUP))) {
-				getsockopt(c->fd, SOL_SOCKET, SO_ERROR, &err, &el);
-				if (err != 0 || write(c->fd, hb, (size_t)hl) != hl) {
-					kill_conn(c); failed++; inhs--; continue;
+			if (c->state == 1 &&
+			    (ev[i].events & (EPOLLOUT | EPOLLERR | EPOLLHUP))) {
+				getsockopt(c->fd, SOL_SOCKET, SO_ERROR, &err,
+				           &el);
+				if (err != 0 ||
+				    write(c->fd, hb, (size_t)hl) != hl) {
+					kill_conn(c);
+					failed++;
+					inhs--;
+					continue;
 				}
 				c->state = 2;
-				struct epoll_event e = { .events = EPOLLIN, .data.ptr = c };
+				struct epoll_event e = { .events = EPOLLIN,
+					                 .data.ptr = c };
 				epoll_ctl(ep, EPOLL_CTL_MOD, c->fd, &e);
 				continue;
 			}
-			if (c->state == 2 && (ev[i].events & (EPOLLIN | EPOLLERR | EPOLLHUP))) {
-				ssize_t r = read(c->fd, c->rbuf + c->rlen, 512 - c->rlen);
+			if (c->state == 2 &&
+			    (ev[i].events & (EPOLLIN | EPOLLERR | EPOLLHUP))) {
+				ssize_t r = read(c->fd, c->rbuf + c->rlen,
+				                 512 - c->rlen);
 				struct spop_frame f;
-				int st;
+				int               st;
 
-				if (r <= 0) { kill_conn(c); failed++; inhs--; continue; }
+				if (r <= 0) {
+					kill_conn(c);
+					failed++;
+					inhs--;
+					continue;
+				}
 				c->rlen += (size_t)r;
-				int m = spop_decode_frame(c->rbuf, c->rlen, 512, &f, &st);
+				int m = spop_decode_frame(c->rbuf, c->rlen, 512,
+				                          &f, &st);
 				if (m == 0 || m == SPOP_INCOMPLETE)
 					continue;
 				if (m < 0 || f.type != SPOP_FRM_AGENT_HELLO) {
-					kill_conn(c); failed++; inhs--; continue;
+					kill_conn(c);
+					failed++;
+					inhs--;
+					continue;
 				}
 				c->state = 3;
-				ready++; inhs--;
+				ready++;
+				inhs--;
 				epoll_ctl(ep, EPOLL_CTL_DEL, c->fd, NULL);
 				free(c->rbuf);
 				c->rbuf = NULL;
 			}
 		}
 	}
-	printf("ready conns=%ld failed=%ld ms=%.0f\n", ready, failed + (n - ready - failed),
-	       (now() - t0) * 1000);
+	printf("ready conns=%ld failed=%ld ms=%.0f\n", ready,
+	       failed + (n - ready - failed), (now() - t0) * 1000);
 	fflush(stdout);
 	double until = now() + hold;
 	while (now() < until && now() < deadline)
@@ -243,24 +268,26 @@ static int
 run_slow(long n, int hold, const char *msg)
 {
 	struct fc c = { .fd = -1 };
-	char hb[256], buf[512];
-	int hl = hello(hb, sizeof(hb));
-	long sent = 0, bytes = 0;
-	double last;
+	char      hb[256], buf[512];
+	int       hl = hello(hb, sizeof(hb));
+	long      sent = 0, bytes = 0;
+	double    last;
 
 	if (dial(&c) < 0)
 		return 1;
 	epoll_ctl(ep, EPOLL_CTL_DEL, c.fd, NULL);
 	int fl = fcntl(c.fd, F_GETFL);
-	fcntl(c.fd, F_SETFL, fl & ~O_NONBLOCK);	/* connect, then HELLO */
-	if (write(c.fd, hb, (size_t)hl) != hl || read(c.fd, buf, sizeof(buf)) <= 0)
+	fcntl(c.fd, F_SETFL, fl & ~O_NONBLOCK); /* connect, then HELLO */
+	if (write(c.fd, hb, (size_t)hl) != hl ||
+	    read(c.fd, buf, sizeof(buf)) <= 0)
 		return 1;
 	fcntl(c.fd, F_SETFL, fl | O_NONBLOCK);
 	last = now();
 	int m = 0, off = 0;
 	while (sent < n && now() - last < 2 && now() < deadline) {
 		if (off == m) {
-			m = notify(buf, sizeof(buf), msg, (uint64_t)sent + 1, "slow");
+			m = notify(buf, sizeof(buf), msg, (uint64_t)sent + 1,
+			           "slow");
 			off = 0;
 		}
 		ssize_t w = write(c.fd, buf + off, (size_t)(m - off));
@@ -288,12 +315,12 @@ run_slow(long n, int hold, const char *msg)
 static int
 run_notify(long n, int nconns, long pipe, int distinct, const char *msg)
 {
-	struct fc *cs = calloc((size_t)nconns, sizeof(*cs));
+	struct fc         *cs = calloc((size_t)nconns, sizeof(*cs));
 	struct epoll_event ev[64];
-	char hb[256], tenant[32];
-	int hl = hello(hb, sizeof(hb));
-	long acks = 0, dup = 0, allowed = 0, denied = 0, disc = 0, maxout = 0;
-	long sent = 0, alive = 0;
+	char               hb[256], tenant[32];
+	int                hl = hello(hb, sizeof(hb));
+	long   acks = 0, dup = 0, allowed = 0, denied = 0, disc = 0, maxout = 0;
+	long   sent = 0, alive = 0;
 	double t0 = now();
 
 	for (int i = 0; i < nconns; i++) {
@@ -311,64 +338,99 @@ run_notify(long n, int nconns, long pipe, int distinct, const char *msg)
 
 		for (int i = 0; i < k; i++) {
 			struct fc *c = ev[i].data.ptr;
-			int err = 0;
-			socklen_t el = sizeof(err);
-			long idx = c - cs;
+			int        err = 0;
+			socklen_t  el = sizeof(err);
+			long       idx = c - cs;
 
 			if (c->state == 1) {
-				getsockopt(c->fd, SOL_SOCKET, SO_ERROR, &err, &el);
-				if (err != 0 || write(c->fd, hb, (size_t)hl) != hl) {
-					kill_conn(c); alive--; continue;
+				getsockopt(c->fd, SOL_SOCKET, SO_ERROR, &err,
+				           &el);
+				if (err != 0 ||
+				    write(c->fd, hb, (size_t)hl) != hl) {
+					kill_conn(c);
+					alive--;
+					continue;
 				}
 				c->state = 2;
-				struct epoll_event e = { .events = EPOLLIN, .data.ptr = c };
+				struct epoll_event e = { .events = EPOLLIN,
+					                 .data.ptr = c };
 				epoll_ctl(ep, EPOLL_CTL_MOD, c->fd, &e);
 				continue;
 			}
 			if (ev[i].events & (EPOLLIN | EPOLLERR | EPOLLHUP)) {
-				ssize_t r = read(c->fd, c->rbuf + c->rlen, RBUF - c->rlen);
+				ssize_t r = read(c->fd, c->rbuf + c->rlen,
+				                 RBUF - c->rlen);
 
 				if (r == 0 || (r < 0 && errno != EAGAIN)) {
-					kill_conn(c); alive--; continue;
+					kill_conn(c);
+					alive--;
+					continue;
 				}
 				if (r > 0)
 					c->rlen += (size_t)r;
 				for (;;) {
 					struct spop_frame f;
-					int st, m = spop_decode_frame(c->rbuf, c->rlen, RBUF - 4, &f, &st);
+					int st, m = spop_decode_frame(
+							c->rbuf, c->rlen,
+							RBUF - 4, &f, &st);
 
 					if (m == 0 || m == SPOP_INCOMPLETE)
 						break;
-					if (m < 0) { kill_conn(c); alive--; break; }
+					if (m < 0) {
+						kill_conn(c);
+						alive--;
+						break;
+					}
 					if (f.type == SPOP_FRM_AGENT_HELLO) {
 						c->state = 3;
-					} else if (f.type == SPOP_FRM_AGENT_DISCONNECT) {
+					} else if (f.type ==
+					           SPOP_FRM_AGENT_DISCONNECT) {
 						disc++;
-						kill_conn(c); alive--; break;
+						kill_conn(c);
+						alive--;
+						break;
 					} else if (f.type == SPOP_FRM_ACK) {
-						struct spop_iter it = { f.payload, f.payload + f.len };
-						struct spop_str name;
+						struct spop_iter it = {
+							f.payload,
+							f.payload + f.len
+						};
+						struct spop_str  name;
 						struct spop_data v;
-						int act, scope;
+						int              act, scope;
 
-						if (f.frame_id >= 1 && f.frame_id <= c->quota &&
-						    c->seen[f.frame_id]++ == 0) {
+						if (f.frame_id >= 1 &&
+						    f.frame_id <= c->quota &&
+						    c->seen[f.frame_id]++ ==
+						            0) {
 							acks++;
 							c->acked++;
 						} else {
 							dup++;
 						}
-						while (spop_next_action(&it, &act, &scope, &name, &v, &st) == 1)
-							if (name.len == 6 && memcmp(name.ptr, "status", 6) == 0)
-								{ if (v.v.i == 0) allowed++; else denied++; }
+						while (spop_next_action(
+							       &it, &act,
+							       &scope, &name,
+							       &v, &st) == 1)
+							if (name.len == 6 &&
+							    memcmp(name.ptr,
+							           "status",
+							           6) == 0) {
+								if (v.v.i == 0)
+									allowed++;
+								else
+									denied++;
+							}
 					}
-					memmove(c->rbuf, c->rbuf + m, c->rlen - (size_t)m);
+					memmove(c->rbuf, c->rbuf + m,
+					        c->rlen - (size_t)m);
 					c->rlen -= (size_t)m;
 				}
 				if (c->state == 4)
 					continue;
 				if (c->state == 3 && c->acked == c->quota) {
-					kill_conn(c); alive--; continue;
+					kill_conn(c);
+					alive--;
+					continue;
 				}
 			}
 			if (c->state != 3)
@@ -376,28 +438,49 @@ run_notify(long n, int nconns, long pipe, int distinct, const char *msg)
 			/* queue more NOTIFYs: up to the pipeline, while the
 			 * buffer has room */
 			while (c->next < c->quota && WBUF - c->wlen > 256 &&
-			       (pipe <= 0 || (long)(c->next - c->acked) < pipe)) {
-				uint64_t g = (uint64_t)idx + c->next * (uint64_t)nconns;
+			       (pipe <= 0 ||
+			        (long)(c->next - c->acked) < pipe)) {
+				uint64_t g = (uint64_t)idx +
+				             c->next * (uint64_t)nconns;
 				if (distinct)
-					snprintf(tenant, sizeof(tenant), "k%llu", (unsigned long long)g);
+					snprintf(tenant, sizeof(tenant),
+					         "k%llu",
+					         (unsigned long long)g);
 				else
-					snprintf(tenant, sizeof(tenant), "flood");
-				int m = notify(c->wbuf + c->wlen, WBUF - c->wlen, msg, ++c->next, tenant);
-				if (m < 0) { c->next--; break; }
+					snprintf(tenant, sizeof(tenant),
+					         "flood");
+				int m = notify(c->wbuf + c->wlen,
+				               WBUF - c->wlen, msg, ++c->next,
+				               tenant);
+				if (m < 0) {
+					c->next--;
+					break;
+				}
 				c->wlen += (size_t)m;
 				sent++;
 			}
 			if ((long)(c->next - c->acked) > maxout)
 				maxout = (long)(c->next - c->acked);
-			if (flush(c) < 0) { kill_conn(c); alive--; continue; }
-			struct epoll_event e = { .events = EPOLLIN |
-				(c->wlen > c->woff || c->next < c->quota ? EPOLLOUT : 0), .data.ptr = c };
+			if (flush(c) < 0) {
+				kill_conn(c);
+				alive--;
+				continue;
+			}
+			struct epoll_event e = {
+				.events =
+					EPOLLIN |
+					(c->wlen > c->woff || c->next < c->quota
+				                 ? EPOLLOUT
+				                 : 0),
+				.data.ptr = c
+			};
 			epoll_ctl(ep, EPOLL_CTL_MOD, c->fd, &e);
 		}
 	}
 	printf("notify sent=%ld acks=%ld missing=%ld dup=%ld allowed=%ld denied=%ld "
-	       "disconnects=%ld max_outstanding=%ld ms=%.0f\n", sent, acks, n - acks, dup,
-	       allowed, denied, disc, maxout, (now() - t0) * 1000);
+	       "disconnects=%ld max_outstanding=%ld ms=%.0f\n",
+	       sent, acks, n - acks, dup, allowed, denied, disc, maxout,
+	       (now() - t0) * 1000);
 	for (int i = 0; i < nconns; i++) {
 		if (cs[i].fd >= 0)
 			close(cs[i].fd);
@@ -413,14 +496,19 @@ int
 main(int argc, char **argv)
 {
 	const char *a = "127.0.0.1:12345", *msg = "rl-request";
-	long n = 1, pipe = 0;
-	int hold = 0, nconns = 1, distinct = 0, slow = 0, total = 60, o;
+	long        n = 1, pipe = 0;
+	int         hold = 0, nconns = 1, distinct = 0, slow = 0, total = 60, o;
 
 	while ((o = getopt(argc, argv, "+a:t:")) != -1) {
 		switch (o) {
-		case 'a': a = optarg; break;
-		case 't': total = atoi(optarg); break;
-		default: return usage();
+		case 'a':
+			a = optarg;
+			break;
+		case 't':
+			total = atoi(optarg);
+			break;
+		default:
+			return usage();
 		}
 	}
 	if (optind >= argc)
@@ -429,14 +517,29 @@ main(int argc, char **argv)
 	optind++;
 	while ((o = getopt(argc, argv, "n:H:c:P:km:s")) != -1) {
 		switch (o) {
-		case 'n': n = atol(optarg); break;
-		case 'H': hold = atoi(optarg); break;
-		case 'c': nconns = atoi(optarg); break;
-		case 'P': pipe = atol(optarg); break;
-		case 'k': distinct = 1; break;
-		case 's': slow = 1; break;
-		case 'm': msg = optarg; break;
-		default: return usage();
+		case 'n':
+			n = atol(optarg);
+			break;
+		case 'H':
+			hold = atoi(optarg);
+			break;
+		case 'c':
+			nconns = atoi(optarg);
+			break;
+		case 'P':
+			pipe = atol(optarg);
+			break;
+		case 'k':
+			distinct = 1;
+			break;
+		case 's':
+			slow = 1;
+			break;
+		case 'm':
+			msg = optarg;
+			break;
+		default:
+			return usage();
 		}
 	}
 	if (n < 1 || nconns < 1 || tool_resolve(a, &addr, &addrlen) == -1)

@@ -38,10 +38,10 @@ struct nconn {
 	char   wbuf[BUFSZ];
 	size_t wlen;
 	int    fd;
-	int    hello;	/* 1 once the HELLO is answered */
+	int    hello; /* 1 once the HELLO is answered */
 };
 
-static struct nconn *conns[MAXFD];
+static struct nconn         *conns[MAXFD];
 static volatile sig_atomic_t stop;
 
 static void
@@ -64,35 +64,38 @@ nconn_close(int ep, struct nconn *c)
 static int
 answer(struct nconn *c, const struct spop_frame *f)
 {
-	char *w = c->wbuf + c->wlen;
-	size_t room = sizeof(c->wbuf) - c->wlen;
-	struct spop_hello h;
+	char              *w = c->wbuf + c->wlen;
+	size_t             room = sizeof(c->wbuf) - c->wlen;
+	struct spop_hello  h;
 	struct spop_writer wr;
-	int st, n = -1;
+	int                st, n = -1;
 
 	if (room < SPOP_MAX_FRAME_SIZE)
-		return -1;	/* the peer does not read its ACKs */
+		return -1; /* the peer does not read its ACKs */
 	switch (f->type) {
 	case SPOP_FRM_HAPROXY_HELLO:
 		if (spop_decode_hello(f->payload, f->len, &h, &st) < 0)
 			return -1;
-		n = spop_encode_agent_hello(w, room,
-		    h.max_frame_size < SPOP_MAX_FRAME_SIZE ?
-		    h.max_frame_size : SPOP_MAX_FRAME_SIZE,
-		    spop_list_has(h.capabilities, "pipelining") ?
-		    "pipelining" : "");
+		n = spop_encode_agent_hello(
+			w, room,
+			h.max_frame_size < SPOP_MAX_FRAME_SIZE
+				? h.max_frame_size
+				: SPOP_MAX_FRAME_SIZE,
+			spop_list_has(h.capabilities, "pipelining")
+				? "pipelining"
+				: "");
 		c->hello = h.healthcheck ? -1 : 1;
 		break;
 	case SPOP_FRM_NOTIFY:
 		if (c->hello != 1)
 			return -1;
 		spop_w_begin(&wr, w, room, SPOP_FRM_ACK, f->stream_id,
-		    f->frame_id);
+		             f->frame_id);
 		n = spop_w_end(&wr);
 		break;
 	case SPOP_FRM_HAPROXY_DISCONNECT:
 		n = spop_encode_disconnect(w, room, SPOP_FRM_AGENT_DISCONNECT,
-		    SPOP_ST_NORMAL, NULL);
+		                           SPOP_ST_NORMAL, NULL);
 		c->hello = -1;
 		break;
 	}
@@ -107,9 +110,9 @@ static void
 nconn_io(int ep, struct nconn *c)
 {
 	struct spop_frame f;
-	size_t off = 0;
-	ssize_t r;
-	int n, st;
+	size_t            off = 0;
+	ssize_t           r;
+	int               n, st;
 
 	r = read(c->fd, c->rbuf + c->rlen, sizeof(c->rbuf) - c->rlen);
 	if (r <= 0) {
@@ -120,7 +123,7 @@ nconn_io(int ep, struct nconn *c)
 	}
 	c->rlen += (size_t)r;
 	while ((n = spop_decode_frame(c->rbuf + off, c->rlen - off,
-	    SPOP_MAX_FRAME_SIZE, &f, &st)) > 0) {
+	                              SPOP_MAX_FRAME_SIZE, &f, &st)) > 0) {
 		if (answer(c, &f) < 0) {
 			nconn_close(ep, c);
 			return;
@@ -148,8 +151,8 @@ static void
 accept_all(int ep, int lfd)
 {
 	struct epoll_event ev = { .events = EPOLLIN };
-	struct nconn *c;
-	int fd, one = 1;
+	struct nconn      *c;
+	int                fd, one = 1;
 
 	while ((fd = accept4(lfd, NULL, NULL, SOCK_NONBLOCK)) >= 0) {
 		if (fd >= MAXFD || !(c = calloc(1, sizeof(*c)))) {
@@ -168,9 +171,9 @@ static int
 listen_on(int port)
 {
 	struct sockaddr_in a = { .sin_family = AF_INET,
-	    .sin_port = htons((uint16_t)port),
-	    .sin_addr.s_addr = htonl(INADDR_LOOPBACK) };
-	int fd, one = 1;
+		                 .sin_port = htons((uint16_t)port),
+		                 .sin_addr.s_addr = htonl(INADDR_LOOPBACK) };
+	int                fd, one = 1;
 
 	fd = socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK, 0);
 	if (fd < 0)
@@ -188,8 +191,8 @@ int
 main(int argc, char **argv)
 {
 	struct epoll_event evs[64], ev = { .events = EPOLLIN };
-	time_t end;
-	int ep, lfd, n, i;
+	time_t             end;
+	int                ep, lfd, n, i;
 
 	if (argc != 3) {
 		fprintf(stderr, "usage: spop-null PORT SECS\n");

@@ -20,7 +20,7 @@
 #define HOLD_MAX 1000
 
 static struct sockaddr_storage ss;
-static socklen_t sslen;
+static socklen_t               sslen;
 
 static int
 open_one(void)
@@ -47,13 +47,14 @@ int
 main(int argc, char **argv)
 {
 	static struct pollfd p[HOLD_MAX];
-	long reconnects = 0;
-	double end;
-	int n;
+	long                 reconnects = 0;
+	double               end;
+	int                  n;
 
 	if (argc != 4 || tool_resolve(argv[1], &ss, &sslen) == -1 ||
 	    (n = atoi(argv[2])) < 1 || n > HOLD_MAX) {
-		fprintf(stderr, "usage: tcp-hold ADDR N SECS (N <= %d)\n", HOLD_MAX);
+		fprintf(stderr, "usage: tcp-hold ADDR N SECS (N <= %d)\n",
+		        HOLD_MAX);
 		return 2;
 	}
 	end = now_s() + atof(argv[3]);
@@ -72,10 +73,10 @@ main(int argc, char **argv)
 			if (p[i].fd != -1 && p[i].revents == 0)
 				continue;
 			if (p[i].fd != -1 && read(p[i].fd, b, sizeof(b)) > 0)
-				continue;	/* the server said something: fine */
+				continue; /* the server said something: fine */
 			if (p[i].fd != -1)
 				close(p[i].fd);
-			p[i].fd = open_one();	/* closed, or never opened */
+			p[i].fd = open_one(); /* closed, or never opened */
 			reconnects++;
 		}
 	}

@@ -19,10 +19,11 @@ parse(const char *t, struct adminreq *rq, const char **err)
 Test(adminreq, a_key_target_gives_its_rule_and_decoded_args)
 {
 	static struct adminreq rq;
-	const char *err;
+	const char            *err;
 
-	cr_assert_eq(parse("/admin/keys/login?user=al%20ice&ip=10.0.0.1", &rq,
-	                   &err), 0);
+	cr_assert_eq(
+		parse("/admin/keys/login?user=al%20ice&ip=10.0.0.1", &rq, &err),
+		0);
 	cr_assert_eq(rq.route, ADMINREQ_KEYS);
 	cr_assert_str_eq(rq.rule, "login");
 	cr_assert_eq(rq.nparams, 2);
@@ -35,16 +36,20 @@ Test(adminreq, a_key_target_gives_its_rule_and_decoded_args)
 
 Test(adminreq, hostile_targets_are_refused_with_a_reason)
 {
-	static struct adminreq rq;
+	static struct adminreq   rq;
 	static const char *const bad[] = {
-		"/admin/keys/login?user=%zz", "/admin/keys/login?user=%4",
-		"/admin/keys/login?user=a%00b", "/admin/keys/login?user=a%0ab",
-		"/admin/keys/login?=x", "/admin/keys/login?a=1&a=2",
-		"/admin/keys/a%2Fb", "/admin/keys/%zz",
+		"/admin/keys/login?user=%zz",
+		"/admin/keys/login?user=%4",
+		"/admin/keys/login?user=a%00b",
+		"/admin/keys/login?user=a%0ab",
+		"/admin/keys/login?=x",
+		"/admin/keys/login?a=1&a=2",
+		"/admin/keys/a%2Fb",
+		"/admin/keys/%zz",
 		"/admin/keys/l?a=1&b=1&c=1&d=1&e=1&f=1&g=1&h=1&i=1&j=1&k=1&l=1"
 		"&m=1&n=1&o=1&p=1&q=1",
 	};
-	char big[ADMINREQ_MAX_BYTES + 64];
+	char        big[ADMINREQ_MAX_BYTES + 64];
 	const char *err;
 
 	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {

@@ -19,21 +19,35 @@ next_bulk(const char *p, size_t *n)
 
 Test(batch, keys_go_plain_and_the_rest_as_one_msgpack_array)
 {
-	struct batch_enc e = { 0 };
-	struct batch_buf b = { 0 };
+	struct batch_enc   e = { 0 };
+	struct batch_buf   b = { 0 };
 	struct batch_check c[3] = {
-		{ .key = "rl:{a}", .keylen = 6, .algo = LIM_GCRA, .op = LIM_OP_CHECK,
-		  .cost = 1, .p = { 1000, 1000000, 0 } },
-		{ .key = "rl:{b}", .keylen = 6, .algo = LIM_SLIDING_LOG,
-		  .op = LIM_OP_CHECK, .cost = 3, .member = "m1", .memberlen = 2,
+		{ .key = "rl:{a}",
+		  .keylen = 6,
+		  .algo = LIM_GCRA,
+		  .op = LIM_OP_CHECK,
+		  .cost = 1,
+		  .p = { 1000, 1000000, 0 } },
+		{ .key = "rl:{b}",
+		  .keylen = 6,
+		  .algo = LIM_SLIDING_LOG,
+		  .op = LIM_OP_CHECK,
+		  .cost = 3,
+		  .member = "m1",
+		  .memberlen = 2,
 		  .p = { 10, 60000000, 0 } },
-		{ .key = "rl:{c}", .keylen = 6, .algo = LIM_GCRA, .op = LIM_OP_CHECK,
-		  .flags = LIM_FL_SHADOW, .cost = 1, .p = { 1000, 1000000, 0 } },
+		{ .key = "rl:{c}",
+		  .keylen = 6,
+		  .algo = LIM_GCRA,
+		  .op = LIM_OP_CHECK,
+		  .flags = LIM_FL_SHADOW,
+		  .cost = 1,
+		  .p = { 1000, 1000000, 0 } },
 	};
-	int parts[2] = { 2, 1 };
-	const char *p;
-	size_t n;
-	msgpack_unpacked u;
+	int                   parts[2] = { 2, 1 };
+	const char           *p;
+	size_t                n;
+	msgpack_unpacked      u;
 	msgpack_object_array *a;
 
 	batch_encode(&e, &b, c, 3, parts, 2);
@@ -49,7 +63,8 @@ Test(batch, keys_go_plain_and_the_rest_as_one_msgpack_array)
 	}
 	p = next_bulk(p, &n);
 	msgpack_unpacked_init(&u);
-	cr_assert_eq(msgpack_unpack_next(&u, p, n, NULL), MSGPACK_UNPACK_SUCCESS);
+	cr_assert_eq(msgpack_unpack_next(&u, p, n, NULL),
+	             MSGPACK_UNPACK_SUCCESS);
 	cr_assert_eq(u.data.type, MSGPACK_OBJECT_ARRAY);
 	a = &u.data.via.array;
 	/* 2 parts, 2 rules (the third check repeats the first's), the rules,
@@ -62,15 +77,18 @@ Test(batch, keys_go_plain_and_the_rest_as_one_msgpack_array)
 	cr_assert_eq(a->ptr[4].via.u64, 1000000);
 	cr_assert_eq(a->ptr[6].via.u64, LIM_SLIDING_LOG);
 	cr_assert_eq(a->ptr[10].via.u64, 2, "the first part's check count");
-	cr_assert_eq(a->ptr[11].via.u64, (uint64_t)lim_script_code(1, LIM_OP_CHECK, 0, 1));
-	cr_assert_eq(a->ptr[12].via.u64, (uint64_t)lim_script_code(2, LIM_OP_CHECK, 0, 3));
+	cr_assert_eq(a->ptr[11].via.u64,
+	             (uint64_t)lim_script_code(1, LIM_OP_CHECK, 0, 1));
+	cr_assert_eq(a->ptr[12].via.u64,
+	             (uint64_t)lim_script_code(2, LIM_OP_CHECK, 0, 3));
 	cr_assert_eq(a->ptr[13].via.u64, 3, "a cost other than 1 is sent");
 	cr_assert_eq(a->ptr[14].type, MSGPACK_OBJECT_STR);
 	cr_assert_eq(memcmp(a->ptr[14].via.str.ptr, "m1", 2), 0);
 	cr_assert_eq(a->ptr[15].via.u64, 1, "the second part");
-	cr_assert_eq(a->ptr[16].via.u64,
-	             (uint64_t)lim_script_code(1, LIM_OP_CHECK, LIM_FL_SHADOW, 1),
-	             "the repeated rule, shadow");
+	cr_assert_eq(
+		a->ptr[16].via.u64,
+		(uint64_t)lim_script_code(1, LIM_OP_CHECK, LIM_FL_SHADOW, 1),
+		"the repeated rule, shadow");
 	msgpack_unpacked_destroy(&u);
 	batch_buf_free(&b);
 	batch_enc_free(&e);
@@ -79,14 +97,18 @@ Test(batch, keys_go_plain_and_the_rest_as_one_msgpack_array)
 Test(batch, the_head_is_written_in_front_of_the_arguments)
 {
 	struct batch_buf b = { 0 };
-	const char *cmd;
-	size_t len;
+	const char      *cmd;
+	size_t           len;
 
 	batch_buf_reset(&b);
 	batch_arg_int(&b, 0);
 	cmd = batch_head(&b, "FCALL", "lib", 3, &len);
-	cr_assert_eq(len, strlen("*3\r\n$5\r\nFCALL\r\n$3\r\nlib\r\n$1\r\n0\r\n"));
-	cr_assert_eq(memcmp(cmd, "*3\r\n$5\r\nFCALL\r\n$3\r\nlib\r\n$1\r\n0\r\n", len), 0);
+	cr_assert_eq(len,
+	             strlen("*3\r\n$5\r\nFCALL\r\n$3\r\nlib\r\n$1\r\n0\r\n"));
+	cr_assert_eq(memcmp(cmd,
+	                    "*3\r\n$5\r\nFCALL\r\n$3\r\nlib\r\n$1\r\n0\r\n",
+	                    len),
+	             0);
 	free(batch_with_text(&b, "EVAL", "return 1", &len));
 	batch_buf_free(&b);
 }
@@ -94,7 +116,7 @@ Test(batch, the_head_is_written_in_front_of_the_arguments)
 Test(batch, a_rule_repeated_within_the_scan_is_sent_once)
 {
 	int64_t t[4][LIM_SCRIPT_RULE];
-	int n = 0;
+	int     n = 0;
 	int64_t p[3] = { 1, 2, 3 }, q[3] = { 1, 2, 4 };
 
 	cr_assert_eq(batch_rule(t, &n, 0, p), 1);

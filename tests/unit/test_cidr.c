@@ -39,7 +39,7 @@ static bool
 in(const char *range, const char *addr)
 {
 	struct cidr c = ok(range);
-	uint8_t a[16];
+	uint8_t     a[16];
 
 	cr_assert_eq(cidr_addr_text(addr, strlen(addr), a), 0, "%s", addr);
 	return cidr_match(&c, a);
@@ -49,7 +49,7 @@ static void
 text_is(const char *s, const char *want)
 {
 	struct cidr c = ok(s);
-	char buf[CIDR_TEXT_MAX];
+	char        buf[CIDR_TEXT_MAX];
 
 	cidr_format(&c, buf, sizeof(buf));
 	cr_assert_str_eq(buf, want);
@@ -145,13 +145,14 @@ Test(cidr, rejects_what_is_not_an_address)
 	bad("2001:db8:::1");
 	bad("fe80::1%eth0");
 	cr_assert(strstr(bad("1111:2222:3333:4444:5555:6666:7777:8888:9999:0000"
-	                     ":1111:2222:3333/64"), "too long"));
+	                     ":1111:2222:3333/64"),
+	                 "too long"));
 }
 
 Test(cidr, address_text_rejects_junk_and_overlong_input)
 {
 	uint8_t a[16];
-	char big[200];
+	char    big[200];
 
 	cr_assert_eq(cidr_addr_text("", 0, a), -1);
 	cr_assert_eq(cidr_addr_text("10.0.0.1x", 9, a), -1);
@@ -173,8 +174,8 @@ Test(cidr, formats_back_to_canonical_text)
 Test(cidr, match_any_scans_the_whole_list)
 {
 	struct cidr v[3] = { ok("10.0.0.0/8"), ok("192.0.2.7"),
-	                     ok("2001:db8::/32") };
-	uint8_t a[16];
+		             ok("2001:db8::/32") };
+	uint8_t     a[16];
 
 	cr_assert_eq(cidr_addr_text("2001:db8::5", 11, a), 0);
 	cr_assert(cidr_match_any(v, 3, a));
@@ -186,12 +187,12 @@ Test(cidr, match_any_scans_the_whole_list)
  * (the worst case, all scanned) for the record. */
 Test(cidr, prints_the_cost_of_a_full_scan)
 {
-	struct cidr v[64];
-	uint8_t a[16];
+	struct cidr     v[64];
+	uint8_t         a[16];
 	struct timespec t0, t1;
-	volatile int hits = 0;
-	char s[32];
-	int i, n = 1000000;
+	volatile int    hits = 0;
+	char            s[32];
+	int             i, n = 1000000;
 
 	for (i = 0; i < 64; i++) {
 		snprintf(s, sizeof(s), "10.%d.0.0/16", i);
@@ -203,7 +204,8 @@ Test(cidr, prints_the_cost_of_a_full_scan)
 		hits += cidr_match_any(v, 64, a);
 	clock_gettime(CLOCK_MONOTONIC, &t1);
 	cr_assert_eq(hits, 0);
-	cr_log_info("cidr_match_any, 64 ranges, miss: %.1f ns",
-	            ((t1.tv_sec - t0.tv_sec) * 1e9 +
-	             (t1.tv_nsec - t0.tv_nsec)) / n);
+	cr_log_info(
+		"cidr_match_any, 64 ranges, miss: %.1f ns",
+		((t1.tv_sec - t0.tv_sec) * 1e9 + (t1.tv_nsec - t0.tv_nsec)) /
+			n);
 }

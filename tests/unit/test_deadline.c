@@ -13,11 +13,11 @@
 
 static int64_t fake_us;
 static int64_t (*real_now)(void);
-static struct ev_loop *loop;
+static struct ev_loop  *loop;
 static struct deadlines dl;
-static struct deadline d[8];
-static int order[16], nfired;
-static struct deadline *add_on_expiry;	/* added when the first expires */
+static struct deadline  d[8];
+static int              order[16], nfired;
+static struct deadline *add_on_expiry; /* added when the first expires */
 
 static int64_t
 fake_clock(void)
@@ -91,9 +91,9 @@ Test(deadline, a_removed_deadline_never_fires)
 {
 	deadlines_add(&dl, &d[0], fake_us + 2000);
 	deadlines_add(&dl, &d[1], fake_us + 4000);
-	deadlines_remove(&d[0]);		/* the head */
+	deadlines_remove(&d[0]); /* the head */
 	cr_assert(!deadlines_listed(&d[0]));
-	deadlines_remove(&d[0]);		/* twice: nothing */
+	deadlines_remove(&d[0]); /* twice: nothing */
 	advance(fake_us + 5000, 10);
 	cr_assert_eq(nfired, 1);
 	cr_assert_eq(order[0], 1);
@@ -103,8 +103,8 @@ Test(deadline, an_earlier_deadline_added_last_goes_to_its_place)
 {
 	deadlines_add(&dl, &d[0], fake_us + 8000);
 	deadlines_add(&dl, &d[1], fake_us + 9000);
-	deadlines_add(&dl, &d[2], fake_us + 3000);	/* a new head */
-	deadlines_add(&dl, &d[3], fake_us + 8500);	/* in the middle */
+	deadlines_add(&dl, &d[2], fake_us + 3000); /* a new head */
+	deadlines_add(&dl, &d[3], fake_us + 8500); /* in the middle */
 	advance(fake_us + 4000, 8);
 	cr_assert_eq(nfired, 1, "the new head fires first, on its own time");
 	cr_assert_eq(order[0], 2);
@@ -120,8 +120,8 @@ Test(deadline, a_deadline_near_the_first_is_placed_from_the_front)
 	deadlines_add(&dl, &d[0], fake_us + 1000);
 	deadlines_add(&dl, &d[1], fake_us + 9000);
 	deadlines_add(&dl, &d[2], fake_us + 10000);
-	deadlines_add(&dl, &d[3], fake_us + 2000);	/* nearer the front */
-	deadlines_add(&dl, &d[4], fake_us + 1000);	/* equal to the first */
+	deadlines_add(&dl, &d[3], fake_us + 2000); /* nearer the front */
+	deadlines_add(&dl, &d[4], fake_us + 1000); /* equal to the first */
 	advance(fake_us + 10000, 12);
 	cr_assert_eq(nfired, 5);
 	cr_assert_eq(order[0], 0);
@@ -157,7 +157,7 @@ Test(deadline, a_list_emptied_and_filled_again_still_fires)
 {
 	deadlines_add(&dl, &d[0], fake_us + 1000);
 	deadlines_remove(&d[0]);
-	advance(fake_us + 2000, 4);	/* the timer finds nothing */
+	advance(fake_us + 2000, 4); /* the timer finds nothing */
 	cr_assert_eq(nfired, 0);
 	deadlines_add(&dl, &d[1], fake_us + 1000);
 	advance(fake_us + 1000, 4);

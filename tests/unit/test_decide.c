@@ -10,8 +10,8 @@
 
 #include "decide.h"
 
-static struct rule rules[3];
-static struct check checks[3];
+static struct rule    rules[3];
+static struct check   checks[3];
 static struct outcome out[3];
 
 static void
@@ -44,7 +44,8 @@ setup(void)
 static struct lim_result
 res(int allowed, int64_t remaining, int64_t retry_us, int64_t next_us)
 {
-	return (struct lim_result){ allowed, remaining, retry_us, next_us, next_us };
+	return (struct lim_result){ allowed, remaining, retry_us, next_us,
+		                    next_us };
 }
 
 TestSuite(decide, .init = setup);
@@ -61,21 +62,23 @@ Test(decide, all_allowed_reports_smallest_remaining)
 	cr_assert_eq(d.reset, 3);
 	cr_assert_str_eq(d.policy, "tenant");
 	cr_assert_str_eq(d.ratelimit, "\"ip\";r=7;t=1, \"tenant\";r=2;t=3");
-	cr_assert_str_eq(d.ratelimit_policy, "\"ip\";q=10;w=10, \"tenant\";q=10;w=10");
+	cr_assert_str_eq(d.ratelimit_policy,
+	                 "\"ip\";q=10;w=10, \"tenant\";q=10;w=10");
 }
 
 Test(decide, policy_header_states_a_fast_rate_in_whole_seconds)
 {
 	struct decision d;
-	const char *err;
+	const char     *err;
 
-	checks[0].lim.rate = 100;			/* 100/s, burst 1 */
+	checks[0].lim.rate = 100; /* 100/s, burst 1 */
 	checks[0].lim.period_us = LIM_USEC_PER_SEC;
 	checks[0].lim.burst = 1;
 	cr_assert_eq(lim_params_init(&checks[0].lim, &err), 0);
-	out[0].res.remaining = 0;			/* ip decides */
+	out[0].res.remaining = 0; /* ip decides */
 	decide(checks, out, 2, HEADERS_IETF, &d);
-	cr_assert_str_eq(d.ratelimit_policy, "\"ip\";q=100;w=1, \"tenant\";q=10;w=10");
+	cr_assert_str_eq(d.ratelimit_policy,
+	                 "\"ip\";q=100;w=1, \"tenant\";q=10;w=10");
 	cr_assert_str_eq(d.policy, "ip");
 	cr_assert_eq(d.limit, 1, "the limit variable stays the burst");
 }
@@ -227,12 +230,12 @@ static void
 ack_vars(const struct decision *d, char *txt, size_t cap)
 {
 	struct spop_writer w;
-	struct spop_frame f;
-	struct spop_str name;
-	struct spop_data v;
-	char buf[4096];
-	int n, st, act, scope;
-	size_t len = 0;
+	struct spop_frame  f;
+	struct spop_str    name;
+	struct spop_data   v;
+	char               buf[4096];
+	int                n, st, act, scope;
+	size_t             len = 0;
 
 	spop_w_begin(&w, buf, sizeof(buf), SPOP_FRM_ACK, 7, 9);
 	decide_encode(d, &w);
@@ -245,11 +248,14 @@ ack_vars(const struct decision *d, char *txt, size_t cap)
 		cr_assert_eq(act, SPOP_ACT_SET_VAR);
 		cr_assert_eq(scope, SPOP_SCOPE_TXN);
 		if (v.type == SPOP_DATA_STRING)
-			len += (size_t)snprintf(txt + len, cap - len, "%.*s=\"%.*s\"\n",
-			    (int)name.len, name.ptr, (int)v.v.str.len, v.v.str.ptr);
+			len += (size_t)snprintf(txt + len, cap - len,
+			                        "%.*s=\"%.*s\"\n",
+			                        (int)name.len, name.ptr,
+			                        (int)v.v.str.len, v.v.str.ptr);
 		else
-			len += (size_t)snprintf(txt + len, cap - len, "%.*s=%lld\n",
-			    (int)name.len, name.ptr, (long long)v.v.i);
+			len += (size_t)snprintf(txt + len, cap - len,
+			                        "%.*s=%lld\n", (int)name.len,
+			                        name.ptr, (long long)v.v.i);
 		cr_assert_lt(len, cap);
 	}
 }
@@ -257,41 +263,41 @@ ack_vars(const struct decision *d, char *txt, size_t cap)
 Test(decide, encode_sets_the_contract_vars)
 {
 	struct decision d;
-	char txt[4096];
+	char            txt[4096];
 
 	out[1].res = res(0, 0, 12000000, 12000000);
 	decide(checks, out, 2, HEADERS_IETF, &d);
 	ack_vars(&d, txt, sizeof(txt));
-	cr_assert_str_eq(txt,
-	    "status=429\n"
-	    "retry_after=12\n"
-	    "limit=10\n"
-	    "remaining=0\n"
-	    "reset=12\n"
-	    "policy=\"tenant\"\n"
-	    "ratelimit=\"\"ip\";r=5;t=1, \"tenant\";r=0;t=12\"\n"
-	    "ratelimit_policy=\"\"ip\";q=10;w=10, \"tenant\";q=10;w=10\"\n"
-	    "degraded=0\n"
-	    "shadow=0\n");
+	cr_assert_str_eq(
+		txt,
+		"status=429\n"
+		"retry_after=12\n"
+		"limit=10\n"
+		"remaining=0\n"
+		"reset=12\n"
+		"policy=\"tenant\"\n"
+		"ratelimit=\"\"ip\";r=5;t=1, \"tenant\";r=0;t=12\"\n"
+		"ratelimit_policy=\"\"ip\";q=10;w=10, \"tenant\";q=10;w=10\"\n"
+		"degraded=0\n"
+		"shadow=0\n");
 }
 
 Test(decide, legacy_mode_asks_for_x_ratelimit_and_no_ietf_fields)
 {
 	struct decision d;
-	char txt[4096];
+	char            txt[4096];
 
 	out[1].res = res(1, 2, 0, 2500000);
 	decide(checks, out, 2, HEADERS_LEGACY, &d);
 	ack_vars(&d, txt, sizeof(txt));
-	cr_assert_str_eq(txt,
-	    "status=0\n"
-	    "limit=10\n"
-	    "remaining=2\n"
-	    "reset=3\n"
-	    "policy=\"tenant\"\n"
-	    "legacy=1\n"
-	    "degraded=0\n"
-	    "shadow=0\n");
+	cr_assert_str_eq(txt, "status=0\n"
+	                      "limit=10\n"
+	                      "remaining=2\n"
+	                      "reset=3\n"
+	                      "policy=\"tenant\"\n"
+	                      "legacy=1\n"
+	                      "degraded=0\n"
+	                      "shadow=0\n");
 }
 
 Test(decide, both_mode_sends_ietf_fields_and_legacy)
@@ -314,7 +320,7 @@ Test(decide, legacy_follows_the_deciding_rules_header_switch)
 {
 	struct decision d;
 
-	out[0].res = res(1, 1, 0, 1000000);	/* ip decides */
+	out[0].res = res(1, 1, 0, 1000000); /* ip decides */
 	rules[0].headers = false;
 	decide(checks, out, 2, HEADERS_LEGACY, &d);
 	cr_assert_str_eq(d.policy, "ip");
@@ -326,11 +332,11 @@ Test(decide, legacy_follows_the_deciding_rules_header_switch)
 
 Test(decide, header_lists_that_would_overflow_drop_whole_members)
 {
-	static char names[POLICY_MAX_CHECKS][64];
-	static struct rule many[POLICY_MAX_CHECKS];
-	static struct check mc[POLICY_MAX_CHECKS];
+	static char           names[POLICY_MAX_CHECKS][64];
+	static struct rule    many[POLICY_MAX_CHECKS];
+	static struct check   mc[POLICY_MAX_CHECKS];
 	static struct outcome mo[POLICY_MAX_CHECKS];
-	struct decision d;
+	struct decision       d;
 
 	for (int i = 0; i < POLICY_MAX_CHECKS; i++) {
 		memset(names[i], 'a' + i, 60);
@@ -358,8 +364,8 @@ Test(decide, a_vetoed_request_reports_the_others_uncharged)
 
 	checks[0].op = checks[1].op = LIM_OP_CHECK;
 	checks[0].cost = checks[1].cost = 1;
-	out[0].res = res(0, 0, 2000000, 2000000);	/* ip denies */
-	out[1].res = res(1, 6, 0, 1000000);		/* tenant: 6 after a charge */
+	out[0].res = res(0, 0, 2000000, 2000000); /* ip denies */
+	out[1].res = res(1, 6, 0, 1000000);       /* tenant: 6 after a charge */
 	decide(checks, out, 2, HEADERS_IETF, &d);
 	cr_assert_eq(d.status, 429);
 	cr_assert_str_eq(d.ratelimit, "\"ip\";r=0;t=2, \"tenant\";r=7;t=1");
@@ -371,10 +377,10 @@ Test(decide, a_vetoed_request_reports_the_others_uncharged)
 Test(decide, fail_local_states_the_share_it_enforces)
 {
 	struct lim_params share = checks[1].lim;
-	struct decision d;
-	const char *err;
+	struct decision   d;
+	const char       *err;
 
-	share.rate = 20;			/* 60/min over pool_size 3 */
+	share.rate = 20; /* 60/min over pool_size 3 */
 	share.burst = 3;
 	cr_assert_eq(lim_params_init(&share, &err), 0);
 	out[1].src = SRC_FAIL_LOCAL;
@@ -386,7 +392,7 @@ Test(decide, fail_local_states_the_share_it_enforces)
 	cr_assert_eq(d.limit, 3, "limit %lld, not the rule's 10",
 	             (long long)d.limit);
 	cr_assert_str_eq(d.ratelimit_policy,
-	    "\"ip\";q=10;w=10, \"tenant\";q=3;w=9");
+	                 "\"ip\";q=10;w=10, \"tenant\";q=3;w=9");
 }
 
 /* A delay-mode leaky bucket under fail: local is held by its share's
@@ -395,8 +401,8 @@ Test(decide, fail_local_states_the_share_it_enforces)
 Test(decide, fail_local_delays_by_the_share)
 {
 	struct lim_params share;
-	struct decision d;
-	const char *err;
+	struct decision   d;
+	const char       *err;
 
 	checks[1].lim.algo = LIM_LEAKY_BUCKET;
 	checks[1].lim.rate = 10;
@@ -413,7 +419,7 @@ Test(decide, fail_local_delays_by_the_share)
 	decide(checks, out, 2, HEADERS_IETF, &d);
 	cr_assert_eq(d.status, 0);
 	cr_assert_eq(d.delay_us, 0, "held %lld us", (long long)d.delay_us);
-	out[1].res.full_us = 666666;		/* the next: one slot ahead */
+	out[1].res.full_us = 666666; /* the next: one slot ahead */
 	decide(checks, out, 2, HEADERS_IETF, &d);
 	cr_assert_eq(d.delay_us, 333333);
 }
@@ -423,17 +429,17 @@ Test(decide, fail_local_delays_by_the_share)
 Test(decide, a_vetoed_request_gives_back_one_lease_not_its_cost)
 {
 	struct decision d;
-	const char *err;
+	const char     *err;
 
 	checks[0].op = checks[1].op = LIM_OP_CHECK;
 	checks[0].cost = 1;
-	out[0].res = res(0, 0, 2000000, 2000000);	/* ip denies */
+	out[0].res = res(0, 0, 2000000, 2000000); /* ip denies */
 	checks[1].lim.algo = LIM_CONCURRENCY;
 	checks[1].lim.rate = 3;
 	checks[1].lim.burst = 0;
 	cr_assert_eq(lim_params_init(&checks[1].lim, &err), 0);
 	checks[1].cost = 5;
-	out[1].res = res(1, 1, 0, 1000000);		/* 1 other + this one */
+	out[1].res = res(1, 1, 0, 1000000); /* 1 other + this one */
 	decide(checks, out, 2, HEADERS_IETF, &d);
 	cr_assert_str_eq(d.ratelimit, "\"ip\";r=0;t=2, \"tenant\";r=2;t=1");
 }
@@ -446,7 +452,7 @@ Test(decide, a_vetoed_request_gives_nothing_back_to_a_delayed_slot)
 
 	checks[0].op = checks[1].op = LIM_OP_CHECK;
 	checks[0].cost = checks[1].cost = 1;
-	out[0].res = res(0, 0, 2000000, 2000000);	/* ip denies */
+	out[0].res = res(0, 0, 2000000, 2000000); /* ip denies */
 	leaky_delay_slot(1);
 	decide(checks, out, 2, HEADERS_IETF, &d);
 	cr_assert_eq(d.status, 429);
@@ -495,7 +501,7 @@ Test(decide, a_lease_from_the_fail_local_fallback_asks_for_its_release)
 Test(decide, no_lease_no_release)
 {
 	cr_assert_eq(release_asked(SRC_FAIL_OPEN), 0);
-	out[0].res = res(0, 0, 2000000, 2000000);	/* ip denies: no lease */
+	out[0].res = res(0, 0, 2000000, 2000000); /* ip denies: no lease */
 	cr_assert_eq(release_asked(SRC_FAIL_LOCAL), 0);
 	cr_assert_eq(release_asked(SRC_STORE), 0);
 }
@@ -533,8 +539,8 @@ Test(decide, only_concurrency_checks_may_hold_a_lost_lease)
 	int idx[] = { 0, 1 };
 
 	lease(1, SRC_FAIL_OPEN);
-	checks[1].op = LIM_OP_RELEASE;		/* an rl-done: takes nothing */
-	out[0].src = SRC_FAIL_OPEN;		/* check 0 is a GCRA */
+	checks[1].op = LIM_OP_RELEASE; /* an rl-done: takes nothing */
+	out[0].src = SRC_FAIL_OPEN;    /* check 0 is a GCRA */
 	decide_mark_leases(checks, out, idx, 2, 0);
 	cr_assert_eq(out[0].redis_lease, 0);
 	cr_assert_eq(out[1].redis_lease, 0);
@@ -557,7 +563,7 @@ Test(decide, a_refused_request_leaves_its_redis_lease_to_the_agent)
  * the request: Redis holds a lease nobody will release but the agent. */
 Test(decide, a_local_veto_after_redis_leaves_the_lease_to_the_agent)
 {
-	int idx[] = { 1 };
+	int             idx[] = { 1 };
 	struct decision d;
 
 	lease(1, SRC_STORE);
@@ -582,7 +588,7 @@ Test(decide, a_call_vetoed_in_redis_holds_no_lease)
 	out[0].res = res(0, 0, 2000000, 2000000);
 	decide_mark_leases(checks, out, idx, 2, 1);
 	cr_assert_eq(out[1].redis_lease, 0);
-	checks[1].flags = LIM_FL_SHADOW;	/* a shadow lease: denied, not held */
+	checks[1].flags = LIM_FL_SHADOW; /* a shadow lease: denied, not held */
 	out[0].res = res(1, 5, 0, 1000000);
 	out[1].res = res(0, 0, 1000000, 1000000);
 	decide_mark_leases(checks, out, idx, 2, 1);
@@ -598,15 +604,17 @@ Test(decide, a_lost_ack_leaves_every_lease_to_the_agent)
 
 	lease(1, SRC_STORE);
 	decide_mark_leases(checks, out, idx, 1, 1);
-	cr_assert_eq(decide_orphan(&checks[1], &out[1], 0, 1), DECIDE_FREE_REDIS);
+	cr_assert_eq(decide_orphan(&checks[1], &out[1], 0, 1),
+	             DECIDE_FREE_REDIS);
 	lease(1, SRC_FAIL_LOCAL);
-	decide_mark_leases(checks, out, idx, 1, 0);	/* Redis late, too */
+	decide_mark_leases(checks, out, idx, 1, 0); /* Redis late, too */
 	cr_assert_eq(decide_orphan(&checks[1], &out[1], 0, 1),
 	             DECIDE_FREE_REDIS | DECIDE_FREE_LOCAL);
 	lease(1, SRC_STORE);
 	out[1].redis_lease = 0;
 	rules[1].store = STORE_LOCAL;
-	cr_assert_eq(decide_orphan(&checks[1], &out[1], 0, 1), DECIDE_FREE_LOCAL);
+	cr_assert_eq(decide_orphan(&checks[1], &out[1], 0, 1),
+	             DECIDE_FREE_LOCAL);
 	/* refused: the local tier charged nothing */
 	cr_assert_eq(decide_orphan(&checks[1], &out[1], 429, 1), 0);
 }
@@ -618,7 +626,7 @@ Test(decide, a_lost_ack_leaves_every_lease_to_the_agent)
 Test(decide, a_cost_that_never_fits_is_not_retried_soon)
 {
 	struct decision d;
-	const char *err;
+	const char     *err;
 
 	checks[0].lim.rate = 1;
 	checks[0].lim.period_us = LIM_USEC_PER_SEC;
@@ -636,7 +644,8 @@ Test(decide, a_cost_that_never_fits_is_not_retried_soon)
 	{
 		char want[64];
 
-		snprintf(want, sizeof(want), "\"ip\";r=5;t=%d", DECIDE_NEVER_FITS_S);
+		snprintf(want, sizeof(want), "\"ip\";r=5;t=%d",
+		         DECIDE_NEVER_FITS_S);
 		cr_assert_str_eq(d.ratelimit, want);
 	}
 }
@@ -646,7 +655,7 @@ Test(decide, a_cost_that_never_fits_is_not_retried_soon)
 Test(decide, a_never_fitting_cost_next_to_an_ordinary_denial)
 {
 	struct decision d;
-	char want[96];
+	char            want[96];
 
 	out[0].res = res(0, 0, 4200000, 4200000);
 	out[1].res = (struct lim_result){ -1, 3, 0, 1000000, 2000000 };

@@ -65,8 +65,8 @@ add_ip(const char *name, const char *text)
 static struct tmpl *
 compile_ok(const char *src)
 {
-	const char *err = NULL;
-	size_t pos = 0;
+	const char  *err = NULL;
+	size_t       pos = 0;
 	struct tmpl *t = keys_compile(src, 64, &err, &pos);
 
 	cr_assert_not_null(t, "compile \"%s\": %s at %zu", src, err, pos);
@@ -78,8 +78,8 @@ static int
 expand(const char *src, char *out, size_t max)
 {
 	struct tmpl *t = compile_ok(src);
-	size_t len = 0;
-	int rc = keys_expand(t, &msg, "", "", out, max, &len);
+	size_t       len = 0;
+	int          rc = keys_expand(t, &msg, "", "", out, max, &len);
 
 	if (rc == 0)
 		cr_assert_eq(len, strlen(out));
@@ -100,12 +100,14 @@ static void
 compile_fails(const char *src, size_t want_pos, const char *want_err_part)
 {
 	const char *err = NULL;
-	size_t pos = 999;
+	size_t      pos = 999;
 
-	cr_assert_null(keys_compile(src, 64, &err, &pos), "\"%s\" compiled", src);
-	cr_assert_eq(pos, want_pos, "\"%s\": pos %zu, want %zu", src, pos, want_pos);
-	cr_assert(strstr(err, want_err_part), "\"%s\": \"%s\" lacks \"%s\"", src,
-	          err, want_err_part);
+	cr_assert_null(keys_compile(src, 64, &err, &pos), "\"%s\" compiled",
+	               src);
+	cr_assert_eq(pos, want_pos, "\"%s\": pos %zu, want %zu", src, pos,
+	             want_pos);
+	cr_assert(strstr(err, want_err_part), "\"%s\": \"%s\" lacks \"%s\"",
+	          src, err, want_err_part);
 }
 
 /* ---- compile ------------------------------------------------------------ */
@@ -162,7 +164,7 @@ Test(keys, ipv4_whole_address)
 	msg_reset();
 	add_ip("ip", "192.0.2.7");
 	expect("ip:{ip}", "ip:192.0.2.7");
-	expect("ip:{ip/64}", "ip:192.0.2.7");	/* IPv4 is always /32 */
+	expect("ip:{ip/64}", "ip:192.0.2.7"); /* IPv4 is always /32 */
 }
 
 Test(keys, ipv6_same_64_shares_key)
@@ -266,8 +268,8 @@ Test(keys, missing_absent_null_empty)
 Test(keys, braces_in_values_cannot_break_hash_tag)
 {
 	struct tmpl *t = compile_ok("tenant:{tenant}");
-	char out[256];
-	size_t len;
+	char         out[256];
+	size_t       len;
 
 	msg_reset();
 	add_str("tenant", "a}b{c%d");
@@ -282,7 +284,9 @@ Test(keys, braces_in_values_cannot_break_hash_tag)
 	{
 		char other[256];
 
-		cr_assert_eq(keys_expand(t, &msg, "rl:{r:", "}", other, 200, &len), 0);
+		cr_assert_eq(
+			keys_expand(t, &msg, "rl:{r:", "}", other, 200, &len),
+			0);
 		cr_assert_str_neq(out, other);
 	}
 	keys_free(t);
@@ -291,13 +295,13 @@ Test(keys, braces_in_values_cannot_break_hash_tag)
 Test(keys, long_values_hashed_distinct_and_bounded)
 {
 	struct tmpl *t = compile_ok("u:{user}");
-	char v1[600], v2[600], k1[256], k2[256];
-	size_t l1, l2;
+	char         v1[600], v2[600], k1[256], k2[256];
+	size_t       l1, l2;
 
 	memset(v1, 'a', sizeof(v1) - 1);
 	v1[sizeof(v1) - 1] = '\0';
 	memcpy(v2, v1, sizeof(v1));
-	v2[sizeof(v2) - 2] = 'b';		/* differs in the last byte only */
+	v2[sizeof(v2) - 2] = 'b'; /* differs in the last byte only */
 	msg_reset();
 	add_str("user", v1);
 	cr_assert_eq(keys_expand(t, &msg, "rl:{login:", "}", k1, 200, &l1), 0);
@@ -323,14 +327,14 @@ Test(keys, long_values_hashed_distinct_and_bounded)
 Test(keys, long_key_digest_is_fnv1a_of_the_whole_text)
 {
 	struct tmpl *t = compile_ok("u:{user}");
-	char v[400], k[256], want[17];
-	const char *text[] = { "rl:{login:u:", v };
-	uint64_t h = 0xcbf29ce484222325ULL;
-	size_t len;
+	char         v[400], k[256], want[17];
+	const char  *text[] = { "rl:{login:u:", v };
+	uint64_t     h = 0xcbf29ce484222325ULL;
+	size_t       len;
 
 	memset(v, 'q', sizeof(v) - 1);
 	v[sizeof(v) - 1] = '\0';
-	v[5] = 'Z';			/* in the stored prefix */
+	v[5] = 'Z'; /* in the stored prefix */
 	for (int i = 0; i < 2; i++)
 		for (const char *p = text[i]; *p; p++)
 			h = (h ^ (unsigned char)*p) * 0x100000001b3ULL;
@@ -346,8 +350,8 @@ Test(keys, long_key_digest_is_fnv1a_of_the_whole_text)
 Test(keys, exact_fit_not_hashed)
 {
 	struct tmpl *t = compile_ok("{v}");
-	char v[300], out[256];
-	size_t len;
+	char         v[300], out[256];
+	size_t       len;
 
 	memset(v, 'x', 199);
 	v[199] = '\0';
@@ -362,7 +366,7 @@ Test(keys, exact_fit_not_hashed)
 Test(keys, arg_int_parses_ints_and_decimal_strings)
 {
 	struct spop_arg *a;
-	int64_t v = 0;
+	int64_t          v = 0;
 
 	msg_reset();
 	a = add("n", SPOP_DATA_INT64);

@@ -11,14 +11,14 @@
 
 #include "limiter.h"
 
-#define S   LIM_USEC_PER_SEC
-#define T0  (1700000000LL * S)	/* 2023-11-14, a realistic epoch offset */
+#define S  LIM_USEC_PER_SEC
+#define T0 (1700000000LL * S) /* 2023-11-14, a realistic epoch offset */
 
 static struct lim_params
 mk(enum lim_algo a, int64_t rate, int64_t period, int64_t burst)
 {
 	struct lim_params p;
-	const char *err = NULL;
+	const char       *err = NULL;
 
 	memset(&p, 0, sizeof(p));
 	p.algo = a;
@@ -46,31 +46,32 @@ run_m(const struct lim_params *p, struct lim_state *s, int op, int64_t cost,
       const char *member, int64_t now)
 {
 	struct lim_result r;
-	uint64_t h = lim_member_hash(member, strlen(member));
+	uint64_t          h = lim_member_hash(member, strlen(member));
 
 	if (lim_eval(p, s, op, cost, h, now, &r))
 		lim_commit(p, s, op, cost, h, now);
 	return r;
 }
 
-#define expect(r, a, rem, retry, full) do {				\
-	cr_expect_eq((r).allowed, (a), "allowed %d", (r).allowed);	\
-	cr_expect_eq((r).remaining, (rem), "remaining %lld",		\
-	             (long long)(r).remaining);				\
-	cr_expect_eq((r).retry_after_us, (retry), "retry %lld",		\
-	             (long long)(r).retry_after_us);			\
-	cr_expect_eq((r).full_us, (full), "full %lld",			\
-	             (long long)(r).full_us);				\
-} while (0)
+#define expect(r, a, rem, retry, full)                                         \
+	do {                                                                   \
+		cr_expect_eq((r).allowed, (a), "allowed %d", (r).allowed);     \
+		cr_expect_eq((r).remaining, (rem), "remaining %lld",           \
+		             (long long)(r).remaining);                        \
+		cr_expect_eq((r).retry_after_us, (retry), "retry %lld",        \
+		             (long long)(r).retry_after_us);                   \
+		cr_expect_eq((r).full_us, (full), "full %lld",                 \
+		             (long long)(r).full_us);                          \
+	} while (0)
 
 /* ---- GCRA --------------------------------------------------------------- */
 
 Test(gcra, algorithms_md_table_row_by_row)
 {
 	struct lim_params p = mk(LIM_GCRA, 1, S, 5);
-	struct lim_state s;
+	struct lim_state  s;
 	struct lim_result r;
-	int i;
+	int               i;
 
 	lim_state_init(&s);
 	r = run(&p, &s, LIM_OP_CHECK, 6, T0);
@@ -103,7 +104,7 @@ Test(gcra, algorithms_md_table_row_by_row)
 Test(gcra, next_is_time_until_one_more_unit)
 {
 	struct lim_params p = mk(LIM_GCRA, 1, S, 5);
-	struct lim_state s;
+	struct lim_state  s;
 	struct lim_result r;
 
 	lim_state_init(&s);
@@ -123,9 +124,9 @@ Test(gcra, next_is_time_until_one_more_unit)
 Test(gcra, denial_leaves_state_unchanged)
 {
 	struct lim_params p = mk(LIM_GCRA, 10, S, 2);
-	struct lim_state s;
+	struct lim_state  s;
 	struct lim_result r;
-	int64_t tat;
+	int64_t           tat;
 
 	lim_state_init(&s);
 	run(&p, &s, LIM_OP_CHECK, 2, T0);
@@ -142,7 +143,7 @@ Test(gcra, denial_leaves_state_unchanged)
 Test(gcra, burst_edge_exactly_at_tolerance)
 {
 	struct lim_params p = mk(LIM_GCRA, 1, S, 3);
-	struct lim_state s;
+	struct lim_state  s;
 	struct lim_result r;
 
 	lim_state_init(&s);
@@ -158,7 +159,7 @@ Test(gcra, burst_edge_exactly_at_tolerance)
 Test(gcra, impossible_cost_is_minus_one_and_charges_nothing)
 {
 	struct lim_params p = mk(LIM_GCRA, 100, S, 10);
-	struct lim_state s;
+	struct lim_state  s;
 	struct lim_result r;
 
 	lim_state_init(&s);
@@ -175,7 +176,7 @@ Test(gcra, impossible_cost_is_minus_one_and_charges_nothing)
 Test(gcra, peek_does_not_change_state)
 {
 	struct lim_params p = mk(LIM_GCRA, 1, S, 5);
-	struct lim_state s;
+	struct lim_state  s;
 	struct lim_result r;
 
 	lim_state_init(&s);
@@ -186,8 +187,6 @@ Test(gcra, peek_does_not_change_state)
 	cr_expect_eq(lim_eval(&p, &s, LIM_OP_CHECK, 0, 0, T0, &r), 0);
 	lim_state_deinit(&s);
 }
-
-
 
 /* Microsecond rounding, shared by the GCRA family (gcra, leaky-bucket
  * meter, token-bucket: ALGORITHMS.md gives all three the same decisions).
@@ -201,7 +200,7 @@ static void
 rounding_3_per_second(enum lim_algo a)
 {
 	struct lim_params p = mk(a, 3, S, 3);
-	struct lim_state s;
+	struct lim_state  s;
 	struct lim_result r;
 
 	cr_assert_eq(p.ei_us, 333333);
@@ -228,7 +227,7 @@ static void
 rounding_7_per_minute(enum lim_algo a)
 {
 	struct lim_params p = mk(a, 7, 60 * S, 0);
-	struct lim_state s;
+	struct lim_state  s;
 	struct lim_result r;
 
 	cr_assert_eq(p.ei_us, 8571428);
@@ -259,12 +258,12 @@ Test(gcra, header_quota_keeps_the_rate_of_a_subsecond_tolerance)
 	cr_expect_eq(lim_quota(&p), 1, "the limit stays the burst");
 	p = mk(LIM_LEAKY_BUCKET, 100, S, 0);
 	cr_expect_eq(lim_header_quota(&p), 100);
-	p = mk(LIM_TOKEN_BUCKET, 1000, S, 10);		/* tolerance 10 ms */
+	p = mk(LIM_TOKEN_BUCKET, 1000, S, 10); /* tolerance 10 ms */
 	cr_expect_eq(lim_header_quota(&p), 1000);
 	cr_expect_eq(lim_window_s(&p), 1);
-	p = mk(LIM_GCRA, 3, S, 3);			/* 999,999 µs */
+	p = mk(LIM_GCRA, 3, S, 3); /* 999,999 µs */
 	cr_expect_eq(lim_header_quota(&p), 3);
-	p = mk(LIM_GCRA, 7, 60 * S, 0);			/* 8,571,428 µs */
+	p = mk(LIM_GCRA, 7, 60 * S, 0); /* 8,571,428 µs */
 	cr_expect_eq(lim_header_quota(&p), 1);
 	cr_expect_eq(lim_window_s(&p), 9);
 }
@@ -274,7 +273,7 @@ Test(gcra, header_quota_keeps_the_rate_of_a_subsecond_tolerance)
 Test(gcra, a_rate_above_one_per_microsecond_is_refused)
 {
 	struct lim_params p;
-	const char *err = NULL;
+	const char       *err = NULL;
 
 	for (int a = LIM_GCRA; a <= LIM_LEAKY_BUCKET; a++) {
 		memset(&p, 0, sizeof(p));
@@ -292,7 +291,7 @@ Test(gcra, a_rate_above_one_per_microsecond_is_refused)
 
 Test(gcra, header_quota_is_the_burst_over_whole_seconds)
 {
-	struct lim_params p = mk(LIM_GCRA, 600, 60 * S, 100);	/* 10 s */
+	struct lim_params p = mk(LIM_GCRA, 600, 60 * S, 100); /* 10 s */
 
 	cr_expect_eq(lim_header_quota(&p), 100);
 	cr_expect_eq(lim_window_s(&p), 10);
@@ -314,14 +313,14 @@ Test(gcra, microsecond_rounding_7_per_minute)
 Test(gcra, force_charges_over_the_limit_but_bounded)
 {
 	struct lim_params p = mk(LIM_GCRA, 1, S, 5);
-	struct lim_state s;
+	struct lim_state  s;
 	struct lim_result r;
-	int i;
+	int               i;
 
 	lim_state_init(&s);
 	for (i = 0; i < 100; i++)
 		run(&p, &s, LIM_OP_FORCE, 1, T0);
-	cr_expect_eq(s.v[0], T0 + 10 * S);	/* now + 2 * DVT */
+	cr_expect_eq(s.v[0], T0 + 10 * S); /* now + 2 * DVT */
 	r = run(&p, &s, LIM_OP_CHECK, 1, T0);
 	expect(r, 0, 0, 6 * S, 10 * S);
 	r = run(&p, &s, LIM_OP_FORCE, 1000000000, T0);
@@ -333,9 +332,9 @@ Test(gcra, force_charges_over_the_limit_but_bounded)
 Test(gcra, denied_until_t_for_every_cost_one_request)
 {
 	struct lim_params p = mk(LIM_GCRA, 2, S, 4);
-	struct lim_state s;
+	struct lim_state  s;
 	struct lim_result r;
-	int64_t until, t;
+	int64_t           until, t;
 
 	lim_state_init(&s);
 	run(&p, &s, LIM_OP_CHECK, 4, T0);
@@ -357,9 +356,9 @@ Test(leaky, meter_matches_gcra)
 {
 	struct lim_params g = mk(LIM_GCRA, 5, S, 3);
 	struct lim_params l = mk(LIM_LEAKY_BUCKET, 5, S, 3);
-	struct lim_state sg, sl;
+	struct lim_state  sg, sl;
 	struct lim_result rg, rl;
-	int64_t t;
+	int64_t           t;
 
 	lim_state_init(&sg);
 	lim_state_init(&sl);
@@ -376,10 +375,10 @@ Test(leaky, meter_matches_gcra)
 Test(leaky, delay_mode_spaces_requests_and_denies_past_max_delay)
 {
 	struct lim_params p;
-	const char *err;
-	struct lim_state s;
+	const char       *err;
+	struct lim_state  s;
 	struct lim_result r;
-	int i;
+	int               i;
 
 	memset(&p, 0, sizeof(p));
 	p.algo = LIM_LEAKY_BUCKET;
@@ -389,18 +388,18 @@ Test(leaky, delay_mode_spaces_requests_and_denies_past_max_delay)
 	p.max_delay_us = 300000;
 	cr_assert_eq(lim_params_init(&p, &err), 0);
 	lim_state_init(&s);
-	for (i = 0; i < 2; i++) {	/* the burst passes at once */
+	for (i = 0; i < 2; i++) { /* the burst passes at once */
 		r = run(&p, &s, LIM_OP_CHECK, 1, T0);
 		cr_expect_eq(r.allowed, 1);
 		cr_expect_eq(lim_delay_us(&p, &r), 0);
 	}
-	for (i = 1; i <= 3; i++) {	/* then one slot every 100ms */
+	for (i = 1; i <= 3; i++) { /* then one slot every 100ms */
 		r = run(&p, &s, LIM_OP_CHECK, 1, T0);
 		cr_expect_eq(r.allowed, 1);
 		cr_expect_eq(lim_delay_us(&p, &r), i * 100000);
 		cr_expect_eq(r.remaining, 0);
 	}
-	r = run(&p, &s, LIM_OP_CHECK, 1, T0);	/* 400ms > max_delay */
+	r = run(&p, &s, LIM_OP_CHECK, 1, T0); /* 400ms > max_delay */
 	cr_expect_eq(r.allowed, 0);
 	cr_expect_eq(r.retry_after_us, 100000);
 	cr_expect_eq(lim_delay_us(&p, &r), 0);
@@ -413,7 +412,7 @@ Test(leaky, delay_mode_spaces_requests_and_denies_past_max_delay)
 Test(leaky, delay_is_zero_in_meter_mode)
 {
 	struct lim_params p = mk(LIM_LEAKY_BUCKET, 1, S, 1);
-	struct lim_state s;
+	struct lim_state  s;
 	struct lim_result r;
 
 	lim_state_init(&s);
@@ -421,8 +420,6 @@ Test(leaky, delay_is_zero_in_meter_mode)
 	cr_expect_eq(lim_delay_us(&p, &r), 0);
 	lim_state_deinit(&s);
 }
-
-
 
 Test(leaky, meter_microsecond_rounding_3_per_second)
 {
@@ -439,14 +436,14 @@ Test(leaky, meter_microsecond_rounding_7_per_minute)
 Test(leaky, meter_cost_above_one_takes_that_many_slots)
 {
 	struct lim_params p = mk(LIM_LEAKY_BUCKET, 1, S, 5);
-	struct lim_state s;
+	struct lim_state  s;
 	struct lim_result r;
 
 	lim_state_init(&s);
 	r = run(&p, &s, LIM_OP_CHECK, 3, T0);
 	expect(r, 1, 2, 0, 3 * S);
 	r = run(&p, &s, LIM_OP_CHECK, 3, T0);
-	expect(r, 0, 2, 1 * S, 3 * S);	/* T0+6s - 5s - T0 */
+	expect(r, 0, 2, 1 * S, 3 * S); /* T0+6s - 5s - T0 */
 	cr_expect_eq(s.v[0], T0 + 3 * S);
 	r = run(&p, &s, LIM_OP_CHECK, 2, T0);
 	expect(r, 1, 0, 0, 5 * S);
@@ -459,7 +456,7 @@ Test(leaky, meter_cost_above_one_takes_that_many_slots)
 Test(leaky, meter_cost_zero_peeks_without_charging)
 {
 	struct lim_params p = mk(LIM_LEAKY_BUCKET, 1, S, 5);
-	struct lim_state s;
+	struct lim_state  s;
 	struct lim_result r;
 
 	lim_state_init(&s);
@@ -479,7 +476,7 @@ Test(leaky, meter_cost_zero_peeks_without_charging)
 Test(leaky, meter_impossible_cost_is_minus_one_and_charges_nothing)
 {
 	struct lim_params p = mk(LIM_LEAKY_BUCKET, 1, S, 5);
-	struct lim_state s;
+	struct lim_state  s;
 	struct lim_result r;
 
 	lim_state_init(&s);
@@ -501,11 +498,11 @@ Test(token_bucket, matches_gcra_decisions_on_a_sequence)
 {
 	struct lim_params g = mk(LIM_GCRA, 10, S, 5);
 	struct lim_params tb = mk(LIM_TOKEN_BUCKET, 10, S, 5);
-	struct lim_state sg, st;
+	struct lim_state  sg, st;
 	struct lim_result rg, rt;
-	int64_t t = T0, cost;
-	unsigned x = 12345;
-	int i, allowed = 0;
+	int64_t           t = T0, cost;
+	unsigned          x = 12345;
+	int               i, allowed = 0;
 
 	lim_state_init(&sg);
 	lim_state_init(&st);
@@ -517,7 +514,8 @@ Test(token_bucket, matches_gcra_decisions_on_a_sequence)
 		rt = run(&tb, &st, LIM_OP_CHECK, cost, t);
 		cr_assert_eq(rt.allowed, rg.allowed, "step %d", i);
 		cr_assert_eq(rt.remaining, rg.remaining, "step %d", i);
-		cr_assert_eq(rt.retry_after_us, rg.retry_after_us, "step %d", i);
+		cr_assert_eq(rt.retry_after_us, rg.retry_after_us, "step %d",
+		             i);
 		cr_assert_eq(rt.full_us, rg.full_us, "step %d", i);
 		cr_assert_eq(rt.next_us, rg.next_us, "step %d", i);
 		allowed += rg.allowed == 1;
@@ -528,7 +526,7 @@ Test(token_bucket, matches_gcra_decisions_on_a_sequence)
 Test(token_bucket, refill_capped_after_a_long_idle)
 {
 	struct lim_params p = mk(LIM_TOKEN_BUCKET, 1000000, 86400 * S, 1000000);
-	struct lim_state s;
+	struct lim_state  s;
 	struct lim_result r;
 
 	lim_state_init(&s);
@@ -541,8 +539,6 @@ Test(token_bucket, refill_capped_after_a_long_idle)
 	cr_expect_eq(r.allowed, -1);
 	lim_state_deinit(&s);
 }
-
-
 
 /* The token bucket refills one unit per EI, as GCRA's TAT moves: at 7/min
  * every 8571428 µs, not every 60 s / 7 = 8571428.57 µs (the 8571429 a
@@ -564,11 +560,11 @@ tb_equals_gcra(int64_t rate, int64_t period, int64_t burst, unsigned seed)
 {
 	struct lim_params g = mk(LIM_GCRA, rate, period, burst);
 	struct lim_params tb = mk(LIM_TOKEN_BUCKET, rate, period, burst);
-	struct lim_state sg, st;
+	struct lim_state  sg, st;
 	struct lim_result rg, rt;
-	int64_t t = T0, cost;
-	unsigned x = seed;
-	int i, op, allowed = 0, denied = 0;
+	int64_t           t = T0, cost;
+	unsigned          x = seed;
+	int               i, op, allowed = 0, denied = 0;
 
 	lim_state_init(&sg);
 	lim_state_init(&st);
@@ -581,7 +577,8 @@ tb_equals_gcra(int64_t rate, int64_t period, int64_t burst, unsigned seed)
 		rt = run(&tb, &st, op, cost, t);
 		cr_assert_eq(rt.allowed, rg.allowed, "step %d", i);
 		cr_assert_eq(rt.remaining, rg.remaining, "step %d", i);
-		cr_assert_eq(rt.retry_after_us, rg.retry_after_us, "step %d", i);
+		cr_assert_eq(rt.retry_after_us, rg.retry_after_us, "step %d",
+		             i);
 		cr_assert_eq(rt.full_us, rg.full_us, "step %d", i);
 		cr_assert_eq(rt.next_us, rg.next_us, "step %d", i);
 		allowed += rg.allowed == 1;
@@ -608,7 +605,7 @@ Test(token_bucket, equals_gcra_at_7_per_minute)
 Test(token_bucket, peek_and_force)
 {
 	struct lim_params p = mk(LIM_TOKEN_BUCKET, 1, S, 2);
-	struct lim_state s;
+	struct lim_state  s;
 	struct lim_result r;
 
 	lim_state_init(&s);
@@ -616,7 +613,7 @@ Test(token_bucket, peek_and_force)
 	expect(r, 1, 2, 0, 0);
 	cr_expect_eq(s.v[2], 0);
 	run(&p, &s, LIM_OP_FORCE, 5, T0);
-	cr_expect_eq(s.v[0], -2 * LIM_MICRO);	/* clamped at -burst */
+	cr_expect_eq(s.v[0], -2 * LIM_MICRO); /* clamped at -burst */
 	r = run(&p, &s, LIM_OP_CHECK, 1, T0);
 	expect(r, 0, 0, 3 * S, 4 * S);
 	lim_state_deinit(&s);
@@ -627,9 +624,9 @@ Test(token_bucket, peek_and_force)
 Test(fixed_window, count_then_deny_then_next_window)
 {
 	struct lim_params p = mk(LIM_FIXED_WINDOW, 3, 60 * S, 0);
-	struct lim_state s;
+	struct lim_state  s;
 	struct lim_result r;
-	int64_t start = T0 / (60 * S) * 60 * S, t = start + 10 * S;
+	int64_t           start = T0 / (60 * S) * 60 * S, t = start + 10 * S;
 
 	lim_state_init(&s);
 	r = run(&p, &s, LIM_OP_CHECK, 2, t);
@@ -653,7 +650,7 @@ Test(fixed_window, count_then_deny_then_next_window)
 Test(fixed_window, force_counts_past_the_limit)
 {
 	struct lim_params p = mk(LIM_FIXED_WINDOW, 2, 3600 * S, 0);
-	struct lim_state s;
+	struct lim_state  s;
 	struct lim_result r;
 
 	lim_state_init(&s);
@@ -677,7 +674,7 @@ utc(int64_t y, int m, int d)
 Test(fixed_window, civil_days_round_trip)
 {
 	int64_t z, y;
-	int m, d;
+	int     m, d;
 
 	cr_expect_eq(lim_days_from_civil(1970, 1, 1), 0);
 	cr_expect_eq(lim_days_from_civil(2000, 3, 1), 11017);
@@ -693,8 +690,8 @@ Test(fixed_window, civil_days_round_trip)
 Test(fixed_window, calendar_month_boundaries)
 {
 	struct lim_params p;
-	const char *err;
-	struct lim_state s;
+	const char       *err;
+	struct lim_state  s;
 	struct lim_result r;
 
 	memset(&p, 0, sizeof(p));
@@ -727,8 +724,8 @@ Test(fixed_window, calendar_month_boundaries)
 Test(fixed_window, calendar_day_is_the_utc_day)
 {
 	struct lim_params p;
-	const char *err;
-	struct lim_state s;
+	const char       *err;
+	struct lim_state  s;
 	struct lim_result r;
 
 	memset(&p, 0, sizeof(p));
@@ -753,9 +750,9 @@ Test(fixed_window, calendar_day_is_the_utc_day)
 Test(fixed_window, window_end_exact_to_the_microsecond_3_per_second)
 {
 	struct lim_params p = mk(LIM_FIXED_WINDOW, 3, S, 0);
-	struct lim_state s;
+	struct lim_state  s;
 	struct lim_result r;
-	int64_t st = T0 / S * S;
+	int64_t           st = T0 / S * S;
 
 	lim_state_init(&s);
 	r = run(&p, &s, LIM_OP_CHECK, 3, st + 333333);
@@ -772,9 +769,9 @@ Test(fixed_window, window_end_exact_to_the_microsecond_3_per_second)
 Test(fixed_window, window_end_exact_to_the_microsecond_7_per_minute)
 {
 	struct lim_params p = mk(LIM_FIXED_WINDOW, 7, 60 * S, 0);
-	struct lim_state s;
+	struct lim_state  s;
 	struct lim_result r;
-	int64_t st = T0 / (60 * S) * 60 * S;
+	int64_t           st = T0 / (60 * S) * 60 * S;
 
 	lim_state_init(&s);
 	r = run(&p, &s, LIM_OP_CHECK, 7, st + 8571428);
@@ -800,9 +797,9 @@ Test(fixed_window, window_end_exact_to_the_microsecond_7_per_minute)
 Test(sliding_window, estimate_weights_the_previous_window)
 {
 	struct lim_params p = mk(LIM_SLIDING_WINDOW, 10, 60 * S, 0);
-	struct lim_state s;
+	struct lim_state  s;
 	struct lim_result r;
-	int64_t start = SW_START(60 * S);
+	int64_t           start = SW_START(60 * S);
 
 	lim_state_init(&s);
 	r = run(&p, &s, LIM_OP_CHECK, 8, start + 30 * S);
@@ -828,9 +825,9 @@ Test(sliding_window, estimate_weights_the_previous_window)
 Test(sliding_window, retry_after_the_boundary_when_cur_is_full)
 {
 	struct lim_params p = mk(LIM_SLIDING_WINDOW, 4, 10 * S, 0);
-	struct lim_state s;
+	struct lim_state  s;
 	struct lim_result r;
-	int64_t start = SW_START(10 * S);
+	int64_t           start = SW_START(10 * S);
 
 	lim_state_init(&s);
 	run(&p, &s, LIM_OP_CHECK, 4, start + 2 * S);
@@ -852,11 +849,11 @@ Test(sliding_window, retry_after_the_boundary_when_cur_is_full)
 static void
 sw_algorithms_md_vector(int64_t e)
 {
-	const int64_t w = 3600 * S;
+	const int64_t     w = 3600 * S;
 	struct lim_params p = mk(LIM_SLIDING_WINDOW, 3, w, 0);
-	struct lim_state s;
+	struct lim_state  s;
 	struct lim_result r;
-	int64_t start = SW_START(w), i;
+	int64_t           start = SW_START(w), i;
 
 	lim_state_init(&s);
 	for (i = 0; i < 3; i++) {
@@ -890,11 +887,11 @@ Test(sliding_window, algorithms_md_vector_ten_minutes_in)
  * share (9 from e = 1 µs) admitted an eleventh request in W. */
 Test(sliding_window, limit_spent_before_a_boundary_admits_nothing_after_it)
 {
-	const int64_t w = 60 * S;
+	const int64_t     w = 60 * S;
 	struct lim_params p = mk(LIM_SLIDING_WINDOW, 10, w, 0);
-	struct lim_state s;
+	struct lim_state  s;
 	struct lim_result r;
-	int64_t b = SW_START(w) + w;
+	int64_t           b = SW_START(w) + w;
 
 	lim_state_init(&s);
 	r = run(&p, &s, LIM_OP_CHECK, 10, b - 1);
@@ -965,15 +962,15 @@ sw_model_charge(struct sw_model *m, int64_t w, int64_t t, int64_t cost)
 
 Test(sliding_window, decisions_match_the_exact_inequality)
 {
-	const int64_t w = 997, lim = 7;
+	const int64_t     w = 997, lim = 7;
 	struct lim_params p = mk(LIM_SLIDING_WINDOW, lim, w, 0);
-	struct sw_model m = { 0, 0, 0 };
-	struct lim_state s;
+	struct sw_model   m = { 0, 0, 0 };
+	struct lim_state  s;
 	struct lim_result r;
-	__int128 lhs;
-	unsigned x = 7;
-	int64_t t = 1000 * w, cost, rem;
-	int i, ok;
+	__int128          lhs;
+	unsigned          x = 7;
+	int64_t           t = 1000 * w, cost, rem;
+	int               i, ok;
 
 	lim_state_init(&s);
 	for (i = 0; i < 3000; i++) {
@@ -997,9 +994,11 @@ Test(sliding_window, decisions_match_the_exact_inequality)
 		cr_assert_eq(r.remaining, rem, "step %d", i);
 		cr_assert_eq(r.full_us, sw_model_wait(&m, w, 0, t, 0),
 		             "step %d", i);
-		cr_assert_eq(r.next_us, rem == lim ? 0 :
-		             sw_model_wait(&m, w, lim - rem - 1, t, 0),
-		             "step %d", i);
+		cr_assert_eq(
+			r.next_us,
+			rem == lim ? 0
+				   : sw_model_wait(&m, w, lim - rem - 1, t, 0),
+			"step %d", i);
 	}
 	lim_state_deinit(&s);
 }
@@ -1007,11 +1006,11 @@ Test(sliding_window, decisions_match_the_exact_inequality)
 Test(sliding_window, retry_matches_brute_force)
 {
 	struct lim_params p = mk(LIM_SLIDING_WINDOW, 7, 1000, 0);
-	struct lim_state s, c;
+	struct lim_state  s, c;
 	struct lim_result r, q;
-	unsigned x = 99;
-	int64_t t = 1000000, u;
-	int i;
+	unsigned          x = 99;
+	int64_t           t = 1000000, u;
+	int               i;
 
 	lim_state_init(&s);
 	for (i = 0; i < 400; i++) {
@@ -1022,7 +1021,8 @@ Test(sliding_window, retry_matches_brute_force)
 			continue;
 		c = s;
 		for (u = t; u < t + r.retry_after_us; u++) {
-			lim_eval(&p, &c, LIM_OP_CHECK, 1 + (x >> 4) % 3, 0, u, &q);
+			lim_eval(&p, &c, LIM_OP_CHECK, 1 + (x >> 4) % 3, 0, u,
+			         &q);
 			cr_assert_eq(q.allowed, 0, "step %d at +%lld", i,
 			             (long long)(u - t));
 		}
@@ -1037,11 +1037,11 @@ Test(sliding_window, retry_matches_brute_force)
  * estimate is not rounded down: remaining = floor(4e9 - 1999999999.5). */
 Test(sliding_window, huge_products_stay_exact)
 {
-	struct lim_params p = mk(LIM_SLIDING_WINDOW, 4000000000LL,
-	                         86400 * S, 0);
-	struct lim_state s;
+	struct lim_params p =
+		mk(LIM_SLIDING_WINDOW, 4000000000LL, 86400 * S, 0);
+	struct lim_state  s;
 	struct lim_result r;
-	int64_t start = SW_START(86400 * S);
+	int64_t           start = SW_START(86400 * S);
 
 	lim_state_init(&s);
 	run(&p, &s, LIM_OP_CHECK, 3999999999LL, start + 1);
@@ -1066,12 +1066,12 @@ Test(sliding_window, huge_products_stay_exact)
  * one unit fits from e = 2^16, where it is 2^32 - 1 exactly. */
 Test(sliding_window, largest_limit_and_window_stay_exact)
 {
-	const int64_t lim = LIM_COST_MAX, w = LIM_TIME_MAX;
+	const int64_t     lim = LIM_COST_MAX, w = LIM_TIME_MAX;
 	struct lim_params p = mk(LIM_SLIDING_WINDOW, lim, w, 0), q = p;
-	struct lim_state s;
+	struct lim_state  s;
 	struct lim_result r;
-	int64_t b = SW_START(w) + w;
-	const char *err;
+	int64_t           b = SW_START(w) + w;
+	const char       *err;
 
 	q.rate = lim + 1;
 	cr_expect_eq(lim_params_init(&q, &err), -1, "limit 2^32 + 1");
@@ -1105,9 +1105,9 @@ Test(sliding_window, largest_limit_and_window_stay_exact)
 Test(sliding_window, microsecond_rounding_3_per_second)
 {
 	struct lim_params p = mk(LIM_SLIDING_WINDOW, 3, S, 0);
-	struct lim_state s;
+	struct lim_state  s;
 	struct lim_result r;
-	int64_t st = T0 / S * S + S;	/* the window after the charge */
+	int64_t           st = T0 / S * S + S; /* the window after the charge */
 
 	lim_state_init(&s);
 	run(&p, &s, LIM_OP_CHECK, 3, st - 1);
@@ -1134,9 +1134,9 @@ Test(sliding_window, microsecond_rounding_3_per_second)
 Test(sliding_window, microsecond_rounding_7_per_minute)
 {
 	struct lim_params p = mk(LIM_SLIDING_WINDOW, 7, 60 * S, 0);
-	struct lim_state s;
+	struct lim_state  s;
 	struct lim_result r;
-	int64_t st = T0 / (60 * S) * 60 * S + 60 * S;
+	int64_t           st = T0 / (60 * S) * 60 * S + 60 * S;
 
 	lim_state_init(&s);
 	run(&p, &s, LIM_OP_CHECK, 7, st - 1);
@@ -1162,9 +1162,9 @@ Test(sliding_window, microsecond_rounding_7_per_minute)
 Test(sliding_window, impossible_cost_is_minus_one_and_charges_nothing)
 {
 	struct lim_params p = mk(LIM_SLIDING_WINDOW, 3, 60 * S, 0);
-	struct lim_state s;
+	struct lim_state  s;
 	struct lim_result r;
-	int64_t st = T0 / (60 * S) * 60 * S;
+	int64_t           st = T0 / (60 * S) * 60 * S;
 
 	lim_state_init(&s);
 	r = run(&p, &s, LIM_OP_CHECK, 4, st);
@@ -1185,7 +1185,7 @@ Test(sliding_window, impossible_cost_is_minus_one_and_charges_nothing)
 Test(sliding_log, window_edge_and_retry)
 {
 	struct lim_params p = mk(LIM_SLIDING_LOG, 3, 10 * S, 0);
-	struct lim_state s;
+	struct lim_state  s;
 	struct lim_result r;
 
 	lim_state_init(&s);
@@ -1195,11 +1195,11 @@ Test(sliding_log, window_edge_and_retry)
 	run(&p, &s, LIM_OP_CHECK, 1, T0 + 4 * S);
 	r = run(&p, &s, LIM_OP_CHECK, 1, T0 + 5 * S);
 	expect(r, 0, 0, 5 * S, 9 * S);
-	r = run(&p, &s, LIM_OP_CHECK, 2, T0 + 5 * S);	/* 2nd oldest */
+	r = run(&p, &s, LIM_OP_CHECK, 2, T0 + 5 * S); /* 2nd oldest */
 	expect(r, 0, 0, 7 * S, 9 * S);
 	r = run(&p, &s, LIM_OP_CHECK, 1, T0 + 10 * S - 1);
 	cr_expect_eq(r.allowed, 0);
-	r = run(&p, &s, LIM_OP_CHECK, 1, T0 + 10 * S);	/* oldest dropped */
+	r = run(&p, &s, LIM_OP_CHECK, 1, T0 + 10 * S); /* oldest dropped */
 	expect(r, 1, 0, 0, 10 * S);
 	cr_expect_eq(r.next_us, 2 * S);
 	cr_expect_eq(s.n, 3);
@@ -1211,9 +1211,9 @@ Test(sliding_log, window_edge_and_retry)
 Test(sliding_log, force_keeps_only_newest_limit_entries)
 {
 	struct lim_params p = mk(LIM_SLIDING_LOG, 5, 900 * S, 0);
-	struct lim_state s;
+	struct lim_state  s;
 	struct lim_result r;
-	int i;
+	int               i;
 
 	lim_state_init(&s);
 	for (i = 0; i < 50; i++)
@@ -1227,7 +1227,7 @@ Test(sliding_log, force_keeps_only_newest_limit_entries)
 Test(sliding_log, peek_changes_nothing)
 {
 	struct lim_params p = mk(LIM_SLIDING_LOG, 2, S, 0);
-	struct lim_state s;
+	struct lim_state  s;
 	struct lim_result r;
 
 	lim_state_init(&s);
@@ -1245,7 +1245,7 @@ Test(sliding_log, peek_changes_nothing)
 Test(sliding_log, entries_expire_to_the_microsecond_3_per_second)
 {
 	struct lim_params p = mk(LIM_SLIDING_LOG, 3, S, 0);
-	struct lim_state s;
+	struct lim_state  s;
 	struct lim_result r;
 
 	lim_state_init(&s);
@@ -1269,9 +1269,9 @@ Test(sliding_log, entries_expire_to_the_microsecond_3_per_second)
 Test(sliding_log, entries_expire_to_the_microsecond_7_per_minute)
 {
 	struct lim_params p = mk(LIM_SLIDING_LOG, 7, 60 * S, 0);
-	struct lim_state s;
+	struct lim_state  s;
 	struct lim_result r;
-	int i;
+	int               i;
 
 	lim_state_init(&s);
 	for (i = 0; i < 7; i++)
@@ -1289,7 +1289,7 @@ Test(sliding_log, entries_expire_to_the_microsecond_7_per_minute)
 Test(concurrency, acquire_release_expire)
 {
 	struct lim_params p = mk(LIM_CONCURRENCY, 2, 60 * S, 0);
-	struct lim_state s;
+	struct lim_state  s;
 	struct lim_result r;
 
 	lim_state_init(&s);
@@ -1317,7 +1317,7 @@ Test(concurrency, acquire_release_expire)
 Test(concurrency, reacquire_refreshes_and_peek_reports)
 {
 	struct lim_params p = mk(LIM_CONCURRENCY, 1, 10 * S, 0);
-	struct lim_state s;
+	struct lim_state  s;
 	struct lim_result r;
 
 	lim_state_init(&s);
@@ -1340,7 +1340,7 @@ static void
 lease_ends_to_the_microsecond(int64_t lease)
 {
 	struct lim_params p = mk(LIM_CONCURRENCY, 1, lease, 0);
-	struct lim_state s;
+	struct lim_state  s;
 	struct lim_result r;
 
 	lim_state_init(&s);
@@ -1369,7 +1369,7 @@ Test(concurrency, lease_ends_to_the_microsecond_7_per_minute)
 Test(concurrency, cost_above_one_takes_one_lease)
 {
 	struct lim_params p = mk(LIM_CONCURRENCY, 2, 60 * S, 0);
-	struct lim_state s;
+	struct lim_state  s;
 	struct lim_result r;
 
 	lim_state_init(&s);
@@ -1389,7 +1389,7 @@ Test(concurrency, cost_above_one_takes_one_lease)
 Test(concurrency, impossible_cost_is_minus_one_and_takes_no_lease)
 {
 	struct lim_params p = mk(LIM_CONCURRENCY, 2, 60 * S, 0);
-	struct lim_state s;
+	struct lim_state  s;
 	struct lim_result r;
 
 	lim_state_init(&s);
@@ -1409,9 +1409,9 @@ Test(limiter, two_phase_denial_charges_no_check)
 {
 	struct lim_params a = mk(LIM_GCRA, 10, S, 10);
 	struct lim_params b = mk(LIM_FIXED_WINDOW, 1, 60 * S, 0);
-	struct lim_state sa, sb;
+	struct lim_state  sa, sb;
 	struct lim_result ra, rb;
-	int ca, cb;
+	int               ca, cb;
 
 	lim_state_init(&sa);
 	lim_state_init(&sb);
@@ -1432,7 +1432,7 @@ Test(limiter, quota_and_window)
 	struct lim_params g = mk(LIM_GCRA, 600, 60 * S, 100);
 	struct lim_params w = mk(LIM_SLIDING_WINDOW, 100, 900 * S, 0);
 	struct lim_params c = mk(LIM_CONCURRENCY, 2, 300 * S, 0);
-	int64_t v[3];
+	int64_t           v[3];
 
 	cr_expect_eq(lim_quota(&g), 100);
 	cr_expect_eq(lim_window_s(&g), 10);
@@ -1449,9 +1449,11 @@ Test(limiter, quota_and_window)
 Test(limiter, script_code_leaves_out_a_cost_of_one)
 {
 	cr_expect_eq(lim_script_code(1, LIM_OP_CHECK, 0, 1), 16);
-	cr_expect_eq(lim_script_has_cost(lim_script_code(1, LIM_OP_CHECK, 0, 1)), 0);
+	cr_expect_eq(
+		lim_script_has_cost(lim_script_code(1, LIM_OP_CHECK, 0, 1)), 0);
 	cr_expect_eq(lim_script_code(1, LIM_OP_CHECK, 0, 3), 17);
-	cr_expect_eq(lim_script_has_cost(lim_script_code(1, LIM_OP_CHECK, 0, 0)), 1);
+	cr_expect_eq(
+		lim_script_has_cost(lim_script_code(1, LIM_OP_CHECK, 0, 0)), 1);
 	cr_expect_eq(lim_script_code(2, LIM_OP_PEEK, LIM_FL_SHADOW, 1),
 	             (2 * 8 + LIM_OP_PEEK * 2 + 1) * 2);
 }
@@ -1459,7 +1461,7 @@ Test(limiter, script_code_leaves_out_a_cost_of_one)
 Test(limiter, params_init_rejects_bad_values)
 {
 	struct lim_params p;
-	const char *err = NULL;
+	const char       *err = NULL;
 
 	memset(&p, 0, sizeof(p));
 	p.algo = LIM_GCRA;
@@ -1486,28 +1488,50 @@ Test(limiter, params_init_rejects_bad_values)
 	p.burst = 1LL << 40;
 	cr_expect_eq(lim_params_init(&p, &err), -1);
 	p.burst = 0;
-	p.rate = 2000000;			/* EI under 1 µs: refused */
+	p.rate = 2000000; /* EI under 1 µs: refused */
 	cr_expect_eq(lim_params_init(&p, &err), -1);
 }
 
 Test(limiter, parse_rate)
 {
-	static const struct { const char *s; int64_t n, p; int cal; } ok[] = {
-		{ "100/s", 100, S, 0 }, { "100/sec", 100, S, 0 },
-		{ "600/m", 600, 60 * S, 0 }, { "600/min", 600, 60 * S, 0 },
-		{ "5/h", 5, 3600 * S, 0 }, { "5/hour", 5, 3600 * S, 0 },
-		{ "7/d", 7, LIM_DAY_US, 0 }, { "7/day", 7, LIM_DAY_US, 0 },
+	static const struct {
+		const char *s;
+		int64_t     n, p;
+		int         cal;
+	} ok[] = {
+		{ "100/s", 100, S, 0 },
+		{ "100/sec", 100, S, 0 },
+		{ "600/m", 600, 60 * S, 0 },
+		{ "600/min", 600, 60 * S, 0 },
+		{ "5/h", 5, 3600 * S, 0 },
+		{ "5/hour", 5, 3600 * S, 0 },
+		{ "7/d", 7, LIM_DAY_US, 0 },
+		{ "7/day", 7, LIM_DAY_US, 0 },
 		{ "10000/month", 10000, LIM_MONTH_US, LIM_CAL_MONTH },
-		{ "5/15m", 5, 900 * S, 0 }, { "3/10s", 3, 10 * S, 0 },
+		{ "5/15m", 5, 900 * S, 0 },
+		{ "3/10s", 3, 10 * S, 0 },
 	};
 	static const char *const bad[] = {
-		"", "100", "/s", "0/s", "-1/s", "100/", "100/x", "100/0s",
-		"100/2month", "1.5/s", "100/ms", "100/5us", " 1/s", "1/s ",
-		"99999999999999999999/s", "1/99999999999999999999s",
+		"",
+		"100",
+		"/s",
+		"0/s",
+		"-1/s",
+		"100/",
+		"100/x",
+		"100/0s",
+		"100/2month",
+		"1.5/s",
+		"100/ms",
+		"100/5us",
+		" 1/s",
+		"1/s ",
+		"99999999999999999999/s",
+		"1/99999999999999999999s",
 	};
 	enum lim_calendar cal;
-	int64_t n, p;
-	size_t i;
+	int64_t           n, p;
+	size_t            i;
 
 	for (i = 0; i < sizeof(ok) / sizeof(ok[0]); i++) {
 		cal = LIM_CAL_DAY;
@@ -1523,24 +1547,30 @@ Test(limiter, parse_rate)
 
 Test(limiter, parse_duration)
 {
-	static const struct { const char *s; int64_t us; } ok[] = {
-		{ "250us", 250 }, { "5ms", 5000 }, { "30s", 30 * S },
+	static const struct {
+		const char *s;
+		int64_t     us;
+	} ok[] = {
+		{ "250us", 250 },   { "5ms", 5000 },    { "30s", 30 * S },
 		{ "15m", 900 * S }, { "1h", 3600 * S }, { "1d", LIM_DAY_US },
 		{ "0s", 0 },
 	};
 	static const char *const bad[] = {
-		"", "5", "ms", "-5ms", "5 ms", "5xs", "1.5s", "5msx",
-		"999999999999999999d",
+		"",     "5",    "ms",
+		"-5ms", "5 ms", "5xs",
+		"1.5s", "5msx", "999999999999999999d",
 	};
 	int64_t us;
-	size_t i;
+	size_t  i;
 
 	for (i = 0; i < sizeof(ok) / sizeof(ok[0]); i++) {
-		cr_expect_eq(lim_parse_duration(ok[i].s, &us), 0, "%s", ok[i].s);
+		cr_expect_eq(lim_parse_duration(ok[i].s, &us), 0, "%s",
+		             ok[i].s);
 		cr_expect_eq(us, ok[i].us, "%s", ok[i].s);
 	}
 	for (i = 0; i < sizeof(bad) / sizeof(bad[0]); i++)
-		cr_expect_eq(lim_parse_duration(bad[i], &us), -1, "'%s'", bad[i]);
+		cr_expect_eq(lim_parse_duration(bad[i], &us), -1, "'%s'",
+		             bad[i]);
 }
 
 Test(limiter, algo_names_round_trip)
@@ -1557,8 +1587,8 @@ Test(limiter, muldiv_is_exact)
 {
 	int64_t r;
 
-	cr_expect_eq(lim_muldiv(4000000000LL, 86400000000LL, 86400000001LL,
-	                        &r), 3999999999LL);
+	cr_expect_eq(lim_muldiv(4000000000LL, 86400000000LL, 86400000001LL, &r),
+	             3999999999LL);
 	cr_expect_eq(lim_muldiv_ceil(7, 3, 7), 3);
 	cr_expect_eq(lim_muldiv_ceil(7, 3, 2), 11);
 	cr_expect_eq(lim_member_hash("", 0), 0xcbf29ce484222325ULL);
@@ -1568,22 +1598,25 @@ Test(limiter, muldiv_is_exact)
  * budget of L is refused once L failures are recorded, not after L+1. */
 Test(peek, decides_like_check_and_charges_nothing)
 {
-	struct lim_params p = { .algo = LIM_SLIDING_LOG, .rate = 3,
-	                        .period_us = 60 * LIM_USEC_PER_SEC };
-	struct lim_state s;
+	struct lim_params p = { .algo = LIM_SLIDING_LOG,
+		                .rate = 3,
+		                .period_us = 60 * LIM_USEC_PER_SEC };
+	struct lim_state  s;
 	struct lim_result r;
-	const char *err;
+	const char       *err;
 
 	cr_assert_eq(lim_params_init(&p, &err), 0);
 	lim_state_init(&s);
 	for (int i = 0; i < 3; i++) {
-		cr_assert_eq(lim_eval(&p, &s, LIM_OP_PEEK, 1, 0, 1000 + i, &r), 0);
+		cr_assert_eq(lim_eval(&p, &s, LIM_OP_PEEK, 1, 0, 1000 + i, &r),
+		             0);
 		cr_assert_eq(r.allowed, 1, "failure %d may still be tried", i);
 		if (lim_eval(&p, &s, LIM_OP_FORCE, 1, 0, 1000 + i, &r))
 			lim_commit(&p, &s, LIM_OP_FORCE, 1, 0, 1000 + i);
 	}
 	cr_assert_eq(lim_eval(&p, &s, LIM_OP_PEEK, 1, 0, 2000, &r), 0);
-	cr_assert_eq(r.allowed, 0, "the 4th attempt after 3 failures is refused");
+	cr_assert_eq(r.allowed, 0,
+	             "the 4th attempt after 3 failures is refused");
 	cr_assert(lim_vetoes(LIM_OP_PEEK, 0, &r));
 	cr_assert_not(lim_vetoes(LIM_OP_PEEK, 1, &r), "shadow never vetoes");
 	cr_assert_eq(s.n, 3, "peeks never add to the log");

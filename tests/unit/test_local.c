@@ -35,15 +35,15 @@
 #define UNDER_ASAN 0
 #endif
 
-#define S  LIM_USEC_PER_SEC
-#define T0 (1000LL * S)
+#define S        LIM_USEC_PER_SEC
+#define T0       (1000LL * S)
 #define NTHREADS 8
 
 static struct lim_params
 mk(enum lim_algo a, int64_t rate, int64_t period, int64_t burst)
 {
 	struct lim_params p;
-	const char *err = NULL;
+	const char       *err = NULL;
 
 	memset(&p, 0, sizeof(p));
 	p.algo = a;
@@ -62,7 +62,7 @@ local_eval(struct local *l, const struct lim_params *p, const char *key,
            size_t memberlen, int64_t now_us, struct lim_result *out)
 {
 	struct local_check c;
-	int rc;
+	int                rc;
 
 	memset(&c, 0, sizeof(c));
 	c.params = p;
@@ -78,8 +78,8 @@ local_eval(struct local *l, const struct lim_params *p, const char *key,
 }
 
 static struct lim_result
-one(struct local *l, const struct lim_params *p, const char *key,
-    int64_t cost, int64_t now)
+one(struct local *l, const struct lim_params *p, const char *key, int64_t cost,
+    int64_t now)
 {
 	struct lim_result r;
 
@@ -89,8 +89,8 @@ one(struct local *l, const struct lim_params *p, const char *key,
 }
 
 static void
-check_init(struct local_check *c, const struct lim_params *p,
-           const char *key, int64_t cost, int shadow)
+check_init(struct local_check *c, const struct lim_params *p, const char *key,
+           int64_t cost, int shadow)
 {
 	memset(c, 0, sizeof(*c));
 	c->params = p;
@@ -103,9 +103,9 @@ check_init(struct local_check *c, const struct lim_params *p,
 
 Test(local, denial_by_one_check_charges_none)
 {
-	struct local *l = local_new(100);
-	struct lim_params g = mk(LIM_GCRA, 10, S, 5);
-	struct lim_params w = mk(LIM_FIXED_WINDOW, 1, 60 * S, 0);
+	struct local      *l = local_new(100);
+	struct lim_params  g = mk(LIM_GCRA, 10, S, 5);
+	struct lim_params  w = mk(LIM_FIXED_WINDOW, 1, 60 * S, 0);
 	struct local_check c[2];
 
 	check_init(&c[0], &g, "rl:{a:1}", 1, 0);
@@ -123,8 +123,8 @@ Test(local, denial_by_one_check_charges_none)
 
 Test(local, peek_reports_the_request_and_charges_nothing)
 {
-	struct local *l = local_new(100);
-	struct lim_params g = mk(LIM_GCRA, 10, S, 5);
+	struct local      *l = local_new(100);
+	struct lim_params  g = mk(LIM_GCRA, 10, S, 5);
 	struct local_check c[1];
 
 	check_init(&c[0], &g, "rl:{p:1}", 1, 0);
@@ -142,9 +142,9 @@ Test(local, peek_reports_the_request_and_charges_nothing)
 
 Test(local, same_key_twice_in_a_request_charges_both)
 {
-	struct local *l = local_new(100);
-	struct lim_params g = mk(LIM_GCRA, 1, 3600 * S, 10);
-	struct lim_params t = mk(LIM_TOKEN_BUCKET, 1, 3600 * S, 10);
+	struct local      *l = local_new(100);
+	struct lim_params  g = mk(LIM_GCRA, 1, 3600 * S, 10);
+	struct lim_params  t = mk(LIM_TOKEN_BUCKET, 1, 3600 * S, 10);
 	struct local_check c[2];
 
 	check_init(&c[0], &g, "g", 1, 0);
@@ -160,9 +160,9 @@ Test(local, same_key_twice_in_a_request_charges_both)
 
 Test(local, denial_on_a_fresh_key_stores_nothing)
 {
-	struct local *l = local_new(100);
-	struct lim_params g = mk(LIM_GCRA, 1, S, 1);
-	struct lim_params w = mk(LIM_SLIDING_LOG, 1, 60 * S, 0);
+	struct local      *l = local_new(100);
+	struct lim_params  g = mk(LIM_GCRA, 1, S, 1);
+	struct lim_params  w = mk(LIM_SLIDING_LOG, 1, 60 * S, 0);
 	struct local_check c[2];
 
 	one(l, &w, "w", 1, T0);
@@ -175,9 +175,9 @@ Test(local, denial_on_a_fresh_key_stores_nothing)
 
 Test(local, shadow_denial_does_not_veto_and_is_not_charged)
 {
-	struct local *l = local_new(100);
-	struct lim_params g = mk(LIM_GCRA, 10, S, 5);
-	struct lim_params w = mk(LIM_FIXED_WINDOW, 1, 60 * S, 0);
+	struct local      *l = local_new(100);
+	struct lim_params  g = mk(LIM_GCRA, 10, S, 5);
+	struct lim_params  w = mk(LIM_FIXED_WINDOW, 1, 60 * S, 0);
 	struct local_check c[2];
 
 	check_init(&c[0], &g, "g", 1, 0);
@@ -191,10 +191,10 @@ Test(local, shadow_denial_does_not_veto_and_is_not_charged)
 
 Test(local, force_counts_failures_past_the_limit)
 {
-	struct local *l = local_new(10);
+	struct local     *l = local_new(10);
 	struct lim_params p = mk(LIM_SLIDING_LOG, 3, 900 * S, 0);
 	struct lim_result r;
-	int i;
+	int               i;
 
 	for (i = 0; i < 5; i++)
 		local_eval(l, &p, "u", 1, LIM_OP_FORCE, 1, NULL, 0, T0 + i, &r);
@@ -206,7 +206,7 @@ Test(local, force_counts_failures_past_the_limit)
 
 Test(local, concurrency_leases_by_member)
 {
-	struct local *l = local_new(10);
+	struct local     *l = local_new(10);
 	struct lim_params p = mk(LIM_CONCURRENCY, 1, 60 * S, 0);
 	struct lim_result r;
 
@@ -223,11 +223,11 @@ Test(local, concurrency_leases_by_member)
 
 Test(local, idle_keys_are_evicted_before_busy_ones)
 {
-	struct local *l = local_new(100);
+	struct local     *l = local_new(100);
 	struct lim_params idle = mk(LIM_GCRA, 1, S, 1);
 	struct lim_params busy = mk(LIM_GCRA, 1, 3600 * S, 1);
-	char key[32];
-	int i;
+	char              key[32];
+	int               i;
 
 	cr_expect_eq(one(l, &busy, "hot", 1, T0).allowed, 1);
 	for (i = 0; i < 99; i++) {
@@ -235,7 +235,7 @@ Test(local, idle_keys_are_evicted_before_busy_ones)
 		one(l, &idle, key, 1, T0);
 	}
 	cr_assert_eq(local_count(l), 100);
-	for (i = 0; i < 99; i++) {		/* all idle-* are idle by now */
+	for (i = 0; i < 99; i++) { /* all idle-* are idle by now */
 		snprintf(key, sizeof(key), "new-%d", i);
 		one(l, &busy, key, 1, T0 + 10 * S);
 	}
@@ -247,19 +247,19 @@ Test(local, idle_keys_are_evicted_before_busy_ones)
 
 Test(local, recently_used_keys_get_a_second_chance)
 {
-	struct local *l = local_new(64);
+	struct local     *l = local_new(64);
 	struct lim_params p = mk(LIM_GCRA, 1, 3600 * S, 1);
-	char key[32];
-	int i, kept = 0;
+	char              key[32];
+	int               i, kept = 0;
 
 	for (i = 0; i < 64; i++) {
 		snprintf(key, sizeof(key), "k-%d", i);
 		one(l, &p, key, 1, T0);
 	}
-	for (i = 0; i < 200; i++) {		/* a flood... */
+	for (i = 0; i < 200; i++) { /* a flood... */
 		snprintf(key, sizeof(key), "flood-%d", i);
 		one(l, &p, key, 1, T0);
-		one(l, &p, "hot", 1, T0);	/* ...and one key in use */
+		one(l, &p, "hot", 1, T0); /* ...and one key in use */
 	}
 	kept = one(l, &p, "hot", 1, T0).allowed == 0;
 	cr_expect(kept, "the key used all along was evicted");
@@ -271,9 +271,9 @@ Test(local, recently_used_keys_get_a_second_chance)
  * eviction must not forget it, or its budget comes back within the hour. */
 Test(local, a_key_under_a_flood_of_denials_keeps_its_state)
 {
-	struct local *l = local_new(4);
+	struct local     *l = local_new(4);
 	struct lim_params p = mk(LIM_GCRA, 1, 3600 * S, 1);
-	char key[32];
+	char              key[32];
 
 	cr_assert_eq(one(l, &p, "x", 1, T0).allowed, 1);
 	for (int i = 0; i < 12; i++) {
@@ -288,7 +288,7 @@ Test(local, a_key_under_a_flood_of_denials_keeps_its_state)
 
 Test(local, idle_entry_state_is_reset)
 {
-	struct local *l = local_new(8);
+	struct local     *l = local_new(8);
 	struct lim_params p = mk(LIM_GCRA, 1, S, 2);
 
 	one(l, &p, "a", 2, T0);
@@ -300,9 +300,9 @@ Test(local, idle_entry_state_is_reset)
 
 Test(local, overlong_key_is_evaluated_but_never_stored)
 {
-	struct local *l = local_new(8);
+	struct local     *l = local_new(8);
 	struct lim_params p = mk(LIM_GCRA, 1, S, 1);
-	static char key[LOCAL_KEY_MAX + 2];
+	static char       key[LOCAL_KEY_MAX + 2];
 	struct lim_result r;
 
 	memset(key, 'x', sizeof(key) - 1);
@@ -333,11 +333,13 @@ Test(local, share_never_exceeds_the_limit_over_the_pool)
 {
 	for (int limit = 1; limit <= 200; limit++)
 		for (int pool = 2; pool <= limit; pool++) {
-			struct lim_params w = mk(LIM_FIXED_WINDOW, limit, 60 * S, 0);
+			struct lim_params w =
+				mk(LIM_FIXED_WINDOW, limit, 60 * S, 0);
 
 			local_share(&w, pool);
-			cr_expect_leq(w.rate * pool, limit, "%d over %d: %lld each",
-			             limit, pool, (long long)w.rate);
+			cr_expect_leq(w.rate * pool, limit,
+			              "%d over %d: %lld each", limit, pool,
+			              (long long)w.rate);
 			cr_expect_gt((w.rate + 1) * pool, limit);
 		}
 }
@@ -346,8 +348,8 @@ static long
 rss_kb(void)
 {
 	FILE *f = fopen("/proc/self/status", "r");
-	char line[256];
-	long kb = -1;
+	char  line[256];
+	long  kb = -1;
 
 	cr_assert_not_null(f);
 	while (fgets(line, sizeof(line), f) != NULL)
@@ -359,21 +361,22 @@ rss_kb(void)
 
 Test(local, flood_of_a_million_keys_stays_bounded, .timeout = 120)
 {
-	const size_t max = 100000;
+	const size_t      max = 100000;
 	struct lim_params p = mk(LIM_GCRA, 1, 3600 * S, 5);
 	struct lim_params q = mk(LIM_SLIDING_LOG, 4, 3600 * S, 0);
-	struct local *l;
-	char key[64];
-	long before, after, bound;
-	int i, n;
+	struct local     *l;
+	char              key[64];
+	long              before, after, bound;
+	int               i, n;
 
 	before = rss_kb();
 	l = local_new(max);
 	for (i = 0; i < 1000000; i++) {
-		n = snprintf(key, sizeof(key), "rl:{ip:10.%d.%d.%d}",
-		             i >> 16, (i >> 8) & 255, i & 255);
+		n = snprintf(key, sizeof(key), "rl:{ip:10.%d.%d.%d}", i >> 16,
+		             (i >> 8) & 255, i & 255);
 		local_eval(l, i % 4 ? &p : &q, key, (size_t)n, LIM_OP_CHECK,
-		           1 + i % 3, NULL, 0, T0 + i, &(struct lim_result){ 0 });
+		           1 + i % 3, NULL, 0, T0 + i,
+		           &(struct lim_result){ 0 });
 		if (i % 4096 == 0)
 			cr_assert(local_count(l) <= max, "count %zu at %d",
 			          local_count(l), i);
@@ -382,10 +385,11 @@ Test(local, flood_of_a_million_keys_stays_bounded, .timeout = 120)
 	after = rss_kb();
 	/* entries, plus the sliding-log arrays (4 slots of 8 bytes, with
 	 * malloc's 16 bytes of overhead) for a quarter of them */
-	bound = (long)((max * local_bytes_per_key(24) + max / 4 * 48) * 2
-	               / 1024) + 8192;
-	cr_expect(UNDER_ASAN || after - before < bound, "RSS grew %ld kB, bound %ld kB",
-	          after - before, bound);
+	bound = (long)((max * local_bytes_per_key(24) + max / 4 * 48) * 2 /
+	               1024) +
+	        8192;
+	cr_expect(UNDER_ASAN || after - before < bound,
+	          "RSS grew %ld kB, bound %ld kB", after - before, bound);
 	local_free(l);
 }
 
@@ -407,9 +411,9 @@ struct hammer {
 static void *
 hammer_run(void *arg)
 {
-	struct hammer *h = arg;
+	struct hammer     *h = arg;
 	struct local_check c[2];
-	char member[32];
+	char               member[32];
 
 	pthread_barrier_wait(h->start);
 	for (int i = 0; i < h->tries; i++) {
@@ -430,17 +434,22 @@ static int
 hammer(struct local *l, const struct lim_params *p, const char *key,
        const struct lim_params *q, const char *key2, int tries)
 {
-	pthread_t t[NTHREADS];
-	struct hammer h[NTHREADS];
+	pthread_t         t[NTHREADS];
+	struct hammer     h[NTHREADS];
 	pthread_barrier_t start;
-	atomic_int admitted = 0;
+	atomic_int        admitted = 0;
 
 	pthread_barrier_init(&start, NULL, NTHREADS);
 	for (int i = 0; i < NTHREADS; i++) {
 		h[i] = (struct hammer){
-			.l = l, .p = { p, q }, .keys = { key, key2 },
-			.n = q ? 2 : 1, .tries = tries, .id = i,
-			.admitted = &admitted, .start = &start,
+			.l = l,
+			.p = { p, q },
+			.keys = { key, key2 },
+			.n = q ? 2 : 1,
+			.tries = tries,
+			.id = i,
+			.admitted = &admitted,
+			.start = &start,
 		};
 		cr_assert_eq(pthread_create(&t[i], NULL, hammer_run, &h[i]), 0);
 	}
@@ -454,8 +463,8 @@ hammer(struct local *l, const struct lim_params *p, const char *key,
 static void
 exactly_the_burst(enum lim_algo a)
 {
-	struct local *l = local_new(100000);
-	struct lim_params p = mk(a, 1, 3600 * S, 1000);
+	struct local      *l = local_new(100000);
+	struct lim_params  p = mk(a, 1, 3600 * S, 1000);
 	struct local_check c;
 
 	check_init(&c, &p, "hot", 1, 0);
@@ -486,7 +495,7 @@ Test(local, threads_on_one_leaky_bucket_key_admit_exactly_the_burst)
 /* A fresh key: the first requests race to insert it. */
 Test(local, threads_on_a_new_key_admit_exactly_the_burst)
 {
-	struct local *l = local_new(100000);
+	struct local     *l = local_new(100000);
 	struct lim_params p = mk(LIM_GCRA, 1, 3600 * S, 500);
 
 	cr_expect_eq(hammer(l, &p, "new", NULL, NULL, 1000), 500);
@@ -497,7 +506,7 @@ Test(local, threads_on_a_new_key_admit_exactly_the_burst)
 static void
 exactly_the_limit(enum lim_algo a, int64_t limit)
 {
-	struct local *l = local_new(100000);
+	struct local     *l = local_new(100000);
 	struct lim_params p = mk(a, limit, 3600 * S, 0);
 
 	cr_expect_eq(hammer(l, &p, "k", NULL, NULL, 2 * (int)limit / NTHREADS),
@@ -530,12 +539,12 @@ Test(local, threads_on_one_concurrency_key_hold_exactly_the_limit)
  * those, none for the requests the window vetoed. */
 Test(local, a_request_of_two_checks_is_charged_all_or_nothing)
 {
-	struct local *l = local_new(100000);
-	struct lim_params p = mk(LIM_GCRA, 1, 3600 * S, 1000);
-	struct lim_params q = mk(LIM_FIXED_WINDOW, 300, 3600 * S, 0);
+	struct local      *l = local_new(100000);
+	struct lim_params  p = mk(LIM_GCRA, 1, 3600 * S, 1000);
+	struct lim_params  q = mk(LIM_FIXED_WINDOW, 300, 3600 * S, 0);
 	struct local_check c;
 
-	check_init(&c, &p, "a", 1, 0);		/* stored: a CAS key */
+	check_init(&c, &p, "a", 1, 0); /* stored: a CAS key */
 	local_eval_request(l, &c, 1, T0);
 	cr_expect_eq(hammer(l, &p, "a", &q, "b", 200), 300);
 	c.cost = 0;
@@ -552,15 +561,15 @@ struct churn {
 	struct local            *l;
 	const struct lim_params *p;
 	int                      id;
-	size_t                   most;	/* keys seen at once */
+	size_t                   most; /* keys seen at once */
 };
 
 static void *
 churn_run(void *arg)
 {
-	struct churn *ch = arg;
+	struct churn      *ch = arg;
 	struct local_check c;
-	char key[32];
+	char               key[32];
 
 	for (int i = 0; i < 200000; i++) {
 		snprintf(key, sizeof(key), "c%d-%d", ch->id, i);
@@ -581,7 +590,7 @@ struct hot {
 static void *
 hot_run(void *arg)
 {
-	struct hot *h = arg;
+	struct hot        *h = arg;
 	struct local_check c;
 
 	for (int i = 0; i < 200000; i++) {
@@ -591,15 +600,14 @@ hot_run(void *arg)
 	return NULL;
 }
 
-Test(local, evictions_racing_with_cas_readers_keep_the_bound,
-     .timeout = 120)
+Test(local, evictions_racing_with_cas_readers_keep_the_bound, .timeout = 120)
 {
-	struct local *l = local_new(4096);
+	struct local     *l = local_new(4096);
 	struct lim_params p = mk(LIM_GCRA, 1, 3600 * S, 100);
-	pthread_t t[8];
-	struct churn ch[4];
-	struct hot h[4];
-	int admitted = 0;
+	pthread_t         t[8];
+	struct churn      ch[4];
+	struct hot        h[4];
+	int               admitted = 0;
 
 	for (int i = 0; i < 4; i++) {
 		ch[i] = (struct churn){ .l = l, .p = &p, .id = i };
@@ -623,21 +631,22 @@ Test(local, evictions_racing_with_cas_readers_keep_the_bound,
  * peeks, at a rate whose EI is not P / N (7/min). */
 Test(local, token_bucket_word_decides_as_its_state_twin)
 {
-	struct local *l = local_new(16);
-	struct lim_params p = mk(LIM_TOKEN_BUCKET, 7, 60 * S, 5);
-	struct lim_state st;
-	struct lim_result want;
+	struct local      *l = local_new(16);
+	struct lim_params  p = mk(LIM_TOKEN_BUCKET, 7, 60 * S, 5);
+	struct lim_state   st;
+	struct lim_result  want;
 	struct local_check c;
-	uint64_t x = 42;
-	int64_t now = T0;
+	uint64_t           x = 42;
+	int64_t            now = T0;
 
 	lim_state_init(&st);
 	for (int i = 0; i < 20000; i++) {
 		x = x * 6364136223846793005ULL + 1442695040888963407ULL;
 		now += (int64_t)(x >> 33) % (12 * S);
 		check_init(&c, &p, "tb", 1, 0);
-		c.op = (x >> 20) % 8 == 0 ? LIM_OP_FORCE :
-		       (x >> 20) % 8 == 1 ? LIM_OP_PEEK : LIM_OP_CHECK;
+		c.op = (x >> 20) % 8 == 0   ? LIM_OP_FORCE
+		       : (x >> 20) % 8 == 1 ? LIM_OP_PEEK
+		                            : LIM_OP_CHECK;
 		c.cost = (int64_t)((x >> 24) % 4);
 		if (lim_eval(&p, &st, c.op, c.cost, 0, now, &want) &&
 		    !lim_vetoes(c.op, 0, &want))

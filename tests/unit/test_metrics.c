@@ -34,7 +34,7 @@ static char *
 render(void)
 {
 	size_t len;
-	char *s = metrics_render_alloc(&len);
+	char  *s = metrics_render_alloc(&len);
 
 	cr_assert_eq(strlen(s), len);
 	return s;
@@ -47,13 +47,15 @@ has_line(const char *text, const char *line)
 	size_t n = strlen(line);
 
 	for (const char *p = text; (p = strstr(p, line)) != NULL; p++)
-		if ((p == text || p[-1] == '\n') && (p[n] == '\n' || p[n] == '\0'))
+		if ((p == text || p[-1] == '\n') &&
+		    (p[n] == '\n' || p[n] == '\0'))
 			return 1;
 	return 0;
 }
 
-#define assert_line(text, line) \
-	cr_assert(has_line((text), (line)), "missing line: %s\n---\n%s", (line), (text))
+#define assert_line(text, line)                                                \
+	cr_assert(has_line((text), (line)), "missing line: %s\n---\n%s",       \
+	          (line), (text))
 
 /* A small format check: every line is a HELP, a TYPE, or a sample of the
  * family last TYPEd (name, optional name_bucket/_sum/_count for
@@ -62,18 +64,21 @@ has_line(const char *text, const char *line)
 static void
 check_format(const char *text)
 {
-	regex_t sample;
-	char family[128] = "", type[16] = "", name[128];
+	regex_t     sample;
+	char        family[128] = "", type[16] = "", name[128];
 	const char *p = text, *nl;
-	int rc;
+	int         rc;
 
-	rc = regcomp(&sample, "^([a-zA-Z_:][a-zA-Z0-9_:]*)"
-	             "(\\{([a-zA-Z_][a-zA-Z0-9_]*=\"([^\"\\\\]|\\\\.)*\",?)*\\})? "
-	             "(-?[0-9]+(\\.[0-9]+)?(e-?[0-9]+)?|\\+Inf)$", REG_EXTENDED);
+	rc = regcomp(
+		&sample,
+		"^([a-zA-Z_:][a-zA-Z0-9_:]*)"
+		"(\\{([a-zA-Z_][a-zA-Z0-9_]*=\"([^\"\\\\]|\\\\.)*\",?)*\\})? "
+		"(-?[0-9]+(\\.[0-9]+)?(e-?[0-9]+)?|\\+Inf)$",
+		REG_EXTENDED);
 	cr_assert_eq(rc, 0);
 	for (; *p != '\0'; p = nl + 1) {
-		char line[1024];
-		size_t len;
+		char       line[1024];
+		size_t     len;
 		regmatch_t m[2];
 
 		nl = strchr(p, '\n');
@@ -88,10 +93,12 @@ check_format(const char *text)
 			continue;
 		}
 		if (sscanf(line, "# TYPE %127s %15s", name, type) == 2) {
-			cr_assert_str_eq(name, family, "TYPE without HELP: %s", line);
+			cr_assert_str_eq(name, family, "TYPE without HELP: %s",
+			                 line);
 			continue;
 		}
-		cr_assert_eq(regexec(&sample, line, 2, m, 0), 0, "bad line: %s", line);
+		cr_assert_eq(regexec(&sample, line, 2, m, 0), 0, "bad line: %s",
+		             line);
 		len = (size_t)(m[1].rm_eo - m[1].rm_so);
 		snprintf(name, sizeof(name), "%.*s", (int)len, line);
 		cr_assert_neq(type[0], '\0', "sample before TYPE: %s", line);
@@ -99,13 +106,14 @@ check_format(const char *text)
 			size_t f = strlen(family);
 
 			cr_assert(strncmp(name, family, f) == 0 &&
-			          (strcmp(name + f, "_bucket") == 0 ||
-			           strcmp(name + f, "_sum") == 0 ||
-			           strcmp(name + f, "_count") == 0),
+			                  (strcmp(name + f, "_bucket") == 0 ||
+			                   strcmp(name + f, "_sum") == 0 ||
+			                   strcmp(name + f, "_count") == 0),
 			          "stray sample %s in %s", name, family);
 		} else {
-			cr_assert_str_eq(name, family, "sample of %s after TYPE %s",
-			                 name, family);
+			cr_assert_str_eq(name, family,
+			                 "sample of %s after TYPE %s", name,
+			                 family);
 		}
 	}
 	regfree(&sample);
@@ -116,7 +124,7 @@ check_format(const char *text)
 Test(metrics, counters_sum_across_workers)
 {
 	struct metrics_worker *w[3];
-	char *s;
+	char                  *s;
 
 	for (int i = 0; i < 3; i++)
 		w[i] = metrics_worker_new();
@@ -171,7 +179,8 @@ Test(metrics, help_and_type_lines)
 		{ "spoa_rl_lease_self_releases_total", "counter" },
 		{ "spoa_rl_lease_releases_lost_total", "counter" },
 		{ "spoa_rl_policy_reloads_total", "counter" },
-		{ "spoa_rl_policy_last_reload_success_timestamp_seconds", "gauge" },
+		{ "spoa_rl_policy_last_reload_success_timestamp_seconds",
+		  "gauge" },
 	};
 	char want[256], *s;
 
@@ -181,7 +190,8 @@ Test(metrics, help_and_type_lines)
 	for (size_t i = 0; i < sizeof(fam) / sizeof(fam[0]); i++) {
 		snprintf(want, sizeof(want), "# HELP %s ", fam[i][0]);
 		cr_assert(strstr(s, want) != NULL, "no HELP for %s", fam[i][0]);
-		snprintf(want, sizeof(want), "# TYPE %s %s", fam[i][0], fam[i][1]);
+		snprintf(want, sizeof(want), "# TYPE %s %s", fam[i][0],
+		         fam[i][1]);
 		assert_line(s, want);
 	}
 	assert_line(s, "spoa_rl_build_info{version=\"1.2.3\"} 1");
@@ -197,7 +207,8 @@ Test(metrics, empty_registry_renders)
 	assert_line(s, "spoa_rl_build_info{version=\"unknown\"} 1");
 	assert_line(s, "spoa_rl_spop_connections 0");
 	assert_line(s, "spoa_rl_redis_request_duration_seconds_count 0");
-	assert_line(s, "spoa_rl_policy_last_reload_success_timestamp_seconds 0");
+	assert_line(s,
+	            "spoa_rl_policy_last_reload_success_timestamp_seconds 0");
 	cr_assert_null(strstr(s, "process_start_time_seconds"));
 	check_format(s);
 	free(s);
@@ -207,22 +218,25 @@ Test(metrics, histogram_cumulative_with_inf_sum_count)
 {
 	struct metrics_worker *a = metrics_worker_new();
 	struct metrics_worker *b = metrics_worker_new();
-	const char *h = "spoa_rl_redis_request_duration_seconds";
-	char want[160], *s;
+	const char            *h = "spoa_rl_redis_request_duration_seconds";
+	char                   want[160], *s;
 
-	metrics_redis_latency(a, 40);		/* <= 50us */
-	metrics_redis_latency(a, 100);		/* == 100us: le is inclusive */
-	metrics_redis_latency(b, 101);		/* <= 250us */
-	metrics_redis_latency(b, 3000);		/* <= 5ms */
-	metrics_redis_latency(a, 2000000);	/* past 1s: +Inf only */
-	metrics_redis_latency(b, -5);		/* clamped to 0 */
+	metrics_redis_latency(a, 40);      /* <= 50us */
+	metrics_redis_latency(a, 100);     /* == 100us: le is inclusive */
+	metrics_redis_latency(b, 101);     /* <= 250us */
+	metrics_redis_latency(b, 3000);    /* <= 5ms */
+	metrics_redis_latency(a, 2000000); /* past 1s: +Inf only */
+	metrics_redis_latency(b, -5);      /* clamped to 0 */
 	s = render();
-	static const struct { const char *le; int n; } want_b[] = {
-		{ "0.00005", 2 }, { "0.0001", 3 },
-		{ "0.00025", 4 }, { "0.0005", 4 }, { "0.001", 4 },
-		{ "0.002", 4 }, { "0.005", 5 }, { "0.01", 5 }, { "0.025", 5 },
-		{ "0.05", 5 }, { "0.1", 5 }, { "0.25", 5 }, { "0.5", 5 },
-		{ "1", 5 }, { "+Inf", 6 },
+	static const struct {
+		const char *le;
+		int         n;
+	} want_b[] = {
+		{ "0.00005", 2 }, { "0.0001", 3 }, { "0.00025", 4 },
+		{ "0.0005", 4 },  { "0.001", 4 },  { "0.002", 4 },
+		{ "0.005", 5 },   { "0.01", 5 },   { "0.025", 5 },
+		{ "0.05", 5 },    { "0.1", 5 },    { "0.25", 5 },
+		{ "0.5", 5 },     { "1", 5 },      { "+Inf", 6 },
 	};
 	for (size_t i = 0; i < sizeof(want_b) / sizeof(want_b[0]); i++) {
 		snprintf(want, sizeof(want), "%s_bucket{le=\"%s\"} %d", h,
@@ -243,16 +257,18 @@ Test(metrics, histogram_cumulative_with_inf_sum_count)
 
 Test(metrics, label_values_escaped)
 {
-	const char *names[] = { "a\"b\\c\nd", "plain" };
+	const char            *names[] = { "a\"b\\c\nd", "plain" };
 	struct metrics_worker *w = metrics_worker_new();
-	char *s;
+	char                  *s;
 
 	metrics_set_rules(names, 2);
 	metrics_decision_slot(w, metrics_rule_slot(names[0]), METRICS_DENIED);
 	s = render();
 	assert_line(s, "spoa_rl_decisions_total{rule=\"a\\\"b\\\\c\\nd\","
-	            "outcome=\"denied\"} 1");
-	assert_line(s, "spoa_rl_decisions_total{rule=\"plain\",outcome=\"allowed\"} 0");
+	               "outcome=\"denied\"} 1");
+	assert_line(
+		s,
+		"spoa_rl_decisions_total{rule=\"plain\",outcome=\"allowed\"} 0");
 	check_format(s);
 	free(s);
 }
@@ -260,9 +276,9 @@ Test(metrics, label_values_escaped)
 Test(metrics, rule_names_after_set_rules)
 {
 	const char *v1[] = { "ip", "tenant" };
-	const char *v2[] = { "tenant", "login" };	/* reordered + new */
+	const char *v2[] = { "tenant", "login" }; /* reordered + new */
 	struct metrics_worker *w = metrics_worker_new();
-	char *s;
+	char                  *s;
 
 	int ip, tenant;
 
@@ -275,10 +291,18 @@ Test(metrics, rule_names_after_set_rules)
 	metrics_decision_slot(w, tenant, METRICS_SHADOW_DENIED);
 	metrics_decision_slot(w, tenant, METRICS_DEGRADED);
 	s = render();
-	assert_line(s, "spoa_rl_decisions_total{rule=\"ip\",outcome=\"allowed\"} 2");
-	assert_line(s, "spoa_rl_decisions_total{rule=\"tenant\",outcome=\"denied\"} 1");
-	assert_line(s, "spoa_rl_decisions_total{rule=\"tenant\",outcome=\"shadow_denied\"} 1");
-	assert_line(s, "spoa_rl_decisions_total{rule=\"tenant\",outcome=\"degraded\"} 1");
+	assert_line(
+		s,
+		"spoa_rl_decisions_total{rule=\"ip\",outcome=\"allowed\"} 2");
+	assert_line(
+		s,
+		"spoa_rl_decisions_total{rule=\"tenant\",outcome=\"denied\"} 1");
+	assert_line(
+		s,
+		"spoa_rl_decisions_total{rule=\"tenant\",outcome=\"shadow_denied\"} 1");
+	assert_line(
+		s,
+		"spoa_rl_decisions_total{rule=\"tenant\",outcome=\"degraded\"} 1");
 	cr_assert_null(strstr(s, "login"));
 	free(s);
 
@@ -287,14 +311,22 @@ Test(metrics, rule_names_after_set_rules)
 	metrics_set_rules(v2, 2);
 	cr_assert_eq(metrics_rule_slot("tenant"), tenant);
 	s = render();
-	assert_line(s, "spoa_rl_decisions_total{rule=\"login\",outcome=\"allowed\"} 0");
+	assert_line(
+		s,
+		"spoa_rl_decisions_total{rule=\"login\",outcome=\"allowed\"} 0");
 	free(s);
 	metrics_decision_slot(w, tenant, METRICS_DENIED);
 	metrics_decision_slot(w, metrics_rule_slot("login"), METRICS_ALLOWED);
 	s = render();
-	assert_line(s, "spoa_rl_decisions_total{rule=\"tenant\",outcome=\"denied\"} 2");
-	assert_line(s, "spoa_rl_decisions_total{rule=\"login\",outcome=\"allowed\"} 1");
-	assert_line(s, "spoa_rl_decisions_total{rule=\"ip\",outcome=\"allowed\"} 2");
+	assert_line(
+		s,
+		"spoa_rl_decisions_total{rule=\"tenant\",outcome=\"denied\"} 2");
+	assert_line(
+		s,
+		"spoa_rl_decisions_total{rule=\"login\",outcome=\"allowed\"} 1");
+	assert_line(
+		s,
+		"spoa_rl_decisions_total{rule=\"ip\",outcome=\"allowed\"} 2");
 	cr_assert_null(strstr(s, "_other"));
 	cr_assert_eq(metrics_rule_slot("tenant"), 1);
 	check_format(s);
@@ -303,9 +335,9 @@ Test(metrics, rule_names_after_set_rules)
 
 Test(metrics, out_of_range_slots_count_as_other)
 {
-	const char *v[] = { "only" };
+	const char            *v[] = { "only" };
 	struct metrics_worker *w = metrics_worker_new();
-	char *s;
+	char                  *s;
 
 	metrics_set_rules(v, 1);
 	metrics_decision_slot(w, METRICS_RULE_OTHER, METRICS_ALLOWED);
@@ -314,9 +346,15 @@ Test(metrics, out_of_range_slots_count_as_other)
 	metrics_decision_slot(w, 100000, METRICS_DENIED);
 	metrics_decision_slot(w, metrics_rule_slot("only"), METRICS_DEGRADED);
 	s = render();
-	assert_line(s, "spoa_rl_decisions_total{rule=\"_other\",outcome=\"allowed\"} 1");
-	assert_line(s, "spoa_rl_decisions_total{rule=\"_other\",outcome=\"denied\"} 3");
-	assert_line(s, "spoa_rl_decisions_total{rule=\"only\",outcome=\"degraded\"} 1");
+	assert_line(
+		s,
+		"spoa_rl_decisions_total{rule=\"_other\",outcome=\"allowed\"} 1");
+	assert_line(
+		s,
+		"spoa_rl_decisions_total{rule=\"_other\",outcome=\"denied\"} 3");
+	assert_line(
+		s,
+		"spoa_rl_decisions_total{rule=\"only\",outcome=\"degraded\"} 1");
 	check_format(s);
 	free(s);
 }
@@ -337,7 +375,7 @@ Test(metrics, connections_gauge_and_total)
 {
 	struct metrics_worker *a = metrics_worker_new();
 	struct metrics_worker *b = metrics_worker_new();
-	char *s;
+	char                  *s;
 
 	metrics_conn_open(a);
 	metrics_conn_open(a);
@@ -352,14 +390,14 @@ Test(metrics, connections_gauge_and_total)
 Test(metrics, spop_errors_by_status)
 {
 	struct metrics_worker *w = metrics_worker_new();
-	char *s;
+	char                  *s;
 
 	metrics_spop_error(w, 4);
 	metrics_spop_error(w, 4);
 	metrics_spop_error(w, 10);
 	metrics_spop_error(w, 99);
-	metrics_spop_error(w, 57);		/* unknown: counted as 99 */
-	metrics_spop_error(w, 0);		/* normal: not an error */
+	metrics_spop_error(w, 57); /* unknown: counted as 99 */
+	metrics_spop_error(w, 0);  /* normal: not an error */
 	s = render();
 	assert_line(s, "spoa_rl_spop_errors_total{status=\"4\"} 2");
 	assert_line(s, "spoa_rl_spop_errors_total{status=\"10\"} 1");
@@ -374,7 +412,7 @@ Test(metrics, gauges)
 {
 	struct metrics_worker *a = metrics_worker_new();
 	struct metrics_worker *b = metrics_worker_new();
-	char *s;
+	char                  *s;
 
 	metrics_local_keys(a, 10);
 	metrics_local_keys(b, 5);
@@ -393,7 +431,7 @@ Test(metrics, gauges)
 
 Test(metrics, policy_reloads)
 {
-	char *s, *p;
+	char  *s, *p;
 	double ts;
 
 	metrics_policy_loaded();
@@ -403,7 +441,8 @@ Test(metrics, policy_reloads)
 	s = render();
 	assert_line(s, "spoa_rl_policy_reloads_total{result=\"ok\"} 1");
 	assert_line(s, "spoa_rl_policy_reloads_total{result=\"error\"} 2");
-	p = strstr(s, "\nspoa_rl_policy_last_reload_success_timestamp_seconds ");
+	p = strstr(s,
+	           "\nspoa_rl_policy_last_reload_success_timestamp_seconds ");
 	cr_assert_not_null(p);
 	ts = strtod(strchr(p + 1, ' '), NULL);
 	cr_assert(ts > (double)time(NULL) - 60 && ts < (double)time(NULL) + 60,
@@ -414,8 +453,8 @@ Test(metrics, policy_reloads)
 Test(metrics, render_like_snprintf)
 {
 	struct metrics_worker *w = metrics_worker_new();
-	char small[32], *full;
-	size_t n, len;
+	char                   small[32], *full;
+	size_t                 n, len;
 
 	metrics_frame(w, METRICS_FRM_HELLO);
 	full = metrics_render_alloc(&len);
@@ -457,9 +496,9 @@ value_of(const char *text, const char *prefix)
 
 Test(metrics, concurrent_writers_and_scrape)
 {
-	pthread_t t[4];
+	pthread_t          t[4];
 	unsigned long long last = 0, v;
-	char *s;
+	char              *s;
 
 	for (int i = 0; i < 4; i++)
 		pthread_create(&t[i], NULL, race_writer, NULL);
@@ -525,7 +564,7 @@ static struct srv *
 srv_start(double timeout)
 {
 	struct srv *s = calloc(1, sizeof(*s));
-	char *err = NULL;
+	char       *err = NULL;
 
 	log_level = LOG_ERROR;
 	s->healthy = 1;
@@ -555,8 +594,8 @@ static int
 dial(int port)
 {
 	struct sockaddr_in sin = { .sin_family = AF_INET };
-	struct timeval tv = { .tv_sec = 5 };
-	int fd = socket(AF_INET, SOCK_STREAM, 0);
+	struct timeval     tv = { .tv_sec = 5 };
+	int                fd = socket(AF_INET, SOCK_STREAM, 0);
 
 	sin.sin_port = htons((uint16_t)port);
 	sin.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
@@ -583,8 +622,8 @@ send_all(int fd, const char *p, size_t len)
 static char *
 read_all(int fd)
 {
-	size_t cap = 65536, len = 0;
-	char *buf = malloc(cap);
+	size_t  cap = 65536, len = 0;
+	char   *buf = malloc(cap);
 	ssize_t n;
 
 	for (;;) {
@@ -624,17 +663,17 @@ body_of(const char *resp)
 Test(httpd, get_metrics)
 {
 	struct srv *s;
-	char *r;
+	char       *r;
 	const char *cl;
 
 	metrics_init("9.9.9");
 	metrics_frame(metrics_worker_new(), METRICS_FRM_HELLO);
 	s = srv_start(0);
 	r = REQ(s->port, "GET /metrics HTTP/1.1\r\nHost: x\r\n"
-	        "Accept: text/plain\r\n\r\n");
+	                 "Accept: text/plain\r\n\r\n");
 	cr_assert_eq(strncmp(r, "HTTP/1.1 200 OK\r\n", 17), 0, "%s", r);
 	cr_assert_not_null(strstr(r, "\r\nContent-Type: text/plain; "
-	                   "version=0.0.4; charset=utf-8\r\n"));
+	                             "version=0.0.4; charset=utf-8\r\n"));
 	cr_assert_not_null(strstr(r, "\r\nConnection: close\r\n"));
 	cl = strstr(r, "\r\nContent-Length: ");
 	cr_assert_not_null(cl);
@@ -653,7 +692,7 @@ Test(httpd, get_metrics)
 Test(httpd, healthz_follows_callback)
 {
 	struct srv *s = srv_start(0);
-	char *r;
+	char       *r;
 
 	r = REQ(s->port, "GET /healthz HTTP/1.1\r\n\r\n");
 	cr_assert_eq(strncmp(r, "HTTP/1.1 200 OK\r\n", 17), 0, "%s", r);
@@ -670,11 +709,12 @@ Test(httpd, healthz_follows_callback)
 Test(httpd, head_has_no_body)
 {
 	struct srv *s = srv_start(0);
-	char *r = REQ(s->port, "HEAD /metrics HTTP/1.1\r\n\r\n");
+	char       *r = REQ(s->port, "HEAD /metrics HTTP/1.1\r\n\r\n");
 
 	cr_assert_eq(strncmp(r, "HTTP/1.1 200 OK\r\n", 17), 0, "%s", r);
 	cr_assert_str_eq(body_of(r), "");
-	cr_assert_gt(strtoul(strstr(r, "Content-Length: ") + 16, NULL, 10), 100);
+	cr_assert_gt(strtoul(strstr(r, "Content-Length: ") + 16, NULL, 10),
+	             100);
 	free(r);
 	srv_stop(s);
 }
@@ -682,7 +722,7 @@ Test(httpd, head_has_no_body)
 Test(httpd, unknown_path_404)
 {
 	struct srv *s = srv_start(0);
-	char *r;
+	char       *r;
 
 	r = REQ(s->port, "GET / HTTP/1.1\r\n\r\n");
 	cr_assert_eq(strncmp(r, "HTTP/1.1 404 Not Found\r\n", 24), 0, "%s", r);
@@ -699,7 +739,7 @@ Test(httpd, unknown_path_404)
 Test(httpd, other_methods_405)
 {
 	struct srv *s = srv_start(0);
-	char *r;
+	char       *r;
 
 	r = REQ(s->port, "POST /metrics HTTP/1.1\r\nContent-Length: 0\r\n\r\n");
 	cr_assert_eq(strncmp(r, "HTTP/1.1 405 Method Not Allowed\r\n", 33), 0,
@@ -739,8 +779,8 @@ Test(httpd, garbage_400)
 Test(httpd, oversized_head_400)
 {
 	struct srv *s = srv_start(0);
-	char *req = malloc(HTTPD_MAX_HEAD), *r;
-	int n;
+	char       *req = malloc(HTTPD_MAX_HEAD), *r;
+	int         n;
 
 	/* Headers that never end, exactly filling the buffer. */
 	n = snprintf(req, HTTPD_MAX_HEAD, "GET /metrics HTTP/1.1\r\nX-Pad: ");
@@ -761,10 +801,10 @@ Test(httpd, oversized_head_400)
 Test(httpd, request_in_pieces)
 {
 	static const char req[] = "GET /healthz HTTP/1.1\r\nHost: a\r\n\r\n";
-	struct srv *s = srv_start(0);
-	struct timespec ts = { 0, 2000000 };
-	int fd = dial(s->port);
-	char *r;
+	struct srv       *s = srv_start(0);
+	struct timespec   ts = { 0, 2000000 };
+	int               fd = dial(s->port);
+	char             *r;
 
 	for (size_t i = 0; i < sizeof(req) - 1; i++) {
 		send_all(fd, req + i, 1);
@@ -788,11 +828,11 @@ now_s(void)
 Test(httpd, slow_client_times_out)
 {
 	struct srv *s = srv_start(0.2);
-	double t0 = now_s();
-	int fd = dial(s->port);
-	char *r;
+	double      t0 = now_s();
+	int         fd = dial(s->port);
+	char       *r;
 
-	send_all(fd, "GET /metr", 9);	/* and then nothing */
+	send_all(fd, "GET /metr", 9); /* and then nothing */
 	r = read_all(fd);
 	cr_assert_str_eq(r, "");
 	cr_assert_lt(now_s() - t0, 2.0);
@@ -806,7 +846,7 @@ static int
 closed_by_server(int fd)
 {
 	struct pollfd p = { .fd = fd, .events = POLLIN };
-	char b[16];
+	char          b[16];
 
 	if (poll(&p, 1, 1000) <= 0)
 		return 0;
@@ -819,19 +859,21 @@ closed_by_server(int fd)
 Test(httpd, full_table_gives_the_oldest_idle_slot_to_a_new_connection)
 {
 	struct srv *s = srv_start(5.0);
-	int idle[HTTPD_MAX_CONNS];
-	char *r;
+	int         idle[HTTPD_MAX_CONNS];
+	char       *r;
 
 	for (int i = 0; i < HTTPD_MAX_CONNS; i++)
 		idle[i] = dial(s->port);
 	r = REQ(s->port, "GET /healthz HTTP/1.1\r\n\r\n");
 	cr_assert_eq(strncmp(r, "HTTP/1.1 200 OK\r\n", 17), 0, "%s", r);
 	free(r);
-	cr_assert(closed_by_server(idle[0]), "the oldest idle connection was closed");
+	cr_assert(closed_by_server(idle[0]),
+	          "the oldest idle connection was closed");
 	for (int i = 1; i < HTTPD_MAX_CONNS; i++) {
 		struct pollfd p = { .fd = idle[i], .events = POLLIN };
 
-		cr_assert_eq(poll(&p, 1, 0), 0, "idle connection %d was closed too", i);
+		cr_assert_eq(poll(&p, 1, 0), 0,
+		             "idle connection %d was closed too", i);
 	}
 	for (int i = 0; i < HTTPD_MAX_CONNS; i++)
 		close(idle[i]);
@@ -844,13 +886,13 @@ Test(httpd, full_table_gives_the_oldest_idle_slot_to_a_new_connection)
 Test(httpd, bad_addresses)
 {
 	static const char *const bad[] = {
-		"nonsense", "127.0.0.1", "127.0.0.1:", "127.0.0.1:99999",
-		"127.0.0.1:12x", "[::1", "[::1]9465", "::1:9465",
-		"256.1.1.1:9465",
+		"nonsense",        "127.0.0.1",     "127.0.0.1:",
+		"127.0.0.1:99999", "127.0.0.1:12x", "[::1",
+		"[::1]9465",       "::1:9465",      "256.1.1.1:9465",
 	};
 	struct ev_loop *loop = ev_loop_new(EVFLAG_AUTO);
-	struct httpd *h, *h2;
-	char *err = NULL, addr[64];
+	struct httpd   *h, *h2;
+	char           *err = NULL, addr[64];
 
 	log_level = LOG_ERROR;
 	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {

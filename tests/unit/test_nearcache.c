@@ -42,7 +42,7 @@ static const struct lim_result denied = { 0, 0, 5000, 5000, 9000 };
 Test(nearcache, a_cost1_denial_is_answered_locally_until_it_ends)
 {
 	struct nearcache *nc = nearcache_new();
-	struct check c = mk("rl:{t:a}", LIM_GCRA, LIM_OP_CHECK, 1);
+	struct check      c = mk("rl:{t:a}", LIM_GCRA, LIM_OP_CHECK, 1);
 	struct lim_result r;
 
 	nearcache_learn(nc, &c, &denied, 1000);
@@ -58,8 +58,8 @@ Test(nearcache, a_cost1_denial_is_answered_locally_until_it_ends)
 Test(nearcache, other_keys_are_not_affected)
 {
 	struct nearcache *nc = nearcache_new();
-	struct check a = mk("rl:{t:a}", LIM_GCRA, LIM_OP_CHECK, 1);
-	struct check b = mk("rl:{t:b}", LIM_GCRA, LIM_OP_CHECK, 1);
+	struct check      a = mk("rl:{t:a}", LIM_GCRA, LIM_OP_CHECK, 1);
+	struct check      b = mk("rl:{t:b}", LIM_GCRA, LIM_OP_CHECK, 1);
 	struct lim_result r;
 
 	nearcache_learn(nc, &a, &denied, 0);
@@ -70,8 +70,8 @@ Test(nearcache, other_keys_are_not_affected)
 Test(nearcache, allowed_and_costly_answers_are_not_learned)
 {
 	struct nearcache *nc = nearcache_new();
-	struct check c = mk("rl:{t:a}", LIM_GCRA, LIM_OP_CHECK, 1);
-	struct check c3 = mk("rl:{t:a}", LIM_GCRA, LIM_OP_CHECK, 3);
+	struct check      c = mk("rl:{t:a}", LIM_GCRA, LIM_OP_CHECK, 1);
+	struct check      c3 = mk("rl:{t:a}", LIM_GCRA, LIM_OP_CHECK, 3);
 	struct lim_result ok = { 1, 3, 0, 100, 100 }, r;
 
 	nearcache_learn(nc, &c, &ok, 0);
@@ -104,7 +104,7 @@ Test(nearcache, eligibility_by_algorithm_op_cost_and_shadow)
 Test(nearcache, stays_bounded_under_a_flood_of_keys)
 {
 	struct nearcache *nc = nearcache_new();
-	char key[32];
+	char              key[32];
 
 	for (int i = 0; i < 200000; i++) {
 		struct check c;
@@ -113,7 +113,8 @@ Test(nearcache, stays_bounded_under_a_flood_of_keys)
 		c = mk(key, LIM_GCRA, LIM_OP_CHECK, 1);
 		nearcache_learn(nc, &c, &denied, i);
 	}
-	cr_assert_leq(nearcache_count(nc, 0), (size_t)NEARCACHE_SETS * NEARCACHE_WAYS);
+	cr_assert_leq(nearcache_count(nc, 0),
+	              (size_t)NEARCACHE_SETS * NEARCACHE_WAYS);
 	cr_assert_gt(nearcache_count(nc, 0), (size_t)NEARCACHE_SETS);
 	nearcache_free(nc);
 }
@@ -122,11 +123,12 @@ Test(nearcache, stays_bounded_under_a_flood_of_keys)
  * until T holds for every cost >= 1 request until T. */
 Test(nearcache, token_bucket_and_fixed_window_denials_are_answered_locally)
 {
-	static const enum lim_algo algos[] = { LIM_TOKEN_BUCKET, LIM_FIXED_WINDOW };
+	static const enum lim_algo algos[] = { LIM_TOKEN_BUCKET,
+		                               LIM_FIXED_WINDOW };
 
 	for (size_t i = 0; i < sizeof(algos) / sizeof(algos[0]); i++) {
 		struct nearcache *nc = nearcache_new();
-		struct check c = mk("rl:{t:a}", algos[i], LIM_OP_CHECK, 1);
+		struct check      c = mk("rl:{t:a}", algos[i], LIM_OP_CHECK, 1);
 		struct check c2 = mk("rl:{t:a}", algos[i], LIM_OP_CHECK, 2);
 		struct lim_result r;
 
@@ -147,12 +149,13 @@ Test(nearcache, token_bucket_and_fixed_window_denials_are_answered_locally)
  * never fit; the cache must not answer the first sooner nor the second
  * at all. A fixed window lets any cost within its limit through at its
  * end. */
-Test(nearcache, a_larger_cost_waits_longer_and_one_that_never_fits_goes_to_redis)
+Test(nearcache,
+     a_larger_cost_waits_longer_and_one_that_never_fits_goes_to_redis)
 {
 	struct nearcache *nc = nearcache_new();
-	struct check c1 = mk("rl:{t:a}", LIM_GCRA, LIM_OP_CHECK, 1);
-	struct check c3 = mk("rl:{t:a}", LIM_GCRA, LIM_OP_CHECK, 3);
-	struct check c6 = mk("rl:{t:a}", LIM_GCRA, LIM_OP_CHECK, 6);
+	struct check      c1 = mk("rl:{t:a}", LIM_GCRA, LIM_OP_CHECK, 1);
+	struct check      c3 = mk("rl:{t:a}", LIM_GCRA, LIM_OP_CHECK, 3);
+	struct check      c6 = mk("rl:{t:a}", LIM_GCRA, LIM_OP_CHECK, 6);
 	struct check w1 = mk("rl:{t:w}", LIM_FIXED_WINDOW, LIM_OP_CHECK, 1);
 	struct check w10 = mk("rl:{t:w}", LIM_FIXED_WINDOW, LIM_OP_CHECK, 10);
 	struct check w11 = mk("rl:{t:w}", LIM_FIXED_WINDOW, LIM_OP_CHECK, 11);
@@ -181,10 +184,11 @@ Test(nearcache, a_larger_cost_waits_longer_and_one_that_never_fits_goes_to_redis
 Test(nearcache, a_full_set_evicts_the_entry_expiring_soonest)
 {
 	struct nearcache *nc = nearcache_new();
-	struct check lng = mk("rl:{t:long}", LIM_GCRA, LIM_OP_CHECK, 1);
-	struct lim_result far = { 0, 0, 3600000000LL, 3600000000LL, 3600000000LL };
+	struct check      lng = mk("rl:{t:long}", LIM_GCRA, LIM_OP_CHECK, 1);
+	struct lim_result far = { 0, 0, 3600000000LL, 3600000000LL,
+		                  3600000000LL };
 	struct lim_result r;
-	char key[32];
+	char              key[32];
 
 	nearcache_learn(nc, &lng, &far, 0);
 	for (int i = 0; i < 200000; i++) {
@@ -202,8 +206,8 @@ Test(nearcache, a_full_set_evicts_the_entry_expiring_soonest)
 Test(nearcache, a_denial_under_other_limits_does_not_apply)
 {
 	struct nearcache *nc = nearcache_new();
-	struct check free_plan = mk("rl:{t:a}", LIM_GCRA, LIM_OP_CHECK, 1);
-	struct check pro_plan = free_plan;
+	struct check      free_plan = mk("rl:{t:a}", LIM_GCRA, LIM_OP_CHECK, 1);
+	struct check      pro_plan = free_plan;
 	struct lim_result r;
 
 	free_plan.lim.burst = 2;
@@ -217,11 +221,12 @@ Test(nearcache, a_denial_under_other_limits_does_not_apply)
 Test(nearcache, once_per_key_until_the_window_ends)
 {
 	struct nearcache *nc = nearcache_new();
-	struct check a = mk("rl:{s:a}", LIM_GCRA, LIM_OP_CHECK, 1);
-	struct check b = mk("rl:{s:b}", LIM_GCRA, LIM_OP_CHECK, 1);
+	struct check      a = mk("rl:{s:a}", LIM_GCRA, LIM_OP_CHECK, 1);
+	struct check      b = mk("rl:{s:b}", LIM_GCRA, LIM_OP_CHECK, 1);
 
 	cr_assert_eq(nearcache_once(nc, &a, 0, 1000), 1);
-	cr_assert_eq(nearcache_once(nc, &a, 500, 1500), 0, "still in its window");
+	cr_assert_eq(nearcache_once(nc, &a, 500, 1500), 0,
+	             "still in its window");
 	cr_assert_eq(nearcache_once(nc, &b, 500, 1500), 1, "another key");
 	cr_assert_eq(nearcache_once(nc, &a, 1000, 2000), 1, "a new window");
 	nearcache_free(nc);
@@ -231,14 +236,15 @@ Test(nearcache, once_per_key_until_the_window_ends)
  * not answer with the old algorithm's denial: Redis decides it afresh. */
 Test(nearcache, a_denial_under_another_algorithm_does_not_apply)
 {
-	static const enum lim_algo algos[] = {
-		LIM_GCRA, LIM_TOKEN_BUCKET, LIM_LEAKY_BUCKET, LIM_FIXED_WINDOW
-	};
-	struct lim_result r;
+	static const enum lim_algo algos[] = { LIM_GCRA, LIM_TOKEN_BUCKET,
+		                               LIM_LEAKY_BUCKET,
+		                               LIM_FIXED_WINDOW };
+	struct lim_result          r;
 
 	for (size_t i = 0; i < sizeof(algos) / sizeof(algos[0]); i++) {
 		struct nearcache *nc = nearcache_new();
-		struct check learned = mk("rl:{t:a}", algos[i], LIM_OP_CHECK, 1);
+		struct check      learned =
+			mk("rl:{t:a}", algos[i], LIM_OP_CHECK, 1);
 
 		learned.lim.rate = 1;
 		learned.lim.period_us = 60000000;
@@ -253,7 +259,8 @@ Test(nearcache, a_denial_under_another_algorithm_does_not_apply)
 			other.lim.algo = algos[j];
 			cr_assert_eq(nearcache_lookup(nc, &other, 0, &r), 0,
 			             "learned under %s, looked up under %s",
-			             lim_algo_name(algos[i]), lim_algo_name(algos[j]));
+			             lim_algo_name(algos[i]),
+			             lim_algo_name(algos[j]));
 		}
 		nearcache_free(nc);
 	}
@@ -261,29 +268,32 @@ Test(nearcache, a_denial_under_another_algorithm_does_not_apply)
 
 /* Redis's state is the truth and can be reset (DEL, a restart, a
  * failover): a denial until the end of a month is held NEARCACHE_HOLD_US
- * (under the 1 s a `key reset` promises the pool), not a month, for every algorithm; while held, its Retry-After is the
- * true time left, not the hold. */
+ * (under the 1 s a `key reset` promises the pool), not a month, for every
+ * algorithm; while held, its Retry-After is the true time left, not the hold.
+ */
 Test(nearcache, a_long_denial_is_held_briefly_with_the_true_retry_after)
 {
-	static const enum lim_algo algos[] = {
-		LIM_GCRA, LIM_TOKEN_BUCKET, LIM_LEAKY_BUCKET, LIM_FIXED_WINDOW
-	};
-	const int64_t month = 30LL * 86400 * 1000000;
-	struct lim_result far = { 0, 0, month, month, month }, r;
+	static const enum lim_algo algos[] = { LIM_GCRA, LIM_TOKEN_BUCKET,
+		                               LIM_LEAKY_BUCKET,
+		                               LIM_FIXED_WINDOW };
+	const int64_t              month = 30LL * 86400 * 1000000;
+	struct lim_result          far = { 0, 0, month, month, month }, r;
 
 	for (size_t i = 0; i < sizeof(algos) / sizeof(algos[0]); i++) {
 		struct nearcache *nc = nearcache_new();
-		struct check c = mk("rl:{t:a}", algos[i], LIM_OP_CHECK, 1);
+		struct check      c = mk("rl:{t:a}", algos[i], LIM_OP_CHECK, 1);
 
 		nearcache_learn(nc, &c, &far, 1000);
-		cr_assert_eq(nearcache_lookup(nc, &c, 1000 + NEARCACHE_HOLD_US / 2,
-		                              &r), 1);
+		cr_assert_eq(nearcache_lookup(nc, &c,
+		                              1000 + NEARCACHE_HOLD_US / 2, &r),
+		             1);
 		cr_assert_eq(r.retry_after_us, month - NEARCACHE_HOLD_US / 2,
 		             "the time left in the window, not the hold");
 		cr_assert_eq(r.full_us, month - NEARCACHE_HOLD_US / 2);
-		cr_assert_eq(nearcache_lookup(nc, &c, 1000 + NEARCACHE_HOLD_US, &r),
-		             0, "%s: after the hold Redis is asked again",
-		             lim_algo_name(algos[i]));
+		cr_assert_eq(
+			nearcache_lookup(nc, &c, 1000 + NEARCACHE_HOLD_US, &r),
+			0, "%s: after the hold Redis is asked again",
+			lim_algo_name(algos[i]));
 		cr_assert_eq(nearcache_lookup(nc, &c, 1000 + 10000000, &r), 0,
 		             "%s: after 10 s Redis is asked again",
 		             lim_algo_name(algos[i]));

@@ -1,11 +1,11 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
  * Unit tests of the operations logs: the sampled decision log
- * (agent/decision/declog.c: the line's format and escaping, the sampling rate, one
- * branch when off) and the rate-limited fail-mode log (agent/decision/ratelog.c:
- * once per rule per interval, the suppressed count, its line). Log lines
- * are read back from a redirected stderr; the clock is util_now_us,
- * replaced by a fake one.
+ * (agent/decision/declog.c: the line's format and escaping, the sampling rate,
+ * one branch when off) and the rate-limited fail-mode log
+ * (agent/decision/ratelog.c: once per rule per interval, the suppressed count,
+ * its line). Log lines are read back from a redirected stderr; the clock is
+ * util_now_us, replaced by a fake one.
  */
 #include <criterion/criterion.h>
 #include <criterion/redirect.h>
@@ -41,8 +41,8 @@ static char *
 read_stderr(void)
 {
 	static char buf[16384];
-	FILE *f = cr_get_redirected_stderr();
-	size_t n = fread(buf, 1, sizeof(buf) - 1, f);
+	FILE       *f = cr_get_redirected_stderr();
+	size_t      n = fread(buf, 1, sizeof(buf) - 1, f);
 
 	buf[n] = '\0';
 	return buf;
@@ -70,21 +70,25 @@ fake_clock(void)
 
 Test(declog, formats_an_allowed_request)
 {
-	struct check c[1];
+	struct check   c[1];
 	struct outcome o[1] = { { .src = SRC_STORE, .res = { .allowed = 1 } } };
-	struct decision d = { .status = 0, .policy = "tenant", .has_limits = 1,
-	                      .limit = 5, .remaining = 4 };
-	char buf[512];
+	struct decision d = { .status = 0,
+		              .policy = "tenant",
+		              .has_limits = 1,
+		              .limit = 5,
+		              .remaining = 4 };
+	char            buf[512];
 
 	set_check(&c[0], 0, "rl:{tenant:acme}", 0);
 	declog_format(buf, sizeof(buf), c, o, 1, &d);
-	cr_assert_str_eq(buf, "status=0 policy=tenant limit=5 remaining=4 degraded=0 "
-	                 "shadow=0 checks=\"tenant:allowed:rl:{tenant:acme}\"");
+	cr_assert_str_eq(
+		buf, "status=0 policy=tenant limit=5 remaining=4 degraded=0 "
+		     "shadow=0 checks=\"tenant:allowed:rl:{tenant:acme}\"");
 }
 
 Test(declog, formats_every_outcome_and_escapes_keys)
 {
-	struct check c[5];
+	struct check   c[5];
 	struct outcome o[5] = {
 		{ .src = SRC_STORE, .res = { .allowed = 0 } },
 		{ .src = SRC_NOT_RUN },
@@ -92,9 +96,12 @@ Test(declog, formats_every_outcome_and_escapes_keys)
 		{ .src = SRC_STORE, .res = { .allowed = 0 } },
 		{ .src = SRC_MISSING },
 	};
-	struct decision d = { .status = 429, .policy = "tenant", .retry_after = 12,
-	                      .degraded = 1, .shadow = 1 };
-	char buf[512];
+	struct decision d = { .status = 429,
+		              .policy = "tenant",
+		              .retry_after = 12,
+		              .degraded = 1,
+		              .shadow = 1 };
+	char            buf[512];
 
 	set_check(&c[0], 0, "rl:{tenant:a c\"\\\n\x7f}", 0);
 	set_check(&c[1], 1, "rl:{login:bob}", 0);
@@ -102,20 +109,22 @@ Test(declog, formats_every_outcome_and_escapes_keys)
 	set_check(&c[3], 2, "rl:{ip:10.0.0.1}", LIM_FL_SHADOW);
 	set_check(&c[4], 0, "", 0);
 	declog_format(buf, sizeof(buf), c, o, 5, &d);
-	cr_assert_str_eq(buf, "status=429 policy=tenant retry_after=12 degraded=1 "
-	                 "shadow=1 checks=\"tenant:denied:rl:{tenant:a\\x20c\\x22\\x5c"
-	                 "\\x0a\\x7f} login:not_run:rl:{login:bob} "
-	                 "login:degraded:rl:{login:eve} ip:shadow_denied:rl:{ip:10.0.0.1} "
-	                 "tenant:denied:\"");
+	cr_assert_str_eq(
+		buf,
+		"status=429 policy=tenant retry_after=12 degraded=1 "
+		"shadow=1 checks=\"tenant:denied:rl:{tenant:a\\x20c\\x22\\x5c"
+		"\\x0a\\x7f} login:not_run:rl:{login:bob} "
+		"login:degraded:rl:{login:eve} ip:shadow_denied:rl:{ip:10.0.0.1} "
+		"tenant:denied:\"");
 }
 
 Test(declog, a_cut_line_keeps_its_closing_quote)
 {
-	struct check c[1];
+	struct check   c[1];
 	struct outcome o[1] = { { .src = SRC_STORE, .res = { .allowed = 1 } } };
 	struct decision d = { 0 };
-	char buf[48];
-	size_t n;
+	char            buf[48];
+	size_t          n;
 
 	set_check(&c[0], 0, "rl:{tenant:a-rather-long-tenant-name-here}", 0);
 	n = declog_format(buf, sizeof(buf), c, o, 1, &d);
@@ -145,20 +154,21 @@ Test(declog, draw_rate_follows_the_threshold)
 	declog_seed(7);
 	for (size_t k = 0; k < sizeof(rates) / sizeof(rates[0]); k++) {
 		uint64_t thresh = (uint64_t)(rates[k] * 4294967296.0);
-		int hits = 0, n = 200000;
+		int      hits = 0, n = 200000;
 
 		for (int i = 0; i < n; i++)
 			hits += declog_draw(thresh);
 		/* 200k draws: the standard deviation is under 0.0012. */
-		cr_assert(hits > (rates[k] - 0.006) * n && hits < (rates[k] + 0.006) * n,
+		cr_assert(hits > (rates[k] - 0.006) * n &&
+		                  hits < (rates[k] + 0.006) * n,
 		          "rate %.2f gave %d of %d", rates[k], hits, n);
 	}
 }
 
 Test(declog, sample_off_logs_nothing, .init = cr_redirect_stderr)
 {
-	struct policy p = { .log_sample_thresh = 0 };
-	struct check c[1];
+	struct policy  p = { .log_sample_thresh = 0 };
+	struct check   c[1];
 	struct outcome o[1] = { { .src = SRC_STORE, .res = { .allowed = 1 } } };
 	struct decision d = { 0 };
 
@@ -171,11 +181,13 @@ Test(declog, sample_off_logs_nothing, .init = cr_redirect_stderr)
 
 Test(declog, sample_all_logs_each_decision_once, .init = cr_redirect_stderr)
 {
-	struct policy p = { .log_sample = 1, .log_sample_thresh = 1ULL << 32 };
-	struct check c[1];
+	struct policy  p = { .log_sample = 1, .log_sample_thresh = 1ULL << 32 };
+	struct check   c[1];
 	struct outcome o[1] = { { .src = SRC_STORE, .res = { .allowed = 0 } } };
-	struct decision d = { .status = 429, .policy = "tenant", .retry_after = 3 };
-	const char *out;
+	struct decision d = { .status = 429,
+		              .policy = "tenant",
+		              .retry_after = 3 };
+	const char     *out;
 
 	log_level = LOG_INFO;
 	set_check(&c[0], 0, "rl:{tenant:acme}", 0);
@@ -183,15 +195,18 @@ Test(declog, sample_all_logs_each_decision_once, .init = cr_redirect_stderr)
 		declog_sample(&p, c, o, 1, &d);
 	out = read_stderr();
 	cr_assert_eq(count_str(out, "\n"), 3, "%s", out);
-	cr_assert_eq(count_str(out, " level=info msg=decision status=429 policy=tenant "
-	                       "retry_after=3 degraded=0 shadow=0 "
-	                       "checks=\"tenant:denied:rl:{tenant:acme}\"\n"), 3, "%s", out);
+	cr_assert_eq(
+		count_str(out,
+	                  " level=info msg=decision status=429 policy=tenant "
+	                  "retry_after=3 degraded=0 shadow=0 "
+	                  "checks=\"tenant:denied:rl:{tenant:acme}\"\n"),
+		3, "%s", out);
 }
 
 Test(declog, sample_needs_level_info, .init = cr_redirect_stderr)
 {
-	struct policy p = { .log_sample = 1, .log_sample_thresh = 1ULL << 32 };
-	struct check c[1];
+	struct policy  p = { .log_sample = 1, .log_sample_thresh = 1ULL << 32 };
+	struct check   c[1];
 	struct outcome o[1] = { { .src = SRC_STORE, .res = { .allowed = 1 } } };
 	struct decision d = { 0 };
 
@@ -206,8 +221,8 @@ Test(declog, sample_needs_level_info, .init = cr_redirect_stderr)
 Test(ratelog, once_per_interval_per_rule)
 {
 	struct ratelog rl = { 0 };
-	uint64_t sup = 99;
-	int64_t t0 = 5 * RATELOG_INTERVAL_US;
+	uint64_t       sup = 99;
+	int64_t        t0 = 5 * RATELOG_INTERVAL_US;
 
 	cr_assert_eq(ratelog_allow(&rl, 0, t0, &sup), 1);
 	cr_assert_eq(sup, 0);
@@ -216,24 +231,28 @@ Test(ratelog, once_per_interval_per_rule)
 	/* another rule is not held back by the first */
 	cr_assert_eq(ratelog_allow(&rl, 1, t0 + 1, &sup), 1);
 	cr_assert_eq(sup, 0);
-	cr_assert_eq(ratelog_allow(&rl, 0, t0 + RATELOG_INTERVAL_US - 1, &sup), 0);
+	cr_assert_eq(ratelog_allow(&rl, 0, t0 + RATELOG_INTERVAL_US - 1, &sup),
+	             0);
 	cr_assert_eq(ratelog_allow(&rl, 0, t0 + RATELOG_INTERVAL_US, &sup), 1);
 	cr_assert_eq(sup, 5, "5 calls refused since the last line, got %llu",
 	             (unsigned long long)sup);
-	cr_assert_eq(ratelog_allow(&rl, 0, t0 + RATELOG_INTERVAL_US + 1, &sup), 0);
-	cr_assert_eq(ratelog_allow(&rl, 0, t0 + 3 * RATELOG_INTERVAL_US, &sup), 1);
+	cr_assert_eq(ratelog_allow(&rl, 0, t0 + RATELOG_INTERVAL_US + 1, &sup),
+	             0);
+	cr_assert_eq(ratelog_allow(&rl, 0, t0 + 3 * RATELOG_INTERVAL_US, &sup),
+	             1);
 	cr_assert_eq(sup, 1);
 }
 
 Test(ratelog, clock_zero_and_indexes_out_of_range)
 {
 	struct ratelog rl = { 0 };
-	uint64_t sup;
+	uint64_t       sup;
 
 	cr_assert_eq(ratelog_allow(&rl, 3, 0, &sup), 1);
 	cr_assert_eq(ratelog_allow(&rl, 3, 1, &sup), 0, "t=0 counts as logged");
 	cr_assert_eq(ratelog_allow(&rl, RATELOG_MAX_RULES + 5, 100, &sup), 1);
-	cr_assert_eq(ratelog_allow(&rl, -1, 200, &sup), 0, "shares the last slot");
+	cr_assert_eq(ratelog_allow(&rl, -1, 200, &sup), 0,
+	             "shares the last slot");
 	cr_assert_eq(ratelog_allow(&rl, RATELOG_MAX_RULES - 1, 300, &sup), 0);
 }
 
@@ -254,16 +273,26 @@ Test(ratelog, fail_mode_line, .init = cr_redirect_stderr)
 	cr_assert_eq(ratelog_fail_mode(&rules[2], 0, 0), 1);
 	log_level = LOG_ERROR;
 	fake_now += RATELOG_INTERVAL_US;
-	cr_assert_eq(ratelog_fail_mode(&rules[2], 0, 0), 0, "warn lines are off at -q");
+	cr_assert_eq(ratelog_fail_mode(&rules[2], 0, 0), 0,
+	             "warn lines are off at -q");
 	util_now_us = saved;
 	out = read_stderr();
 	cr_assert_eq(count_str(out, "\n"), 4, "%s", out);
-	cr_assert(strstr(out, " level=warn msg=fail_mode rule=login mode=closed "
-	                 "reason=redis_down worker=3 suppressed=0\n"), "%s", out);
-	cr_assert(strstr(out, " level=warn msg=fail_mode rule=tenant mode=open "
-	                 "reason=redis_timeout_or_error worker=3 suppressed=0\n"), "%s", out);
-	cr_assert(strstr(out, " level=warn msg=fail_mode rule=login mode=closed "
-	                 "reason=redis_timeout_or_error worker=3 suppressed=2\n"), "%s", out);
+	cr_assert(strstr(out,
+	                 " level=warn msg=fail_mode rule=login mode=closed "
+	                 "reason=redis_down worker=3 suppressed=0\n"),
+	          "%s", out);
+	cr_assert(
+		strstr(out,
+	               " level=warn msg=fail_mode rule=tenant mode=open "
+	               "reason=redis_timeout_or_error worker=3 suppressed=0\n"),
+		"%s", out);
+	cr_assert(
+		strstr(out,
+	               " level=warn msg=fail_mode rule=login mode=closed "
+	               "reason=redis_timeout_or_error worker=3 suppressed=2\n"),
+		"%s", out);
 	cr_assert(strstr(out, " level=warn msg=fail_mode rule=ip mode=local "
-	                 "reason=redis_down worker=0 suppressed=0\n"), "%s", out);
+	                      "reason=redis_down worker=0 suppressed=0\n"),
+	          "%s", out);
 }

@@ -17,13 +17,13 @@ struct fetch {
 	char  *field;
 	size_t len;
 	void (*cb)(void *, const char *, size_t, int);
-	void  *arg;
+	void *arg;
 };
 
 static struct fetch fetches[MAXF];
-static int nfetch;
-static int down;		/* the fake store refuses */
-static int sync_answer;		/* answer "pro" inside the call */
+static int          nfetch;
+static int          down;        /* the fake store refuses */
+static int          sync_answer; /* answer "pro" inside the call */
 
 static int
 fake_fetch(void *ctx, const char *hash, const char *field, size_t len,
@@ -50,12 +50,16 @@ answer(int i, const char *val, int err)
 }
 
 static int64_t now;
-static int64_t clock_now(void) { return now; }
+static int64_t
+clock_now(void)
+{
+	return now;
+}
 
 static void wake_cb(struct plancache_waiter *pw, int ok);
 
-static struct plancache *pc;	/* the suite's: 16 entries, 4 KiB */
-static struct plancache_waiter w;	/* a waiter on it */
+static struct plancache       *pc; /* the suite's: 16 entries, 4 KiB */
+static struct plancache_waiter w;  /* a waiter on it */
 
 /* Replaces the suite's cache with one of <max> entries, <bytes> bytes. */
 static void
@@ -66,8 +70,8 @@ use(size_t max, size_t bytes)
 	plancache_waiter_init(&w, pc, wake_cb);
 }
 
-static struct plan plans[] = { { .name = (char[]){ "free" } },
-                               { .name = (char[]){ "pro" } } };
+static struct plan   plans[] = { { .name = (char[]){ "free" } },
+	                         { .name = (char[]){ "pro" } } };
 static struct policy pol;
 
 static void
@@ -171,7 +175,7 @@ Test(plancache, a_failed_lookup_wakes_its_waiters_and_caches_nothing)
 Test(plancache, a_failed_lookup_is_not_asked_again_before_the_retry_time)
 {
 	cr_assert_eq(resolve(&w, "bigco"), POLICY_PLAN_WAIT);
-	answer(0, NULL, -1);		/* say, WRONGTYPE: not a hash */
+	answer(0, NULL, -1); /* say, WRONGTYPE: not a hash */
 	for (int i = 0; i < 100; i++)
 		cr_assert_eq(resolve(&w, "bigco"), POLICY_PLAN_UNKNOWN,
 		             "fail modes at once, no wait");
@@ -216,7 +220,7 @@ Test(plancache, a_cancelled_waiter_is_not_called)
 	resolve(&a, "bigco");
 	resolve(&b, "bigco");
 	plancache_cancel(&a);
-	plancache_cancel(&a);		/* twice: a no-op */
+	plancache_cancel(&a); /* twice: a no-op */
 	answer(0, "pro", 0);
 	cr_assert_eq(woken, 1);
 }
@@ -238,7 +242,7 @@ Test(plancache, a_waiter_waits_on_one_tenant_but_asks_for_all)
 Test(plancache, long_tenant_ids_are_cached_whole)
 {
 	size_t len = 10000;
-	char *a = xmalloc(len + 1), *b = xmalloc(len + 1);
+	char  *a = xmalloc(len + 1), *b = xmalloc(len + 1);
 
 	memset(a, 'x', len);
 	a[len] = '\0';
@@ -270,13 +274,13 @@ Test(plancache, a_full_table_evicts_one_entry_at_a_time)
 	use(4, 4096);
 	for (int i = 0; i < 4; i++)
 		cr_assert_eq(resolve(&w, t[i]), 1);
-	cr_assert_eq(resolve(&w, "e"), 1);	/* evicts a */
+	cr_assert_eq(resolve(&w, "e"), 1); /* evicts a */
 	cr_assert_eq(plancache_count(pc), 4);
 	cr_assert_eq(nfetch, 5);
 	for (int i = 1; i < 5; i++)
 		resolve(&w, t[i]);
 	cr_assert_eq(nfetch, 5, "b..e still cached");
-	resolve(&w, "a");			/* back; evicts one */
+	resolve(&w, "a"); /* back; evicts one */
 	cr_assert_eq(nfetch, 6);
 	cr_assert_eq(plancache_count(pc), 4);
 	/* c used since the hand passed, d not: d goes first */

@@ -1,11 +1,12 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
- * Unit tests of the policy (agent/policy/policy.c, agent/policy/policy_parse.c): loading
- * the YAML fixtures of tests/unit/data (every field, the defaults, each
- * kind of error with its line, column and field path, several errors in one
- * file, warnings), the example policies of policies/, tenant plan
- * resolution, and policy_build_checks() on hand-built SPOE messages: keys,
- * missing: modes, cost args, failure counting, concurrency release.
+ * Unit tests of the policy (agent/policy/policy.c,
+ * agent/policy/policy_parse.c): loading the YAML fixtures of tests/unit/data
+ * (every field, the defaults, each kind of error with its line, column and
+ * field path, several errors in one file, warnings), the example policies of
+ * policies/, tenant plan resolution, and policy_build_checks() on hand-built
+ * SPOE messages: keys, missing: modes, cost args, failure counting, concurrency
+ * release.
  *
  * Paths are relative to the repository root (make runs the tests there);
  * TEST_ROOT overrides it.
@@ -37,7 +38,7 @@ data(const char *name)
 static struct policy *
 load_ok(const char *file)
 {
-	char *err = NULL, *warn = NULL;
+	char          *err = NULL, *warn = NULL;
 	struct policy *p = policy_load_with_warnings(file, &err, &warn);
 
 	cr_assert_not_null(p, "%s failed to load:\n%s", file, err ? err : "");
@@ -50,7 +51,7 @@ load_ok(const char *file)
 static char *
 load_fails(const char *name)
 {
-	char *err = NULL, *warn = NULL;
+	char          *err = NULL, *warn = NULL;
 	struct policy *p = policy_load_with_warnings(data(name), &err, &warn);
 
 	cr_assert_null(p, "%s loaded", name);
@@ -73,13 +74,15 @@ count_lines(const char *s)
 static void
 has_line(const char *err, const char *file, const char *where, const char *what)
 {
-	char want[1200];
+	char        want[1200];
 	const char *p;
-	size_t n;
+	size_t      n;
 
-	n = (size_t)snprintf(want, sizeof(want), "%s:%s: %s", data(file), where, what);
+	n = (size_t)snprintf(want, sizeof(want), "%s:%s: %s", data(file), where,
+	                     what);
 	for (p = err; (p = strstr(p, want)); p++)
-		if ((p == err || p[-1] == '\n') && (p[n] == '\n' || p[n] == '\0'))
+		if ((p == err || p[-1] == '\n') &&
+		    (p[n] == '\n' || p[n] == '\0'))
 			return;
 	cr_assert_fail("missing line \"%s\" in:\n%s", want, err);
 }
@@ -90,7 +93,7 @@ static void
 has_error(const char *err, const char *file, const char *where,
           const char *path, const char *part)
 {
-	char head[1200];
+	char        head[1200];
 	const char *p;
 
 	snprintf(head, sizeof(head), "%s:%s: %s: ", data(file), where, path);
@@ -207,9 +210,9 @@ Test(policy, parses_every_top_level_field)
 Test(policy, parses_plans_tenants_and_lookup)
 {
 	struct policy *p = load_ok(data("full.yaml"));
-	int free_i = policy_plan_index(p, "free", 4);
-	int pro_i = policy_plan_index(p, "pro", 3);
-	int ent_i = policy_plan_index(p, "enterprise", 10);
+	int            free_i = policy_plan_index(p, "free", 4);
+	int            pro_i = policy_plan_index(p, "pro", 3);
+	int            ent_i = policy_plan_index(p, "enterprise", 10);
 
 	cr_assert_eq(p->nplans, 3);
 	cr_assert(free_i >= 0 && pro_i >= 0 && ent_i >= 0);
@@ -220,10 +223,10 @@ Test(policy, parses_plans_tenants_and_lookup)
 	cr_assert_eq(p->plans[pro_i].has_quota, true);
 	cr_assert_eq(p->plans[pro_i].quota, 1000000);
 	cr_assert_eq(p->plans[pro_i].quota_cal, LIM_CAL_MONTH);
-	cr_assert_eq(p->plans[ent_i].has_quota, false);	/* quota: none */
-	cr_assert_eq(p->plans[ent_i].burst, 1);		/* default */
+	cr_assert_eq(p->plans[ent_i].has_quota, false); /* quota: none */
+	cr_assert_eq(p->plans[ent_i].burst, 1);         /* default */
 	cr_assert_eq(p->ntenants, 2);
-	cr_assert_str_eq(p->tenants[0].tenant, "acme");	/* sorted */
+	cr_assert_str_eq(p->tenants[0].tenant, "acme"); /* sorted */
 	cr_assert_eq(p->tenants[0].plan, pro_i);
 	cr_assert_eq(p->tenants[1].plan, ent_i);
 	cr_assert_str_eq(p->plan_lookup.arg, "plan");
@@ -237,7 +240,7 @@ Test(policy, parses_plans_tenants_and_lookup)
 
 Test(policy, parses_token_rule_fields)
 {
-	struct policy *p = load_ok(data("full.yaml"));
+	struct policy     *p = load_ok(data("full.yaml"));
 	const struct rule *r = rule_named(p, "ip");
 
 	cr_assert_str_eq(r->message, "rl-request");
@@ -247,7 +250,7 @@ Test(policy, parses_token_rule_fields)
 	cr_assert_eq(r->lim.rate, 100);
 	cr_assert_eq(r->lim.period_us, LIM_USEC_PER_SEC);
 	cr_assert_eq(r->lim.burst, 200);
-	cr_assert_eq(r->lim.ei_us, 10000);	/* lim_params_init ran */
+	cr_assert_eq(r->lim.ei_us, 10000); /* lim_params_init ran */
 	cr_assert_eq(r->fail, FAIL_LOCAL);
 	cr_assert_eq(r->store, STORE_LOCAL);
 	cr_assert_eq(r->ipv6_prefix, 56);
@@ -278,7 +281,7 @@ Test(policy, parses_token_rule_fields)
 
 Test(policy, parses_window_login_and_concurrency_fields)
 {
-	struct policy *p = load_ok(data("full.yaml"));
+	struct policy     *p = load_ok(data("full.yaml"));
 	const struct rule *r = rule_named(p, "login-account");
 
 	cr_assert_eq(r->lim.algo, LIM_SLIDING_LOG);
@@ -314,14 +317,14 @@ Test(policy, parses_window_login_and_concurrency_fields)
 
 Test(policy, parses_plan_rules)
 {
-	struct policy *p = load_ok(data("full.yaml"));
+	struct policy     *p = load_ok(data("full.yaml"));
 	const struct rule *r = rule_named(p, "tenant");
-	int pro = policy_plan_index(p, "pro", 3);
-	int ent = policy_plan_index(p, "enterprise", 10);
+	int                pro = policy_plan_index(p, "pro", 3);
+	int                ent = policy_plan_index(p, "enterprise", 10);
 
 	cr_assert_eq(r->plan, RULE_PLAN_RATE);
 	cr_assert_eq(r->lim.algo, LIM_GCRA);
-	cr_assert_eq(r->lim.rate, 60);		/* the default plan's */
+	cr_assert_eq(r->lim.rate, 60); /* the default plan's */
 	cr_assert_eq(r->plan_lim[pro].rate, 600);
 	cr_assert_eq(r->plan_lim[pro].burst, 100);
 
@@ -330,13 +333,13 @@ Test(policy, parses_plan_rules)
 	cr_assert_eq(r->plan_lim[pro].algo, LIM_FIXED_WINDOW);
 	cr_assert_eq(r->plan_lim[pro].rate, 1000000);
 	cr_assert_eq(r->plan_lim[pro].calendar, LIM_CAL_MONTH);
-	cr_assert_eq(r->plan_lim[ent].rate, 0);	/* quota: none */
+	cr_assert_eq(r->plan_lim[ent].rate, 0); /* quota: none */
 	policy_unref(p);
 }
 
 Test(policy, applies_defaults)
 {
-	struct policy *p = load_ok(data("defaults.yaml"));
+	struct policy     *p = load_ok(data("defaults.yaml"));
 	const struct rule *r = &p->rules[0];
 
 	cr_assert_str_eq(p->listen, "127.0.0.1:12345");
@@ -397,7 +400,7 @@ Test(policy, reports_every_error_in_file_order)
 {
 	char *err = load_fails("errors.yaml");
 	char *p;
-	int prev = 0;
+	int   prev = 0;
 
 	/* 30 errors, one per line, sorted by line */
 	cr_assert_eq(count_lines(err), 30, "got:\n%s", err);
@@ -415,11 +418,15 @@ Test(policy, reports_top_level_value_errors)
 	char *err = load_fails("errors.yaml");
 
 	has_error(err, "errors.yaml", "1:9", "listen", "expected host:port");
-	has_line(err, "errors.yaml", "2:10", "workers: must be between 1 and 256");
+	has_line(err, "errors.yaml", "2:10",
+	         "workers: must be between 1 and 256");
 	has_error(err, "errors.yaml", "4:8", "redis.url", "expected redis://");
-	has_error(err, "errors.yaml", "5:12", "redis.timeout", "expected a duration");
-	has_error(err, "errors.yaml", "7:10", "headers", "unknown headers \"fancy\"");
-	has_error(err, "errors.yaml", "8:9", "shadow", "expected true or false");
+	has_error(err, "errors.yaml", "5:12", "redis.timeout",
+	          "expected a duration");
+	has_error(err, "errors.yaml", "7:10", "headers",
+	          "unknown headers \"fancy\"");
+	has_error(err, "errors.yaml", "8:9", "shadow",
+	          "expected true or false");
 	free(err);
 }
 
@@ -437,12 +444,18 @@ Test(policy, reports_impossible_rates_and_bursts)
 {
 	char *err = load_fails("errors.yaml");
 
-	has_line(err, "errors.yaml", "16:11", "rules[0].rate: rate must be > 0");
-	has_line(err, "errors.yaml", "10:17", "plans.free.rate: rate must be > 0");
-	has_error(err, "errors.yaml", "10:31", "plans.free.burst", "must be between 1");
-	has_error(err, "errors.yaml", "24:12", "rules[2].burst", "must be between 1");
-	has_error(err, "errors.yaml", "30:12", "rules[3].limit", "must be between 1");
-	has_line(err, "errors.yaml", "37:11", "rules[4].cost: cost must be >= 0");
+	has_line(err, "errors.yaml", "16:11",
+	         "rules[0].rate: rate must be > 0");
+	has_line(err, "errors.yaml", "10:17",
+	         "plans.free.rate: rate must be > 0");
+	has_error(err, "errors.yaml", "10:31", "plans.free.burst",
+	          "must be between 1");
+	has_error(err, "errors.yaml", "24:12", "rules[2].burst",
+	          "must be between 1");
+	has_error(err, "errors.yaml", "30:12", "rules[3].limit",
+	          "must be between 1");
+	has_line(err, "errors.yaml", "37:11",
+	         "rules[4].cost: cost must be >= 0");
 	free(err);
 }
 
@@ -452,11 +465,16 @@ Test(policy, reports_unknown_enum_values)
 
 	has_error(err, "errors.yaml", "20:16", "rules[1].algorithm",
 	          "unknown algorithm \"quantum\"");
-	has_error(err, "errors.yaml", "25:11", "rules[2].fail", "unknown fail \"sometimes\"");
-	has_error(err, "errors.yaml", "39:12", "rules[4].count", "unknown count \"some\"");
-	has_error(err, "errors.yaml", "31:13", "rules[3].window", "\"1fortnight\"");
-	has_error(err, "errors.yaml", "40:22", "rules[4].failure_status[0]", "\"abc\"");
-	has_error(err, "errors.yaml", "40:27", "rules[4].failure_status[1]", "\"99\"");
+	has_error(err, "errors.yaml", "25:11", "rules[2].fail",
+	          "unknown fail \"sometimes\"");
+	has_error(err, "errors.yaml", "39:12", "rules[4].count",
+	          "unknown count \"some\"");
+	has_error(err, "errors.yaml", "31:13", "rules[3].window",
+	          "\"1fortnight\"");
+	has_error(err, "errors.yaml", "40:22", "rules[4].failure_status[0]",
+	          "\"abc\"");
+	has_error(err, "errors.yaml", "40:27", "rules[4].failure_status[1]",
+	          "\"99\"");
 	free(err);
 }
 
@@ -464,9 +482,12 @@ Test(policy, reports_bad_templates)
 {
 	char *err = load_fails("errors.yaml");
 
-	has_error(err, "errors.yaml", "15:10", "rules[0].key", "empty placeholder {}");
-	has_error(err, "errors.yaml", "19:10", "rules[1].key", "unterminated '{'");
-	has_error(err, "errors.yaml", "26:14", "rules[2].missing", "unterminated '{'");
+	has_error(err, "errors.yaml", "15:10", "rules[0].key",
+	          "empty placeholder {}");
+	has_error(err, "errors.yaml", "19:10", "rules[1].key",
+	          "unterminated '{'");
+	has_error(err, "errors.yaml", "26:14", "rules[2].missing",
+	          "unterminated '{'");
 	free(err);
 }
 
@@ -486,17 +507,21 @@ Test(policy, reports_unknown_plan_names)
 {
 	char *err = load_fails("errors.yaml");
 
-	has_line(err, "errors.yaml", "11:18", "tenants.acme: unknown plan \"gold\"");
+	has_line(err, "errors.yaml", "11:18",
+	         "tenants.acme: unknown plan \"gold\"");
 	free(err);
 	err = load_fails("plan-errors.yaml");
 	has_line(err, "plan-errors.yaml", "3:25",
 	         "plan_lookup.default: unknown plan \"platinum\"");
-	has_error(err, "plan-errors.yaml", "9:11", "rules[0].rate", "not used with plan:");
-	has_error(err, "plan-errors.yaml", "14:11", "rules[1].plan", "needs algorithm fixed-window");
+	has_error(err, "plan-errors.yaml", "9:11", "rules[0].rate",
+	          "not used with plan:");
+	has_error(err, "plan-errors.yaml", "14:11", "rules[1].plan",
+	          "needs algorithm fixed-window");
 	cr_assert_eq(count_lines(err), 3, "got:\n%s", err);
 	free(err);
 	err = load_fails("noplans.yaml");
-	has_error(err, "noplans.yaml", "5:11", "rules[0].plan", "no plans: are defined");
+	has_error(err, "noplans.yaml", "5:11", "rules[0].plan",
+	          "no plans: are defined");
 	free(err);
 }
 
@@ -528,7 +553,8 @@ Test(policy, reports_wrong_types)
 {
 	char *err = load_fails("types.yaml");
 
-	has_line(err, "types.yaml", "1:10", "workers: expected an integer, got a list");
+	has_line(err, "types.yaml", "1:10",
+	         "workers: expected an integer, got a list");
 	has_line(err, "types.yaml", "2:8", "redis: expected a mapping");
 	has_line(err, "types.yaml", "4:3", "rules: expected a list of rules");
 	cr_assert_eq(count_lines(err), 3, "got:\n%s", err);
@@ -556,7 +582,8 @@ Test(policy, refuses_more_rules_per_message_than_checks)
 {
 	char *err = load_fails("too-many.yaml");
 
-	has_error(err, "too-many.yaml", "3:3", "rules", "rl-request has more than 16 rules");
+	has_error(err, "too-many.yaml", "3:3", "rules",
+	          "rl-request has more than 16 rules");
 	free(err);
 }
 
@@ -602,16 +629,21 @@ Test(policy, a_redis_url_the_store_cannot_parse_is_an_error)
 
 Test(policy, warns_without_failing)
 {
-	char *err = NULL, *warn = NULL;
-	struct policy *p = policy_load_with_warnings(data("warnings.yaml"), &err, &warn);
+	char          *err = NULL, *warn = NULL;
+	struct policy *p =
+		policy_load_with_warnings(data("warnings.yaml"), &err, &warn);
 
 	cr_assert_not_null(p, "%s", err ? err : "");
 	cr_assert_not_null(warn);
-	has_error(warn, "warnings.yaml", "6:12", "rules[0].limit", "sliding-log");
-	has_error(warn, "warnings.yaml", "14:16", "rules[1].max_delay", "over 1s");
-	has_error(warn, "warnings.yaml", "15:5", "rules[2].release", "lease expires");
+	has_error(warn, "warnings.yaml", "6:12", "rules[0].limit",
+	          "sliding-log");
+	has_error(warn, "warnings.yaml", "14:16", "rules[1].max_delay",
+	          "over 1s");
+	has_error(warn, "warnings.yaml", "15:5", "rules[2].release",
+	          "lease expires");
 	/* 30000/s: a 33 µs interval, 30303/s; 7000/s (142 µs) is 0.6 % off */
-	has_error(warn, "warnings.yaml", "20:65", "rules[3]", "1.0% more through");
+	has_error(warn, "warnings.yaml", "20:65", "rules[3]",
+	          "1.0% more through");
 	cr_assert_eq(count_lines(warn), 4, "got:\n%s", warn);
 	free(warn);
 	policy_unref(p);
@@ -620,23 +652,24 @@ Test(policy, warns_without_failing)
 Test(policy, example_policies_validate)
 {
 	static const char *const files[] = {
-		"policies/example.yaml", "policies/api-plans.yaml",
-		"policies/login.yaml", "policies/flood-guard.yaml",
+		"policies/example.yaml",       "policies/api-plans.yaml",
+		"policies/login.yaml",         "policies/flood-guard.yaml",
 		"policies/monthly-quota.yaml",
 	};
 	const char *root = getenv("TEST_ROOT");
-	char path[512];
-	size_t i;
+	char        path[512];
+	size_t      i;
 
 	for (i = 0; i < sizeof(files) / sizeof(files[0]); i++) {
-		char *err = NULL, *warn = NULL;
+		char          *err = NULL, *warn = NULL;
 		struct policy *p;
 
 		snprintf(path, sizeof(path), "%s%s%s", root ? root : "",
 		         root ? "/" : "", files[i]);
 		p = policy_load_with_warnings(path, &err, &warn);
 		cr_expect_not_null(p, "%s:\n%s", files[i], err ? err : "");
-		cr_expect_null(warn, "%s warns:\n%s", files[i], warn ? warn : "");
+		cr_expect_null(warn, "%s warns:\n%s", files[i],
+		               warn ? warn : "");
 		free(err);
 		free(warn);
 		policy_unref(p);
@@ -653,7 +686,7 @@ Test(policy, ref_and_unref_count)
 	cr_assert_eq(p->refs, 2);
 	policy_unref(p);
 	cr_assert_eq(p->refs, 1);
-	policy_unref(p);		/* frees: ASan would catch a leak or reuse */
+	policy_unref(p); /* frees: ASan would catch a leak or reuse */
 	policy_unref(NULL);
 }
 
@@ -661,15 +694,15 @@ Test(policy, ref_and_unref_count)
 
 Test(policy, builds_hash_tagged_keys)
 {
-	struct policy *p = load_ok(data("checks.yaml"));
+	struct policy      *p = load_ok(data("checks.yaml"));
 	const struct check *c;
-	int n;
+	int                 n;
 
 	msg_reset("rl-request");
 	add_str("tenant", "globex");
 	add_ip("ip", "192.0.2.7");
 	n = policy_build_checks(p, &msg, checks, POLICY_MAX_CHECKS);
-	cr_assert_eq(n, 3);		/* ip, tenant, tenant-monthly; no id */
+	cr_assert_eq(n, 3); /* ip, tenant, tenant-monthly; no id */
 	c = find(n, "ip");
 	cr_assert_str_eq(c->key, "rl:{ip:ip:192.0.2.7}");
 	cr_assert_eq(c->keylen, strlen(c->key));
@@ -689,10 +722,12 @@ Test(policy, unknown_message_yields_no_checks)
 
 	msg_reset("rl-nothing");
 	add_str("tenant", "acme");
-	cr_assert_eq(policy_build_checks(p, &msg, checks, POLICY_MAX_CHECKS), 0);
+	cr_assert_eq(policy_build_checks(p, &msg, checks, POLICY_MAX_CHECKS),
+	             0);
 	msg_reset("rl-request");
 	add_str("tenant", "acme");
-	cr_assert_eq(policy_build_checks(p, &msg, checks, 1), 1);	/* <max> holds */
+	cr_assert_eq(policy_build_checks(p, &msg, checks, 1),
+	             1); /* <max> holds */
 	policy_unref(p);
 }
 
@@ -701,44 +736,54 @@ Test(policy, unknown_message_yields_no_checks)
  * the request is kept: fail: closed, then fail: closed in shadow. */
 Test(policy, reports_checks_that_do_not_fit)
 {
-	struct policy *p = load_ok(data("checks.yaml"));
-	struct check worst;
+	struct policy         *p = load_ok(data("checks.yaml"));
+	struct check           worst;
 	struct policy_overflow ov = { 0, &worst };
 
-	msg_reset("rl-request");	/* ip (no arg: skip), tenant,
-					 * tenant-monthly, exports (no id: skip) */
+	msg_reset("rl-request"); /* ip (no arg: skip), tenant,
+	                          * tenant-monthly, exports (no id: skip) */
 	add_str("tenant", "acme");
-	cr_assert_eq(policy_build_checks_with_overflow(p, &msg, -1, checks, 2, &ov), 2);
+	cr_assert_eq(
+		policy_build_checks_with_overflow(p, &msg, -1, checks, 2, &ov),
+		2);
 	cr_assert_eq(ov.n, 0, "2 checks fit in 2");
-	cr_assert_eq(policy_build_checks_with_overflow(p, &msg, -1, checks, 1, &ov), 1);
+	cr_assert_eq(
+		policy_build_checks_with_overflow(p, &msg, -1, checks, 1, &ov),
+		1);
 	cr_assert_eq(ov.n, 1, "the skipped bindings are no overflow");
 	cr_assert_str_eq(worst.rule->name, "tenant-monthly");
 
-	msg_reset("rl-login");		/* login-account (closed), login-ip
-					 * (closed, shadow) */
+	msg_reset("rl-login"); /* login-account (closed), login-ip
+	                        * (closed, shadow) */
 	add_str("user", "bob");
 	add_ip("ip", "192.0.2.7");
-	cr_assert_eq(policy_build_checks_with_overflow(p, &msg, -1, checks, 1, &ov), 1);
+	cr_assert_eq(
+		policy_build_checks_with_overflow(p, &msg, -1, checks, 1, &ov),
+		1);
 	cr_assert_eq(ov.n, 2);
 	cr_assert_str_eq(worst.rule->name, "login-ip", "shadow closed > open");
 	cr_assert(worst.flags & LIM_FL_SHADOW);
-	cr_assert_eq(policy_build_checks_with_overflow(p, &msg, -1, checks, 0, &ov), 0);
+	cr_assert_eq(
+		policy_build_checks_with_overflow(p, &msg, -1, checks, 0, &ov),
+		0);
 	cr_assert_eq(ov.n, 4, "counted across messages");
 	cr_assert_str_eq(worst.rule->name, "login-account", "closed > shadow");
 	cr_assert_str_eq(worst.key, "rl:{login-account:login:user:bob}");
-	cr_assert_eq(policy_build_checks_with_overflow(p, &msg, -1, checks, 0, NULL), 0);
+	cr_assert_eq(
+		policy_build_checks_with_overflow(p, &msg, -1, checks, 0, NULL),
+		0);
 	policy_unref(p);
 }
 
 Test(policy, missing_deny_gives_deny_check)
 {
-	struct policy *p = load_ok(data("checks.yaml"));
+	struct policy      *p = load_ok(data("checks.yaml"));
 	const struct check *c;
-	int n;
+	int                 n;
 
 	msg_reset("rl-request");
 	add_ip("ip", "192.0.2.7");
-	add_str("tenant", "");		/* empty = missing */
+	add_str("tenant", ""); /* empty = missing */
 	n = policy_build_checks(p, &msg, checks, POLICY_MAX_CHECKS);
 	c = find(n, "tenant");
 	cr_assert_not_null(c);
@@ -751,7 +796,7 @@ Test(policy, missing_deny_gives_deny_check)
 Test(policy, missing_skip_gives_no_check)
 {
 	struct policy *p = load_ok(data("checks.yaml"));
-	int n;
+	int            n;
 
 	msg_reset("rl-request");
 	add_str("tenant", "acme");
@@ -764,9 +809,9 @@ Test(policy, missing_skip_gives_no_check)
 
 Test(policy, missing_fallback_uses_fallback_key)
 {
-	struct policy *p = load_ok(data("checks.yaml"));
+	struct policy      *p = load_ok(data("checks.yaml"));
 	const struct check *c;
-	int n;
+	int                 n;
 
 	msg_reset("rl-login");
 	add_ip("ip", "2001:db8:5:6::7");
@@ -774,7 +819,8 @@ Test(policy, missing_fallback_uses_fallback_key)
 	c = find(n, "login-account");
 	cr_assert_not_null(c);
 	cr_assert_eq(c->kind, CHECK_EVAL);
-	cr_assert_str_eq(c->key, "rl:{login-account:login:ip:2001:db8:5:6::/64}");
+	cr_assert_str_eq(c->key,
+	                 "rl:{login-account:login:ip:2001:db8:5:6::/64}");
 	/* fallback missing too: denied, never silently unlimited */
 	msg_reset("rl-login");
 	n = policy_build_checks(p, &msg, checks, POLICY_MAX_CHECKS);
@@ -785,8 +831,8 @@ Test(policy, missing_fallback_uses_fallback_key)
 Test(policy, long_values_keep_keys_bounded_and_distinct)
 {
 	struct policy *p = load_ok(data("checks.yaml"));
-	char v1[500], v2[500], k1[POLICY_KEY_MAX + 1];
-	int n;
+	char           v1[500], v2[500], k1[POLICY_KEY_MAX + 1];
+	int            n;
 
 	memset(v1, 't', sizeof(v1) - 1);
 	v1[sizeof(v1) - 1] = '\0';
@@ -809,9 +855,9 @@ Test(policy, long_values_keep_keys_bounded_and_distinct)
 
 Test(policy, hash_tag_survives_braces_in_values)
 {
-	struct policy *p = load_ok(data("checks.yaml"));
+	struct policy      *p = load_ok(data("checks.yaml"));
 	const struct check *c;
-	int n;
+	int                 n;
 
 	msg_reset("rl-request");
 	add_str("tenant", "x}{y");
@@ -824,7 +870,7 @@ Test(policy, hash_tag_survives_braces_in_values)
 Test(policy, cost_from_arg)
 {
 	struct policy *p = load_ok(data("checks.yaml"));
-	int n;
+	int            n;
 
 	msg_reset("rl-upload");
 	add_str("tenant", "acme");
@@ -844,13 +890,13 @@ Test(policy, cost_from_arg)
 Test(policy, bad_cost_arg_follows_missing_mode)
 {
 	struct policy *p = load_ok(data("checks.yaml"));
-	int n;
+	int            n;
 
 	msg_reset("rl-upload");
 	add_str("tenant", "acme");
 	add_int("size", -5);
 	n = policy_build_checks(p, &msg, checks, POLICY_MAX_CHECKS);
-	cr_assert_eq(n, 1);		/* bytes-skip: missing: skip */
+	cr_assert_eq(n, 1); /* bytes-skip: missing: skip */
 	cr_assert_eq(find(n, "bytes")->kind, CHECK_DENY_MISSING);
 	msg_reset("rl-upload");
 	add_str("tenant", "acme");
@@ -863,9 +909,9 @@ Test(policy, bad_cost_arg_follows_missing_mode)
 
 Test(policy, failures_rule_peeks_at_request_time)
 {
-	struct policy *p = load_ok(data("checks.yaml"));
+	struct policy      *p = load_ok(data("checks.yaml"));
 	const struct check *c;
-	int n;
+	int                 n;
 
 	msg_reset("rl-login");
 	add_str("user", "alice");
@@ -887,9 +933,9 @@ Test(policy, failures_rule_peeks_at_request_time)
 
 Test(policy, failure_status_401_forces_a_charge)
 {
-	struct policy *p = load_ok(data("checks.yaml"));
+	struct policy      *p = load_ok(data("checks.yaml"));
 	const struct check *c;
-	int n;
+	int                 n;
 
 	msg_reset("rl-login-result");
 	add_str("user", "alice");
@@ -913,21 +959,24 @@ Test(policy, success_status_200_gives_no_check)
 	msg_reset("rl-login-result");
 	add_str("user", "alice");
 	add_int("status", 200);
-	cr_assert_eq(policy_build_checks(p, &msg, checks, POLICY_MAX_CHECKS), 0);
+	cr_assert_eq(policy_build_checks(p, &msg, checks, POLICY_MAX_CHECKS),
+	             0);
 	msg_reset("rl-login-result");
-	add_str("user", "alice");	/* no status at all */
-	cr_assert_eq(policy_build_checks(p, &msg, checks, POLICY_MAX_CHECKS), 0);
+	add_str("user", "alice"); /* no status at all */
+	cr_assert_eq(policy_build_checks(p, &msg, checks, POLICY_MAX_CHECKS),
+	             0);
 	msg_reset("rl-login-result");
 	add_str("user", "alice");
-	add_str("status", "403");	/* decimal string counts */
-	cr_assert_eq(policy_build_checks(p, &msg, checks, POLICY_MAX_CHECKS), 1);
+	add_str("status", "403"); /* decimal string counts */
+	cr_assert_eq(policy_build_checks(p, &msg, checks, POLICY_MAX_CHECKS),
+	             1);
 	policy_unref(p);
 }
 
 Test(policy, custom_failure_statuses_and_result_message)
 {
 	struct policy *p = load_ok(data("full.yaml"));
-	int n;
+	int            n;
 
 	msg_reset("rl-login-done");
 	add_str("user", "bob");
@@ -935,20 +984,21 @@ Test(policy, custom_failure_statuses_and_result_message)
 	n = policy_build_checks(p, &msg, checks, POLICY_MAX_CHECKS);
 	cr_assert_eq(n, 1);
 	cr_assert_eq(checks[0].op, LIM_OP_FORCE);
-	cr_assert_eq(checks[0].flags, LIM_FL_SHADOW);	/* global shadow: true */
-	msg_reset("rl-login-result");	/* not the configured name */
+	cr_assert_eq(checks[0].flags, LIM_FL_SHADOW); /* global shadow: true */
+	msg_reset("rl-login-result"); /* not the configured name */
 	add_str("user", "bob");
 	add_int("status", 401);
-	cr_assert_eq(policy_build_checks(p, &msg, checks, POLICY_MAX_CHECKS), 0);
+	cr_assert_eq(policy_build_checks(p, &msg, checks, POLICY_MAX_CHECKS),
+	             0);
 	policy_unref(p);
 }
 
 Test(policy, concurrency_acquire_and_release_share_key_and_member)
 {
-	struct policy *p = load_ok(data("checks.yaml"));
+	struct policy      *p = load_ok(data("checks.yaml"));
 	const struct check *c;
-	char key[POLICY_KEY_MAX + 1];
-	int n;
+	char                key[POLICY_KEY_MAX + 1];
+	int                 n;
 
 	msg_reset("rl-request");
 	add_str("tenant", "acme");
@@ -984,19 +1034,25 @@ Test(policy, concurrency_acquire_and_release_share_key_and_member)
 		msg_reset("rl-done");
 		add_str("id", id1);
 		add_str("tenant", "acme");
-		cr_assert_eq(policy_build_checks(p, &msg, checks, POLICY_MAX_CHECKS), 1);
+		cr_assert_eq(
+			policy_build_checks(p, &msg, checks, POLICY_MAX_CHECKS),
+			1);
 		cr_assert_eq(checks[0].memberlen, POLICY_MEMBER_MAX);
 		strcpy(m1, checks[0].member);
 		msg_reset("rl-done");
 		add_str("id", id2);
 		add_str("tenant", "acme");
-		cr_assert_eq(policy_build_checks(p, &msg, checks, POLICY_MAX_CHECKS), 1);
-		cr_assert_str_neq(checks[0].member, m1);	/* long ids hashed apart */
+		cr_assert_eq(
+			policy_build_checks(p, &msg, checks, POLICY_MAX_CHECKS),
+			1);
+		cr_assert_str_neq(checks[0].member,
+		                  m1); /* long ids hashed apart */
 	}
 
-	msg_reset("rl-done");		/* no id: nothing to release */
+	msg_reset("rl-done"); /* no id: nothing to release */
 	add_str("tenant", "acme");
-	cr_assert_eq(policy_build_checks(p, &msg, checks, POLICY_MAX_CHECKS), 0);
+	cr_assert_eq(policy_build_checks(p, &msg, checks, POLICY_MAX_CHECKS),
+	             0);
 	policy_unref(p);
 }
 
@@ -1014,14 +1070,14 @@ resolver_pro(void *ctx, const struct policy *p, const char *tenant, size_t len)
 Test(policy, tenant_plan_resolution_order)
 {
 	struct policy *p = load_ok(data("checks.yaml"));
-	int pro = policy_plan_index(p, "pro", 3);
-	int ent = policy_plan_index(p, "enterprise", 10);
-	int fre = policy_plan_index(p, "free", 4);
-	int calls = 0;
+	int            pro = policy_plan_index(p, "pro", 3);
+	int            ent = policy_plan_index(p, "enterprise", 10);
+	int            fre = policy_plan_index(p, "free", 4);
+	int            calls = 0;
 
 	msg_reset("rl-request");
 	add_str("tenant", "acme");
-	add_str("plan", "enterprise");	/* the static override wins */
+	add_str("plan", "enterprise"); /* the static override wins */
 	cr_assert_eq(policy_tenant_plan(p, &msg, NULL, NULL), pro);
 	msg_reset("rl-request");
 	add_str("tenant", "globex");
@@ -1029,14 +1085,14 @@ Test(policy, tenant_plan_resolution_order)
 	cr_assert_eq(policy_tenant_plan(p, &msg, NULL, NULL), ent);
 	msg_reset("rl-request");
 	add_str("tenant", "globex");
-	add_str("plan", "bogus");	/* unknown plan name: default */
+	add_str("plan", "bogus"); /* unknown plan name: default */
 	cr_assert_eq(policy_tenant_plan(p, &msg, NULL, NULL), fre);
 	msg_reset("rl-request");
 	add_str("tenant", "hooli1");
 	cr_assert_eq(policy_tenant_plan(p, &msg, resolver_pro, &calls), pro);
 	cr_assert_eq(calls, 1);
 	msg_reset("rl-request");
-	add_str("tenant", "acme");	/* static: the resolver is not asked */
+	add_str("tenant", "acme"); /* static: the resolver is not asked */
 	cr_assert_eq(policy_tenant_plan(p, &msg, resolver_pro, &calls), pro);
 	cr_assert_eq(calls, 1);
 	msg_reset("rl-request");
@@ -1046,8 +1102,7 @@ Test(policy, tenant_plan_resolution_order)
 }
 
 static int
-resolver_says(void *ctx, const struct policy *p, const char *tenant,
-              size_t len)
+resolver_says(void *ctx, const struct policy *p, const char *tenant, size_t len)
 {
 	return *(int *)ctx;
 }
@@ -1057,8 +1112,8 @@ resolver_says(void *ctx, const struct policy *p, const char *tenant,
 Test(policy, tenant_plan_passes_on_wait_and_unknown)
 {
 	struct policy *p = load_ok(data("checks.yaml"));
-	int pro = policy_plan_index(p, "pro", 3);
-	int says = POLICY_PLAN_WAIT;
+	int            pro = policy_plan_index(p, "pro", 3);
+	int            says = POLICY_PLAN_WAIT;
 
 	msg_reset("rl-request");
 	add_str("tenant", "hooli1");
@@ -1067,11 +1122,11 @@ Test(policy, tenant_plan_passes_on_wait_and_unknown)
 	says = POLICY_PLAN_UNKNOWN;
 	cr_assert_eq(policy_tenant_plan(p, &msg, resolver_says, &says),
 	             POLICY_PLAN_UNKNOWN);
-	says = 99;			/* not an index: the default */
+	says = 99; /* not an index: the default */
 	cr_assert_eq(policy_tenant_plan(p, &msg, resolver_says, &says),
 	             p->plan_lookup.default_plan);
 	msg_reset("rl-request");
-	add_str("tenant", "acme");	/* static: never waits */
+	add_str("tenant", "acme"); /* static: never waits */
 	says = POLICY_PLAN_WAIT;
 	cr_assert_eq(policy_tenant_plan(p, &msg, resolver_says, &says), pro);
 	policy_unref(p);
@@ -1079,12 +1134,12 @@ Test(policy, tenant_plan_passes_on_wait_and_unknown)
 
 Test(policy, plan_rate_rules_take_the_plan_limits)
 {
-	struct policy *p = load_ok(data("checks.yaml"));
+	struct policy      *p = load_ok(data("checks.yaml"));
 	const struct check *c;
-	int n;
+	int                 n;
 
 	msg_reset("rl-request");
-	add_str("tenant", "acme");	/* pro */
+	add_str("tenant", "acme"); /* pro */
 	n = policy_build_checks(p, &msg, checks, POLICY_MAX_CHECKS);
 	c = find(n, "tenant");
 	cr_assert_eq(c->lim.algo, LIM_GCRA);
@@ -1099,7 +1154,7 @@ Test(policy, plan_rate_rules_take_the_plan_limits)
 	cr_assert_str_eq(c->key, "rl:{tenant-monthly:tenant:acme}");
 
 	msg_reset("rl-request");
-	add_str("tenant", "nobody");	/* default: free */
+	add_str("tenant", "nobody"); /* default: free */
 	n = policy_build_checks(p, &msg, checks, POLICY_MAX_CHECKS);
 	cr_assert_eq(find(n, "tenant")->lim.rate, 60);
 	cr_assert_eq(find(n, "tenant-monthly")->lim.rate, 10000);
@@ -1109,16 +1164,17 @@ Test(policy, plan_rate_rules_take_the_plan_limits)
 Test(policy, plan_quota_none_gives_no_check)
 {
 	struct policy *p = load_ok(data("checks.yaml"));
-	int n;
+	int            n;
 
 	msg_reset("rl-request");
-	add_str("tenant", "initech");	/* enterprise: quota none */
+	add_str("tenant", "initech"); /* enterprise: quota none */
 	n = policy_build_checks(p, &msg, checks, POLICY_MAX_CHECKS);
 	cr_assert_null(find(n, "tenant-monthly"));
 	cr_assert_eq(find(n, "tenant")->lim.rate, 6000);
 	/* an explicit plan index overrides the lookup */
-	n = policy_build_checks_in_plan(p, &msg, policy_plan_index(p, "free", 4),
-	                             checks, POLICY_MAX_CHECKS);
+	n = policy_build_checks_in_plan(p, &msg,
+	                                policy_plan_index(p, "free", 4), checks,
+	                                POLICY_MAX_CHECKS);
 	cr_assert_eq(find(n, "tenant-monthly")->lim.rate, 10000);
 	cr_assert(policy_needs_plan(p, &msg));
 	msg_reset("rl-login");
@@ -1134,8 +1190,8 @@ static const char *
 allow_checked(struct policy *p, const char *ip, bool as_string)
 {
 	static char names[256];
-	size_t len = 0;
-	int i, n;
+	size_t      len = 0;
+	int         i, n;
 
 	msg_reset("rl-request");
 	if (ip && as_string)
@@ -1154,7 +1210,7 @@ Test(policy, allow_list_skips_the_rule_for_listed_addresses)
 {
 	struct policy *p = load_ok(data("allow.yaml"));
 
-	cr_assert_eq(rule_named(p, "per-ip")->nallow, 4);	/* lists expanded */
+	cr_assert_eq(rule_named(p, "per-ip")->nallow, 4); /* lists expanded */
 	cr_assert_eq(rule_named(p, "everyone")->nallow, 0);
 	cr_assert_str_eq(allow_checked(p, "10.20.3.4", false), "everyone,");
 	cr_assert_str_eq(allow_checked(p, "192.0.2.7", false), "everyone,");
@@ -1171,7 +1227,7 @@ Test(policy, allow_list_limits_addresses_just_outside)
 
 	cr_assert_str_eq(allow_checked(p, "10.21.0.0", false),
 	                 "per-ip,everyone,");
-	cr_assert_str_eq(allow_checked(p, "192.0.2.8", false),	/* a /32 */
+	cr_assert_str_eq(allow_checked(p, "192.0.2.8", false), /* a /32 */
 	                 "per-ip,everyone,");
 	cr_assert_str_eq(allow_checked(p, "2001:db8:43::", false),
 	                 "per-ip,everyone,v4-all,");
@@ -1207,44 +1263,55 @@ Test(policy, allow_list_never_matches_a_missing_or_unreadable_ip)
 
 Test(policy, allow_list_errors_name_the_item)
 {
-	char *err = load_fails("allow-errors.yaml");
+	char       *err = load_fails("allow-errors.yaml");
 	const char *f = "allow-errors.yaml";
 
-	has_line(err, f, "2:30", "allow_lists.monitoring[1]: \"10.0.0.1/8\": "
+	has_line(err, f, "2:30",
+	         "allow_lists.monitoring[1]: \"10.0.0.1/8\": "
 	         "host bits set past the prefix length (a typo? write the "
 	         "network address, or the address alone)");
-	has_line(err, f, "2:42", "allow_lists.monitoring[2]: \"::/129\": "
+	has_line(err, f, "2:42",
+	         "allow_lists.monitoring[2]: \"::/129\": "
 	         "prefix length must be a decimal 0..128");
-	has_line(err, f, "2:52", "allow_lists.monitoring[3]: \"nonsense\": "
+	has_line(err, f, "2:52",
+	         "allow_lists.monitoring[3]: \"nonsense\": "
 	         "not an IPv4 or IPv6 address (want 10.0.0.0/8, 2001:db8::/32 "
 	         "or a single address)");
-	has_line(err, f, "4:3", "allow_lists.bad name!: name must be 1-64 "
+	has_line(err, f, "4:3",
+	         "allow_lists.bad name!: name must be 1-64 "
 	         "letters, digits, '-', '_' or '.'");
-	has_line(err, f, "5:11", "allow_lists.scalar: expected a list of "
+	has_line(err, f, "5:11",
+	         "allow_lists.scalar: expected a list of "
 	         "address ranges ([10.0.0.0/8, \"2001:db8::/32\"])");
-	has_line(err, f, "11:25", "rules[0].allow[1]: unknown allow list "
+	has_line(err, f, "11:25",
+	         "rules[0].allow[1]: unknown allow list "
 	         "\"officee\" (define it under allow_lists:, or write an "
 	         "address range)");
-	has_line(err, f, "11:34", "rules[0].allow[2]: \"1.2.3\": not an IPv4 "
+	has_line(err, f, "11:34",
+	         "rules[0].allow[2]: \"1.2.3\": not an IPv4 "
 	         "or IPv6 address (want 10.0.0.0/8, 2001:db8::/32 or a single "
 	         "address)");
-	has_line(err, f, "11:43", "rules[0].allow[3]: \"10.0.0.0/33\": prefix "
+	has_line(err, f, "11:43",
+	         "rules[0].allow[3]: \"10.0.0.0/33\": prefix "
 	         "length must be a decimal 0..32");
-	has_line(err, f, "16:12", "rules[1].allow: expected a list of "
-	         "allow-list names or address ranges ([monitoring, 192.0.2.7])");
+	has_line(
+		err, f, "16:12",
+		"rules[1].allow: expected a list of "
+		"allow-list names or address ranges ([monitoring, 192.0.2.7])");
 	cr_assert_eq(count_lines(err), 9, "%s", err);
 	free(err);
 }
 
 Test(policy, unused_allow_list_warns)
 {
-	char *err = NULL, *warn = NULL;
+	char          *err = NULL, *warn = NULL;
 	struct policy *p;
-	FILE *f = fopen("/tmp/rl-allow-unused.yaml", "w");
+	FILE          *f = fopen("/tmp/rl-allow-unused.yaml", "w");
 
 	cr_assert_not_null(f);
 	fputs("allow_lists:\n  spare: [192.0.2.0/24]\nrules:\n"
-	      "  - { name: r, message: m, key: \"{ip}\", rate: 1/s }\n", f);
+	      "  - { name: r, message: m, key: \"{ip}\", rate: 1/s }\n",
+	      f);
 	fclose(f);
 	p = policy_load_with_warnings("/tmp/rl-allow-unused.yaml", &err, &warn);
 	cr_assert_not_null(p, "%s", err ? err : "");
@@ -1282,9 +1349,9 @@ response(const struct policy *p, int64_t status, const char *cost,
 
 Test(policy, response_request_phase_peeks_one_unit_and_charges_nothing)
 {
-	struct policy *p = load_ok(data("response.yaml"));
+	struct policy      *p = load_ok(data("response.yaml"));
 	const struct check *c;
-	int n;
+	int                 n;
 
 	msg_reset("rl-request");
 	add_str("tenant", "acme");
@@ -1292,7 +1359,8 @@ Test(policy, response_request_phase_peeks_one_unit_and_charges_nothing)
 	n = policy_build_checks(p, &msg, checks, POLICY_MAX_CHECKS);
 	cr_assert_eq(n, 3);
 	for (int i = 0; i < n; i++) {
-		cr_assert_eq(checks[i].op, LIM_OP_PEEK, "%s", checks[i].rule->name);
+		cr_assert_eq(checks[i].op, LIM_OP_PEEK, "%s",
+		             checks[i].rule->name);
 		cr_assert_eq(checks[i].cost, 1);
 	}
 	c = find(n, "tokens");
@@ -1302,9 +1370,9 @@ Test(policy, response_request_phase_peeks_one_unit_and_charges_nothing)
 
 Test(policy, response_charge_response_forces_the_reported_cost_on_any_status)
 {
-	struct policy *p = load_ok(data("response.yaml"));
+	struct policy      *p = load_ok(data("response.yaml"));
 	const struct check *c;
-	int n;
+	int                 n;
 
 	n = response(p, 200, "300", NULL);
 	cr_assert_eq(n, 1);
@@ -1321,9 +1389,9 @@ Test(policy, response_charge_response_forces_the_reported_cost_on_any_status)
 
 Test(policy, response_status_class_5xx_counts_only_5xx)
 {
-	struct policy *p = load_ok(data("response.yaml"));
+	struct policy      *p = load_ok(data("response.yaml"));
 	const struct check *c;
-	int n;
+	int                 n;
 
 	n = response(p, 503, "1", NULL);
 	c = find(n, "errors-5xx");
@@ -1352,9 +1420,9 @@ Test(policy, response_status_list_counts_only_its_statuses)
 
 Test(policy, response_count_failures_keeps_its_meaning)
 {
-	struct policy *p = load_ok(data("response.yaml"));
+	struct policy     *p = load_ok(data("response.yaml"));
 	const struct rule *r = &p->rules[3];
-	int n;
+	int                n;
 
 	cr_assert_eq(r->count, COUNT_FAILURES);
 	cr_assert_str_eq(r->result_message, "rl-login-result");
@@ -1364,7 +1432,7 @@ Test(policy, response_count_failures_keeps_its_meaning)
 	msg_reset("rl-login-result");
 	add_str("user", "alice");
 	add_int("status", 403);
-	add_str("cost", "50");		/* not read: a failure costs 1 */
+	add_str("cost", "50"); /* not read: a failure costs 1 */
 	n = policy_build_checks(p, &msg, checks, POLICY_MAX_CHECKS);
 	cr_assert_eq(n, 1);
 	cr_assert_eq(checks[0].op, LIM_OP_FORCE);
@@ -1372,32 +1440,44 @@ Test(policy, response_count_failures_keeps_its_meaning)
 	msg_reset("rl-login-result");
 	add_str("user", "alice");
 	add_int("status", 500);
-	cr_assert_eq(policy_build_checks(p, &msg, checks, POLICY_MAX_CHECKS), 0);
+	cr_assert_eq(policy_build_checks(p, &msg, checks, POLICY_MAX_CHECKS),
+	             0);
 	policy_unref(p);
 }
 
 Test(policy, response_malformed_costs_charge_nothing_and_are_reported)
 {
 	static const char *const bad[] = {
-		"-5", "12.5", "abc", "", " 3", "3 ", "+3", "1e3", "0x10",
-		"9007199254740993", "99999999999999999999999",
-		"18446744073709551617", "-0x1",
+		"-5",
+		"12.5",
+		"abc",
+		"",
+		" 3",
+		"3 ",
+		"+3",
+		"1e3",
+		"0x10",
+		"9007199254740993",
+		"99999999999999999999999",
+		"18446744073709551617",
+		"-0x1",
 	};
 	struct policy *p = load_ok(data("response.yaml"));
 
 	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
 		struct policy_rejects rej = { 0 };
-		int n = response(p, 200, bad[i], &rej);
+		int                   n = response(p, 200, bad[i], &rej);
 
-		cr_assert_null(find(n, "tokens"), "cost \"%s\" charged", bad[i]);
+		cr_assert_null(find(n, "tokens"), "cost \"%s\" charged",
+		               bad[i]);
 		cr_assert_eq(rej.n, 1, "cost \"%s\"", bad[i]);
 		cr_assert_str_eq(rej.rule[0]->name, "tokens");
 	}
 	{
 		struct policy_rejects rej = { 0 };
-		int n;
+		int                   n;
 
-		msg_reset(POLICY_RESPONSE_MSG);	/* an integer arg, negative */
+		msg_reset(POLICY_RESPONSE_MSG); /* an integer arg, negative */
 		add_str("tenant", "acme");
 		add_int("status", 200);
 		add_int("cost", -3);
@@ -1408,14 +1488,14 @@ Test(policy, response_malformed_costs_charge_nothing_and_are_reported)
 	}
 	{
 		struct policy_rejects rej = { 0 };
-		int n = response(p, 200, NULL, &rej);	/* no header at all */
+		int n = response(p, 200, NULL, &rej); /* no header at all */
 
 		cr_assert_null(find(n, "tokens"));
 		cr_assert_eq(rej.n, 1);
 	}
 	{
 		struct policy_rejects rej = { 0 };
-		const struct check *c;
+		const struct check   *c;
 		int n = response(p, 200, "9007199254740992", &rej);
 
 		cr_assert_eq(rej.n, 0, "2^53 itself is a cost");
@@ -1427,23 +1507,29 @@ Test(policy, response_malformed_costs_charge_nothing_and_are_reported)
 
 Test(policy, response_refused_at_load_with_clear_errors)
 {
-	char *err = NULL, *warn = NULL;
-	struct policy *p = policy_load_with_warnings(data("response-errors.yaml"),
-	                                             &err, &warn);
+	char          *err = NULL, *warn = NULL;
+	struct policy *p = policy_load_with_warnings(
+		data("response-errors.yaml"), &err, &warn);
 
 	cr_assert_null(p);
 	cr_assert_not_null(err);
-	cr_assert_not_null(strstr(err, "rules[0].charge: a response's cost does "
-	                          "not apply to concurrency"), "%s", err);
-	cr_assert_not_null(strstr(err, "rules[1].charge: charge: response is "
+	cr_assert_not_null(strstr(err,
+	                          "rules[0].charge: a response's cost does "
+	                          "not apply to concurrency"),
+	                   "%s", err);
+	cr_assert_not_null(strstr(err,
+	                          "rules[1].charge: charge: response is "
 	                          "count: response; it cannot go with count: "
-	                          "failures"), "%s", err);
+	                          "failures"),
+	                   "%s", err);
 	cr_assert_not_null(strstr(err, "rules[2].status[0]: expected an HTTP "
-	                          "status 100-599 or a class 1xx-5xx, got "
-	                          "\"6xx\""), "%s", err);
+	                               "status 100-599 or a class 1xx-5xx, got "
+	                               "\"6xx\""),
+	                   "%s", err);
 	cr_assert_not_null(strstr(err, "rules[2].status[1]:"), "%s", err);
 	cr_assert_not_null(strstr(err, "rules[3].status: give status or "
-	                          "failure_status, not both"), "%s", err);
+	                               "failure_status, not both"),
+	                   "%s", err);
 	free(err);
 	free(warn);
 }

@@ -20,7 +20,7 @@ static const char *
 write_yaml(const char *text)
 {
 	FILE *f;
-	int fd;
+	int   fd;
 
 	snprintf(path, sizeof(path), "/tmp/test_policy_ops.XXXXXX");
 	fd = mkstemp(path);
@@ -34,7 +34,7 @@ write_yaml(const char *text)
 static struct policy *
 load_text(const char *text, char **err)
 {
-	char *warn = NULL;
+	char          *warn = NULL;
 	struct policy *p;
 
 	*err = NULL;
@@ -47,7 +47,7 @@ load_text(const char *text, char **err)
 static struct policy *
 load_ok(const char *text)
 {
-	char *err;
+	char          *err;
 	struct policy *p = load_text(text, &err);
 
 	cr_assert_not_null(p, "failed:\n%s", err ? err : "");
@@ -58,7 +58,7 @@ load_ok(const char *text)
 static void
 fails_with(const char *text, const char *where, const char *what)
 {
-	char *err, want[512];
+	char          *err, want[512];
 	struct policy *p = load_text(text, &err);
 
 	cr_assert_null(p, "loaded: %s", text);
@@ -92,30 +92,35 @@ Test(policy_ops, parses_metrics_and_log)
 
 Test(policy_ops, metrics_address_forms)
 {
-	static const char *const good[] = { "[::1]:9465", ":9465", "localhost:1",
-	                                    "0.0.0.0:65535" };
-	char yaml[128];
+	static const char *const good[] = { "[::1]:9465", ":9465",
+		                            "localhost:1", "0.0.0.0:65535" };
+	char                     yaml[128];
 
 	for (size_t i = 0; i < sizeof(good) / sizeof(good[0]); i++) {
 		struct policy *p;
 
-		snprintf(yaml, sizeof(yaml), "metrics: { listen: \"%s\" }\n", good[i]);
+		snprintf(yaml, sizeof(yaml), "metrics: { listen: \"%s\" }\n",
+		         good[i]);
 		p = load_ok(yaml);
 		cr_assert_str_eq(p->metrics_listen, good[i]);
 		policy_unref(p);
 	}
-	fails_with("metrics: { listen: \"::1:9465\" }\n", "1:20",
-	           "metrics.listen: IPv6 address must be in brackets: [::1]:port");
-	fails_with("metrics: { listen: \"127.0.0.1\" }\n", "1:20",
-	           "metrics.listen: expected host:port, [v6]:port or :port, got \"127.0.0.1\"");
+	fails_with(
+		"metrics: { listen: \"::1:9465\" }\n", "1:20",
+		"metrics.listen: IPv6 address must be in brackets: [::1]:port");
+	fails_with(
+		"metrics: { listen: \"127.0.0.1\" }\n", "1:20",
+		"metrics.listen: expected host:port, [v6]:port or :port, got \"127.0.0.1\"");
 	fails_with("metrics: { listen: \"127.0.0.1:0\" }\n", "1:20",
 	           "metrics.listen: port must be between 1 and 65535");
 	fails_with("metrics: { listen: \"h:99999\" }\n", "1:20",
 	           "metrics.listen: port must be between 1 and 65535");
 	fails_with("metrics: { listen: \"unix:/run/m.sock\" }\n", "1:20",
 	           "metrics.listen: unix sockets are not supported: host:port");
-	fails_with("metrics: 9465\n", "1:10", "metrics: expected a mapping { listen }");
-	fails_with("metrics:\n  port: 9465\n", "2:3", "metrics.port: unknown key");
+	fails_with("metrics: 9465\n", "1:10",
+	           "metrics: expected a mapping { listen }");
+	fails_with("metrics:\n  port: 9465\n", "2:3",
+	           "metrics.port: unknown key");
 }
 
 Test(policy_ops, log_errors)
@@ -128,17 +133,23 @@ Test(policy_ops, log_errors)
 	p = load_ok("log: { sample: 0.0000000001 }\n");
 	cr_assert_eq(p->log_sample_thresh, 1, "a tiny rate is not off");
 	policy_unref(p);
-	fails_with("log: { level: loud }\n", "1:15",
-	           "log.level: unknown level \"loud\" (one of: error, warn, info, debug)");
-	fails_with("log:\n  sample: 1.5\n", "2:11",
-	           "log.sample: expected a fraction between 0 and 1 such as 0.01, got \"1.5\"");
-	fails_with("log:\n  sample: -0.1\n", "2:11",
-	           "log.sample: expected a fraction between 0 and 1 such as 0.01, got \"-0.1\"");
-	fails_with("log:\n  sample: 1%\n", "2:11",
-	           "log.sample: expected a fraction between 0 and 1 such as 0.01, got \"1%\"");
-	fails_with("log:\n  sample: nan\n", "2:11",
-	           "log.sample: expected a fraction between 0 and 1 such as 0.01, got \"nan\"");
-	fails_with("log: [info]\n", "1:6", "log: expected a mapping { level, sample }");
+	fails_with(
+		"log: { level: loud }\n", "1:15",
+		"log.level: unknown level \"loud\" (one of: error, warn, info, debug)");
+	fails_with(
+		"log:\n  sample: 1.5\n", "2:11",
+		"log.sample: expected a fraction between 0 and 1 such as 0.01, got \"1.5\"");
+	fails_with(
+		"log:\n  sample: -0.1\n", "2:11",
+		"log.sample: expected a fraction between 0 and 1 such as 0.01, got \"-0.1\"");
+	fails_with(
+		"log:\n  sample: 1%\n", "2:11",
+		"log.sample: expected a fraction between 0 and 1 such as 0.01, got \"1%\"");
+	fails_with(
+		"log:\n  sample: nan\n", "2:11",
+		"log.sample: expected a fraction between 0 and 1 such as 0.01, got \"nan\"");
+	fails_with("log: [info]\n", "1:6",
+	           "log: expected a mapping { level, sample }");
 	fails_with("log: { format: json }\n", "1:8", "log.format: unknown key");
 }
 
@@ -148,7 +159,8 @@ Test(policy_ops, redis_secrets_from_the_environment)
 
 	setenv("TEST_RL_PW", "s3cret", 1);
 	setenv("TEST_RL_USER", "limiter", 1);
-	p = load_ok("redis:\n  password_env: TEST_RL_PW\n  username_env: TEST_RL_USER\n");
+	p = load_ok(
+		"redis:\n  password_env: TEST_RL_PW\n  username_env: TEST_RL_USER\n");
 	cr_assert_str_eq(p->redis_password, "s3cret");
 	cr_assert_str_eq(p->redis_username, "limiter");
 	policy_unref(p);
@@ -161,24 +173,30 @@ Test(policy_ops, redis_secrets_from_the_environment)
 
 Test(policy_ops, redis_secret_errors_never_quote_the_secret)
 {
-	char *err;
+	char          *err;
 	struct policy *p;
 
 	unsetenv("TEST_RL_UNSET");
 	setenv("TEST_RL_EMPTY", "", 1);
 	setenv("TEST_RL_PW", "do-not-print-me", 1);
-	fails_with("redis:\n  password_env: TEST_RL_UNSET\n", "2:17",
-	           "redis.password_env: environment variable TEST_RL_UNSET is not set");
-	fails_with("redis:\n  username_env: TEST_RL_EMPTY\n", "2:17",
-	           "redis.username_env: environment variable TEST_RL_EMPTY is empty");
-	fails_with("redis:\n  password: x\n  password_env: TEST_RL_PW\n", "3:17",
-	           "redis.password_env: redis.password is given too (line 2): use one");
+	fails_with(
+		"redis:\n  password_env: TEST_RL_UNSET\n", "2:17",
+		"redis.password_env: environment variable TEST_RL_UNSET is not set");
+	fails_with(
+		"redis:\n  username_env: TEST_RL_EMPTY\n", "2:17",
+		"redis.username_env: environment variable TEST_RL_EMPTY is empty");
+	fails_with(
+		"redis:\n  password: x\n  password_env: TEST_RL_PW\n", "3:17",
+		"redis.password_env: redis.password is given too (line 2): use one");
 	fails_with("redis:\n  password_env: \"A=B\"\n", "2:17",
 	           "redis.password_env: not a variable name: \"A=B\"");
-	fails_with("redis:\n  password_env: [A]\n", "2:17",
-	           "redis.password_env: expected an environment variable name, got a list");
+	fails_with(
+		"redis:\n  password_env: [A]\n", "2:17",
+		"redis.password_env: expected an environment variable name, got a list");
 	/* an error elsewhere in a file that reads a secret: no secret in it */
-	p = load_text("redis:\n  password_env: TEST_RL_PW\n  timeout: forever\n", &err);
+	p = load_text(
+		"redis:\n  password_env: TEST_RL_PW\n  timeout: forever\n",
+		&err);
 	cr_assert_null(p);
 	cr_assert_null(strstr(err, "do-not-print-me"), "%s", err);
 	free(err);

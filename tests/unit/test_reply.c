@@ -32,7 +32,7 @@ static int
 parse(const char *s, redisReply **out)
 {
 	void *r = NULL;
-	int rc;
+	int   rc;
 
 	cr_assert_eq(redisReaderFeed(rd, s, strlen(s)), REDIS_OK);
 	rc = redisReaderGetReply(rd, &r);
@@ -44,8 +44,11 @@ Test(reply, a_nested_array_parses_into_hiredis_layout)
 {
 	redisReply *r, *in;
 
-	cr_assert_eq(parse("*4\r\n:7\r\n$3\r\nabc\r\n*3\r\n$-1\r\n+OK\r\n:-2\r\n"
-	                   "-ERR no\r\n", &r), REDIS_OK);
+	cr_assert_eq(
+		parse("*4\r\n:7\r\n$3\r\nabc\r\n*3\r\n$-1\r\n+OK\r\n:-2\r\n"
+	              "-ERR no\r\n",
+	              &r),
+		REDIS_OK);
 	cr_assert_not_null(r);
 	cr_assert_eq(r->type, REDIS_REPLY_ARRAY);
 	cr_assert_eq(r->elements, 4);
@@ -77,10 +80,11 @@ Test(reply, an_int_max_array_fails_the_reader_instead_of_exiting)
 
 Test(reply, an_array_past_the_bound_inside_another_fails_the_reader)
 {
-	char s[64];
+	char        s[64];
 	redisReply *r;
 
-	snprintf(s, sizeof(s), "*2\r\n$2\r\nok\r\n*%d\r\n", REPLY_ARRAY_MAX + 1);
+	snprintf(s, sizeof(s), "*2\r\n$2\r\nok\r\n*%d\r\n",
+	         REPLY_ARRAY_MAX + 1);
 	cr_assert_eq(parse(s, &r), REDIS_ERR);
 	cr_assert_null(r);
 	cr_assert_eq(rd->err, REDIS_ERR_OOM);
@@ -88,7 +92,7 @@ Test(reply, an_array_past_the_bound_inside_another_fails_the_reader)
 
 Test(reply, an_array_at_the_bound_is_accepted)
 {
-	char s[32];
+	char        s[32];
 	redisReply *r;
 
 	snprintf(s, sizeof(s), "*%d\r\n", REPLY_ARRAY_MAX);

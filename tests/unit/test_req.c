@@ -37,35 +37,35 @@
 /* ---- the fake store ----------------------------------------------------- */
 
 enum fake_mode {
-	FAKE_ANSWER = 0,	/* every check answered (see fake_result) */
-	FAKE_ERROR,		/* every call fails (STORE_EIO) */
-	FAKE_NEVER,		/* calls are taken, never answered */
-	FAKE_DOWN,		/* submit refuses (STORE_EDOWN) */
+	FAKE_ANSWER = 0, /* every check answered (see fake_result) */
+	FAKE_ERROR,      /* every call fails (STORE_EIO) */
+	FAKE_NEVER,      /* calls are taken, never answered */
+	FAKE_DOWN,       /* submit refuses (STORE_EDOWN) */
 };
 
 #define FAKE_MAX 64
 
 struct fake_call {
 	struct store_req *sr;
-	uint32_t          gen;		/* as queued: a later one is stale */
+	uint32_t          gen; /* as queued: a later one is stale */
 	ev_timer          timer;
 	struct fake      *f;
 };
 
 struct fake {
-	struct ev_loop  *loop;
-	enum fake_mode   mode;
-	double           delay_s;	/* from the flush to the answer */
+	struct ev_loop *loop;
+	enum fake_mode  mode;
+	double          delay_s; /* from the flush to the answer */
 	struct {
-		const char       *in_key;	/* keys holding this */
-		struct lim_result res;		/* are answered this */
-	}                says[4];
-	int              nsays;
-	int              submits, releases, flushes, cancels, timeouts;
-	int              answered, stale;
-	int              nqueued, ncalls;
+		const char       *in_key; /* keys holding this */
+		struct lim_result res;    /* are answered this */
+	} says[4];
+	int               nsays;
+	int               submits, releases, flushes, cancels, timeouts;
+	int               answered, stale;
+	int               nqueued, ncalls;
 	struct store_req *queued[FAKE_MAX];
-	struct fake_call calls[FAKE_MAX];
+	struct fake_call  calls[FAKE_MAX];
 };
 
 /* The answer to <c>: the first of says[] whose text its key holds, or
@@ -83,13 +83,14 @@ fake_result(const struct fake *f, const struct check *c)
 static void
 fake_answer_cb(struct ev_loop *loop, ev_timer *t, int revents)
 {
-	struct fake_call *call = (struct fake_call *)((char *)t -
-	                         offsetof(struct fake_call, timer));
+	struct fake_call *call =
+		(struct fake_call *)((char *)t -
+	                             offsetof(struct fake_call, timer));
 	struct store_req *sr = call->sr;
-	struct fake *f = call->f;
+	struct fake      *f = call->f;
 
 	call->sr = NULL;
-	if (sr->gen != call->gen) {	/* given up on: dropped, as reqq does */
+	if (sr->gen != call->gen) { /* given up on: dropped, as reqq does */
 		f->stale++;
 		return;
 	}
@@ -168,7 +169,11 @@ f_up(const void *be)
 	return ((const struct fake *)be)->mode != FAKE_DOWN;
 }
 
-static void f_timeout(void *be) { ((struct fake *)be)->timeouts++; }
+static void
+f_timeout(void *be)
+{
+	((struct fake *)be)->timeouts++;
+}
 
 static void
 f_free(void *be)
@@ -180,8 +185,12 @@ f_free(void *be)
 }
 
 static const struct store_ops fake_ops = {
-	.submit = f_submit, .flush = f_flush, .hget = f_hget,
-	.cancel = f_cancel, .up = f_up, .note_timeout = f_timeout,
+	.submit = f_submit,
+	.flush = f_flush,
+	.hget = f_hget,
+	.cancel = f_cancel,
+	.up = f_up,
+	.note_timeout = f_timeout,
 	.free = f_free,
 };
 
@@ -195,9 +204,9 @@ static struct {
 	struct req_shared shared;
 	struct conn      *c;
 	int               dirty;
-	int               peer;		/* HAProxy's end of the socket pair */
+	int               peer; /* HAProxy's end of the socket pair */
 	uint64_t          fid;
-	char              in[1 << 16];	/* read from the agent, unparsed */
+	char              in[1 << 16]; /* read from the agent, unparsed */
 	size_t            inlen;
 } h;
 
@@ -216,10 +225,14 @@ on_output(void *arg, struct conn *c)
 	conn_ref(c);
 }
 
-static void on_close(void *arg, struct conn *c) { }
+static void
+on_close(void *arg, struct conn *c)
+{
+}
 
 static const struct conn_cbs cbs = {
-	.on_request = on_request, .on_output = on_output,
+	.on_request = on_request,
+	.on_output = on_output,
 	.on_close = on_close,
 };
 
@@ -256,7 +269,7 @@ static int
 next_frame(struct spop_frame *f, double wait_s)
 {
 	int64_t until = util_clock_us() + (int64_t)(wait_s * 1e6);
-	int status;
+	int     status;
 
 	for (;;) {
 		int n = spop_decode_frame(h.in, h.inlen, 1 << 16, f, &status);
@@ -286,10 +299,10 @@ drop_frame(int n)
 static void
 hello(void)
 {
-	char buf[256];
+	char               buf[256];
 	struct spop_writer w;
-	struct spop_frame f;
-	int n;
+	struct spop_frame  f;
+	int                n;
 
 	spop_w_begin(&w, buf, sizeof(buf), SPOP_FRM_HAPROXY_HELLO, 0, 0);
 	spop_w_kv_str(&w, "supported-versions", "2.0", 3);
@@ -310,16 +323,16 @@ static char policy_path[64];
 static struct policy *
 load_policy(const char *yaml)
 {
-	char *err = NULL, *warn = NULL;
+	char          *err = NULL, *warn = NULL;
 	struct policy *p;
-	FILE *fp;
-	int fd;
+	FILE          *fp;
+	int            fd;
 
 	snprintf(policy_path, sizeof(policy_path), "/tmp/test_req.XXXXXX");
 	fd = mkstemp(policy_path);
 	cr_assert(fd >= 0);
 	fp = fdopen(fd, "w");
-	fputs("processing_timeout: 3s\n", fp);	/* HAProxy's, above redis's */
+	fputs("processing_timeout: 3s\n", fp); /* HAProxy's, above redis's */
 	fputs(yaml, fp);
 	fclose(fp);
 	p = policy_load_with_warnings(policy_path, &err, &warn);
@@ -334,11 +347,11 @@ static void
 start(const char *yaml)
 {
 	struct conn_opts o = { .peer = "test", .idle_us = 30000000 };
-	struct policy *p = load_policy(yaml);
-	int sv[2];
+	struct policy   *p = load_policy(yaml);
+	int              sv[2];
 
 	log_level = LOG_ERROR;
-	signal(SIGPIPE, SIG_IGN);	/* as main.c: a peer gone is EPIPE */
+	signal(SIGPIPE, SIG_IGN); /* as main.c: a peer gone is EPIPE */
 	memset(&h, 0, sizeof(h));
 	h.loop = ev_loop_new(EVFLAG_AUTO);
 	h.fake.loop = h.loop;
@@ -370,18 +383,19 @@ struct ack {
 	int64_t degraded, shadow, release;
 	char    policy[64];
 	char    ratelimit[256];
-	double  after_s;		/* from the NOTIFY */
+	double  after_s; /* from the NOTIFY */
 };
 
 static void
 ack_var(struct ack *a, const struct spop_str *name, const struct spop_data *v)
 {
-	static const char *ints[] = { "status", "retry_after", "limit",
-		"remaining", "reset", "degraded", "shadow", "release" };
-	int64_t *dst[] = { &a->status, &a->retry_after, &a->limit,
-		&a->remaining, &a->reset, &a->degraded, &a->shadow,
-		&a->release };
-	char *s = NULL;
+	static const char *ints[] = { "status",    "retry_after", "limit",
+		                      "remaining", "reset",       "degraded",
+		                      "shadow",    "release" };
+	int64_t           *dst[] = { &a->status,    &a->retry_after, &a->limit,
+		                     &a->remaining, &a->reset,       &a->degraded,
+		                     &a->shadow,    &a->release };
+	char              *s = NULL;
 
 	for (size_t i = 0; i < sizeof(ints) / sizeof(ints[0]); i++)
 		if (name->len == strlen(ints[i]) &&
@@ -402,9 +416,9 @@ static void
 ack_decode(const struct spop_frame *f, struct ack *a)
 {
 	struct spop_iter it = { f->payload, f->payload + f->len };
-	struct spop_str name;
+	struct spop_str  name;
 	struct spop_data v;
-	int action, scope, status, rc;
+	int              action, scope, status, rc;
 
 	memset(a, 0, sizeof(*a));
 	a->status = a->retry_after = a->limit = a->remaining = -1;
@@ -420,11 +434,11 @@ ack_decode(const struct spop_frame *f, struct ack *a)
 static uint64_t
 notify(const char *msg, ...)
 {
-	const char *args[2 * SPOP_MAX_ARGS];
-	char buf[1024];
+	const char        *args[2 * SPOP_MAX_ARGS];
+	char               buf[1024];
 	struct spop_writer w;
-	va_list ap;
-	int n = 0, len;
+	va_list            ap;
+	int                n = 0, len;
 
 	va_start(ap, msg);
 	while ((args[n] = va_arg(ap, const char *)) != NULL)
@@ -447,10 +461,10 @@ notify(const char *msg, ...)
 static struct ack
 ack_within(uint64_t fid, double wait_s)
 {
-	int64_t t0 = util_clock_us();
+	int64_t           t0 = util_clock_us();
 	struct spop_frame f;
-	struct ack a;
-	int n = next_frame(&f, wait_s);
+	struct ack        a;
+	int               n = next_frame(&f, wait_s);
 
 	cr_assert_gt(n, 0, "no ACK within %.1f s", wait_s);
 	cr_assert_eq(f.type, SPOP_FRM_ACK);
@@ -496,7 +510,7 @@ stop(void)
 		conn_unref(c);
 	}
 	conn_abort(c);
-	store_free(h.env.store);	/* as worker_deinit does */
+	store_free(h.env.store); /* as worker_deinit does */
 	h.env.store = NULL;
 	reqpool_stop(h.env.pool);
 	req_pool_free(&h.env);
@@ -514,13 +528,14 @@ stop(void)
 
 /* Keys holding <in_key> are answered <res> from now on. */
 static void
-fake_says(const char *in_key, int allowed, int64_t remaining,
-          int64_t retry_us, int64_t next_us)
+fake_says(const char *in_key, int allowed, int64_t remaining, int64_t retry_us,
+          int64_t next_us)
 {
 	cr_assert_lt(h.fake.nsays, 4);
 	h.fake.says[h.fake.nsays].in_key = in_key;
-	h.fake.says[h.fake.nsays++].res = (struct lim_result){
-		allowed, remaining, retry_us, next_us, next_us };
+	h.fake.says[h.fake.nsays++].res =
+		(struct lim_result){ allowed, remaining, retry_us, next_us,
+		                     next_us };
 }
 
 static void
@@ -532,13 +547,13 @@ fake_denies(const char *in_key, int64_t retry_us)
 TestSuite(req, .fini = stop, .timeout = 30);
 
 /* Two Redis rules on one message, both GCRA burst 10, fail: <fail>. */
-#define TWO_RULES(fail, timeout) \
-	"redis: { url: \"redis://127.0.0.1:1/0\", timeout: " timeout " }\n" \
-	"pool_size: 2\n" \
-	"rules:\n" \
-	"  - { name: a, message: rl-request, key: \"a:{user}\", " \
-	"rate: 60/min, burst: 10, fail: " fail " }\n" \
-	"  - { name: b, message: rl-request, key: \"b:{user}\", " \
+#define TWO_RULES(fail, timeout)                                               \
+	"redis: { url: \"redis://127.0.0.1:1/0\", timeout: " timeout " }\n"    \
+	"pool_size: 2\n"                                                       \
+	"rules:\n"                                                             \
+	"  - { name: a, message: rl-request, key: \"a:{user}\", "              \
+	"rate: 60/min, burst: 10, fail: " fail " }\n"                          \
+	"  - { name: b, message: rl-request, key: \"b:{user}\", "              \
 	"rate: 60/min, burst: 10, fail: " fail " }\n"
 
 /* ---- most restrictive wins ---------------------------------------------- */
@@ -656,7 +671,7 @@ Test(req, store_down_fail_local_enforces_the_pool_share)
 {
 	struct ack a;
 
-	start(TWO_RULES("local", "200ms"));	/* burst 10 over 2 agents */
+	start(TWO_RULES("local", "200ms")); /* burst 10 over 2 agents */
 	h.fake.mode = FAKE_DOWN;
 	for (int i = 0; i < 5; i++) {
 		a = ASK("rl-request", "user", "u1");
@@ -749,10 +764,10 @@ Test(req, an_answer_within_the_deadline_decides)
 
 /* ---- near-cache --------------------------------------------------------- */
 
-#define ONE_RULE \
-	"redis: { url: \"redis://127.0.0.1:1/0\", timeout: 200ms }\n" \
-	"rules:\n" \
-	"  - { name: a, message: rl-request, key: \"a:{user}\", " \
+#define ONE_RULE                                                               \
+	"redis: { url: \"redis://127.0.0.1:1/0\", timeout: 200ms }\n"          \
+	"rules:\n"                                                             \
+	"  - { name: a, message: rl-request, key: \"a:{user}\", "              \
 	"rate: 60/min, burst: 10 }\n"
 
 Test(req, a_key_redis_denied_is_denied_again_without_a_store_call)
@@ -782,12 +797,12 @@ Test(req, an_allowed_key_is_asked_of_the_store_every_time)
 
 /* ---- shadow rules ------------------------------------------------------- */
 
-#define SHADOW_RULES(fail) \
-	"redis: { url: \"redis://127.0.0.1:1/0\", timeout: 200ms }\n" \
-	"rules:\n" \
-	"  - { name: s, message: rl-request, key: \"s:{user}\", " \
-	"rate: 60/min, burst: 10, shadow: true, fail: " fail " }\n" \
-	"  - { name: r, message: rl-request, key: \"r:{user}\", " \
+#define SHADOW_RULES(fail)                                                     \
+	"redis: { url: \"redis://127.0.0.1:1/0\", timeout: 200ms }\n"          \
+	"rules:\n"                                                             \
+	"  - { name: s, message: rl-request, key: \"s:{user}\", "              \
+	"rate: 60/min, burst: 10, shadow: true, fail: " fail " }\n"            \
+	"  - { name: r, message: rl-request, key: \"r:{user}\", "              \
 	"rate: 60/min, burst: 10 }\n"
 
 Test(req, a_shadow_denial_allows_and_says_so)
@@ -835,11 +850,11 @@ Test(req, a_shadow_fail_closed_rule_never_refuses)
 
 /* ---- concurrency -------------------------------------------------------- */
 
-#define CONC_RULE(store, extra) \
-	"redis: { url: \"redis://127.0.0.1:1/0\", timeout: 200ms }\n" \
-	"rules:\n" \
-	"  - { name: x, message: rl-request, key: \"x:{user}\", " \
-	"algorithm: concurrency, limit: 1, lease: 10m, id: \"{id}\", " \
+#define CONC_RULE(store, extra)                                                \
+	"redis: { url: \"redis://127.0.0.1:1/0\", timeout: 200ms }\n"          \
+	"rules:\n"                                                             \
+	"  - { name: x, message: rl-request, key: \"x:{user}\", "              \
+	"algorithm: concurrency, limit: 1, lease: 10m, id: \"{id}\", "         \
 	"release: rl-done, store: " store " }\n" extra
 
 Test(req, a_released_local_lease_frees_its_slot)
@@ -891,11 +906,12 @@ Test(req, a_lease_whose_answer_was_lost_is_given_back_on_a_refusal)
 Test(req, a_local_veto_after_redis_gives_the_redis_lease_back)
 {
 	struct ack a1, a2;
-	uint64_t f1, f2;
+	uint64_t   f1, f2;
 
-	start(CONC_RULE("redis",
-	      "  - { name: l, message: rl-request, key: \"l:{user}\", "
-	      "rate: 1/h, burst: 1, store: local }\n"));
+	start(CONC_RULE(
+		"redis",
+		"  - { name: l, message: rl-request, key: \"l:{user}\", "
+		"rate: 1/h, burst: 1, store: local }\n"));
 	h.fake.delay_s = 0.02;
 	f1 = notify("rl-request", "user", "u1", "id", "r1", NULL);
 	f2 = notify("rl-request", "user", "u1", "id", "r2", NULL);

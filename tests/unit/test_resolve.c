@@ -14,9 +14,9 @@
 
 static pthread_mutex_t mu = PTHREAD_MUTEX_INITIALIZER;
 static pthread_cond_t  cv = PTHREAD_COND_INITIALIZER;
-static int             released;	/* the fake may answer */
-static int             calls;		/* lookups the fake was asked for */
-static const char     *answer = "127.0.0.9";	/* NULL: fail */
+static int             released; /* the fake may answer */
+static int             calls;    /* lookups the fake was asked for */
+static const char     *answer = "127.0.0.9"; /* NULL: fail */
 
 static int
 fake_gai(const char *node, const char *service, const struct addrinfo *hints,
@@ -70,7 +70,7 @@ addr_when_ready(const char *host, char *buf)
 
 Test(resolve, a_numeric_host_is_used_as_it_is, .init = setup)
 {
-	char buf[RESOLVE_ADDR_MAX];
+	char        buf[RESOLVE_ADDR_MAX];
 	const char *why = NULL;
 
 	cr_assert_str_eq(resolve_addr("10.1.2.3", buf, &why), "10.1.2.3");
@@ -80,7 +80,7 @@ Test(resolve, a_numeric_host_is_used_as_it_is, .init = setup)
 
 Test(resolve, a_new_name_answers_at_once_while_dns_hangs, .init = setup)
 {
-	char buf[RESOLVE_ADDR_MAX];
+	char        buf[RESOLVE_ADDR_MAX];
 	const char *why = NULL;
 
 	cr_assert_null(resolve_addr("redis-a.example", buf, &why));
@@ -99,13 +99,14 @@ Test(resolve, a_new_name_answers_at_once_while_dns_hangs, .init = setup)
 
 Test(resolve, a_failed_lookup_says_so_and_is_retried, .init = setup)
 {
-	char buf[RESOLVE_ADDR_MAX];
+	char        buf[RESOLVE_ADDR_MAX];
 	const char *why = NULL;
 
 	answer = NULL;
 	release();
 	cr_assert_null(resolve_addr("nowhere.example", buf, &why));
-	for (int i = 0; i < 500 && strcmp(why, "resolving the host name") == 0; i++) {
+	for (int i = 0; i < 500 && strcmp(why, "resolving the host name") == 0;
+	     i++) {
 		usleep(10000);
 		resolve_addr("nowhere.example", buf, &why);
 	}
@@ -117,13 +118,14 @@ Test(resolve, a_failed_lookup_says_so_and_is_retried, .init = setup)
 
 Test(resolve, warm_resolves_in_the_callers_thread, .init = setup)
 {
-	char buf[RESOLVE_ADDR_MAX];
+	char        buf[RESOLVE_ADDR_MAX];
 	const char *why = NULL;
 
 	release();
 	answer = "127.0.0.8";
 	resolve_warm("redis-b.example");
 	cr_assert_eq(calls, 1);
-	cr_assert_str_eq(resolve_addr("redis-b.example", buf, &why), "127.0.0.8");
+	cr_assert_str_eq(resolve_addr("redis-b.example", buf, &why),
+	                 "127.0.0.8");
 	cr_assert_eq(calls, 1, "a fresh answer is not looked up again");
 }

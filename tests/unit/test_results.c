@@ -13,8 +13,8 @@
 #include "results.h"
 
 static msgpack_sbuffer sb;
-static msgpack_packer pk;
-static struct results rs;
+static msgpack_packer  pk;
+static struct results  rs;
 
 static void
 setup(void)
@@ -57,7 +57,7 @@ Test(results, reads_each_checks_five_fields_in_order)
 	msgpack_pack_int64(&pk, 1000000);
 	msgpack_pack_int64(&pk, 0);
 	msgpack_pack_int64(&pk, 0);
-	msgpack_pack_int64(&pk, 2419200000000LL);	/* 28 days in µs */
+	msgpack_pack_int64(&pk, 2419200000000LL); /* 28 days in µs */
 	msgpack_pack_int64(&pk, 5);
 	msgpack_pack_int64(&pk, RESULTS_MAX);
 	cr_assert_eq(results_decode(&rs, sb.data, sb.size, 2), 0);
@@ -87,12 +87,13 @@ Test(results, reads_a_cost_that_can_never_fit_as_minus_one)
 
 Test(results, reads_every_header_size)
 {
-	/* fixarray (3 checks: 15), array 16 (4: 20), array 32 (13,108: 65,540) */
+	/* fixarray (3 checks: 15), array 16 (4: 20), array 32 (13,108: 65,540)
+	 */
 	size_t counts[] = { 0, 3, 4, 13108 };
 
 	for (size_t i = 0; i < sizeof(counts) / sizeof(counts[0]); i++) {
 		struct lim_result r;
-		size_t n = counts[i];
+		size_t            n = counts[i];
 
 		msgpack_sbuffer_clear(&sb);
 		pack_checks(n, 1);
@@ -118,7 +119,8 @@ Test(results, refuses_a_truncated_reply)
 {
 	pack_checks(3, 1);
 	for (size_t len = 0; len < sb.size; len++)
-		cr_assert_eq(results_decode(&rs, sb.data, len, 3), -1, "%zu", len);
+		cr_assert_eq(results_decode(&rs, sb.data, len, 3), -1, "%zu",
+		             len);
 }
 
 Test(results, refuses_bytes_after_the_array)
@@ -239,9 +241,9 @@ Test(results, reads_a_float_as_an_integer_truncated_toward_zero)
 	msgpack_pack_float(&pk, 1000.75f);
 	msgpack_pack_double(&pk, 1e300);
 	msgpack_pack_float(&pk, 0.0f);
-	msgpack_pack_double(&pk, 0.0 / 0.0);		/* NaN */
+	msgpack_pack_double(&pk, 0.0 / 0.0); /* NaN */
 	msgpack_pack_double(&pk, -1e300);
-	msgpack_pack_double(&pk, 1.0 / 0.0);		/* inf */
+	msgpack_pack_double(&pk, 1.0 / 0.0); /* inf */
 	msgpack_pack_double(&pk, 9007199254740991.0);
 	cr_assert_eq(results_decode(&rs, sb.data, sb.size, 2), 0);
 	results_get(&rs, 0, &r);
@@ -261,7 +263,7 @@ Test(results, reads_a_float_as_an_integer_truncated_toward_zero)
 Test(results, refuses_an_allowed_that_is_a_fraction_of_another)
 {
 	msgpack_pack_array(&pk, 5);
-	msgpack_pack_double(&pk, 2.5);		/* 2 once truncated */
+	msgpack_pack_double(&pk, 2.5); /* 2 once truncated */
 	for (int i = 0; i < 4; i++)
 		msgpack_pack_int64(&pk, 0);
 	cr_assert_eq(results_decode(&rs, sb.data, sb.size, 1), -1);

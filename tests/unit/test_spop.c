@@ -19,42 +19,90 @@
 /* ---- helpers ----------------------------------------------------------- */
 
 #define BYTES(lit) (lit), (sizeof(lit) - 1)
-#define S(lit)     { (lit), sizeof(lit) - 1 }
+#define S(lit)                                                                 \
+	{                                                                      \
+		(lit), sizeof(lit) - 1                                         \
+	}
 
 /* HAProxy 2.6.12 HAPROXY-HELLO as captured in SPOP.md 1.10 (129 bytes
  * after the length prefix). */
-static const char lab_hello[] =
-	"\x00\x00\x00\x81"
-	"\x01" "\x00\x00\x00\x01" "\x00" "\x00"
-	"\x12" "supported-versions" "\x08\x03" "2.0"
-	"\x0e" "max-frame-size" "\x03\xfc\xf0\x06"
-	"\x0c" "capabilities" "\x08\x10" "pipelining,async"
-	"\x09" "engine-id" "\x08\x24" "3e4f9c2a-1b7d-4c85-9a0e-6f2d8b1c5e73";
+static const char lab_hello[] = "\x00\x00\x00\x81"
+				"\x01"
+				"\x00\x00\x00\x01"
+				"\x00"
+				"\x00"
+				"\x12"
+				"supported-versions"
+				"\x08\x03"
+				"2.0"
+				"\x0e"
+				"max-frame-size"
+				"\x03\xfc\xf0\x06"
+				"\x0c"
+				"capabilities"
+				"\x08\x10"
+				"pipelining,async"
+				"\x09"
+				"engine-id"
+				"\x08\x24"
+				"3e4f9c2a-1b7d-4c85-9a0e-6f2d8b1c5e73";
 
 /* The health-check HELLO of `option spop-check` (78 bytes): empty
  * capabilities, healthcheck true, no engine-id. */
-static const char lab_hc_hello[] =
-	"\x00\x00\x00\x4e"
-	"\x01" "\x00\x00\x00\x01" "\x00" "\x00"
-	"\x12" "supported-versions" "\x08\x03" "2.0"
-	"\x0e" "max-frame-size" "\x03\xfc\xf0\x06"
-	"\x0c" "capabilities" "\x08\x00"
-	"\x0b" "healthcheck" "\x11";
+static const char lab_hc_hello[] = "\x00\x00\x00\x4e"
+				   "\x01"
+				   "\x00\x00\x00\x01"
+				   "\x00"
+				   "\x00"
+				   "\x12"
+				   "supported-versions"
+				   "\x08\x03"
+				   "2.0"
+				   "\x0e"
+				   "max-frame-size"
+				   "\x03\xfc\xf0\x06"
+				   "\x0c"
+				   "capabilities"
+				   "\x08\x00"
+				   "\x0b"
+				   "healthcheck"
+				   "\x11";
 
 /* The LAB NOTIFY: sid 0, fid 1, message rl-quota with 5 args. */
-static const char lab_notify[] =
-	"\x00\x00\x00\x4b"
-	"\x03" "\x00\x00\x00\x01" "\x00" "\x01"
-	"\x08" "rl-quota" "\x05"
-	"\x06" "tenant" "\x08\x04" "acme"
-	"\x04" "plan" "\x08\x04" "gold"
-	"\x05" "route" "\x08\x06" "/api/x"
-	"\x06" "method" "\x08\x03" "GET"
-	"\x02" "ip" "\x06\x7f\x00\x00\x01";
+static const char lab_notify[] = "\x00\x00\x00\x4b"
+				 "\x03"
+				 "\x00\x00\x00\x01"
+				 "\x00"
+				 "\x01"
+				 "\x08"
+				 "rl-quota"
+				 "\x05"
+				 "\x06"
+				 "tenant"
+				 "\x08\x04"
+				 "acme"
+				 "\x04"
+				 "plan"
+				 "\x08\x04"
+				 "gold"
+				 "\x05"
+				 "route"
+				 "\x08\x06"
+				 "/api/x"
+				 "\x06"
+				 "method"
+				 "\x08\x03"
+				 "GET"
+				 "\x02"
+				 "ip"
+				 "\x06\x7f\x00\x00\x01";
 
 /* An empty ACK (spoa-mirror #17): 67 00000001 02 01. */
-static const char empty_ack[] =
-	"\x00\x00\x00\x07" "\x67" "\x00\x00\x00\x01" "\x02" "\x01";
+static const char empty_ack[] = "\x00\x00\x00\x07"
+				"\x67"
+				"\x00\x00\x00\x01"
+				"\x02"
+				"\x01";
 
 static bool
 str_is(struct spop_str s, const char *want)
@@ -85,13 +133,13 @@ static void
 assert_all_prefixes_incomplete(const char *buf, size_t len)
 {
 	struct spop_frame f;
-	int st = -1;
+	int               st = -1;
 
 	for (size_t k = 0; k < len; k++) {
 		int n = spop_decode_frame(buf, k, SPOP_MAX_FRAME_SIZE, &f, &st);
 
-		cr_assert_eq(n, SPOP_INCOMPLETE, "prefix %zu of %zu gave %d",
-		             k, len, n);
+		cr_assert_eq(n, SPOP_INCOMPLETE, "prefix %zu of %zu gave %d", k,
+		             len, n);
 	}
 	cr_assert_eq(spop_decode_frame(buf, len, SPOP_MAX_FRAME_SIZE, &f, &st),
 	             (int)len);
@@ -101,7 +149,7 @@ static int
 decode_status(const char *buf, size_t len, uint32_t max)
 {
 	struct spop_frame f;
-	int st = -1;
+	int               st = -1;
 
 	cr_assert_eq(spop_decode_frame(buf, len, max, &f, &st), -1);
 	return st;
@@ -127,22 +175,26 @@ static const struct {
 
 Test(spop, varint_vectors_encode)
 {
-	for (size_t i = 0; i < sizeof(varint_vectors) / sizeof(varint_vectors[0]); i++) {
+	for (size_t i = 0;
+	     i < sizeof(varint_vectors) / sizeof(varint_vectors[0]); i++) {
 		char buf[16], *p = buf;
-		int n = spop_encode_varint(&p, buf + sizeof(buf), varint_vectors[i].v);
+		int  n = spop_encode_varint(&p, buf + sizeof(buf),
+		                            varint_vectors[i].v);
 
 		cr_assert_eq(n, (int)varint_vectors[i].len, "vector %zu", i);
 		cr_assert_eq(p, buf + n);
 		cr_assert(memcmp(buf, varint_vectors[i].bytes, (size_t)n) == 0,
-		          "bytes of %llu", (unsigned long long)varint_vectors[i].v);
+		          "bytes of %llu",
+		          (unsigned long long)varint_vectors[i].v);
 	}
 }
 
 Test(spop, varint_vectors_decode)
 {
-	for (size_t i = 0; i < sizeof(varint_vectors) / sizeof(varint_vectors[0]); i++) {
+	for (size_t i = 0;
+	     i < sizeof(varint_vectors) / sizeof(varint_vectors[0]); i++) {
 		const char *p = varint_vectors[i].bytes;
-		uint64_t v = 12345;
+		uint64_t    v = 12345;
 		int n = spop_decode_varint(&p, p + varint_vectors[i].len, &v);
 
 		cr_assert_eq(n, (int)varint_vectors[i].len, "vector %zu", i);
@@ -154,19 +206,19 @@ Test(spop, varint_vectors_decode)
 Test(spop, varint_round_trips_at_every_size_boundary)
 {
 	uint64_t vals[80];
-	size_t nv = 0;
+	size_t   nv = 0;
 
 	for (int s = 0; s < 64; s++)
 		vals[nv++] = (uint64_t)1 << s;
 	vals[nv++] = 264431;
 	vals[nv++] = 264431 + 1;
 	vals[nv++] = UINT64_MAX - 1;
-	vals[nv++] = (uint64_t)-42;	/* a negative int64 */
+	vals[nv++] = (uint64_t)-42; /* a negative int64 */
 	for (size_t i = 0; i < nv; i++) {
 		for (int d = -1; d <= 1; d++) {
-			char buf[10], *w = buf;
+			char        buf[10], *w = buf;
 			const char *r = buf;
-			uint64_t in = vals[i] + (uint64_t)(int64_t)d, out;
+			uint64_t    in = vals[i] + (uint64_t)(int64_t)d, out;
 			int n = spop_encode_varint(&w, buf + sizeof(buf), in);
 
 			cr_assert(n >= 1 && n <= 10);
@@ -178,9 +230,10 @@ Test(spop, varint_round_trips_at_every_size_boundary)
 
 Test(spop, varint_eleven_continuation_bytes_is_error)
 {
-	static const char b[] = "\xff\xff\xff\xff\xff\xff\xff\xff\xff\xff\xff\x00";
+	static const char b[] =
+		"\xff\xff\xff\xff\xff\xff\xff\xff\xff\xff\xff\x00";
 	const char *p = b;
-	uint64_t v = 7;
+	uint64_t    v = 7;
 
 	cr_assert_eq(spop_decode_varint(&p, p + sizeof(b) - 1, &v), -1);
 	cr_assert_eq(p, b, "cursor must not move on error");
@@ -192,8 +245,8 @@ Test(spop, varint_ten_bytes_still_continuing_is_error)
 	/* The 10th byte has bit 7 set: an 11th would follow. Refused even
 	 * before the 11th byte arrives. */
 	static const char b[] = "\xf0\x80\x80\x80\x80\x80\x80\x80\x80\x80";
-	const char *p = b;
-	uint64_t v;
+	const char       *p = b;
+	uint64_t          v;
 
 	cr_assert_eq(spop_decode_varint(&p, p + 10, &v), -1);
 }
@@ -204,8 +257,8 @@ Test(spop, varint_overflow_of_64_bits_is_error)
 	static const char wrap[] = "\xff\xf0\xfe\xfe\xfe\xfe\xfe\xfe\xfe\x0f";
 	/* A last byte whose bits land above bit 63. */
 	static const char high[] = "\xf0\x80\x80\x80\x80\x80\x80\x80\x80\x10";
-	const char *p = wrap;
-	uint64_t v;
+	const char       *p = wrap;
+	uint64_t          v;
 
 	cr_assert_eq(spop_decode_varint(&p, p + 10, &v), -1);
 	p = high;
@@ -218,7 +271,7 @@ Test(spop, varint_truncated_is_incomplete)
 
 	for (size_t k = 0; k < 10; k++) {
 		const char *p = b;
-		uint64_t v;
+		uint64_t    v;
 
 		cr_assert_eq(spop_decode_varint(&p, b + k, &v), SPOP_INCOMPLETE,
 		             "prefix %zu", k);
@@ -239,10 +292,10 @@ Test(spop, varint_encode_without_room_fails)
 
 Test(spop, data_every_type_round_trips)
 {
-	struct spop_data in[10];
-	char buf[256];
+	struct spop_data   in[10];
+	char               buf[256];
 	struct spop_writer w;
-	const char *p;
+	const char        *p;
 
 	memset(in, 0, sizeof(in));
 	in[0].type = SPOP_DATA_NULL;
@@ -259,8 +312,10 @@ Test(spop, data_every_type_round_trips)
 	in[6].type = SPOP_DATA_IPV4;
 	memcpy(in[6].v.ipv4, "\xc0\xa8\x00\x01", 4);
 	in[7].type = SPOP_DATA_IPV6;
-	memcpy(in[7].v.ipv6, "\x20\x01\x0d\xb8\x00\x00\x00\x00"
-	       "\x00\x00\x00\x00\x00\x00\x00\x01", 16);
+	memcpy(in[7].v.ipv6,
+	       "\x20\x01\x0d\xb8\x00\x00\x00\x00"
+	       "\x00\x00\x00\x00\x00\x00\x00\x01",
+	       16);
 	in[8].type = SPOP_DATA_STRING;
 	in[8].v.str.ptr = "hello";
 	in[8].v.str.len = 5;
@@ -312,10 +367,10 @@ Test(spop, data_every_type_round_trips)
 
 Test(spop, bool_false_encodes_as_0x01_and_true_as_0x11)
 {
-	char buf[8];
+	char               buf[8];
 	struct spop_writer w;
-	struct spop_data f = { .type = SPOP_DATA_BOOL, .v.b = false };
-	struct spop_data t = { .type = SPOP_DATA_BOOL, .v.b = true };
+	struct spop_data   f = { .type = SPOP_DATA_BOOL, .v.b = false };
+	struct spop_data   t = { .type = SPOP_DATA_BOOL, .v.b = true };
 
 	writer_raw(&w, buf, sizeof(buf));
 	spop_w_bool(&w, false);
@@ -333,7 +388,7 @@ Test(spop, bool_false_encodes_as_0x01_and_true_as_0x11)
 Test(spop, bool_decodes_from_flag_0x10)
 {
 	struct spop_data d;
-	const char *p;
+	const char      *p;
 
 	p = "\x01";
 	cr_assert_eq(spop_decode_data(&p, p + 1, &d), 1);
@@ -343,7 +398,7 @@ Test(spop, bool_decodes_from_flag_0x10)
 	cr_assert_eq(spop_decode_data(&p, p + 1, &d), 1);
 	cr_assert_eq(d.type, SPOP_DATA_BOOL);
 	cr_assert_eq(d.v.b, true);
-	p = "\x10";	/* negasus's old "false": type NULL, not BOOL */
+	p = "\x10"; /* negasus's old "false": type NULL, not BOOL */
 	cr_assert_eq(spop_decode_data(&p, p + 1, &d), 1);
 	cr_assert_eq(d.type, SPOP_DATA_NULL);
 }
@@ -351,8 +406,8 @@ Test(spop, bool_decodes_from_flag_0x10)
 Test(spop, reserved_data_types_are_rejected)
 {
 	for (int t = 10; t <= 15; t++) {
-		char b[2] = { (char)t, 0 };
-		const char *p = b;
+		char             b[2] = { (char)t, 0 };
+		const char      *p = b;
 		struct spop_data d;
 
 		cr_assert_eq(spop_decode_data(&p, b + 2, &d), -1, "type %d", t);
@@ -362,13 +417,22 @@ Test(spop, reserved_data_types_are_rejected)
 
 Test(spop, reserved_data_type_in_notify_is_invalid)
 {
-	static const char frame[] =
-		"\x00\x00\x00\x0e" "\x03" "\x00\x00\x00\x01" "\x01" "\x01"
-		"\x01" "m" "\x01" "\x01" "a" "\x0c" "\x00";
-	struct spop_frame f;
-	struct spop_iter it;
+	static const char   frame[] = "\x00\x00\x00\x0e"
+				      "\x03"
+				      "\x00\x00\x00\x01"
+				      "\x01"
+				      "\x01"
+				      "\x01"
+				      "m"
+				      "\x01"
+				      "\x01"
+				      "a"
+				      "\x0c"
+				      "\x00";
+	struct spop_frame   f;
+	struct spop_iter    it;
 	struct spop_message m;
-	int st = -1;
+	int                 st = -1;
 
 	decode_ok(BYTES(frame), &f);
 	it.p = f.payload;
@@ -385,18 +449,23 @@ Test(spop, truncated_data_is_incomplete)
 	} whole[] = {
 		{ "\x03\xfc\xf0\x06", 4 },
 		{ "\x06\x7f\x00\x00\x01", 5 },
-		{ "\x07" "0123456789abcdef", 17 },
-		{ "\x08\x03" "GET", 5 },
-		{ "\x09\xf0\x00", 3 },	/* claims 240 bytes */
+		{ "\x07"
+		  "0123456789abcdef",
+		  17 },
+		{ "\x08\x03"
+		  "GET",
+		  5 },
+		{ "\x09\xf0\x00", 3 }, /* claims 240 bytes */
 	};
 
 	for (size_t i = 0; i < sizeof(whole) / sizeof(whole[0]); i++) {
 		for (size_t k = 0; k < whole[i].len; k++) {
-			const char *p = whole[i].b;
+			const char      *p = whole[i].b;
 			struct spop_data d;
 
 			cr_assert_eq(spop_decode_data(&p, p + k, &d),
-			             SPOP_INCOMPLETE, "vector %zu prefix %zu", i, k);
+			             SPOP_INCOMPLETE, "vector %zu prefix %zu",
+			             i, k);
 		}
 	}
 }
@@ -407,7 +476,7 @@ Test(spop, lab_haproxy_hello_decodes)
 {
 	struct spop_frame f;
 	struct spop_hello h;
-	int st = -1;
+	int               st = -1;
 
 	cr_assert_eq(sizeof(lab_hello) - 1, 4 + 129);
 	decode_ok(BYTES(lab_hello), &f);
@@ -436,7 +505,7 @@ Test(spop, healthcheck_hello_decodes)
 {
 	struct spop_frame f;
 	struct spop_hello h;
-	int st = -1;
+	int               st = -1;
 
 	cr_assert_eq(sizeof(lab_hc_hello) - 1, 4 + 78);
 	decode_ok(BYTES(lab_hc_hello), &f);
@@ -452,11 +521,11 @@ Test(spop, healthcheck_hello_decodes)
 
 Test(spop, lab_notify_decodes)
 {
-	struct spop_frame f;
-	struct spop_iter it;
-	struct spop_message m;
+	struct spop_frame      f;
+	struct spop_iter       it;
+	struct spop_message    m;
 	const struct spop_arg *a;
-	int st = -1;
+	int                    st = -1;
 
 	decode_ok(BYTES(lab_notify), &f);
 	cr_assert_eq(f.type, SPOP_FRM_NOTIFY);
@@ -486,17 +555,18 @@ Test(spop, lab_notify_decodes)
 
 Test(spop, lab_vectors_are_rebuilt_byte_for_byte_by_the_writer)
 {
-	char buf[256];
-	struct spop_writer w;
+	char                 buf[256];
+	struct spop_writer   w;
 	static const uint8_t ip[4] = { 127, 0, 0, 1 };
-	struct spop_data d = { .type = SPOP_DATA_IPV4 };
-	int n;
+	struct spop_data     d = { .type = SPOP_DATA_IPV4 };
+	int                  n;
 
 	spop_w_begin(&w, buf, sizeof(buf), SPOP_FRM_HAPROXY_HELLO, 0, 0);
 	spop_w_kv_str(&w, "supported-versions", "2.0", 3);
 	spop_w_kv_uint32(&w, "max-frame-size", 16380);
 	spop_w_kv_str(&w, "capabilities", "pipelining,async", 16);
-	spop_w_kv_str(&w, "engine-id", "3e4f9c2a-1b7d-4c85-9a0e-6f2d8b1c5e73", 36);
+	spop_w_kv_str(&w, "engine-id", "3e4f9c2a-1b7d-4c85-9a0e-6f2d8b1c5e73",
+	              36);
 	n = spop_w_end(&w);
 	cr_assert_eq(n, (int)sizeof(lab_hello) - 1);
 	cr_assert(memcmp(buf, lab_hello, (size_t)n) == 0);
@@ -530,9 +600,9 @@ Test(spop, every_strict_prefix_of_notify_is_incomplete)
 
 Test(spop, every_strict_prefix_of_ack_and_disconnect_is_incomplete)
 {
-	char buf[512];
+	char               buf[512];
 	struct spop_writer w;
-	int n;
+	int                n;
 
 	spop_w_begin(&w, buf, sizeof(buf), SPOP_FRM_ACK, 264432, 2288);
 	spop_w_set_var_int(&w, SPOP_SCOPE_TXN, "remaining", 41);
@@ -565,26 +635,35 @@ Test(spop, frame_length_too_short_for_a_header_is_invalid)
 Test(spop, frame_over_max_size_is_refused_from_the_length_alone)
 {
 	struct spop_frame f;
-	int st = -1;
+	int               st = -1;
 
 	/* 16381 > 16380, with only the 4 length bytes in. */
-	cr_assert_eq(decode_status("\x00\x00\x3f\xfd", 4, 16380), SPOP_ST_TOO_BIG);
-	cr_assert_eq(decode_status("\xff\xff\xff\xff", 4, 16380), SPOP_ST_TOO_BIG);
+	cr_assert_eq(decode_status("\x00\x00\x3f\xfd", 4, 16380),
+	             SPOP_ST_TOO_BIG);
+	cr_assert_eq(decode_status("\xff\xff\xff\xff", 4, 16380),
+	             SPOP_ST_TOO_BIG);
 	/* The same LAB HELLO (129) against a small negotiated size. */
 	cr_assert_eq(decode_status(lab_hello, 4, 128), SPOP_ST_TOO_BIG);
 	cr_assert_eq(spop_decode_frame(BYTES(lab_hello), 129, &f, &st),
 	             (int)sizeof(lab_hello) - 1, "length == max is fine");
 	/* 16380 itself is only incomplete. */
-	cr_assert_eq(spop_decode_frame("\x00\x00\x3f\xfc\x03", 5, 16380, &f, &st),
-	             SPOP_INCOMPLETE);
+	cr_assert_eq(
+		spop_decode_frame("\x00\x00\x3f\xfc\x03", 5, 16380, &f, &st),
+		SPOP_INCOMPLETE);
 }
 
 Test(spop, frame_with_fin_clear_is_fragmentation)
 {
-	static const char frame[] =
-		"\x00\x00\x00\x07" "\x03" "\x00\x00\x00\x00" "\x01" "\x01";
-	static const char abort_only[] =
-		"\x00\x00\x00\x07" "\x03" "\x00\x00\x00\x02" "\x01" "\x01";
+	static const char frame[] = "\x00\x00\x00\x07"
+				    "\x03"
+				    "\x00\x00\x00\x00"
+				    "\x01"
+				    "\x01";
+	static const char abort_only[] = "\x00\x00\x00\x07"
+					 "\x03"
+					 "\x00\x00\x00\x02"
+					 "\x01"
+					 "\x01";
 
 	cr_assert_eq(decode_status(BYTES(frame), SPOP_MAX_FRAME_SIZE),
 	             SPOP_ST_FRAG_NOT_SUPPORTED);
@@ -595,8 +674,11 @@ Test(spop, frame_with_fin_clear_is_fragmentation)
 Test(spop, frame_flags_are_big_endian)
 {
 	/* FIN sent host-endian on a little-endian box (SPOP 1.0 bug). */
-	static const char frame[] =
-		"\x00\x00\x00\x07" "\x03" "\x01\x00\x00\x00" "\x01" "\x01";
+	static const char frame[] = "\x00\x00\x00\x07"
+				    "\x03"
+				    "\x01\x00\x00\x00"
+				    "\x01"
+				    "\x01";
 
 	cr_assert_eq(decode_status(BYTES(frame), SPOP_MAX_FRAME_SIZE),
 	             SPOP_ST_FRAG_NOT_SUPPORTED);
@@ -607,7 +689,11 @@ Test(spop, frame_of_unknown_type_is_invalid)
 	static const uint8_t types[] = { 4, 5, 100, 104, 255 };
 
 	for (size_t i = 0; i < sizeof(types); i++) {
-		char frame[] = "\x00\x00\x00\x07" "\x00" "\x00\x00\x00\x01" "\x00" "\x00";
+		char frame[] = "\x00\x00\x00\x07"
+			       "\x00"
+			       "\x00\x00\x00\x01"
+			       "\x00"
+			       "\x00";
 
 		frame[4] = (char)types[i];
 		cr_assert_eq(decode_status(frame, 11, SPOP_MAX_FRAME_SIZE),
@@ -619,12 +705,19 @@ Test(spop, frame_ids_must_fit_in_the_frame)
 {
 	/* sid f0 needs one more byte, but the frame ends after the fid. */
 	static const char sid_cut[] =
-		"\x00\x00\x00\x07" "\x03" "\x00\x00\x00\x01" "\xf0" "\xf0"
-		"\x00\x00";	/* bytes of the next frame, not of this one */
+		"\x00\x00\x00\x07"
+		"\x03"
+		"\x00\x00\x00\x01"
+		"\xf0"
+		"\xf0"
+		"\x00\x00"; /* bytes of the next frame, not of this one */
 	/* A sid of 11 varint bytes. */
 	static const char sid_long[] =
-		"\x00\x00\x00\x12" "\x03" "\x00\x00\x00\x01"
-		"\xff\xff\xff\xff\xff\xff\xff\xff\xff\xff\xff\x00" "\x01";
+		"\x00\x00\x00\x12"
+		"\x03"
+		"\x00\x00\x00\x01"
+		"\xff\xff\xff\xff\xff\xff\xff\xff\xff\xff\xff\x00"
+		"\x01";
 
 	cr_assert_eq(decode_status(BYTES(sid_cut), SPOP_MAX_FRAME_SIZE),
 	             SPOP_ST_INVALID);
@@ -634,11 +727,12 @@ Test(spop, frame_ids_must_fit_in_the_frame)
 
 Test(spop, frames_are_cut_one_by_one_from_a_stream)
 {
-	char buf[512];
-	size_t len = 0, off = 0;
+	char              buf[512];
+	size_t            len = 0, off = 0;
 	struct spop_frame f;
-	int st, n, count = 0;
-	uint8_t want[] = { SPOP_FRM_HAPROXY_HELLO, SPOP_FRM_NOTIFY, SPOP_FRM_ACK };
+	int               st, n, count = 0;
+	uint8_t           want[] = { SPOP_FRM_HAPROXY_HELLO, SPOP_FRM_NOTIFY,
+		                     SPOP_FRM_ACK };
 
 	memcpy(buf + len, BYTES(lab_hello));
 	len += sizeof(lab_hello) - 1;
@@ -660,13 +754,14 @@ Test(spop, frames_are_cut_one_by_one_from_a_stream)
 Test(spop, notify_before_hello_is_invalid)
 {
 	struct spop_frame f;
-	int st = -1;
+	int               st = -1;
 
 	decode_ok(BYTES(lab_notify), &f);
 	cr_assert_eq(spop_check_order(f.type, false, &st), -1);
 	cr_assert_eq(st, SPOP_ST_INVALID);
 	st = -1;
-	cr_assert_eq(spop_check_order(SPOP_FRM_HAPROXY_DISCONNECT, false, &st), -1);
+	cr_assert_eq(spop_check_order(SPOP_FRM_HAPROXY_DISCONNECT, false, &st),
+	             -1);
 	cr_assert_eq(st, SPOP_ST_INVALID);
 	cr_assert_eq(spop_check_order(SPOP_FRM_HAPROXY_HELLO, false, &st), 0);
 }
@@ -676,7 +771,8 @@ Test(spop, frame_order_after_hello)
 	int st;
 
 	cr_assert_eq(spop_check_order(SPOP_FRM_NOTIFY, true, &st), 0);
-	cr_assert_eq(spop_check_order(SPOP_FRM_HAPROXY_DISCONNECT, true, &st), 0);
+	cr_assert_eq(spop_check_order(SPOP_FRM_HAPROXY_DISCONNECT, true, &st),
+	             0);
 	st = -1;
 	cr_assert_eq(spop_check_order(SPOP_FRM_HAPROXY_HELLO, true, &st), -1);
 	cr_assert_eq(st, SPOP_ST_INVALID);
@@ -690,10 +786,13 @@ Test(spop, frame_order_after_hello)
 
 Test(spop, unset_frames_are_fragmentation)
 {
-	static const char unset[] =
-		"\x00\x00\x00\x07" "\x00" "\x00\x00\x00\x01" "\x01" "\x01";
+	static const char unset[] = "\x00\x00\x00\x07"
+				    "\x00"
+				    "\x00\x00\x00\x01"
+				    "\x01"
+				    "\x01";
 	struct spop_frame f;
-	int st = -1;
+	int               st = -1;
 
 	decode_ok(BYTES(unset), &f);
 	cr_assert_eq(spop_check_order(f.type, true, &st), -1);
@@ -706,35 +805,61 @@ Test(spop, unset_frames_are_fragmentation)
 Test(spop, truncated_typed_data_inside_complete_frame_is_invalid)
 {
 	/* The arg claims an 8-byte string; the frame ends after 3. */
-	static const char frame[] =
-		"\x00\x00\x00\x11" "\x03" "\x00\x00\x00\x01" "\x01" "\x01"
-		"\x01" "m" "\x01" "\x01" "a" "\x08\x08" "abc";
+	static const char frame[] = "\x00\x00\x00\x11"
+				    "\x03"
+				    "\x00\x00\x00\x01"
+				    "\x01"
+				    "\x01"
+				    "\x01"
+				    "m"
+				    "\x01"
+				    "\x01"
+				    "a"
+				    "\x08\x08"
+				    "abc";
 	/* An IPv4 cut after 2 bytes. */
-	static const char ip_cut[] =
-		"\x00\x00\x00\x0e" "\x03" "\x00\x00\x00\x01" "\x01" "\x01"
-		"\x01" "m" "\x01" "\x00" "\x06\x7f\x00";
+	static const char ip_cut[] = "\x00\x00\x00\x0e"
+				     "\x03"
+				     "\x00\x00\x00\x01"
+				     "\x01"
+				     "\x01"
+				     "\x01"
+				     "m"
+				     "\x01"
+				     "\x00"
+				     "\x06\x7f\x00";
 	/* The message name runs past the end. */
-	static const char name_cut[] =
-		"\x00\x00\x00\x0b" "\x03" "\x00\x00\x00\x01" "\x01" "\x01"
-		"\x09" "rl" "\x00";
+	static const char name_cut[] = "\x00\x00\x00\x0b"
+				       "\x03"
+				       "\x00\x00\x00\x01"
+				       "\x01"
+				       "\x01"
+				       "\x09"
+				       "rl"
+				       "\x00";
 	/* NB-ARGS missing. */
-	static const char nb_cut[] =
-		"\x00\x00\x00\x09" "\x03" "\x00\x00\x00\x01" "\x01" "\x01"
-		"\x01" "m";
-	const char *frames[] = { frame, ip_cut, name_cut, nb_cut };
-	size_t lens[] = { sizeof(frame) - 1, sizeof(ip_cut) - 1,
-	                  sizeof(name_cut) - 1, sizeof(nb_cut) - 1 };
+	static const char nb_cut[] = "\x00\x00\x00\x09"
+				     "\x03"
+				     "\x00\x00\x00\x01"
+				     "\x01"
+				     "\x01"
+				     "\x01"
+				     "m";
+	const char       *frames[] = { frame, ip_cut, name_cut, nb_cut };
+	size_t            lens[] = { sizeof(frame) - 1, sizeof(ip_cut) - 1,
+		                     sizeof(name_cut) - 1, sizeof(nb_cut) - 1 };
 
 	for (size_t i = 0; i < 4; i++) {
-		struct spop_frame f;
-		struct spop_iter it;
+		struct spop_frame   f;
+		struct spop_iter    it;
 		struct spop_message m;
-		int st = -1;
+		int                 st = -1;
 
 		decode_ok(frames[i], lens[i], &f);
 		it.p = f.payload;
 		it.end = f.payload + f.len;
-		cr_assert_eq(spop_next_message(&it, &m, &st), -1, "frame %zu", i);
+		cr_assert_eq(spop_next_message(&it, &m, &st), -1, "frame %zu",
+		             i);
 		cr_assert_eq(st, SPOP_ST_INVALID);
 		cr_assert_eq(it.p, f.payload, "cursor stays put on error");
 	}
@@ -743,11 +868,13 @@ Test(spop, truncated_typed_data_inside_complete_frame_is_invalid)
 Test(spop, truncated_kv_is_invalid)
 {
 	struct spop_iter it;
-	struct spop_str k;
+	struct spop_str  k;
 	struct spop_data v;
-	int st = -1;
+	int              st = -1;
 
-	it.p = "\x03" "key" "\x03\xfc";
+	it.p = "\x03"
+	       "key"
+	       "\x03\xfc";
 	it.end = it.p + 6;
 	cr_assert_eq(spop_next_kv(&it, &k, &v, &st), -1);
 	cr_assert_eq(st, SPOP_ST_INVALID);
@@ -758,10 +885,10 @@ Test(spop, truncated_kv_is_invalid)
 static int
 hello_status(void (*fill)(struct spop_writer *), struct spop_hello *h)
 {
-	char buf[512];
+	char               buf[512];
 	struct spop_writer w;
-	struct spop_frame f;
-	int st = -1, n;
+	struct spop_frame  f;
+	int                st = -1, n;
 
 	spop_w_begin(&w, buf, sizeof(buf), SPOP_FRM_HAPROXY_HELLO, 0, 0);
 	fill(&w);
@@ -855,7 +982,8 @@ Test(spop, hello_without_max_frame_size_is_status_6)
 {
 	struct spop_hello h;
 
-	cr_assert_eq(hello_status(fill_no_frame_size, &h), SPOP_ST_NO_FRAME_SIZE);
+	cr_assert_eq(hello_status(fill_no_frame_size, &h),
+	             SPOP_ST_NO_FRAME_SIZE);
 }
 
 Test(spop, hello_max_frame_size_out_of_range_is_status_9)
@@ -872,15 +1000,18 @@ Test(spop, hello_max_frame_size_out_of_range_is_status_9)
 Test(spop, hello_max_frame_size_as_any_integer_type)
 {
 	static const enum spop_data_type types[] = {
-		SPOP_DATA_INT32, SPOP_DATA_UINT32, SPOP_DATA_INT64, SPOP_DATA_UINT64,
+		SPOP_DATA_INT32,
+		SPOP_DATA_UINT32,
+		SPOP_DATA_INT64,
+		SPOP_DATA_UINT64,
 	};
 
 	for (size_t i = 0; i < 4; i++) {
-		char buf[128];
+		char               buf[128];
 		struct spop_writer w;
-		struct spop_data d = { .type = types[i] };
-		struct spop_hello h;
-		int st = -1, n;
+		struct spop_data   d = { .type = types[i] };
+		struct spop_hello  h;
+		int                st = -1, n;
 
 		if (types[i] == SPOP_DATA_INT32 || types[i] == SPOP_DATA_INT64)
 			d.v.i = 9000;
@@ -930,12 +1061,12 @@ Test(spop, list_has_ignores_spaces)
 
 Test(spop, args_past_max_are_validated_and_skipped)
 {
-	char buf[2048], name[8];
-	struct spop_writer w;
-	struct spop_frame f;
-	struct spop_iter it;
+	char                buf[2048], name[8];
+	struct spop_writer  w;
+	struct spop_frame   f;
+	struct spop_iter    it;
 	struct spop_message m;
-	int st = -1, n;
+	int                 st = -1, n;
 
 	spop_w_begin(&w, buf, sizeof(buf), SPOP_FRM_NOTIFY, 1, 1);
 	spop_w_message(&w, "many", SPOP_MAX_ARGS + 8);
@@ -956,7 +1087,8 @@ Test(spop, args_past_max_are_validated_and_skipped)
 	cr_assert_eq(m.nargs_total, SPOP_MAX_ARGS + 8);
 	cr_assert(str_is(m.args[SPOP_MAX_ARGS - 1].name, "a31"));
 	cr_assert_eq(m.args[SPOP_MAX_ARGS - 1].value.v.i, SPOP_MAX_ARGS - 1);
-	cr_assert_null(spop_find_arg(&m, "a32", 3), "skipped args are not kept");
+	cr_assert_null(spop_find_arg(&m, "a32", 3),
+	               "skipped args are not kept");
 	cr_assert_eq(spop_next_message(&it, &m, &st), 1,
 	             "the skipped args were consumed");
 	cr_assert(str_is(m.name, "next"));
@@ -983,11 +1115,11 @@ Test(spop, args_past_max_are_validated_and_skipped)
 
 Test(spop, haproxy_hello_round_trips)
 {
-	char buf[256];
+	char               buf[256];
 	struct spop_writer w;
-	struct spop_frame f;
-	struct spop_hello h;
-	int st = -1, n;
+	struct spop_frame  f;
+	struct spop_hello  h;
+	int                st = -1, n;
 
 	spop_w_begin(&w, buf, sizeof(buf), SPOP_FRM_HAPROXY_HELLO, 0, 0);
 	spop_w_kv_str(&w, "supported-versions", "2.0", 3);
@@ -1007,13 +1139,13 @@ Test(spop, haproxy_hello_round_trips)
 
 Test(spop, agent_hello_round_trips)
 {
-	char buf[256];
+	char              buf[256];
 	struct spop_frame f;
 	struct spop_hello h;
-	struct spop_iter it;
-	struct spop_str k;
-	struct spop_data v;
-	int st = -1, n;
+	struct spop_iter  it;
+	struct spop_str   k;
+	struct spop_data  v;
+	int               st = -1, n;
 
 	n = spop_encode_agent_hello(buf, sizeof(buf), 16380, "pipelining");
 	cr_assert_gt(n, 0);
@@ -1042,12 +1174,12 @@ Test(spop, agent_hello_round_trips)
 
 Test(spop, notify_round_trips)
 {
-	char buf[512];
-	struct spop_writer w;
-	struct spop_frame f;
-	struct spop_iter it;
+	char                buf[512];
+	struct spop_writer  w;
+	struct spop_frame   f;
+	struct spop_iter    it;
 	struct spop_message m;
-	int st = -1, n;
+	int                 st = -1, n;
 
 	spop_w_begin(&w, buf, sizeof(buf), SPOP_FRM_NOTIFY, 7, 3);
 	spop_w_message(&w, "rl-login", 3);
@@ -1079,13 +1211,13 @@ Test(spop, notify_round_trips)
 
 Test(spop, ack_with_set_var_of_every_type_and_unset_var_round_trips)
 {
-	char buf[1024];
+	char               buf[1024];
 	struct spop_writer w;
-	struct spop_frame f;
-	struct spop_iter it;
-	struct spop_data vals[10], v;
-	struct spop_str name;
-	int st = -1, n, act, scope;
+	struct spop_frame  f;
+	struct spop_iter   it;
+	struct spop_data   vals[10], v;
+	struct spop_str    name;
+	int                st = -1, n, act, scope;
 
 	memset(vals, 0, sizeof(vals));
 	for (int t = 0; t < 10; t++)
@@ -1117,12 +1249,14 @@ Test(spop, ack_with_set_var_of_every_type_and_unset_var_round_trips)
 	it.p = f.payload;
 	it.end = f.payload + f.len;
 	for (int t = 0; t < 10; t++) {
-		cr_assert_eq(spop_next_action(&it, &act, &scope, &name, &v, &st), 1);
+		cr_assert_eq(
+			spop_next_action(&it, &act, &scope, &name, &v, &st), 1);
 		cr_assert_eq(act, SPOP_ACT_SET_VAR);
 		cr_assert_eq(scope, t % 5);
 		cr_assert(str_is(name, "v"));
 		cr_assert_eq(v.type, vals[t].type, "type %d", t);
-		cr_assert(v.type != SPOP_DATA_STRING || str_is(v.v.str, "deny"));
+		cr_assert(v.type != SPOP_DATA_STRING ||
+		          str_is(v.v.str, "deny"));
 		cr_assert(v.type != SPOP_DATA_IPV6 || v.v.ipv6[15] == 0xab);
 		cr_assert(v.type != SPOP_DATA_INT64 || v.v.i == INT64_MAX);
 		cr_assert(v.type != SPOP_DATA_INT32 || v.v.i == -1);
@@ -1146,13 +1280,13 @@ Test(spop, ack_with_set_var_of_every_type_and_unset_var_round_trips)
 /* A name of 240 bytes or more takes a two-byte length varint. */
 Test(spop, set_var_with_a_long_name_round_trips)
 {
-	char buf[1024], longname[300];
+	char               buf[1024], longname[300];
 	struct spop_writer w;
-	struct spop_frame f;
-	struct spop_iter it;
-	struct spop_data v;
-	struct spop_str name;
-	int st = -1, n, act, scope;
+	struct spop_frame  f;
+	struct spop_iter   it;
+	struct spop_data   v;
+	struct spop_str    name;
+	int                st = -1, n, act, scope;
 
 	memset(longname, 'n', sizeof(longname));
 	spop_w_begin(&w, buf, sizeof(buf), SPOP_FRM_ACK, 1, 1);
@@ -1178,7 +1312,7 @@ Test(spop, set_var_with_a_long_name_round_trips)
 
 Test(spop, action_bytes_match_the_spec)
 {
-	char buf[64];
+	char               buf[64];
 	struct spop_writer w;
 
 	writer_raw(&w, buf, sizeof(buf));
@@ -1186,19 +1320,24 @@ Test(spop, action_bytes_match_the_spec)
 	spop_w_unset_var(&w, SPOP_SCOPE_TXN, "reset");
 	cr_assert(!w.err);
 	cr_assert_eq(w.p - buf, 11 + 9);
-	cr_assert(memcmp(buf, "\x01\x03\x02\x05" "limit" "\x04\x64"
-	                 "\x02\x02\x02\x05" "reset", 20) == 0);
+	cr_assert(memcmp(buf,
+	                 "\x01\x03\x02\x05"
+	                 "limit"
+	                 "\x04\x64"
+	                 "\x02\x02\x02\x05"
+	                 "reset",
+	                 20) == 0);
 }
 
 Test(spop, empty_ack_is_seven_bytes)
 {
-	char buf[16];
+	char               buf[16];
 	struct spop_writer w;
-	struct spop_frame f;
-	struct spop_iter it;
-	struct spop_str name;
-	struct spop_data v;
-	int st, act, scope;
+	struct spop_frame  f;
+	struct spop_iter   it;
+	struct spop_str    name;
+	struct spop_data   v;
+	int                st, act, scope;
 
 	spop_w_begin(&w, buf, sizeof(buf), SPOP_FRM_ACK, 2, 1);
 	cr_assert_eq(spop_w_end(&w), 11);
@@ -1215,22 +1354,36 @@ Test(spop, bad_actions_are_invalid)
 		const char *b;
 		size_t      len;
 	} bad[] = {
-		{ "\x03\x03\x02\x01" "v" "\x00", 6 },	/* unknown action */
-		{ "\x01\x02\x02\x01" "v" "\x00", 6 },	/* set-var with 2 args */
-		{ "\x02\x03\x02\x01" "v", 5 },		/* unset-var with 3 */
-		{ "\x01\x03\x05\x01" "v" "\x00", 6 },	/* scope 5 */
-		{ "\x01\x03", 2 },			/* cut header */
-		{ "\x01\x03\x02\x01" "v", 5 },		/* set-var without value */
+		{ "\x03\x03\x02\x01"
+		  "v"
+		  "\x00",
+		  6 }, /* unknown action */
+		{ "\x01\x02\x02\x01"
+		  "v"
+		  "\x00",
+		  6 }, /* set-var with 2 args */
+		{ "\x02\x03\x02\x01"
+		  "v",
+		  5 }, /* unset-var with 3 */
+		{ "\x01\x03\x05\x01"
+		  "v"
+		  "\x00",
+		  6 },             /* scope 5 */
+		{ "\x01\x03", 2 }, /* cut header */
+		{ "\x01\x03\x02\x01"
+		  "v",
+		  5 }, /* set-var without value */
 	};
 
 	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
 		struct spop_iter it = { bad[i].b, bad[i].b + bad[i].len };
-		struct spop_str name;
+		struct spop_str  name;
 		struct spop_data v;
-		int st = -1, act, scope;
+		int              st = -1, act, scope;
 
-		cr_assert_eq(spop_next_action(&it, &act, &scope, &name, &v, &st),
-		             -1, "vector %zu", i);
+		cr_assert_eq(
+			spop_next_action(&it, &act, &scope, &name, &v, &st), -1,
+			"vector %zu", i);
 		cr_assert_eq(st, SPOP_ST_INVALID);
 	}
 }
@@ -1238,49 +1391,55 @@ Test(spop, bad_actions_are_invalid)
 Test(spop, disconnects_round_trip_both_ways)
 {
 	static const uint8_t types[] = {
-		SPOP_FRM_AGENT_DISCONNECT, SPOP_FRM_HAPROXY_DISCONNECT,
+		SPOP_FRM_AGENT_DISCONNECT,
+		SPOP_FRM_HAPROXY_DISCONNECT,
 	};
 
 	for (size_t i = 0; i < 2; i++) {
-		char buf[512];
+		char              buf[512];
 		struct spop_frame f;
-		struct spop_str msg;
-		int st = -1, code = -1, n;
+		struct spop_str   msg;
+		int               st = -1, code = -1, n;
 
 		n = spop_encode_disconnect(buf, sizeof(buf), types[i],
 		                           SPOP_ST_TIMEOUT, "idle timeout");
 		cr_assert_gt(n, 0);
 		decode_ok(buf, (size_t)n, &f);
 		cr_assert_eq(f.type, types[i]);
-		cr_assert_eq(spop_decode_disconnect(f.payload, f.len, &code, &msg,
-		                                    &st), 0);
+		cr_assert_eq(spop_decode_disconnect(f.payload, f.len, &code,
+		                                    &msg, &st),
+		             0);
 		cr_assert_eq(code, SPOP_ST_TIMEOUT);
 		cr_assert(str_is(msg, "idle timeout"));
 
-		n = spop_encode_disconnect(buf, sizeof(buf), types[i], 42, NULL);
+		n = spop_encode_disconnect(buf, sizeof(buf), types[i], 42,
+		                           NULL);
 		decode_ok(buf, (size_t)n, &f);
-		cr_assert_eq(spop_decode_disconnect(f.payload, f.len, &code, &msg,
-		                                    &st), 0);
+		cr_assert_eq(spop_decode_disconnect(f.payload, f.len, &code,
+		                                    &msg, &st),
+		             0);
 		cr_assert_eq(code, 42, "unassigned codes go through");
 		cr_assert(str_is(msg, spop_strstatus(42)));
 	}
 	cr_assert_eq(spop_encode_disconnect((char[64]){ 0 }, 64, SPOP_FRM_ACK,
-	                                    0, "x"), -1);
+	                                    0, "x"),
+	             -1);
 }
 
 Test(spop, disconnect_message_is_cut_to_255_bytes)
 {
-	char msg[400], buf[512];
+	char              msg[400], buf[512];
 	struct spop_frame f;
-	struct spop_str m;
-	int st, code, n;
+	struct spop_str   m;
+	int               st, code, n;
 
 	memset(msg, 'x', sizeof(msg) - 1);
 	msg[sizeof(msg) - 1] = '\0';
 	n = spop_encode_disconnect(buf, sizeof(buf), SPOP_FRM_AGENT_DISCONNECT,
 	                           SPOP_ST_INVALID, msg);
 	decode_ok(buf, (size_t)n, &f);
-	cr_assert_eq(spop_decode_disconnect(f.payload, f.len, &code, &m, &st), 0);
+	cr_assert_eq(spop_decode_disconnect(f.payload, f.len, &code, &m, &st),
+	             0);
 	cr_assert_eq(code, SPOP_ST_INVALID);
 	cr_assert_eq(m.len, 255);
 }
@@ -1288,14 +1447,18 @@ Test(spop, disconnect_message_is_cut_to_255_bytes)
 Test(spop, disconnect_without_status_code_is_unknown)
 {
 	struct spop_str m;
-	int st, code;
+	int             st, code;
 
 	cr_assert_eq(spop_decode_disconnect("", 0, &code, &m, &st), 0);
 	cr_assert_eq(code, SPOP_ST_UNKNOWN);
 	cr_assert_eq(m.len, 0);
 	st = -1;
-	cr_assert_eq(spop_decode_disconnect(BYTES("\x0b" "status-code" "\x08\x01"
-	                                          "3"), &code, &m, &st), -1);
+	cr_assert_eq(spop_decode_disconnect(BYTES("\x0b"
+	                                          "status-code"
+	                                          "\x08\x01"
+	                                          "3"),
+	                                    &code, &m, &st),
+	             -1);
 	cr_assert_eq(st, SPOP_ST_INVALID);
 }
 
@@ -1303,27 +1466,32 @@ Test(spop, disconnect_without_status_code_is_unknown)
 
 Test(spop, writer_header_bytes)
 {
-	char buf[32];
+	char               buf[32];
 	struct spop_writer w;
 
 	spop_w_begin(&w, buf, sizeof(buf), SPOP_FRM_ACK, 300, 2);
 	cr_assert_eq(spop_w_end(&w), 4 + 1 + 4 + 2 + 1);
-	cr_assert(memcmp(buf, "\x00\x00\x00\x08" "\x67" "\x00\x00\x00\x01"
-	                 "\xfc\x03" "\x02", 12) == 0);
+	cr_assert(memcmp(buf,
+	                 "\x00\x00\x00\x08"
+	                 "\x67"
+	                 "\x00\x00\x00\x01"
+	                 "\xfc\x03"
+	                 "\x02",
+	                 12) == 0);
 }
 
 Test(spop, writer_error_is_sticky)
 {
-	char buf[16];
+	char               buf[16];
 	struct spop_writer w;
-	char *stop;
+	char              *stop;
 
 	spop_w_begin(&w, buf, sizeof(buf), SPOP_FRM_ACK, 1, 1);
 	cr_assert(!w.err);
 	spop_w_set_var_str(&w, SPOP_SCOPE_TXN, "much-too-long-a-name", "v", 1);
 	cr_assert(w.err);
 	stop = w.p;
-	spop_w_u8(&w, 1);	/* would fit, but the frame is already lost */
+	spop_w_u8(&w, 1); /* would fit, but the frame is already lost */
 	cr_assert_eq(w.p, stop);
 	cr_assert_eq(spop_w_end(&w), -1);
 
@@ -1341,7 +1509,7 @@ Test(spop, writer_error_is_sticky)
 
 Test(spop, writer_exact_fit_succeeds)
 {
-	char buf[11];
+	char               buf[11];
 	struct spop_writer w;
 
 	spop_w_begin(&w, buf, sizeof(buf), SPOP_FRM_ACK, 2, 1);
@@ -1377,16 +1545,17 @@ Test(spop, strstatus_has_a_text_for_every_status)
  * a value that fits exactly is written, one byte less is an error. */
 Test(writer, set_var_shortcut_writes_what_the_general_encoder_writes)
 {
-	static const int64_t ints[] = { 0, 1, 239, 240, 2287, 2288, 264431,
-	                                -1, INT64_MIN, INT64_MAX };
-	char big[300], a[512], b[512];
+	static const int64_t ints[] = {
+		0, 1, 239, 240, 2287, 2288, 264431, -1, INT64_MIN, INT64_MAX
+	};
+	char               big[300], a[512], b[512];
 	struct spop_writer wa, wb;
 
 	memset(big, 'x', sizeof(big));
 	for (size_t k = 0; k < sizeof(ints) / sizeof(ints[0]) + 3; k++) {
 		struct spop_data d = { .type = SPOP_DATA_INT64 };
-		size_t slen = k == 10 ? 0 : k == 11 ? 5 : sizeof(big);
-		int is_str = k >= 10;
+		size_t           slen = k == 10 ? 0 : k == 11 ? 5 : sizeof(big);
+		int              is_str = k >= 10;
 
 		if (is_str) {
 			d.type = SPOP_DATA_STRING;
@@ -1402,11 +1571,11 @@ Test(writer, set_var_shortcut_writes_what_the_general_encoder_writes)
 			spop_w_begin(&wb, b, room, SPOP_FRM_ACK, 1, 1);
 			spop_w_set_var(&wa, SPOP_SCOPE_TXN, "remaining", 9, &d);
 			if (is_str)
-				spop_w_set_var_str(&wb, SPOP_SCOPE_TXN, "remaining",
-				                   big, slen);
+				spop_w_set_var_str(&wb, SPOP_SCOPE_TXN,
+				                   "remaining", big, slen);
 			else
-				spop_w_set_var_int(&wb, SPOP_SCOPE_TXN, "remaining",
-				                   ints[k]);
+				spop_w_set_var_int(&wb, SPOP_SCOPE_TXN,
+				                   "remaining", ints[k]);
 			na = spop_w_end(&wa);
 			nb = spop_w_end(&wb);
 			cr_assert_eq(na, nb, "value %zu, room %zu", k, room);

@@ -31,7 +31,9 @@ Test(store, url_with_user_and_password)
 {
 	struct store_addr a;
 
-	cr_assert_eq(store_parse_url("redis://agent:s3cret@127.0.0.1:6379/0", &a), 0);
+	cr_assert_eq(
+		store_parse_url("redis://agent:s3cret@127.0.0.1:6379/0", &a),
+		0);
 	cr_assert_str_eq(a.user, "agent");
 	cr_assert_str_eq(a.pass, "s3cret");
 	cr_assert_eq(store_parse_url("redis://:only@127.0.0.1", &a), 0);
@@ -45,7 +47,9 @@ Test(store, url_userinfo_is_percent_decoded)
 {
 	struct store_addr a;
 
-	cr_assert_eq(store_parse_url("redis://ag%65nt:p%40ss%3Aw%2Fd%25@h:7/1", &a), 0);
+	cr_assert_eq(
+		store_parse_url("redis://ag%65nt:p%40ss%3Aw%2Fd%25@h:7/1", &a),
+		0);
 	cr_assert_str_eq(a.user, "agent");
 	cr_assert_str_eq(a.pass, "p@ss:w/d%");
 	cr_assert_str_eq(a.host, "h");
@@ -91,16 +95,21 @@ Test(store, url_rejects_garbage)
  * error about one key or one call leaves it alone. */
 Test(reqq, outage_errors_are_the_ones_saying_redis_cannot_serve)
 {
-	cr_assert(link_error_is_outage("LOADING Redis is loading the dataset in memory"));
+	cr_assert(link_error_is_outage(
+		"LOADING Redis is loading the dataset in memory"));
 	cr_assert(link_error_is_outage("BUSY Redis is busy running a script."));
-	cr_assert(link_error_is_outage("READONLY You can't write against a read only replica."));
-	cr_assert(link_error_is_outage("OOM command not allowed when used memory > 'maxmemory'."));
+	cr_assert(link_error_is_outage(
+		"READONLY You can't write against a read only replica."));
+	cr_assert(link_error_is_outage(
+		"OOM command not allowed when used memory > 'maxmemory'."));
 	cr_assert(link_error_is_outage("NOAUTH Authentication required."));
 	cr_assert(link_error_is_outage("CLUSTERDOWN The cluster is down"));
 	cr_assert(link_error_is_outage("MASTERDOWN"));
-	cr_assert_not(link_error_is_outage("WRONGTYPE Operation against a key holding the wrong kind of value"));
+	cr_assert_not(link_error_is_outage(
+		"WRONGTYPE Operation against a key holding the wrong kind of value"));
 	cr_assert_not(link_error_is_outage("ERR Error running script"));
-	cr_assert_not(link_error_is_outage("BUSYKEY Target key name already exists."));
+	cr_assert_not(link_error_is_outage(
+		"BUSYKEY Target key name already exists."));
 	cr_assert_not(link_error_is_outage("OOMX not a code"));
 	cr_assert_not(link_error_is_outage(""));
 }
@@ -111,24 +120,24 @@ Test(reqq, outage_errors_are_the_ones_saying_redis_cannot_serve)
  * the list into a cycle that reqq_fail_all() never left. */
 Test(reqq, a_request_given_up_on_leaves_the_queue_and_can_be_queued_again)
 {
-	struct reqq q = { 0 };
+	struct reqq      q = { 0 };
 	struct store_req a = { 0 }, b = { 0 }, c = { 0 };
 
 	reqq_push(&q, &a);
 	reqq_push(&q, &b);
 	reqq_push(&q, &c);
-	reqq_remove(&q, &b);			/* from the middle */
+	reqq_remove(&q, &b); /* from the middle */
 	cr_assert_eq(q.queued, 2);
-	reqq_remove(&q, &b);			/* not queued: nothing */
+	reqq_remove(&q, &b); /* not queued: nothing */
 	cr_assert_eq(q.queued, 2);
-	reqq_push(&q, &b);			/* reused at once */
+	reqq_push(&q, &b); /* reused at once */
 	cr_assert_eq(reqq_pop(&q), &a);
 	cr_assert_eq(reqq_pop(&q), &c);
 	cr_assert_eq(reqq_pop(&q), &b);
 	cr_assert_null(reqq_pop(&q));
 	cr_assert_eq(q.queued, 0);
 	reqq_push(&q, &a);
-	reqq_remove(&q, &a);			/* the only one: head and tail */
+	reqq_remove(&q, &a); /* the only one: head and tail */
 	cr_assert_null(q.head);
 	cr_assert_null(q.tail);
 }
@@ -164,15 +173,16 @@ Test(breaker, refuses_everything_during_the_cooldown)
 Test(breaker, half_open_admits_one_probe_until_its_outcome)
 {
 	struct breaker b = { 0 };
-	double t = 10.0 + BREAKER_COOLDOWN;
+	double         t = 10.0 + BREAKER_COOLDOWN;
 
 	trip(&b, 10.0);
 	cr_assert(breaker_admit(&b, t), "the probe");
 	cr_assert_not(breaker_admit(&b, t), "a second request while it is out");
 	cr_assert_not(breaker_admit(&b, t + 0.5));
-	breaker_fail(&b, t + 0.5);	/* the probe failed: open again */
+	breaker_fail(&b, t + 0.5); /* the probe failed: open again */
 	cr_assert_not(breaker_admit(&b, t + 0.5));
-	cr_assert(breaker_admit(&b, t + 0.5 + BREAKER_COOLDOWN), "the next probe");
+	cr_assert(breaker_admit(&b, t + 0.5 + BREAKER_COOLDOWN),
+	          "the next probe");
 	cr_assert(breaker_ok(&b), "a good probe closes it");
 	cr_assert(breaker_admit(&b, t + 2) && breaker_admit(&b, t + 2));
 }
@@ -180,7 +190,7 @@ Test(breaker, half_open_admits_one_probe_until_its_outcome)
 Test(breaker, a_probe_that_never_answers_is_replaced)
 {
 	struct breaker b = { 0 };
-	double t = 10.0 + BREAKER_COOLDOWN;
+	double         t = 10.0 + BREAKER_COOLDOWN;
 
 	trip(&b, 10.0);
 	cr_assert(breaker_admit(&b, t));
@@ -192,8 +202,9 @@ Test(breaker, a_probe_that_never_answers_is_replaced)
  * charging check in it, and it waits like any other. */
 Test(reqq, releases_only_is_a_call_of_releases_alone)
 {
-	struct check c[2] = { { .op = LIM_OP_RELEASE }, { .op = LIM_OP_RELEASE } };
-	int idx[2] = { 0, 1 };
+	struct check     c[2] = { { .op = LIM_OP_RELEASE },
+		                  { .op = LIM_OP_RELEASE } };
+	int              idx[2] = { 0, 1 };
 	struct store_req sr = { .checks = c, .index = idx, .n = 2 };
 
 	cr_assert(reqq_releases_only(&sr));

@@ -20,7 +20,11 @@ f_submit(void *be, struct store_req *sr)
 	return STORE_EDOWN;
 }
 
-static void f_flush(void *be) { ((struct fake *)be)->flushes++; }
+static void
+f_flush(void *be)
+{
+	((struct fake *)be)->flushes++;
+}
 
 static int
 f_hget(void *be, const char *hash, const char *field, size_t len,
@@ -46,12 +50,24 @@ f_up(const void *be)
 	return ((const struct fake *)be)->ups;
 }
 
-static void f_timeout(void *be) { ((struct fake *)be)->timeouts++; }
-static void f_free(void *be) { ((struct fake *)be)->frees++; }
+static void
+f_timeout(void *be)
+{
+	((struct fake *)be)->timeouts++;
+}
+static void
+f_free(void *be)
+{
+	((struct fake *)be)->frees++;
+}
 
 static const struct store_ops fake_ops = {
-	.submit = f_submit, .flush = f_flush, .hget = f_hget,
-	.cancel = f_cancel, .up = f_up, .note_timeout = f_timeout,
+	.submit = f_submit,
+	.flush = f_flush,
+	.hget = f_hget,
+	.cancel = f_cancel,
+	.up = f_up,
+	.note_timeout = f_timeout,
 	.free = f_free,
 };
 
@@ -65,11 +81,12 @@ value_cb(void *arg, const char *val, size_t len, int err)
 
 Test(store_ops, every_call_reaches_the_backend_once)
 {
-	struct fake f = { 0 };
-	struct store *st = store_new_with_ops(&fake_ops, &f);
+	struct fake      f = { 0 };
+	struct store    *st = store_new_with_ops(&fake_ops, &f);
 	struct store_req sr = { .gen = 7 };
 
-	cr_assert_eq(store_submit(st, &sr), STORE_EDOWN, "the backend's answer");
+	cr_assert_eq(store_submit(st, &sr), STORE_EDOWN,
+	             "the backend's answer");
 	cr_assert_eq(f.submits, 1);
 	cr_assert_eq(f.last, &sr);
 	store_flush(st);

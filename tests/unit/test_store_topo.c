@@ -31,7 +31,8 @@ Test(store_topo, key_slot_known_values)
 
 Test(store_topo, hash_tags_share_a_slot)
 {
-	cr_assert_eq(slot("{user1000}.following"), slot("{user1000}.followers"));
+	cr_assert_eq(slot("{user1000}.following"),
+	             slot("{user1000}.followers"));
 	cr_assert_eq(slot("{user1000}.following"), slot("user1000"));
 	cr_assert_eq(slot("rl:{tenant:acme}"), slot("rl:{tenant:acme}:12345"));
 	cr_assert_eq(slot("rl:{tenant:acme}"), slot("tenant:acme"));
@@ -54,8 +55,11 @@ Test(store_topo, sentinel_url)
 {
 	struct store_topo t;
 
-	cr_assert_eq(store_parse_topo_url(
-		"redis+sentinel://10.0.0.1:26380,10.0.0.2,[::1]:5000/mymaster", &t), 0);
+	cr_assert_eq(
+		store_parse_topo_url(
+			"redis+sentinel://10.0.0.1:26380,10.0.0.2,[::1]:5000/mymaster",
+			&t),
+		0);
 	cr_assert_eq(t.kind, STORE_TOPO_SENTINEL);
 	cr_assert_eq(t.nseeds, 3);
 	cr_assert_str_eq(t.seeds[0].host, "10.0.0.1");
@@ -73,7 +77,8 @@ Test(store_topo, sentinel_url_db_and_userinfo)
 	struct store_topo t;
 
 	cr_assert_eq(store_parse_topo_url(
-		"redis+sentinel://agent:pw@h1:1,h2:2/m1?db=3", &t), 0);
+			     "redis+sentinel://agent:pw@h1:1,h2:2/m1?db=3", &t),
+	             0);
 	cr_assert_str_eq(t.user, "agent");
 	cr_assert_str_eq(t.pass, "pw");
 	cr_assert_eq(t.nseeds, 2);
@@ -86,11 +91,13 @@ Test(store_topo, topology_userinfo_is_percent_decoded)
 	struct store_topo t;
 
 	cr_assert_eq(store_parse_topo_url(
-		"redis+cluster://agent:p%40%2Fw@h1:1,h2:2", &t), 0);
+			     "redis+cluster://agent:p%40%2Fw@h1:1,h2:2", &t),
+	             0);
 	cr_assert_str_eq(t.pass, "p@/w");
 	cr_assert_eq(t.nseeds, 2);
 	cr_assert_str_eq(t.seeds[0].host, "h1");
-	cr_assert_eq(store_parse_topo_url("redis+sentinel://:p%4@h1/m", &t), -1);
+	cr_assert_eq(store_parse_topo_url("redis+sentinel://:p%4@h1/m", &t),
+	             -1);
 }
 
 Test(store_topo, sentinel_url_rejects)
@@ -102,8 +109,10 @@ Test(store_topo, sentinel_url_rejects)
 	cr_assert_eq(store_parse_topo_url("redis+sentinel:///m", &t), -1);
 	cr_assert_eq(store_parse_topo_url("redis+sentinel://h1:1,/m", &t), -1);
 	cr_assert_eq(store_parse_topo_url("redis+sentinel://h1:0/m", &t), -1);
-	cr_assert_eq(store_parse_topo_url("redis+sentinel://h1:1/m?db=x", &t), -1);
-	cr_assert_eq(store_parse_topo_url("redis+sentinel://h1:1/m?x=1", &t), -1);
+	cr_assert_eq(store_parse_topo_url("redis+sentinel://h1:1/m?db=x", &t),
+	             -1);
+	cr_assert_eq(store_parse_topo_url("redis+sentinel://h1:1/m?x=1", &t),
+	             -1);
 	cr_assert_eq(store_parse_topo_url("redis://h1:1/m", &t), -1);
 }
 
@@ -111,8 +120,11 @@ Test(store_topo, cluster_url)
 {
 	struct store_topo t;
 
-	cr_assert_eq(store_parse_topo_url(
-		"redis+cluster://127.0.0.1:7000,127.0.0.1:7001,127.0.0.1", &t), 0);
+	cr_assert_eq(
+		store_parse_topo_url(
+			"redis+cluster://127.0.0.1:7000,127.0.0.1:7001,127.0.0.1",
+			&t),
+		0);
 	cr_assert_eq(t.kind, STORE_TOPO_CLUSTER);
 	cr_assert_eq(t.nseeds, 3);
 	cr_assert_eq(t.seeds[1].port, 7001);
@@ -125,7 +137,7 @@ Test(store_topo, cluster_url)
 Test(store_topo, cluster_url_rejects)
 {
 	struct store_topo t;
-	char many[512] = "redis+cluster://";
+	char              many[512] = "redis+cluster://";
 
 	cr_assert_eq(store_parse_topo_url("redis+cluster://", &t), -1);
 	cr_assert_eq(store_parse_topo_url("redis+cluster://h:1/2", &t), -1);

@@ -23,14 +23,14 @@ add(struct topk *t, const char *key, int64_t now)
 Test(topk, a_flood_among_ten_thousand_quiet_keys_comes_first)
 {
 	static struct topk t;
-	struct topk_merge m = { 0 };
-	char key[64];
-	int64_t now = 1000 * S;
+	struct topk_merge  m = { 0 };
+	char               key[64];
+	int64_t            now = 1000 * S;
 
 	for (int i = 0; i < 10000; i++) {
 		snprintf(key, sizeof(key), "rl:{login:u:quiet%d}", i);
 		add(&t, key, now);
-		if (i % 4 == 0)	/* a quarter of the traffic */
+		if (i % 4 == 0) /* a quarter of the traffic */
 			add(&t, "rl:{login:u:flood}", now);
 	}
 	topk_merge_summary(&m, &t, now + S);
@@ -47,8 +47,8 @@ Test(topk, a_flood_among_ten_thousand_quiet_keys_comes_first)
 Test(topk, a_minute_later_the_flood_is_forgotten)
 {
 	static struct topk t;
-	struct topk_merge m = { 0 };
-	int64_t now = 5000 * S;
+	struct topk_merge  m = { 0 };
+	int64_t            now = 5000 * S;
 
 	for (int i = 0; i < 100; i++)
 		add(&t, "rl:{login:u:flood}", now);
@@ -64,8 +64,8 @@ Test(topk, a_minute_later_the_flood_is_forgotten)
 Test(topk, merging_sums_one_key_over_workers)
 {
 	static struct topk a, b;
-	struct topk_merge m = { 0 };
-	int64_t now = 9000 * S;
+	struct topk_merge  m = { 0 };
+	int64_t            now = 9000 * S;
 
 	for (int i = 0; i < 30; i++)
 		add(&a, "k1", now);
@@ -87,10 +87,10 @@ Test(topk, merging_sums_one_key_over_workers)
 Test(topk, a_million_distinct_keys_stay_within_the_bound)
 {
 	struct mallinfo2 before, after;
-	char key[64];
-	int64_t now = 20000 * S;
+	char             key[64];
+	int64_t          now = 20000 * S;
 
-	topk_note(0, 0, "first", 5, now);	/* the one allocation */
+	topk_note(0, 0, "first", 5, now); /* the one allocation */
 	before = mallinfo2();
 	for (int i = 0; i < 1000000; i++) {
 		int n = snprintf(key, sizeof(key), "rl:{r:ip:10.%d.%d.%d}",

@@ -25,16 +25,18 @@ same_as_printf(int64_t v)
 
 Test(util, fmt_int_writes_what_printf_writes)
 {
-	static const int64_t edges[] = { 0, 9, 10, 99, 100, 101, 999, 1000,
-	                                  4294967296LL, INT64_MAX, INT64_MIN,
-	                                  INT64_MIN + 1, -1, -10, -100 };
-	uint64_t x = 1;
+	static const int64_t edges[] = { 0,         9,         10,
+		                         99,        100,       101,
+		                         999,       1000,      4294967296LL,
+		                         INT64_MAX, INT64_MIN, INT64_MIN + 1,
+		                         -1,        -10,       -100 };
+	uint64_t             x = 1;
 
 	for (size_t i = 0; i < sizeof(edges) / sizeof(edges[0]); i++)
 		same_as_printf(edges[i]);
 	for (int64_t v = -1000; v <= 100000; v++)
 		same_as_printf(v);
-	for (int i = 0; i < 64; i++, x *= 3) {	/* every length */
+	for (int i = 0; i < 64; i++, x *= 3) { /* every length */
 		same_as_printf((int64_t)(x >> 1));
 		same_as_printf(-(int64_t)(x >> 1));
 	}
@@ -69,11 +71,11 @@ Test(util, loop_clock_reads_the_clock_without_a_tick)
 
 	util_now_us = fake_clock;
 	fake_us = 42;
-	cr_assert_eq(util_loop_us(), 42);	/* never ticked */
+	cr_assert_eq(util_loop_us(), 42); /* never ticked */
 	util_loop_tick();
 	util_loop_untick();
 	fake_us = 43;
-	cr_assert_eq(util_loop_us(), 43);	/* ticked, then stopped */
+	cr_assert_eq(util_loop_us(), 43); /* ticked, then stopped */
 	util_now_us = real;
 }
 
@@ -96,7 +98,7 @@ static int
 colliding_names(char names[][16], int want)
 {
 	uint64_t target = util_hash_private("seed-name", 9) & 1023;
-	int n = 0;
+	int      n = 0;
 
 	for (int i = 0; n < want && i < 1 << 22; i++) {
 		int len = snprintf(names[n], 16, "t%d", i);
@@ -120,15 +122,16 @@ Test(util, private_hash_is_seeded_at_start)
  * run of a 1024-slot table) is spread by another. */
 Test(util, private_hash_names_crafted_for_one_seed_spread_under_another)
 {
-	char names[64][16];
+	char          names[64][16];
 	unsigned char seen[1024] = { 0 };
-	int distinct = 0;
+	int           distinct = 0;
 
 	util_hash_seed(1);
 	cr_assert_eq(colliding_names(names, 64), 64);
 	util_hash_seed(2);
 	for (int i = 0; i < 64; i++) {
-		uint64_t b = util_hash_private(names[i], strlen(names[i])) & 1023;
+		uint64_t b =
+			util_hash_private(names[i], strlen(names[i])) & 1023;
 
 		distinct += !seen[b];
 		seen[b] = 1;
