@@ -87,8 +87,10 @@ resets_cb(void *arg, const char *val, size_t len, int err)
 		nearcache_watch_resets(oc->near, 0);
 		return;
 	}
-	if (!val)
-		val = "", len = 0;
+	if (!val) { /* never bumped */
+		val = "";
+		len = 0;
+	}
 	if (oc->resets[0] != '\0' && (strlen(oc->resets + 1) != len ||
 	                              memcmp(oc->resets + 1, val, len) != 0))
 		nearcache_drop_blocks(oc->near, util_loop_us());
