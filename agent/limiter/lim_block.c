@@ -1,10 +1,10 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
  * The penalty box's arithmetic (limiter.h, "penalty box"): the C twin of
- * the block record ratelimit.lua keeps at "<base>!b", for the unit tests
- * and any in-process user. Pure: no clock, no I/O, no table of keys.
- * Not here: where the record lives (the script, the near-cache), which
- * checks may offend (lim_block_offence() is the one rule both sides use).
+ * the block record ratelimit.lua keeps at "<base>!b", used by the local
+ * tier (local.c keeps one record per key of a rule with block:) and the
+ * near-cache's answers. Pure: no clock, no I/O, no table of keys. Not
+ * here: where the records live (the script, local.c, the near-cache).
  */
 #include <assert.h>
 

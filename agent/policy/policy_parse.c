@@ -1286,15 +1286,14 @@ rule_params(struct rule_ctx *rc)
 }
 
 /* The penalty box: block and block_max into r->lim (copied to the plans'
- * limits by build_rule_plans()). Refused where it cannot hold: a
- * concurrency rule (a slot is held, not a rate exceeded) and store: local
- * (each agent's own table; the box lives in Redis). */
+ * limits by build_rule_plans()). Refused on a concurrency rule (a slot is
+ * held, not a rate exceeded). store: local and the fail: local fallback
+ * keep their blocks in the agent's local tier (local.c). */
 static void
 rule_block(struct rule_ctx *rc)
 {
 	struct rule_src *s = rc->s;
 	struct rule     *r = rc->r;
-	int              ok = 0;
 
 	if (!rc->seen[RK_BLOCK]) {
 		if (rc->seen[RK_BLOCKMAX])
@@ -1303,25 +1302,19 @@ rule_block(struct rule_ctx *rc)
 			         "needs block: (the first offence's block)");
 		return;
 	}
-	if (r->lim.algo == LIM_CONCURRENCY)
+	/* each said once: lim_params_init() would say it again */
+	if (r->lim.algo == LIM_CONCURRENCY) {
 		error_at(rc->c, rnode(rc, RK_BLOCK), rpath(rc, RK_BLOCK),
 		         "does not apply to concurrency (a slot is held, "
 		         "not a rate exceeded)");
-	else if (r->store == STORE_LOCAL)
-		error_at(rc->c, rnode(rc, RK_BLOCK), rpath(rc, RK_BLOCK),
-		         "needs Redis: store: local has no penalty box");
-	else if (rc->seen[RK_BLOCKMAX] && s->block_max_us < s->block_us)
+		return;
+	}
+	if (rc->seen[RK_BLOCKMAX] && s->block_max_us < s->block_us) {
 		error_at(rc->c, rnode(rc, RK_BLOCKMAX), rpath(rc, RK_BLOCKMAX),
 		         "must be at least block (%llds)",
 		         (long long)(s->block_us / SEC));
-	else
-		ok = 1;
-	if (!ok) /* said once: lim_params_init() would say it again */
 		return;
-	if (r->fail == FAIL_LOCAL)
-		warn_at(rc->c, rnode(rc, RK_BLOCK), rpath(rc, RK_BLOCK),
-		        "the fail: local fallback applies the limit "
-		        "without the penalty box while Redis is down");
+	}
 	r->lim.block_us = s->block_us;
 	r->lim.block_max_us = rc->seen[RK_BLOCKMAX] ? s->block_max_us : 0;
 }

@@ -14,6 +14,7 @@
 #include <criterion/criterion.h>
 
 #include "limiter.h"
+#include "local.h"
 #include "nearcache.h"
 #include "policy.h"
 
@@ -331,20 +332,131 @@ Test(block, bad_values_are_refused_with_one_clear_line)
 	refused("rate: 1/s, block_max: 1h", "rules[0].block_max: needs block");
 	refused("algorithm: concurrency, limit: 2, release: d, block: 1m",
 	        "rules[0].block: does not apply to concurrency");
-	refused("rate: 1/s, store: local, block: 1m",
-	        "rules[0].block: needs Redis");
 	refused("rate: 1/s, block: 100ms", "rules[0].block: must be between");
 	refused("rate: 1/s, block: 31d", "rules[0].block: must be between");
 }
 
-Test(block, fail_local_is_accepted_with_a_warning)
+Test(block, store_local_and_fail_local_keep_the_box_in_the_local_tier)
 {
 	struct policy *p;
 	char          *err, *warn;
 
-	warn = policy_text("rate: 1/s, block: 10m, fail: local", &err, &p);
+	warn = policy_text("rate: 1/s, block: 10m, store: local", &err, &p);
 	cr_assert_not_null(p, "%s", err ? err : "");
-	cr_expect(warn != NULL && strstr(warn, "without the penalty box"));
+	cr_expect_eq(p->rules[0].lim.block_us, 600 * S);
 	free(warn);
 	policy_unref(p);
+	warn = policy_text("rate: 1/s, block: 10m, fail: local", &err, &p);
+	cr_assert_not_null(p, "%s", err ? err : "");
+	free(warn);
+	policy_unref(p);
+}
+
+/* ---- the local tier (store: local, fail: local) -------------------------- */
+
+/* One check of <p> on <key>, op CHECK, cost 1. */
+static struct local_check
+lc(const struct lim_params *p, const char *key)
+{
+	return (struct local_check){ .params = p,
+		                     .key = key,
+		                     .keylen = strlen(key),
+		                     .op = LIM_OP_CHECK,
+		                     .cost = 1 };
+}
+
+/* <n> requests of one check of <p> on <key> at <now>: the decisions as
+ * "1"/"0", the last result in <*last>. */
+static void
+requests(struct local *l, const struct lim_params *p, const char *key, int n,
+         int64_t now, char *out, struct lim_result *last)
+{
+	for (int i = 0; i < n; i++) {
+		struct local_check c = lc(p, key);
+
+		out[i] = local_eval_request(l, &c, 1, now) ? '1' : '0';
+		*last = c.result;
+	}
+	out[n] = '\0';
+}
+
+Test(block, local_tier_a_denial_blocks_the_key_then_releases_it)
+{
+	struct lim_params p = boxed(60, 0); /* 10/s, burst 5 */
+	struct local     *l = local_new(100);
+	struct lim_result r;
+	char              got[16];
+
+	requests(l, &p, "k", 7, 1000 * S, got, &r);
+	cr_expect_str_eq(got, "1111100", "the 6th is the offence");
+	cr_expect_eq(r.retry_after_us, 60 * S, "blocked for 60 s");
+	requests(l, &p, "k", 1, 1030 * S, got, &r);
+	cr_expect_str_eq(got, "0", "still blocked 30 s later");
+	cr_expect_eq(r.retry_after_us, 30 * S, "counting down");
+	requests(l, &p, "other", 1, 1030 * S, got, &r);
+	cr_expect_str_eq(got, "1", "another key passes");
+	requests(l, &p, "k", 5, 1060 * S, got, &r);
+	cr_expect_str_eq(got, "11111", "released with the full burst");
+	local_free(l);
+}
+
+Test(block, local_tier_escalates_within_the_quiet_period)
+{
+	struct lim_params p = boxed(60, 300);
+	struct local     *l = local_new(100);
+	struct lim_result r;
+	char              got[16];
+	int64_t           now = 1000 * S, want[] = { 60, 120, 240, 300 };
+
+	for (int i = 0; i < 4; i++) {
+		requests(l, &p, "k", 6, now, got, &r);
+		cr_expect_str_eq(got, "111110", "offence %d", i + 1);
+		cr_expect_eq(r.retry_after_us, want[i] * S, "offence %d: %lld",
+		             i + 1, (long long)r.retry_after_us);
+		now += want[i] * S;
+	}
+	requests(l, &p, "k", 6, now + 300 * S, got, &r);
+	cr_expect_eq(r.retry_after_us, 60 * S, "forgotten after block_max");
+	local_free(l);
+}
+
+Test(block, local_tier_a_blocked_key_vetoes_its_request_and_charges_nothing)
+{
+	struct lim_params  p = boxed(60, 0), plain = boxed(0, 0);
+	struct local      *l = local_new(100);
+	struct lim_result  r;
+	struct local_check c[2];
+	char               got[16];
+
+	requests(l, &p, "k", 6, 1000 * S, got, &r);
+	c[0] = lc(&plain, "free");
+	c[1] = lc(&p, "k");
+	cr_expect_eq(local_eval_request(l, c, 2, 1001 * S), 0);
+	cr_expect_eq(c[1].result.retry_after_us, 59 * S);
+	cr_expect_eq(c[0].result.allowed, 1, "the other check's own result");
+	requests(l, &plain, "free", 5, 1001 * S, got, &r);
+	cr_expect_str_eq(got, "11111", "the other check was not charged");
+	local_free(l);
+}
+
+Test(block, local_tier_a_peek_starts_no_block_and_a_shadow_check_never_vetoes)
+{
+	struct lim_params  p = boxed(60, 0);
+	struct local      *l = local_new(100);
+	struct lim_result  r;
+	struct local_check c = lc(&p, "k");
+	char               got[16];
+
+	requests(l, &p, "k", 5, 1000 * S, got, &r);
+	cr_expect_eq(local_peek_request(l, &c, 1, 1000 * S), 0);
+	requests(l, &p, "k", 1, 1000 * S + p.ei_us, got, &r);
+	cr_expect_str_eq(got, "1", "the peek recorded no offence");
+	c = lc(&p, "s");
+	c.shadow = 1;
+	requests(l, &p, "s", 6, 1000 * S, got, &r);
+	cr_expect_eq(local_eval_request(l, &c, 1, 1001 * S), 1,
+	             "a shadow check reports the block, never vetoes");
+	cr_expect_eq(c.result.allowed, 0);
+	cr_expect_eq(c.result.retry_after_us, 59 * S);
+	local_free(l);
 }
