@@ -16,6 +16,7 @@ struct nc_entry {
 	uint64_t h1, h2;
 	int64_t  until_us; /* the denial ends */
 	int64_t  hold_us;  /* the entry ends; 0 = empty */
+	int      block;    /* a penalty box: any cost is denied until then */
 };
 
 /* docs/OPERATING.md promises a reset is seen by the pool within 1 s */
@@ -23,6 +24,8 @@ _Static_assert(NEARCACHE_HOLD_US < 1000000, "a held denial outlives a reset");
 
 struct nearcache {
 	struct nc_entry e[NEARCACHE_SETS][NEARCACHE_WAYS];
+	int64_t         dropped_us; /* the last nearcache_drop_blocks() */
+	int             watched;    /* nearcache_watch_resets() */
 };
 
 static void
@@ -60,6 +63,7 @@ key_hashes(const struct check *c, uint64_t *h1, uint64_t *h2)
 	mix(&a, &b, (uint64_t)c->lim.burst);
 	mix(&a, &b, (uint64_t)c->lim.calendar);
 	mix(&a, &b, (uint64_t)c->lim.max_delay_us);
+	mix(&a, &b, (uint64_t)c->lim.block_us ^ (uint64_t)c->lim.block_max_us);
 	*h1 = a;
 	*h2 = b;
 }
@@ -76,9 +80,23 @@ nearcache_free(struct nearcache *nc)
 	free(nc);
 }
 
+/* A rule with a penalty box: every denial it answers is a block (the
+ * script denies only by blocking), exact for any algorithm and any cost
+ * until its end, so CHECKs and PEEKs (count: failures) of every algorithm
+ * may use it. */
+static int
+block_eligible(const struct check *c)
+{
+	return c->kind == CHECK_EVAL &&
+	       (c->op == LIM_OP_CHECK || c->op == LIM_OP_PEEK) &&
+	       c->cost >= 1 && !(c->flags & LIM_FL_SHADOW);
+}
+
 int
 nearcache_eligible(const struct check *c)
 {
+	if (c->lim.block_us > 0)
+		return block_eligible(c);
 	if (c->kind != CHECK_EVAL || c->op != LIM_OP_CHECK || c->cost < 1 ||
 	    (c->flags & LIM_FL_SHADOW))
 		return 0;
@@ -130,9 +148,15 @@ nearcache_lookup(struct nearcache *nc, const struct check *c, int64_t now_us,
 	key_hashes(c, &h1, &h2);
 	set = nc->e[h1 % NEARCACHE_SETS];
 	for (int i = 0; i < NEARCACHE_WAYS; i++) {
-		if (set[i].h1 == h1 && set[i].h2 == h2 &&
-		    set[i].hold_us > now_us)
-			return denial(c, set[i].until_us - now_us, out);
+		if (set[i].h1 != h1 || set[i].h2 != h2 ||
+		    set[i].hold_us <= now_us)
+			continue;
+		if (set[i].block)
+			return lim_block_held(
+				&(struct lim_block){ .until_us =
+			                                     set[i].until_us },
+				now_us, out);
+		return denial(c, set[i].until_us - now_us, out);
 	}
 	return 0;
 }
@@ -142,7 +166,7 @@ nearcache_lookup(struct nearcache *nc, const struct check *c, int64_t now_us,
  * one expiring soonest. */
 static void
 remember(struct nearcache *nc, const struct check *c, int64_t until_us,
-         int64_t hold_us)
+         int64_t hold_us, int block)
 {
 	uint64_t         h1, h2;
 	struct nc_entry *set, *victim;
@@ -162,6 +186,20 @@ remember(struct nearcache *nc, const struct check *c, int64_t until_us,
 	victim->h2 = h2;
 	victim->until_us = until_us;
 	victim->hold_us = hold_us;
+	victim->block = block;
+}
+
+/* How long a block learnt from a request sent at <sent_us> is held: to
+ * its end (at most NEARCACHE_BLOCK_HOLD_US) while resets are watched and
+ * none came after the request left, else as any denial. */
+static int64_t
+block_hold(const struct nearcache *nc, int64_t left, int64_t sent_us)
+{
+	int64_t cap = nc->watched && sent_us >= nc->dropped_us
+	                      ? NEARCACHE_BLOCK_HOLD_US
+	                      : NEARCACHE_HOLD_US;
+
+	return left < cap ? left : cap;
 }
 
 void
@@ -170,11 +208,35 @@ nearcache_learn(struct nearcache *nc, const struct check *c,
 {
 	int64_t hold;
 
+	if (c->lim.block_us > 0) {
+		if (r->allowed == 0 && r->retry_after_us > 0)
+			remember(nc, c, sent_us + r->retry_after_us,
+			         sent_us + block_hold(nc, r->retry_after_us,
+			                              sent_us),
+			         1);
+		return;
+	}
 	if (r->allowed != 0 || c->cost != 1 || r->retry_after_us <= 0)
 		return;
 	hold = r->retry_after_us < NEARCACHE_HOLD_US ? r->retry_after_us
 	                                             : NEARCACHE_HOLD_US;
-	remember(nc, c, sent_us + r->retry_after_us, sent_us + hold);
+	remember(nc, c, sent_us + r->retry_after_us, sent_us + hold, 0);
+}
+
+void
+nearcache_watch_resets(struct nearcache *nc, int on)
+{
+	nc->watched = on;
+}
+
+void
+nearcache_drop_blocks(struct nearcache *nc, int64_t now_us)
+{
+	nc->dropped_us = now_us;
+	for (int s = 0; s < NEARCACHE_SETS; s++)
+		for (int i = 0; i < NEARCACHE_WAYS; i++)
+			if (nc->e[s][i].block)
+				nc->e[s][i].hold_us = 0;
 }
 
 int
@@ -185,7 +247,7 @@ nearcache_once(struct nearcache *nc, const struct check *c, int64_t now_us,
 
 	if (nearcache_lookup(nc, c, now_us, &ignored))
 		return 0;
-	remember(nc, c, until_us, until_us);
+	remember(nc, c, until_us, until_us, 0);
 	return 1;
 }
 

@@ -17,6 +17,16 @@
  * answers for NEARCACHE_HOLD_US at most, then Redis is asked again; the
  * Retry-After it answers is still the true time left, T - now.
  *
+ * Penalty box (a rule with block:): every denial of such a rule is a
+ * block until T (limiter.h), for any algorithm and any cost. It is held
+ * to T, at most NEARCACHE_BLOCK_HOLD_US, while the worker watches the
+ * pool's resets (nearcache_watch_resets(): ovcache.c polls the counter
+ * `key reset` bumps, every OVCACHE_POLL_S) and dropped when one comes
+ * (nearcache_drop_blocks()); without the watch (overrides: false) a block
+ * is held as any denial, NEARCACHE_HOLD_US. So a blocked key costs Redis
+ * one call per worker per NEARCACHE_BLOCK_HOLD_US, and a reset still
+ * reaches every agent within a second.
+ *
  * Bounded: 4-way set-associative, NEARCACHE_SETS sets; an insert takes an
  * empty or expired way first, else the one expiring soonest. Keys are
  * held as two independent 64-bit hashes of the key and its limits (so a
@@ -41,6 +51,9 @@
  * per denied request from 50 requests a second on a worker, which is
  * where a flood starts to matter. */
 #define NEARCACHE_HOLD_US 500000LL
+
+/* The longest a block is answered locally while resets are watched. */
+#define NEARCACHE_BLOCK_HOLD_US (60 * 1000000LL)
 
 struct nearcache;
 
@@ -72,5 +85,13 @@ int nearcache_once(struct nearcache *nc, const struct check *c, int64_t now_us,
                    int64_t until_us);
 
 size_t nearcache_count(const struct nearcache *nc, int64_t now_us);
+
+/* <on> 1: this worker sees every pool reset within a second (its reset
+ * poll answers), so blocks may be held to their end; 0: it may not. */
+void nearcache_watch_resets(struct nearcache *nc, int on);
+
+/* A key was reset somewhere in the pool: forgets every held block, and
+ * any block learnt from a request sent before <now_us> (util_loop_us()). */
+void nearcache_drop_blocks(struct nearcache *nc, int64_t now_us);
 
 #endif

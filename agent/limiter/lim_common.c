@@ -86,6 +86,8 @@ lim_params_init(struct lim_params *p, const char **err)
 		else
 			return *err = "unknown calendar", -1;
 	}
+	if (lim_block_check(p, err) == -1)
+		return -1;
 	if (p->period_us <= 0)
 		return *err = "period/window must be positive", -1;
 	if (p->period_us > LIM_TIME_MAX)
@@ -148,8 +150,10 @@ lim_rate_excess(const struct lim_params *p)
 }
 
 void
-lim_script_params(const struct lim_params *p, int64_t out[3])
+lim_script_params(const struct lim_params *p, int64_t out[LIM_SCRIPT_RULE - 1])
 {
+	out[3] = p->block_us;
+	out[4] = p->block_max_us;
 	switch (p->algo) {
 	case LIM_GCRA:
 	case LIM_LEAKY_BUCKET:

@@ -15,8 +15,10 @@
  *         migration moves all of a check's state at once.
  *   ARGV  one string, a msgpack array (agent/store/batch.h writes it) of:
  *         R, U, then U rule tuples of LIM_SCRIPT_RULE fields each:
- *           algo p1 p2 p3
- *         with p1..p3 as lim_script_params() gives them (each distinct
+ *           algo p1 p2 p3 block_us block_max_us
+ *         with p1..p3 as lim_script_params() gives them, then the
+ *         rule's penalty box (0 0 when it has none; see "Penalty box"
+ *         below and lim_block.c) (each distinct
  *         tuple once per call); then for each of the R requests: C, then
  *         C checks of up to LIM_SCRIPT_FIELDS fields each, plus a member for
  *         sliding-log and concurrency (lim_script_has_member()):
@@ -42,7 +44,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#define LIM_SCRIPT_RULE   4 /* algo p1 p2 p3 */
+#define LIM_SCRIPT_RULE   6 /* algo p1 p2 p3 block block_max */
 #define LIM_SCRIPT_FIELDS 2 /* code [cost], + member (log, concurrency) */
 #define LIM_SCRIPT_RESULT 5
 #define LIM_USEC_PER_SEC  1000000LL
@@ -105,6 +107,8 @@ struct lim_params {
 	int64_t           burst;     /* gcra, token-bucket, leaky-bucket */
 	enum lim_calendar calendar;  /* fixed-window only */
 	int64_t max_delay_us;        /* leaky-bucket mode: delay; 0 = meter */
+	int64_t block_us;            /* penalty box: 0 = none (lim_block.c) */
+	int64_t block_max_us;        /* escalation cap; 0 = no escalation */
 	/* derived by lim_params_init() */
 	int64_t ei_us;  /* emission interval P/N, >= 1 */
 	int64_t dvt_us; /* ei * burst */
@@ -134,8 +138,10 @@ int64_t lim_header_quota(const struct lim_params *p);
  * requests through than the rate says (0.01: 1 % more); 0 otherwise. */
 double lim_rate_excess(const struct lim_params *p);
 
-/* Fills p1..p3 of the script's ARGV for <p>. */
-void lim_script_params(const struct lim_params *p, int64_t out[3]);
+/* Fills the LIM_SCRIPT_RULE - 1 fields after algo of the script's rule
+ * tuple for <p>: p1..p3, then block_us and block_max_us. */
+void lim_script_params(const struct lim_params *p,
+                       int64_t                  out[LIM_SCRIPT_RULE - 1]);
 
 /* Parses "100/s", "600/min", "5/15m", "10000/month" into N and P (µs;
  * calendar months set <*cal>). Returns 0 or -1. */
@@ -283,5 +289,49 @@ int  lim__conc_eval(const struct lim_params *, const struct lim_state *, int,
                     int64_t, uint64_t, int64_t, struct lim_result *);
 void lim__conc_commit(const struct lim_params *, struct lim_state *, int,
                       int64_t, uint64_t, int64_t);
+
+/* ---- penalty box (lim_block.c) ---------------------------------------
+ *
+ * A rule with block_us > 0: a CHECK or PEEK it denies (allowed 0, not a
+ * cost that can never fit) is an offence, and the key is then denied for
+ * the block period whatever its algorithm says, Retry-After counting down
+ * to the block's end; nothing is charged while it lasts. With
+ * block_max_us > 0, an offence within block_max_us of the end of the last
+ * block (the quiet period) doubles the period, capped at block_max_us;
+ * past the quiet period the offences are forgotten.
+ *
+ * In Redis the record is the string "<until_us> <offences>" at
+ * "<base>!b" (same hash tag, so the same Cluster slot), expiring at the
+ * end of the quiet period (until + block_max, or until without
+ * escalation). The script reads and writes it in the same call as the
+ * check. The C twin below is the same arithmetic on a struct.
+ */
+struct lim_block {
+	int64_t until_us;  /* the block ends; 0: none */
+	int64_t offences;  /* since the last quiet period, >= 1 if any */
+	int64_t forget_us; /* the record expires (until + quiet period) */
+};
+
+/* The block period of the <offences>-th offence under <p>: block_us
+ * doubled offences - 1 times, capped at block_max_us (when set). */
+int64_t lim_block_period(const struct lim_params *p, int64_t offences);
+
+/* 1 if <b> blocks the key at <now_us>: fills <out> as the script does
+ * (allowed 0, remaining 0, retry = next = full = the time left). */
+int lim_block_held(const struct lim_block *b, int64_t now_us,
+                   struct lim_result *out);
+
+/* Records an offence at <now_us> in <b> (a record past its forget time
+ * counts as none) and rewrites <out>'s times to the new block's end. */
+void lim_block_offend(const struct lim_params *p, struct lim_block *b,
+                      int64_t now_us, struct lim_result *out);
+
+/* Validates <p>'s penalty box. Returns 0, or -1 with a static message in
+ * <*err> (lim_params_init() calls it). */
+int lim_block_check(const struct lim_params *p, const char **err);
+
+/* 1 if <r>, the result of check <op> under <p>, is an offence. */
+int lim_block_offence(const struct lim_params *p, int op,
+                      const struct lim_result *r);
 
 #endif

@@ -63,9 +63,23 @@ struct stripe {
 	char             pad[64]; /* no false sharing between locks */
 };
 
+/* The penalty box of the local tier's rules with block: (lim_block.c's
+ * record per key, by its private hash), LOCAL_BOX_SLOTS of them, made on
+ * the first such request. A slot whose record is past its forget time is
+ * free; a full probe window gives up the record forgotten soonest. */
+#define LOCAL_BOX_SLOTS 16384
+#define LOCAL_BOX_PROBE 8
+
+struct box_slot {
+	uint64_t         hash;
+	struct lim_block b;
+};
+
 struct local {
-	size_t         nstripes;
-	struct stripe *s;
+	size_t           nstripes;
+	struct stripe   *s;
+	pthread_mutex_t  box_lock; /* the box, and requests with block: */
+	struct box_slot *box;      /* NULL until a rule with block: runs */
 };
 
 static void
@@ -103,6 +117,7 @@ local_new(size_t max_keys)
 		n *= 2;
 	l->nstripes = n;
 	l->s = xcalloc(n, sizeof(*l->s));
+	pthread_mutex_init(&l->box_lock, NULL);
 	for (size_t i = 0; i < n; i++)
 		stripe_init(&l->s[i], max_keys / n + (i < max_keys % n));
 	return l;
@@ -130,6 +145,8 @@ local_free(struct local *l)
 		pthread_rwlock_destroy(&s->lock);
 	}
 	free(l->s);
+	free(l->box);
+	pthread_mutex_destroy(&l->box_lock);
 	free(l);
 }
 
@@ -498,13 +515,137 @@ locked(struct local *l, struct local_check *c, size_t n, int64_t now,
 	return !veto;
 }
 
+/* ---- the penalty box -------------------------------------------------------
+ * Requests with a check of a rule with block: run under box_lock, so that
+ * a key's offences are counted one at a time, as the script does; the
+ * others never take it. */
+
+/* The slot of <hash> in the box, or NULL; <*victim> where to record it. */
+static struct box_slot *
+box_find(struct local *l, uint64_t hash, int64_t now, struct box_slot **victim)
+{
+	size_t at = (size_t)(hash % LOCAL_BOX_SLOTS);
+
+	if (l->box == NULL)
+		l->box = xcalloc(LOCAL_BOX_SLOTS, sizeof(*l->box));
+	*victim = &l->box[at];
+	for (size_t k = 0; k < LOCAL_BOX_PROBE; k++) {
+		struct box_slot *b = &l->box[(at + k) % LOCAL_BOX_SLOTS];
+
+		if (b->b.forget_us > now && b->hash == hash)
+			return b;
+		if (b->b.forget_us < (*victim)->b.forget_us)
+			*victim = b;
+	}
+	return NULL;
+}
+
 static int
-run(struct local *l, struct local_check *c, size_t n, int64_t now, int commit)
+has_box(const struct local_check *c, size_t n)
+{
+	for (size_t i = 0; i < n; i++)
+		if (c[i].params->block_us > 0)
+			return 1;
+	return 0;
+}
+
+/* The record of <c>'s key if it blocks the key at <now>, else NULL. */
+static struct box_slot *
+box_holding(struct local *l, const struct local_check *c, int64_t now)
+{
+	struct box_slot *b, *victim;
+
+	if (c->params->block_us <= 0 || c->op == LIM_OP_RELEASE)
+		return NULL;
+	b = box_find(l, c->hash, now, &victim);
+	return b != NULL && b->b.until_us > now ? b : NULL;
+}
+
+/* 1 if a blocked key of <c> vetoes the request (a shadow check never
+ * does); with <report>, its result becomes the block's and nothing of it
+ * is charged. */
+static int
+box_held(struct local *l, struct local_check *c, size_t n, int64_t now,
+         int report)
+{
+	struct box_slot *b;
+	int              held = 0;
+
+	for (size_t i = 0; i < n; i++) {
+		if ((b = box_holding(l, &c[i], now)) == NULL)
+			continue;
+		held |= !c[i].shadow;
+		if (report) {
+			lim_block_held(&b->b, now, &c[i].result);
+			c[i].charge = 0;
+		}
+	}
+	return held;
+}
+
+/* Records the offences among <c>'s results (lim_block_offence()); a key
+ * already blocked is not offending again. */
+static void
+box_offend(struct local *l, struct local_check *c, size_t n, int64_t now)
+{
+	struct box_slot *b, *victim;
+
+	for (size_t i = 0; i < n; i++) {
+		if (!lim_block_offence(c[i].params, c[i].op, &c[i].result) ||
+		    box_holding(l, &c[i], now) != NULL)
+			continue;
+		b = box_find(l, c[i].hash, now, &victim);
+		if (b == NULL) {
+			b = victim;
+			memset(b, 0, sizeof(*b));
+			b->hash = c[i].hash;
+		}
+		lim_block_offend(c[i].params, &b->b, now, &c[i].result);
+	}
+}
+
+static int run_plain(struct local *l, struct local_check *c, size_t n,
+                     int64_t now, int commit);
+
+/* A request with a boxed check: a blocked key vetoes it (the others are
+ * only evaluated, for their results), else it runs as any request and its
+ * offences start blocks (when <commit>: a peek records nothing). */
+static int
+run_boxed(struct local *l, struct local_check *c, size_t n, int64_t now,
+          int commit)
 {
 	int rc;
 
+	pthread_mutex_lock(&l->box_lock);
+	if (box_held(l, c, n, now, 0)) {
+		run_plain(l, c, n, now, 0); /* the others' results */
+		rc = 0;
+	} else {
+		rc = run_plain(l, c, n, now, commit);
+		if (commit)
+			box_offend(l, c, n, now);
+	}
+	box_held(l, c, n, now, 1);
+	pthread_mutex_unlock(&l->box_lock);
+	return rc;
+}
+
+static int
+run(struct local *l, struct local_check *c, size_t n, int64_t now, int commit)
+{
 	for (size_t i = 0; i < n; i++)
 		c[i].hash = util_hash_private(c[i].key, c[i].keylen);
+	if (has_box(c, n))
+		return run_boxed(l, c, n, now, commit);
+	return run_plain(l, c, n, now, commit);
+}
+
+static int
+run_plain(struct local *l, struct local_check *c, size_t n, int64_t now,
+          int commit)
+{
+	int rc;
+
 	if (n == 1 && is_tat(c->params->algo) && c->keylen <= LOCAL_KEY_MAX &&
 	    (rc = cas_one(l, c, now, commit)) >= 0)
 		return rc;

@@ -47,6 +47,14 @@
  * busy key restarts fresh: under a flood of distinct keys the local tier
  * forgets, it never grows.
  *
+ * Penalty box (a rule's block:, limiter.h): a request with a check of
+ * such a rule runs under one agent-wide mutex, which checks the key's
+ * block record first (a blocked key vetoes its request; its other checks
+ * are only evaluated) and records the offences after (local_eval_request
+ * only: a peek records nothing), with lim_block.c's arithmetic, as the
+ * script does. At most 16384 records (a fixed table made on first use,
+ * 512 KiB). Requests without such a check never take the mutex.
+ *
  * Memory per key: one entry of local_bytes_per_key(keylen) bytes, plus,
  * for sliding-log and concurrency, an array bounded by the rule's limit L
  * (8 * L or 16 * L bytes, allocated as used). Keys longer than

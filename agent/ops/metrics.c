@@ -502,6 +502,10 @@ metrics_render(char *buf, size_t size)
 	render_process(&o);
 	render_decisions(&o);
 	render_response(&o);
+	render_per_rule(&o, "spoa_rl_blocked_total",
+	                "Requests denied by a rule's penalty box (block:), "
+	                "the offence that starts a block included, by rule.",
+	                offsetof(struct metrics_worker, blocked));
 	render_latency(&o);
 	render_labelled(&o, "spoa_rl_redis_errors_total",
 	                "Failed Redis requests by kind.", "kind",

@@ -96,6 +96,8 @@ struct metrics_worker {
 	/* response phase (issue 19), per rule slot like decisions */
 	_Atomic uint64_t units_charged[METRICS_MAX_RULES + 1];
 	_Atomic uint64_t costs_rejected[METRICS_MAX_RULES + 1];
+	/* penalty box (issue 18): requests denied by a block, per rule slot */
+	_Atomic uint64_t blocked[METRICS_MAX_RULES + 1];
 	_Atomic int64_t  local_keys;   /* gauge */
 	_Atomic int64_t  requests;     /* gauge: requests out of the pool */
 	_Atomic int      circuit_open; /* gauge, 0 or 1 */
@@ -195,6 +197,14 @@ static inline void
 metrics_cost_rejected(struct metrics_worker *w, int slot)
 {
 	metrics__add(&w->costs_rejected[metrics__slot(slot)], 1);
+}
+
+/* Penalty box: one request of the rule at <slot> denied by a block (the
+ * offence that starts it included), from Redis or the near-cache. */
+static inline void
+metrics_blocked(struct metrics_worker *w, int slot)
+{
+	metrics__add(&w->blocked[metrics__slot(slot)], 1);
 }
 
 /* Observes one Redis round trip of <us> microseconds (negative counts as

@@ -10,6 +10,8 @@
  *   "all"            every live override, one "<keylen> <key> <value>\n"
  *                    entry each: what the agents read, in one HGET
  *   "gen"            bumped by every change
+ *   "resets"         bumped by every `key reset` (keyop.c): the agents
+ *                    poll it and drop their near-cached blocks on a move
  * Both are rewritten together by one script (ovcli.c), so "all" is always
  * the table of the "o:" fields, expired ones dropped.
  *
@@ -28,6 +30,7 @@
 #include "policy.h"
 
 #define OV_HASH      "rl:{overrides}"
+#define OV_RESETS    "resets"   /* field: bumped by every key reset */
 #define OV_MAX       10000      /* overrides in the table */
 #define OV_ALL_MAX   (4u << 20) /* bytes of "all" */
 #define OV_VALUE_MAX 128        /* one value, with its NUL */

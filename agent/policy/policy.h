@@ -266,14 +266,18 @@ struct check {
 	                          * timeout server (1m):                       \
 	                          * HAProxy closes first */
 #define POLICY_DEF_ADMIN_LISTEN "127.0.0.1:9181"
-#define POLICY_DEF_PROCESSING   (100 * 1000) /* the shipped timeout processing \
-	                                      */
-#define POLICY_DEF_LOCAL_KEYS   100000
-#define POLICY_DEF_PLAN_CACHE   (30 * LIM_USEC_PER_SEC)
-#define POLICY_DEF_LEASE        (60 * LIM_USEC_PER_SEC)
-#define POLICY_DEF_MAX_DELAY    (250 * 1000) /* mode: delay */
-#define POLICY_WARN_LOG_LIMIT   5000 /* sliding-log memory is O(limit) */
-#define POLICY_WARN_RATE_EXCESS 0.01 /* whole-µs emission interval, 1 % */
+#define POLICY_DEF_PROCESSING                                                  \
+	(100 * 1000) /* the shipped timeout processing                         \
+	              */
+#define POLICY_DEF_LOCAL_KEYS 100000
+#define POLICY_DEF_PLAN_CACHE (30 * LIM_USEC_PER_SEC)
+#define POLICY_DEF_LEASE      (60 * LIM_USEC_PER_SEC)
+#define POLICY_DEF_MAX_DELAY  (250 * 1000) /* mode: delay */
+#define POLICY_WARN_LOG_LIMIT 5000         /* sliding-log memory is O(limit) */
+#define POLICY_BLOCK_MAX                                                       \
+	(30LL * 86400 * LIM_USEC_PER_SEC) /* longest block or block_max: 30d   \
+	                                   */
+#define POLICY_WARN_RATE_EXCESS 0.01      /* whole-µs emission interval, 1 % */
 #define POLICY_WARN_MAX_DELAY   LIM_USEC_PER_SEC
 
 /* Reads and validates <path>. Returns a new policy (refs = 1; release with

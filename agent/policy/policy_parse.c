@@ -259,6 +259,7 @@ struct rule_src {
 	char   *name, *message, *key, *algorithm, *rate, *window, *missing;
 	char   *cost, *result_message, *release, *id;
 	int64_t burst, limit, lease_us, max_delay_us, ipv6_prefix;
+	int64_t block_us, block_max_us;
 	int     fail, count, store, plan, mode, charge;
 	bool    shadow, headers;
 	int     status[POLICY_MAX_STATUS];
@@ -293,6 +294,8 @@ enum rule_kw {
 	RK_ALLOW,
 	RK_STATUS2,
 	RK_CHARGE,
+	RK_BLOCK,
+	RK_BLOCKMAX,
 	RK_COUNT
 };
 
@@ -373,6 +376,15 @@ static const struct kw rule_kw[RK_COUNT] = {
 	                charge_names, NULL, 0,
 	                "request (default) | response: the response's "
 	                "cost (count: response for every status)" },
+	[RK_BLOCK] = { "block", KW_DURATION, FIELD(struct rule_src, block_us),
+	               SEC, POLICY_BLOCK_MAX, NULL, NULL, 0,
+	               "penalty box: a key this rule denies is denied for this "
+	               "long (10m)" },
+	[RK_BLOCKMAX] = { "block_max", KW_DURATION,
+	                  FIELD(struct rule_src, block_max_us), SEC,
+	                  POLICY_BLOCK_MAX, NULL, NULL, 0,
+	                  "penalty box: each repeat offence doubles the block, "
+	                  "up to this (24h)" },
 };
 
 /* ---- top level ---------------------------------------------------------- */
@@ -1273,6 +1285,40 @@ rule_params(struct rule_ctx *rc)
 	}
 }
 
+/* The penalty box: block and block_max into r->lim (copied to the plans'
+ * limits by build_rule_plans()). Refused on a concurrency rule (a slot is
+ * held, not a rate exceeded). store: local and the fail: local fallback
+ * keep their blocks in the agent's local tier (local.c). */
+static void
+rule_block(struct rule_ctx *rc)
+{
+	struct rule_src *s = rc->s;
+	struct rule     *r = rc->r;
+
+	if (!rc->seen[RK_BLOCK]) {
+		if (rc->seen[RK_BLOCKMAX])
+			error_at(rc->c, rnode(rc, RK_BLOCKMAX),
+			         rpath(rc, RK_BLOCKMAX),
+			         "needs block: (the first offence's block)");
+		return;
+	}
+	/* each said once: lim_params_init() would say it again */
+	if (r->lim.algo == LIM_CONCURRENCY) {
+		error_at(rc->c, rnode(rc, RK_BLOCK), rpath(rc, RK_BLOCK),
+		         "does not apply to concurrency (a slot is held, "
+		         "not a rate exceeded)");
+		return;
+	}
+	if (rc->seen[RK_BLOCKMAX] && s->block_max_us < s->block_us) {
+		error_at(rc->c, rnode(rc, RK_BLOCKMAX), rpath(rc, RK_BLOCKMAX),
+		         "must be at least block (%llds)",
+		         (long long)(s->block_us / SEC));
+		return;
+	}
+	r->lim.block_us = s->block_us;
+	r->lim.block_max_us = rc->seen[RK_BLOCKMAX] ? s->block_max_us : 0;
+}
+
 /* Sets statuses <lo>..<hi> in <r>'s status_bits. */
 static void
 status_set(struct rule *r, int lo, int hi)
@@ -1545,6 +1591,7 @@ build_rule(struct rule_ctx *rc)
 	rule_missing_cost(rc);
 	rule_count(rc);
 	rule_params(rc);
+	rule_block(rc);
 	if (r->plan == RULE_PLAN_NONE && r->lim.rate > 0) {
 		yaml_node_t *at = rc->seen[RK_RATE] ? rc->seen[RK_RATE]
 		                                    : rnode(rc, RK_LIMIT);
@@ -1576,6 +1623,8 @@ build_rule_plans(struct ctx *c, struct rule *r, yaml_node_t *node,
 		struct lim_params *l = &r->plan_lim[i];
 
 		l->algo = r->lim.algo;
+		l->block_us = r->lim.block_us;
+		l->block_max_us = r->lim.block_max_us;
 		if (r->plan == RULE_PLAN_RATE && pl->has_rate) {
 			l->rate = pl->rate;
 			l->period_us = pl->period_us;

@@ -822,6 +822,10 @@ count_decisions(struct req *r)
 			                   r->checks[i].cost,
 			                   lim_quota(&r->checks[i].lim),
 			                   DECIDE_NEVER_FITS_S);
+		if (o_kind == METRICS_DENIED && o->src == SRC_STORE &&
+		    r->checks[i].lim.block_us > 0 && o->res.allowed == 0 &&
+		    !(r->ov_deny & (UINT32_C(1) << i)))
+			metrics_blocked(r->e->m, slot);
 		if (o_kind == METRICS_DENIED && o->src != SRC_MISSING)
 			topk_note(r->e->id, slot, r->checks[i].key,
 			          r->checks[i].keylen, util_loop_us());

@@ -626,9 +626,11 @@ worker_init(struct worker *w, struct server *s, int id, char **err)
 		return -1;
 	}
 	w->env.plans = plancache_new(w->env.store);
-	if (w->policy->overrides) /* else none: no table, no poll */
-		w->env.overrides = ovcache_new(w->loop, w->env.store);
 	w->env.near = nearcache_new();
+	if (w->policy->overrides) { /* else none: no table, no poll */
+		w->env.overrides = ovcache_new(w->loop, w->env.store);
+		ovcache_watch_resets(w->env.overrides, w->env.near);
+	}
 	for (int i = 0; i < s->nfds; i++) {
 		ev_io_init(&w->accept_io[i], accept_cb, s->fds[i], EV_READ);
 		ev_io_start(w->loop, &w->accept_io[i]);

@@ -93,14 +93,16 @@ batch_arg_int(struct batch_buf *b, int64_t v)
 }
 
 int
-batch_rule(int64_t (*t)[LIM_SCRIPT_RULE], int *n, int algo, const int64_t p[3])
+batch_rule(int64_t (*t)[LIM_SCRIPT_RULE], int *n, int algo,
+           const int64_t p[LIM_SCRIPT_RULE - 1])
 {
+	const size_t plen = (LIM_SCRIPT_RULE - 1) * sizeof(*p);
+
 	for (int i = *n - 1; i >= 0 && i >= *n - BATCH_RULE_SCAN; i--)
-		if (t[i][0] == algo && t[i][1] == p[0] && t[i][2] == p[1] &&
-		    t[i][3] == p[2])
+		if (t[i][0] == algo && memcmp(&t[i][1], p, plen) == 0)
 			return i + 1;
 	t[*n][0] = algo;
-	memcpy(&t[*n][1], p, 3 * sizeof(*p));
+	memcpy(&t[*n][1], p, plen);
 	return ++*n;
 }
 

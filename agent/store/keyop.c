@@ -6,6 +6,7 @@
  */
 #include <assert.h>
 #include <errno.h>
+#include <inttypes.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -16,6 +17,7 @@
 #include "batch.h"
 #include "keyop.h"
 #include "keys.h"
+#include "override.h"
 #include "results.h"
 #include "store.h"
 #include "util.h"
@@ -444,6 +446,8 @@ peek(redisContext **c, const struct check *ck, struct lim_result *res,
 	int                part = 1, rc = -1;
 
 	lim_script_params(&ck->lim, v.p);
+	v.p[3] = v.p[4] = 0; /* no penalty box: a PEEK that denies would
+	                      * be an offence; block_state() reads it */
 	batch_encode(&enc, &b, &v, 1, &part, 1);
 	/* after the head room: "$1 1", the key, the packed array (RESP) */
 	argv[0] = "EVAL";
@@ -509,6 +513,71 @@ raw_value(redisContext **c, const struct check *ck, struct keyop_state *st,
 	return 0;
 }
 
+/* <ck>'s block record name, "<key>!b" (limiter.h, penalty box). */
+static size_t
+block_key(const struct check *ck, char *out)
+{
+	memcpy(out, ck->key, ck->keylen);
+	memcpy(out + ck->keylen, "!b", 3);
+	return ck->keylen + 2;
+}
+
+/* Redis TIME in µs. */
+static int
+redis_now(redisContext **c, int64_t *now, char *err)
+{
+	const char *argv[1] = { "TIME" };
+	size_t      lens[1] = { 4 };
+	redisReply *r = argv_cmd(c, 1, argv, lens, err);
+
+	if (r == NULL)
+		return -1;
+	if (r->type != REDIS_REPLY_ARRAY || r->elements != 2) {
+		freeReplyObject(r);
+		return fail(err, "redis: unexpected reply to TIME");
+	}
+	*now = strtoll(r->element[0]->str, NULL, 10) * 1000000 +
+	       strtoll(r->element[1]->str, NULL, 10);
+	freeReplyObject(r);
+	return 0;
+}
+
+/* The penalty box of <ck> into <st> (rules with block: only): the record
+ * the script keeps, and, while it blocks, the result as the script
+ * answers it. */
+static int
+block_state(redisContext **c, const struct check *ck, struct keyop_state *st,
+            char *err)
+{
+	char             bkey[POLICY_KEY_MAX + 3];
+	const char      *argv[2] = { "GET", bkey };
+	size_t           lens[2] = { 3, block_key(ck, bkey) };
+	struct lim_block b = { 0 };
+	redisReply      *r;
+	int64_t          now = 0;
+
+	if (ck->lim.block_us <= 0)
+		return 0;
+	st->has_block = 1;
+	if (redis_now(c, &now, err) == -1 ||
+	    (r = argv_cmd(c, 2, argv, lens, err)) == NULL)
+		return -1;
+	if (r->type == REDIS_REPLY_STRING)
+		sscanf(r->str, "%" SCNd64 " %" SCNd64, &b.until_us,
+		       &b.offences);
+	freeReplyObject(r);
+	argv[0] = "PTTL";
+	lens[0] = 4;
+	if ((r = argv_cmd(c, 2, argv, lens, err)) == NULL)
+		return -1;
+	st->block_forget_ms = r->type == REDIS_REPLY_INTEGER ? r->integer : -2;
+	freeReplyObject(r);
+	st->block_offences = b.offences;
+	if (lim_block_held(&b, now, &st->res))
+		st->block_left_us = b.until_us - now;
+	return 0;
+}
+
 int
 keyop_show(redisContext **c, const struct check *ck, struct keyop_state *st,
            char *err)
@@ -516,7 +585,8 @@ keyop_show(redisContext **c, const struct check *ck, struct keyop_state *st,
 	redisReply *r;
 
 	memset(st, 0, sizeof(*st));
-	if (peek(c, ck, &st->res, err) == -1)
+	if (peek(c, ck, &st->res, err) == -1 ||
+	    block_state(c, ck, st, err) == -1)
 		return -1;
 	/* PEEK says what is left after one more request: the key has one
 	 * more than that now, when one more would pass */
@@ -533,17 +603,35 @@ keyop_show(redisContext **c, const struct check *ck, struct keyop_state *st,
 	return raw_value(c, ck, st, err);
 }
 
+/* Tells the pool a key was reset: every agent drops its near-cached
+ * blocks when it sees the counter move (ovcache.c). */
+static int
+bump_resets(redisContext **c, char *err)
+{
+	const char *argv[4] = { "HINCRBY", OV_HASH, OV_RESETS, "1" };
+	size_t      lens[4] = { 7, strlen(OV_HASH), strlen(OV_RESETS), 1 };
+	redisReply *r = argv_cmd(c, 4, argv, lens, err);
+
+	if (r == NULL)
+		return -1;
+	freeReplyObject(r);
+	return 0;
+}
+
 int
 keyop_reset(redisContext **c, const struct check *ck, long long *deleted,
             char *err)
 {
-	redisReply *r = key_cmd(c, "DEL", ck, err);
+	char        bkey[POLICY_KEY_MAX + 3];
+	const char *argv[3] = { "DEL", ck->key, bkey };
+	size_t      lens[3] = { 3, ck->keylen, block_key(ck, bkey) };
+	redisReply *r = argv_cmd(c, 3, argv, lens, err);
 
 	if (r == NULL)
 		return -1;
 	*deleted = r->type == REDIS_REPLY_INTEGER ? r->integer : 0;
 	freeReplyObject(r);
-	return 0;
+	return bump_resets(c, err);
 }
 
 /* ---- output ------------------------------------------------------------- */
@@ -571,6 +659,19 @@ keyop_json(struct jsonw *w, const struct check *ck,
 	          st->res.allowed == 1 ? 4 : 5);
 	jsonw_kint(w, "reset_ms", ms_up(st->res.full_us));
 	jsonw_kint(w, "retry_after_ms", ms_up(st->res.retry_after_us));
+	jsonw_key(w, "block");
+	if (st->has_block) {
+		jsonw_open(w, '{');
+		jsonw_key(w, "blocked");
+		jsonw_raw(w, st->block_left_us > 0 ? "true" : "false",
+		          st->block_left_us > 0 ? 4 : 5);
+		jsonw_kint(w, "left_ms", ms_up(st->block_left_us));
+		jsonw_kint(w, "offences", st->block_offences);
+		jsonw_kint(w, "forget_ms", st->block_forget_ms);
+		jsonw_close(w, '}');
+	} else {
+		jsonw_raw(w, "null", 4);
+	}
 	jsonw_key(w, "raw");
 	jsonw_open(w, '{');
 	jsonw_kstr(w, "type", st->type);
@@ -596,6 +697,19 @@ keyop_text(FILE *f, const struct check *ck, const struct keyop_state *st)
 	fprintf(f, "reset:       %.3fs\n", ms_up(st->res.full_us) / 1000.0);
 	fprintf(f, "retry_after: %.3fs\n",
 	        ms_up(st->res.retry_after_us) / 1000.0);
+	if (st->has_block && st->block_left_us > 0)
+		fprintf(f,
+		        "block:       blocked for %.3fs more (offence %lld; "
+		        "forgotten in %.3fs)\n",
+		        ms_up(st->block_left_us) / 1000.0, st->block_offences,
+		        st->block_forget_ms / 1000.0);
+	else if (st->has_block && st->block_offences > 0)
+		fprintf(f,
+		        "block:       not blocked (offences %lld, forgotten in "
+		        "%.3fs)\n",
+		        st->block_offences, st->block_forget_ms / 1000.0);
+	else if (st->has_block)
+		fprintf(f, "block:       not blocked\n");
 	fprintf(f, "raw:         type=%s pttl_ms=%lld value=%s\n", st->type,
 	        st->pttl_ms, st->raw.buf ? st->raw.buf : "null");
 }

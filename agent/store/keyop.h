@@ -13,10 +13,13 @@
  * Show asks the decision script itself with a PEEK of cost 1 (reads
  * only: nothing is charged), so remaining/reset/retry_after are the
  * algorithm's own numbers, then reads the raw state (TYPE, PTTL and the
- * value). Reset is a DEL. Both talk to Redis through a blocking hiredis
- * context with a timeout: callers run them off the request path (the CLI,
- * the agent's main loop). A Cluster's MOVED is followed once; a Sentinel
- * group is asked for its master.
+ * value), and for a rule with block: its penalty box (the PEEK is sent
+ * without it, so a show is never an offence). Reset is a DEL of the key
+ * and its block record, then a bump of the pool's reset counter (the
+ * agents drop their near-cached blocks on it: ovcache.c). Both talk to Redis
+ * through a blocking hiredis context with a timeout: callers run them off the
+ * request path (the CLI, the agent's main loop). A Cluster's MOVED is followed
+ * once; a Sentinel group is asked for its master.
  *
  * Not here: HTTP and tokens (admin.c), the command line (main.c).
  */
@@ -38,6 +41,11 @@ struct keyop_state {
 	long long         pttl_ms;  /* -2: no key, -1: no expiry */
 	char              type[16]; /* Redis TYPE: none, string, hash, zset */
 	struct jsonw      raw;      /* the value, as a JSON value */
+	/* penalty box (rules with block:): its record at "<key>!b" */
+	int       has_block;
+	int64_t   block_left_us;   /* > 0 while blocked (res says so too) */
+	long long block_offences;  /* 0: none remembered */
+	long long block_forget_ms; /* PTTL of the record; -2: none */
 };
 
 /* Builds the check of rule <rule> from <n> pairs <names>/<values>.
@@ -62,7 +70,8 @@ redisContext *keyop_connect(const struct policy *p, const char *url,
 int keyop_show(redisContext **c, const struct check *ck, struct keyop_state *st,
                char *err);
 
-/* DELs the key; <*deleted> is 1 when it existed. Returns 0 or -1. */
+/* DELs the key and its block record (<*deleted>: how many existed) and
+ * bumps the pool's reset counter (OV_RESETS). Returns 0 or -1. */
 int keyop_reset(redisContext **c, const struct check *ck, long long *deleted,
                 char *err);
 

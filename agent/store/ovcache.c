@@ -1,7 +1,9 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
  * A worker's copy of the runtime overrides (ovcache.h): a timer, an HGET
- * of the generation, an HGET of the table when it moved. Nothing else.
+ * of the generation, an HGET of the table when it moved; on the same
+ * timer, an HGET of the pool's reset counter for the near-cache's
+ * penalty-box entries. Nothing else.
  */
 #include <assert.h>
 #include <stdlib.h>
@@ -10,6 +12,7 @@
 #include <ev.h>
 
 #include "log.h"
+#include "nearcache.h"
 #include "ovcache.h"
 #include "store.h"
 #include "util.h"
@@ -17,13 +20,16 @@
 #define GEN_MAX 32
 
 struct ovcache {
-	struct ev_loop  *loop;
-	struct store    *st;
-	ev_timer         timer;
-	struct ov_table *table;
-	char             gen[GEN_MAX];  /* of <table>; "" before any */
-	char             want[GEN_MAX]; /* the generation being fetched */
-	int              busy;          /* an HGET in flight */
+	struct ev_loop   *loop;
+	struct store     *st;
+	ev_timer          timer;
+	struct ov_table  *table;
+	char              gen[GEN_MAX];    /* of <table>; "" before any */
+	char              want[GEN_MAX];   /* the generation being fetched */
+	int               busy;            /* an HGET in flight */
+	struct nearcache *near;            /* its blocks dropped on a reset */
+	char              resets[GEN_MAX]; /* "" before the first answer */
+	int               rbusy;           /* the resets HGET in flight */
 };
 
 static void
@@ -68,11 +74,41 @@ gen_cb(void *arg, const char *val, size_t len, int err)
 		oc->busy = 1;
 }
 
+/* The reset counter (OV_RESETS): a move since the last answer means a
+ * `key reset` somewhere in the pool, so the worker's held blocks go. No
+ * answer: blocks are held only briefly until the poll answers again. */
+static void
+resets_cb(void *arg, const char *val, size_t len, int err)
+{
+	struct ovcache *oc = arg;
+
+	oc->rbusy = 0;
+	if (err != 0 || len >= GEN_MAX - 1) {
+		nearcache_watch_resets(oc->near, 0);
+		return;
+	}
+	if (!val) { /* never bumped */
+		val = "";
+		len = 0;
+	}
+	if (oc->resets[0] != '\0' && (strlen(oc->resets + 1) != len ||
+	                              memcmp(oc->resets + 1, val, len) != 0))
+		nearcache_drop_blocks(oc->near, util_loop_us());
+	oc->resets[0] = '=';
+	memcpy(oc->resets + 1, val, len);
+	oc->resets[len + 1] = '\0';
+	nearcache_watch_resets(oc->near, 1);
+}
+
 static void
 poll_cb(struct ev_loop *loop, ev_timer *t, int revents)
 {
 	struct ovcache *oc = t->data;
 
+	if (oc->near != NULL && !oc->rbusy &&
+	    store_hget(oc->st, OV_HASH, OV_RESETS, strlen(OV_RESETS), resets_cb,
+	               oc) == 0)
+		oc->rbusy = 1;
 	if (oc->busy)
 		return;
 	if (store_hget(oc->st, OV_HASH, "gen", 3, gen_cb, oc) == 0)
@@ -100,6 +136,12 @@ ovcache_free(struct ovcache *oc)
 	ev_timer_stop(oc->loop, &oc->timer);
 	ov_table_free(oc->table);
 	free(oc);
+}
+
+void
+ovcache_watch_resets(struct ovcache *oc, struct nearcache *nc)
+{
+	oc->near = nc;
 }
 
 const struct ov_table *

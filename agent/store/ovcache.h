@@ -22,12 +22,19 @@
 #define OVCACHE_POLL_S 0.5
 
 struct ev_loop;
+struct nearcache;
 struct ovcache;
 struct store;
 
 /* Starts polling through <st> on <loop> (the first poll at once). */
 struct ovcache *ovcache_new(struct ev_loop *loop, struct store *st);
 void            ovcache_free(struct ovcache *oc);
+
+/* Polls the pool's reset counter (OV_RESETS, bumped by every `key
+ * reset`) on the same timer, and drops <nc>'s penalty-box entries when it
+ * moves (nearcache.h), so a reset reaches this worker within
+ * OVCACHE_POLL_S plus a round trip. */
+void ovcache_watch_resets(struct ovcache *oc, struct nearcache *nc);
 
 /* The current table (NULL when none was ever fetched). Valid until the
  * worker's loop runs again. */

@@ -88,7 +88,7 @@ struct xcheck {
 	char              member[POLICY_MEMBER_MAX + 40];
 	size_t            memberlen;
 	int               algo, op;
-	int64_t           cost, p[3];
+	int64_t           cost, p[LIM_SCRIPT_RULE - 1];
 	unsigned          flags;
 	unsigned          slot;
 	int               charged;
@@ -574,8 +574,8 @@ part_check(const struct part *p, int k, struct batch_check *v)
 			.op = c->op,
 			.flags = c->flags,
 			.cost = c->cost,
-			.p = { c->p[0], c->p[1], c->p[2] },
 		};
+		memcpy(v->p, c->p, sizeof(v->p));
 	} else {
 		const struct check *c = &p->sr->checks[p->sr->index[p->idx[k]]];
 

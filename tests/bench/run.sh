@@ -31,6 +31,9 @@
 #      of HAProxy's SPOE alone), BENCH_PAIR_DURATION (4) s each: the two
 #      HTTP targets are judged on the medians of the pairs.
 #      CPU per request of haproxy, agent, Redis and wrk for each.
+#   4. the penalty box (tests/bench/block.sh): a blocked key's flood, a
+#      plain denied key's flood and plain decisions, agent CPU and Redis
+#      calls per decision; then Redis Cluster (tests/bench/cluster.sh).
 # Prints a table and writes it to $BUILD/bench/results.md (raw outputs next
 # to it). Knobs: BENCH_DURATION (s per measured run, 10), BENCH_CONNS (wrk
 # connections, 50), BENCH_SPOP_CONNS (16), BENCH_PIPELINE (20),
@@ -224,7 +227,7 @@ redis-cli -p "$RP" flushall >/dev/null
 r0=$(rcpu); k0=$(rcalls)
 timeout 60 redis-benchmark -p "$RP" -n "$NAIVE_N" -c "$SPOP_C" -P "$PIPE" -r "$TENANTS" -q \
 	EVALSHA "$SHA" 1 'rl:{tenant:tenant:t__rand_int__}' \
-	$'\x98\xa11\xa11\xa10\xa41000\xa71000000\xa10\xa11\xa216' \
+	$'\x9a\xa11\xa11\xa10\xa41000\xa71000000\xa10\xa10\xa10\xa11\xa216' \
 	2>&1 | tr '\r' '\n' | grep 'requests per second' | tail -n 1 >"$OUT/naive.out"
 r1=$(rcpu); k1=$(rcalls)
 R[nv.rps]=$(grep -o '[0-9.]* requests per second' "$OUT/naive.out" | cut -d' ' -f1)
@@ -602,6 +605,12 @@ cpu_model=$(sed -n 's/^model name[[:space:]]*: //p' /proc/cpuinfo | head -n 1)
 cat "$OUT/results.md"
 echo
 say "written to $OUT/results.md (raw outputs in $OUT)"
+
+# The penalty box's hot path (tests/bench/block.sh): a blocked key's flood
+# against plain decisions, in ports of this run's range that it leaves
+# free; its table goes at the end of results.md.
+PORT_BASE=$((PORT_BASE + 16)) BUILD=$BUILD bash "$BDIR/block.sh" &&
+	{ echo; cat "$OUT/block.md"; } >>"$OUT/results.md"
 
 # Redis Cluster, 1 and 3 shards (tests/bench/cluster.sh), in ports of this
 # run's range that it leaves free; its table goes at the end of results.md.

@@ -150,7 +150,7 @@ call_begin(struct call *k, int nreq)
 static void
 call_request(struct call *k, const struct chk *c, int n)
 {
-	int64_t   pp[3];
+	int64_t   pp[LIM_SCRIPT_RULE - 1];
 	long long code;
 	int       i, rule;
 

@@ -69,24 +69,27 @@ Test(batch, keys_go_plain_and_the_rest_as_one_msgpack_array)
 	a = &u.data.via.array;
 	/* 2 parts, 2 rules (the third check repeats the first's), the rules,
 	 * then 2, code, code cost member, then 1, code */
-	cr_assert_eq(a->size, 2 + 2 * 4 + 1 + 1 + 3 + 1 + 1);
+	enum { R0 = 2 + 2 * LIM_SCRIPT_RULE }; /* where the parts start */
+	cr_assert_eq(a->size, R0 + 1 + 1 + 3 + 1 + 1);
 	cr_assert_eq(a->ptr[0].via.u64, 2);
 	cr_assert_eq(a->ptr[1].via.u64, 2);
 	cr_assert_eq(a->ptr[2].via.u64, LIM_GCRA);
 	cr_assert_eq(a->ptr[3].via.u64, 1000);
 	cr_assert_eq(a->ptr[4].via.u64, 1000000);
-	cr_assert_eq(a->ptr[6].via.u64, LIM_SLIDING_LOG);
-	cr_assert_eq(a->ptr[10].via.u64, 2, "the first part's check count");
-	cr_assert_eq(a->ptr[11].via.u64,
+	cr_assert_eq(a->ptr[6].via.u64, 0, "no penalty box: block 0");
+	cr_assert_eq(a->ptr[7].via.u64, 0, "and block_max 0");
+	cr_assert_eq(a->ptr[2 + LIM_SCRIPT_RULE].via.u64, LIM_SLIDING_LOG);
+	cr_assert_eq(a->ptr[R0].via.u64, 2, "the first part's check count");
+	cr_assert_eq(a->ptr[R0 + 1].via.u64,
 	             (uint64_t)lim_script_code(1, LIM_OP_CHECK, 0, 1));
-	cr_assert_eq(a->ptr[12].via.u64,
+	cr_assert_eq(a->ptr[R0 + 2].via.u64,
 	             (uint64_t)lim_script_code(2, LIM_OP_CHECK, 0, 3));
-	cr_assert_eq(a->ptr[13].via.u64, 3, "a cost other than 1 is sent");
-	cr_assert_eq(a->ptr[14].type, MSGPACK_OBJECT_STR);
-	cr_assert_eq(memcmp(a->ptr[14].via.str.ptr, "m1", 2), 0);
-	cr_assert_eq(a->ptr[15].via.u64, 1, "the second part");
+	cr_assert_eq(a->ptr[R0 + 3].via.u64, 3, "a cost other than 1 is sent");
+	cr_assert_eq(a->ptr[R0 + 4].type, MSGPACK_OBJECT_STR);
+	cr_assert_eq(memcmp(a->ptr[R0 + 4].via.str.ptr, "m1", 2), 0);
+	cr_assert_eq(a->ptr[R0 + 5].via.u64, 1, "the second part");
 	cr_assert_eq(
-		a->ptr[16].via.u64,
+		a->ptr[R0 + 6].via.u64,
 		(uint64_t)lim_script_code(1, LIM_OP_CHECK, LIM_FL_SHADOW, 1),
 		"the repeated rule, shadow");
 	msgpack_unpacked_destroy(&u);
@@ -117,11 +120,15 @@ Test(batch, a_rule_repeated_within_the_scan_is_sent_once)
 {
 	int64_t t[4][LIM_SCRIPT_RULE];
 	int     n = 0;
-	int64_t p[3] = { 1, 2, 3 }, q[3] = { 1, 2, 4 };
+	int64_t p[LIM_SCRIPT_RULE - 1] = { 1, 2, 3 },
+				    q[LIM_SCRIPT_RULE - 1] = { 1, 2, 4 },
+				    b[LIM_SCRIPT_RULE - 1] = { 1, 2, 3,
+		                                               600000000, 0 };
 
 	cr_assert_eq(batch_rule(t, &n, 0, p), 1);
 	cr_assert_eq(batch_rule(t, &n, 0, q), 2);
 	cr_assert_eq(batch_rule(t, &n, 0, p), 1);
 	cr_assert_eq(batch_rule(t, &n, 1, p), 3, "another algorithm");
-	cr_assert_eq(n, 3);
+	cr_assert_eq(batch_rule(t, &n, 0, b), 4, "another penalty box");
+	cr_assert_eq(n, 4);
 }

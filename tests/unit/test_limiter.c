@@ -1432,7 +1432,7 @@ Test(limiter, quota_and_window)
 	struct lim_params g = mk(LIM_GCRA, 600, 60 * S, 100);
 	struct lim_params w = mk(LIM_SLIDING_WINDOW, 100, 900 * S, 0);
 	struct lim_params c = mk(LIM_CONCURRENCY, 2, 300 * S, 0);
-	int64_t           v[3];
+	int64_t           v[LIM_SCRIPT_RULE - 1];
 
 	cr_expect_eq(lim_quota(&g), 100);
 	cr_expect_eq(lim_window_s(&g), 10);
@@ -1442,6 +1442,7 @@ Test(limiter, quota_and_window)
 	cr_expect_eq(lim_window_s(&c), 300);
 	lim_script_params(&g, v);
 	cr_expect(v[0] == 100000 && v[1] == 10000000 && v[2] == 0);
+	cr_expect(v[3] == 0 && v[4] == 0, "no penalty box: block 0 0");
 }
 
 /* The script's per-check code: (rule * 8 + op * 2 + shadow) * 2, plus 1

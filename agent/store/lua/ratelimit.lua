@@ -477,6 +477,8 @@ end
 
 local ki_, r_, tat_, cost_, gen_, charge_ = {}, {}, {}, {}, {}, {}
 local ralgo, rp1, rp2, rp3, rtol = {}, {}, {}, {}, {}
+-- per rule: the penalty box (limiter.h "penalty box"; 0 0 without one)
+local rblk, rbmax = {}, {}
 -- per GCRA / leaky bucket rule: the largest cost that can ever fit,
 -- floor(tol / EI), and the most one charge adds, floor(2 tol / EI) + 1
 local rfit, rcmax = {}, {}
@@ -518,21 +520,56 @@ local function read_bases()
 	return v
 end
 
--- The rule tuples: algo p1 p2 p3 (tol = p2 + p3 for GCRA / leaky bucket).
--- Returns where the requests start in ARGV.
+-- The rule tuples: algo p1 p2 p3 block block_max (tol = p2 + p3 for GCRA /
+-- leaky bucket). Returns where the requests start in ARGV.
 local function read_rules()
 	local a = 3
 	for r = 1, tonumber(ARG[2]) do
 		ralgo[r], rp1[r] = tonumber(ARG[a]), tonumber(ARG[a + 1])
 		rp2[r], rp3[r] = tonumber(ARG[a + 2]), tonumber(ARG[a + 3])
+		rblk[r], rbmax[r] = tonumber(ARG[a + 4]), tonumber(ARG[a + 5])
 		rtol[r] = rp2[r] + rp3[r]
 		if ralgo[r] == GCRA or ralgo[r] == LEAKY then
 			rfit[r] = idiv(rtol[r], rp1[r])
 			rcmax[r] = idiv(2 * rtol[r], rp1[r]) + 1
 		end
-		a = a + 4
+		a = a + 6
 	end
 	return a
+end
+
+-- ---- penalty box (limiter.h; the C twin is lim_block.c) ----------------
+-- The record "<until_us> <offences>" at "<key>!b" (the key's hash tag, so
+-- its Cluster slot), read and written here, in the decision's own call.
+-- Only rules with block > 0 come here: one GET per check of such a rule.
+
+local function block_read(bkey)
+	local v = call('GET', bkey)
+	if not v then return 0, 0 end
+	local sp = string.find(v, ' ', 1, true)
+	if not sp then return 0, 0 end
+	return tonumber(string.sub(v, 1, sp - 1)) or 0,
+		tonumber(string.sub(v, sp + 1)) or 0
+end
+
+-- An offence of check <ki> under rule <r> at <now>: the block period of
+-- the offence (doubled per repeat within the quiet period, capped at
+-- block_max), written with the record's TTL to the end of the quiet
+-- period. The record exists only while that period runs, so finding one
+-- is finding a repeat.
+local function block_offend(ki, r)
+	local bkey, d, cap = KEY[ki] .. '!b', rblk[r], rbmax[r]
+	local _, n = block_read(bkey)
+	n = n + 1
+	if cap <= 0 then n = 1 end
+	for _ = 2, n do
+		if d >= cap then break end
+		d = d * 2
+	end
+	if cap > 0 and d > cap then d = cap end
+	call('SET', bkey, s(now + d) .. ' ' .. s(n), 'PX',
+		s(max(1, ceil_ms(d + max0(cap)))))
+	return d
 end
 
 local eval_check, COMMIT
@@ -603,7 +640,20 @@ local function batch(keys, argv)
 			local op = (code - shadow) / 2 % 4
 			local r = (code - shadow - 2 * op) / 8
 			local algo, allowed, charge, tat, c = ralgo[r]
-			if algo == GCRA or algo == LEAKY then
+			-- penalty box: µs left in the key's block, 0 when none (a
+			-- concurrency RELEASE is never blocked; the policy refuses
+			-- block on concurrency rules anyway)
+			local boxed, left = rblk[r] > 0 and op ~= RELEASE, 0
+			if boxed then
+				local u = block_read(KEY[ki] .. '!b')
+				if u > now then left = u - now end
+			end
+			if left > 0 then	-- blocked: denied, nothing charged
+				if algo == LOG or algo == CONC then a = a + 1 end
+				allowed, charge = 0, false
+				out[o + 1], out[o + 2], out[o + 3], out[o + 4], out[o + 5] =
+					0, 0, left, left, left
+			elseif algo == GCRA or algo == LEAKY then
 				-- GCRA / leaky bucket (ALGORITHMS.md; the C twin is
 				-- lim_gcra.c): the five results at out[o+1..o+5]; the TAT
 				-- read and the cost to charge kept for gcra_commit()
@@ -655,6 +705,11 @@ local function batch(keys, argv)
 					member, a = ARG[a], a + 1
 				end
 				allowed, charge, c = generic(ki, r, op, cost, member)
+			end
+			if boxed and left == 0 and allowed == 0 and
+				(op == CHECK or op == PEEK) then	-- an offence
+				local d = block_offend(ki, r)
+				out[o + 2], out[o + 3], out[o + 4], out[o + 5] = 0, d, d, d
 			end
 			if (op == CHECK or op == PEEK) and allowed ~= 1 and shadow == 0 then
 				veto = true
