@@ -148,8 +148,9 @@ lim_rate_excess(const struct lim_params *p)
 }
 
 void
-lim_script_params(const struct lim_params *p, int64_t out[3])
+lim_script_params(const struct lim_params *p, int64_t out[LIM_SCRIPT_PARAMS])
 {
+	out[3] = p->reserve_lease_us;
 	switch (p->algo) {
 	case LIM_GCRA:
 	case LIM_LEAKY_BUCKET:

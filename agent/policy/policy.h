@@ -177,6 +177,10 @@ struct rule {
 	 * failure_status, or status: classes
 	 * (5xx); all set for count: response
 	 * without status: */
+	/* added for issue 19, item 3 (reserve, then settle) */
+	bool    reserves;    /* reserve: given; lim.reserve_lease_us > 0 */
+	int64_t reserve;     /* the units held when reserve_arg is NULL */
+	char   *reserve_arg; /* integer message arg giving the units */
 };
 
 struct policy {
@@ -266,15 +270,17 @@ struct check {
 	                          * timeout server (1m):                       \
 	                          * HAProxy closes first */
 #define POLICY_DEF_ADMIN_LISTEN "127.0.0.1:9181"
-#define POLICY_DEF_PROCESSING   (100 * 1000) /* the shipped timeout processing \
-	                                      */
-#define POLICY_DEF_LOCAL_KEYS   100000
-#define POLICY_DEF_PLAN_CACHE   (30 * LIM_USEC_PER_SEC)
-#define POLICY_DEF_LEASE        (60 * LIM_USEC_PER_SEC)
-#define POLICY_DEF_MAX_DELAY    (250 * 1000) /* mode: delay */
-#define POLICY_WARN_LOG_LIMIT   5000 /* sliding-log memory is O(limit) */
-#define POLICY_WARN_RATE_EXCESS 0.01 /* whole-µs emission interval, 1 % */
-#define POLICY_WARN_MAX_DELAY   LIM_USEC_PER_SEC
+#define POLICY_DEF_PROCESSING                                                  \
+	(100 * 1000) /* the shipped timeout processing                         \
+	              */
+#define POLICY_DEF_LOCAL_KEYS    100000
+#define POLICY_DEF_PLAN_CACHE    (30 * LIM_USEC_PER_SEC)
+#define POLICY_DEF_LEASE         (60 * LIM_USEC_PER_SEC)
+#define POLICY_DEF_RESERVE_LEASE (10 * 60 * LIM_USEC_PER_SEC) /* reserve: */
+#define POLICY_DEF_MAX_DELAY     (250 * 1000)                 /* mode: delay */
+#define POLICY_WARN_LOG_LIMIT    5000 /* sliding-log memory is O(limit) */
+#define POLICY_WARN_RATE_EXCESS  0.01 /* whole-µs emission interval, 1 % */
+#define POLICY_WARN_MAX_DELAY    LIM_USEC_PER_SEC
 
 /* Reads and validates <path>. Returns a new policy (refs = 1; release with
  * policy_unref()), or NULL with <*err> set to a malloc'ed text listing every

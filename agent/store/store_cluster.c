@@ -88,7 +88,7 @@ struct xcheck {
 	char              member[POLICY_MEMBER_MAX + 40];
 	size_t            memberlen;
 	int               algo, op;
-	int64_t           cost, p[3];
+	int64_t           cost, p[LIM_SCRIPT_PARAMS];
 	unsigned          flags;
 	unsigned          slot;
 	int               charged;
@@ -574,7 +574,7 @@ part_check(const struct part *p, int k, struct batch_check *v)
 			.op = c->op,
 			.flags = c->flags,
 			.cost = c->cost,
-			.p = { c->p[0], c->p[1], c->p[2] },
+			.p = { c->p[0], c->p[1], c->p[2], c->p[3] },
 		};
 	} else {
 		const struct check *c = &p->sr->checks[p->sr->index[p->idx[k]]];
@@ -663,6 +663,9 @@ was_charged(const struct xcheck *c)
 {
 	if (c->op == LIM_OP_RELEASE || c->cost <= 0 || c->cost > LIM_COST_MAX ||
 	    c->algo < 0 || c->algo >= LIM_ALGO_COUNT)
+		return 0;
+	/* a settle is applied whatever its request says: never undone */
+	if (c->op == LIM_OP_FORCE && c->p[3] > 0 && c->memberlen > 0)
 		return 0;
 	return c->res.allowed == 1 || c->op == LIM_OP_FORCE;
 }

@@ -42,11 +42,12 @@ expect_eq "$("$CLIENT" -a "127.0.0.1:$AP" rl-a tenant=s:acme | sed -n 's/.*"g";r
 sleep 0.3
 kill "$mon" 2>/dev/null
 # a packed ARGV is one string starting with msgpack's array16 marker (a
-# batch of 2 or more checks), or fixarray (0x90-0x9f) for a lone one
+# batch of 2 or more checks); a lone request of 2 checks is 16 fields (2,
+# 2 rule tuples of 5, 1, code, code, member): array16 of 16 (0xdc 0x0010)
 packed=$(grep '"FCALL"' "$TMP/monitor" | grep -c '"\\xdc')
 [ "$packed" -ge 1 ]
 ok $? "packed calls were made ($packed)"
-grep '"FCALL"' "$TMP/monitor" | grep 'solo' | grep -q '"\\x9[0-9a-f]'
+grep '"FCALL"' "$TMP/monitor" | grep 'solo' | grep -q '"\\xdc\\x00\\x10'
 ok $? "a request alone goes packed too"
 # the decimal ARGV of old Cluster batches is not a format any more
 out=$(rc "$RP" eval "$(cat "$ROOT/agent/store/lua/ratelimit.lua")" 1 'rl:{g:g:plain}' \

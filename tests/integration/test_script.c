@@ -150,7 +150,7 @@ call_begin(struct call *k, int nreq)
 static void
 call_request(struct call *k, const struct chk *c, int n)
 {
-	int64_t   pp[3];
+	int64_t   pp[LIM_SCRIPT_PARAMS];
 	long long code;
 	int       i, rule;
 
@@ -164,7 +164,7 @@ call_request(struct call *k, const struct chk *c, int n)
 		add_arg(k, "%lld", code, NULL);
 		if (lim_script_has_cost(code))
 			add_arg(k, "%lld", c[i].cost, NULL);
-		if (lim_script_has_member(c[i].p->algo))
+		if (lim_script_sends_member(c[i].p->algo, pp))
 			add_arg(k, NULL, 0, c[i].member ? c[i].member : "");
 	}
 }

@@ -49,6 +49,7 @@ Test(batch, keys_go_plain_and_the_rest_as_one_msgpack_array)
 	size_t                n;
 	msgpack_unpacked      u;
 	msgpack_object_array *a;
+	uint32_t              q;
 
 	batch_encode(&e, &b, c, 3, parts, 2);
 	cr_assert_eq(b.argc, 2 + 1 + 3 + 1, "head, key count, keys, ARGV");
@@ -69,24 +70,26 @@ Test(batch, keys_go_plain_and_the_rest_as_one_msgpack_array)
 	a = &u.data.via.array;
 	/* 2 parts, 2 rules (the third check repeats the first's), the rules,
 	 * then 2, code, code cost member, then 1, code */
-	cr_assert_eq(a->size, 2 + 2 * 4 + 1 + 1 + 3 + 1 + 1);
+	cr_assert_eq(a->size, 2 + 2 * LIM_SCRIPT_RULE + 1 + 1 + 3 + 1 + 1);
 	cr_assert_eq(a->ptr[0].via.u64, 2);
 	cr_assert_eq(a->ptr[1].via.u64, 2);
 	cr_assert_eq(a->ptr[2].via.u64, LIM_GCRA);
 	cr_assert_eq(a->ptr[3].via.u64, 1000);
 	cr_assert_eq(a->ptr[4].via.u64, 1000000);
-	cr_assert_eq(a->ptr[6].via.u64, LIM_SLIDING_LOG);
-	cr_assert_eq(a->ptr[10].via.u64, 2, "the first part's check count");
-	cr_assert_eq(a->ptr[11].via.u64,
+	cr_assert_eq(a->ptr[6].via.u64, 0, "no reservation lease");
+	cr_assert_eq(a->ptr[2 + LIM_SCRIPT_RULE].via.u64, LIM_SLIDING_LOG);
+	q = 2 + 2 * LIM_SCRIPT_RULE;
+	cr_assert_eq(a->ptr[q].via.u64, 2, "the first part's check count");
+	cr_assert_eq(a->ptr[q + 1].via.u64,
 	             (uint64_t)lim_script_code(1, LIM_OP_CHECK, 0, 1));
-	cr_assert_eq(a->ptr[12].via.u64,
+	cr_assert_eq(a->ptr[q + 2].via.u64,
 	             (uint64_t)lim_script_code(2, LIM_OP_CHECK, 0, 3));
-	cr_assert_eq(a->ptr[13].via.u64, 3, "a cost other than 1 is sent");
-	cr_assert_eq(a->ptr[14].type, MSGPACK_OBJECT_STR);
-	cr_assert_eq(memcmp(a->ptr[14].via.str.ptr, "m1", 2), 0);
-	cr_assert_eq(a->ptr[15].via.u64, 1, "the second part");
+	cr_assert_eq(a->ptr[q + 3].via.u64, 3, "a cost other than 1 is sent");
+	cr_assert_eq(a->ptr[q + 4].type, MSGPACK_OBJECT_STR);
+	cr_assert_eq(memcmp(a->ptr[q + 4].via.str.ptr, "m1", 2), 0);
+	cr_assert_eq(a->ptr[q + 5].via.u64, 1, "the second part");
 	cr_assert_eq(
-		a->ptr[16].via.u64,
+		a->ptr[q + 6].via.u64,
 		(uint64_t)lim_script_code(1, LIM_OP_CHECK, LIM_FL_SHADOW, 1),
 		"the repeated rule, shadow");
 	msgpack_unpacked_destroy(&u);
@@ -117,11 +120,57 @@ Test(batch, a_rule_repeated_within_the_scan_is_sent_once)
 {
 	int64_t t[4][LIM_SCRIPT_RULE];
 	int     n = 0;
-	int64_t p[3] = { 1, 2, 3 }, q[3] = { 1, 2, 4 };
+	int64_t p[LIM_SCRIPT_PARAMS] = { 1, 2, 3 },
+		q[LIM_SCRIPT_PARAMS] = { 1, 2, 4 };
 
 	cr_assert_eq(batch_rule(t, &n, 0, p), 1);
 	cr_assert_eq(batch_rule(t, &n, 0, q), 2);
 	cr_assert_eq(batch_rule(t, &n, 0, p), 1);
 	cr_assert_eq(batch_rule(t, &n, 1, p), 3, "another algorithm");
 	cr_assert_eq(n, 3);
+}
+
+/* reserve: a GCRA rule with a reservation lease sends it as the tuple's
+ * last field, and its checks (reservation, settle) carry the request id. */
+Test(batch, a_reserving_rule_sends_its_lease_and_the_request_id)
+{
+	struct batch_enc   e = { 0 };
+	struct batch_buf   b = { 0 };
+	struct batch_check c[1] = {
+		{ .key = "rl:{r}",
+		  .keylen = 6,
+		  .algo = LIM_GCRA,
+		  .op = LIM_OP_FORCE,
+		  .cost = 7,
+		  .member = "id1",
+		  .memberlen = 3,
+		  .p = { 1000, 1000000, 0, 600000000 } },
+	};
+	int                   parts[1] = { 1 };
+	const char           *p;
+	size_t                n;
+	msgpack_unpacked      u;
+	msgpack_object_array *a;
+
+	batch_encode(&e, &b, c, 1, parts, 1);
+	p = next_bulk(b.buf + BATCH_HEAD, &n);
+	p += n + 2;
+	p = next_bulk(p, &n);
+	p += n + 2;
+	p = next_bulk(p, &n);
+	msgpack_unpacked_init(&u);
+	cr_assert_eq(msgpack_unpack_next(&u, p, n, NULL),
+	             MSGPACK_UNPACK_SUCCESS);
+	a = &u.data.via.array;
+	cr_assert_eq(a->size, 2 + LIM_SCRIPT_RULE + 1 + 3);
+	cr_assert_eq(a->ptr[2 + LIM_SCRIPT_RULE - 1].via.u64, 600000000,
+	             "the lease, last in the rule tuple");
+	cr_assert_eq(a->ptr[2 + LIM_SCRIPT_RULE + 2].via.u64, 7, "the cost");
+	cr_assert_eq(a->ptr[2 + LIM_SCRIPT_RULE + 3].type, MSGPACK_OBJECT_STR);
+	cr_assert_eq(
+		memcmp(a->ptr[2 + LIM_SCRIPT_RULE + 3].via.str.ptr, "id1", 3),
+		0, "the request id");
+	msgpack_unpacked_destroy(&u);
+	batch_buf_free(&b);
+	batch_enc_free(&e);
 }
