@@ -10,13 +10,13 @@
 #     charges the difference; repeated 5 times it changes nothing more;
 #   - a settle for an id never reserved changes nothing;
 #   - a malformed cost keeps the reservation as the charge;
-#   - many requests in parallel on two agents never hold more than the
-#     budget (0 over-admission);
+#   - many requests in parallel on three agents never hold more than the
+#     budget (0 over-admission), and Redis holds exactly what fits;
 # and a settle after the lease (1 s here) changes nothing. The metrics
 # count units reserved, charged and refunded, unmatched settles and
 # rejected costs.
 . "$(dirname "$0")/../lib.sh"
-RP=$(port 1); AP=$(port 2); AP2=$(port 3); MP=$(port 4)
+RP=$(port 1); AP=$(port 2); AP2=$(port 3); MP=$(port 4); AP3=$(port 5)
 ALGOS="gcra token-bucket fixed-window sliding-window"
 rules() {
 	for a in $ALGOS; do
@@ -65,6 +65,9 @@ YAML
 	rules
 } >"$TMP/policy2.yaml"
 AGENT_LOG=$TMP/agent2.log agent_up "$TMP/policy2.yaml"
+sed "s/^listen: 127.0.0.1:$AP2/listen: 127.0.0.1:$AP3/" "$TMP/policy2.yaml" \
+	>"$TMP/policy3.yaml"
+AGENT_LOG=$TMP/agent3.log agent_up "$TMP/policy3.yaml"
 
 c() { "$CLIENT" -a "127.0.0.1:$AP" "$@" | grep '^ack'; }
 # req ALGO TENANT ID UNITS: the request phase, its ack
@@ -115,12 +118,12 @@ for a in $ALGOS; do
 		"$a: malformed costs counted"
 done
 
-# ---- no over-admission: 2 agents, 40 requests at once, 300 of 1000 each --
+# ---- no over-admission: 3 agents, 40 requests at once, 300 of 1000 each --
 for a in $ALGOS; do
 	t=p-$a
 	cpids=""
 	for n in $(seq 10); do
-		p=$AP; [ $((n % 2)) -eq 0 ] && p=$AP2
+		case $((n % 3)) in 0) p=$AP;; 1) p=$AP2;; *) p=$AP3;; esac
 		"$CLIENT" -a "127.0.0.1:$p" -n 4 -P 4 rl-$a tenant=s:$t \
 			id=s:c$n max_tokens=s:300 >"$TMP/par.$a.$n" &
 		cpids="$cpids $!"
@@ -132,7 +135,7 @@ for a in $ALGOS; do
 	# fail: closed: an answer past redis.timeout (a busy machine) is a
 	# 503, never an admission; Redis' own count must still be 3
 	[ "$acks" = 40 ] && [ "$got" -le 3 ] && [ $((got + late)) -ge 3 ]
-	ok $? "$a: 40 parallel reservations of 300 on 2 agents: none over (admitted $got, late $late)"
+	ok $? "$a: 40 parallel reservations of 300 on 3 agents: none over (admitted $got, late $late)"
 	expect_eq "$(left $a $t)" 100 "$a: Redis held exactly 3 of them (900)"
 done
 
