@@ -350,7 +350,9 @@ static const struct kw rule_kw[RK_COUNT] = {
 	            0, "concurrency: request id template ({id})" },
 	[RK_LEASE] = { "lease", KW_DURATION, FIELD(struct rule_src, lease_us),
 	               1000, 7 * 24 * 3600 * SEC, NULL, NULL, 0,
-	               "concurrency: a lost release frees the slot after (60s)" },
+	               "concurrency: a lost release frees the slot after (60s); "
+	               "reserve: an unsettled reservation is forgotten after "
+	               "(10m)" },
 	[RK_MODE] = { "mode", KW_ENUM, FIELD(struct rule_src, mode), 0, 0,
 	              mode_names, NULL, 0,
 	              "leaky-bucket: meter (default) | delay" },

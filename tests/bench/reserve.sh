@@ -53,7 +53,7 @@ phase() {
 phase check rl-plain tenant=s:t
 phase reserve rl-rsv tenant=s:t id=s:q max_tokens=i:300
 phase settle rl-rsv-response tenant=s:t id=s:q status=i:200 cost=i:100
-records=$(redis-cli -p "$RP" --scan --pattern '*:r:*' | wc -l)
+records=$(redis-cli -p "$RP" --scan --pattern '*}:r:*' | wc -l)
 echo "## Reserve, then settle: Redis CPU per operation ($N each, one key each)"
 echo
 echo "| operation | Redis CPU µs/op | script calls | acks |"
