@@ -52,12 +52,15 @@ YAML
     result_message: rl-late-response
 YAML
 }
+# (not a pipe into redis_agent_up: its Redis and agent would be started in
+# a subshell, and the EXIT trap would not know their pids)
 {
 	echo "processing_timeout: 1s"
 	echo "metrics: { listen: 127.0.0.1:$MP }"
 	echo "rules:"
 	rules
-} | redis_agent_up 2 500ms || { ok 1 "the agent starts"; finish; }
+} >"$TMP/rules.yaml"
+redis_agent_up 2 500ms <"$TMP/rules.yaml" || { ok 1 "the agent starts"; finish; }
 {
 	policy_top "$AP2" "redis://127.0.0.1:$RP/0" 500ms 2
 	echo "processing_timeout: 1s"
@@ -147,6 +150,42 @@ expect_eq "$(c rl-late tenant=s:late id=s:l2 | field remaining)" 400 \
 	"a settle after the lease refunds nothing (300 + 300 held)"
 expect_eq "$(m spoa_rl_reserve_settles_unmatched_total late)" 1 \
 	"and is counted as unmatched"
+# ---- Redis down, fail: local -------------------------------------------------
+# The local tier holds a reservation as a plain charge (its share of the
+# limit) and keeps no record: the settle refunds nothing there and is
+# counted as unmatched. Never an overspend.
+DEAD=$(port 6); AP4=$(port 7); MP4=$(port 8)
+cat >"$TMP/policy4.yaml" <<YAML
+listen: 127.0.0.1:$AP4
+workers: 1
+redis: { url: "redis://127.0.0.1:$DEAD/0", timeout: 50ms }
+processing_timeout: 1s
+metrics: { listen: 127.0.0.1:$MP4 }
+rules:
+  - name: fl
+    message: rl-fl
+    key: "t:{tenant}"
+    rate: 1000/d
+    burst: 1000
+    reserve: "{max_tokens}"
+    cost: "{cost}"
+    result_message: rl-fl-response
+    fail: local
+YAML
+AGENT_LOG=$TMP/agent4.log agent_up "$TMP/policy4.yaml"
+c4() { "$CLIENT" -a "127.0.0.1:$AP4" "$@" | grep '^ack'; }
+codes=""
+for n in 1 2 3 4; do
+	codes="$codes $(c4 rl-fl tenant=s:x id=s:f$n max_tokens=s:300 | field status)"
+done
+expect_eq "$codes" " 0 0 0 429" \
+	"Redis down, fail: local: 3 reservations of 300 of 1000 pass, the 4th is 429"
+c4 rl-fl-response tenant=s:x id=s:f1 status=i:200 cost=s:0 >/dev/null
+expect_eq "$(c4 rl-fl tenant=s:x id=s:f5 max_tokens=s:300 | field status)" 429 \
+	"the local tier refunds nothing (it keeps no records)"
+expect_eq "$(metric "$MP4" 'spoa_rl_reserve_settles_unmatched_total{rule="fl"}')" 1 \
+	"and counts the settle as unmatched"
+
 grep -q 'msg=settle_unmatched rule=gcra' "$TMP/agent.log"
 ok $? "unmatched settles are logged"
 lines=$(grep -c 'msg=settle_unmatched rule=gcra' "$TMP/agent.log")
