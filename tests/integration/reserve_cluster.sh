@@ -64,11 +64,11 @@ slot() { rcc cluster keyslot "$1"; }
 [ "$(slot 'rl:{rsv:r:acme}')" != "$(slot 'rl:{one:u:u1}')" ]
 ok $? "the two rules' keys are in different slots"
 c() { "$CLIENT" -a "127.0.0.1:$AP" "$@" | grep '^ack'; }
-# left: the reserving rule's units left (a fresh user, 0 reserved)
-n=0
+# left: the reserving rule's units left (a fresh user, 0 reserved; called
+# in $(...), so the user's name cannot come from a counter)
 left() {
-	n=$((n + 1))
-	c rl-mix tenant=s:acme user=s:peek$n id=s:p$n max_tokens=s:0 |
+	u=peek$RANDOM$RANDOM
+	c rl-mix tenant=s:acme user=s:$u id=s:$u max_tokens=s:0 |
 		sed -n 's/.*"rsv";r=\([0-9]*\).*/\1/p'
 }
 
