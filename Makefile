@@ -40,7 +40,7 @@ LUA_SRCS   = $(sort $(wildcard agent/store/lua/*.lua))
 LIB        = $(BUILD)/libagent.a
 BIN        = $(BUILD)/spoa-ratelimit
 
-.PHONY: all deps run test unit integration e2e fuzz fuzz-short asan bench bench-cluster \
+.PHONY: all deps run test unit integration e2e fuzz fuzz-short asan bench bench-cluster bench-reserve \
         install clean check-policies check-layers tools format
 all: $(BIN) $(TOOL_BINS)
 
@@ -148,6 +148,11 @@ asan:
 
 bench: deps all $(BUILD)/bench/batchfmt $(BUILD)/bench/localbench
 	@BUILD=$(BUILD) sh tests/bench/run.sh
+	@BUILD=$(BUILD) bash tests/bench/reserve.sh
+
+# Redis CPU per reservation and per settle against a plain check
+bench-reserve: all
+	@BUILD=$(BUILD) bash tests/bench/reserve.sh
 
 # Redis Cluster, 1 and 3 shards (run.sh runs it too, at its end)
 bench-cluster: all

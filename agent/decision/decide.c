@@ -169,7 +169,9 @@ charged_later(const struct check *checks, int n)
 	for (int i = 0; i < n; i++)
 		if (checks[i].kind == CHECK_EVAL &&
 		    checks[i].rule->count == COUNT_RESPONSE &&
-		    checks[i].op == LIM_OP_PEEK)
+		    (checks[i].op == LIM_OP_PEEK ||
+		     (checks[i].rule->reserves &&
+		      checks[i].op == LIM_OP_CHECK)))
 			return 1;
 	return 0;
 }

@@ -100,6 +100,10 @@ nearcache_eligible(const struct check *c)
 	if (c->kind != CHECK_EVAL || c->op != LIM_OP_CHECK || c->cost < 1 ||
 	    (c->flags & LIM_FL_SHADOW))
 		return 0;
+	/* a settle's refund moves the state back: "denied until T" no
+	 * longer holds for a key whose rule reserves */
+	if (c->lim.reserve_lease_us > 0)
+		return 0;
 	switch (c->lim.algo) {
 	case LIM_GCRA:
 	case LIM_TOKEN_BUCKET:

@@ -12,6 +12,7 @@
 static _Thread_local struct ratelog tl_state;
 static _Thread_local struct ratelog tl_never_fits;
 static _Thread_local struct ratelog tl_cost_rejected;
+static _Thread_local struct ratelog tl_settle_unmatched;
 
 int
 ratelog_allow(struct ratelog *rl, int index, int64_t now_us,
@@ -94,5 +95,19 @@ ratelog_cost_rejected(const struct rule *rule, int worker)
 	         "suppressed=%llu",
 	         rule->name, rule->cost_arg ? rule->cost_arg : "", worker,
 	         (unsigned long long)suppressed);
+	return 1;
+}
+
+int
+ratelog_settle_unmatched(const struct rule *rule, int worker)
+{
+	uint64_t suppressed;
+
+	if (log_level < LOG_WARN ||
+	    !ratelog_allow(&tl_settle_unmatched, rule->index, util_now_us(),
+	                   &suppressed))
+		return 0;
+	log_warn("settle_unmatched", "rule=%s worker=%d suppressed=%llu",
+	         rule->name, worker, (unsigned long long)suppressed);
 	return 1;
 }

@@ -68,4 +68,14 @@ int ratelog_never_fits(const struct rule *rule, int worker, int64_t cost,
  * Returns 1 when it logged. */
 int ratelog_cost_rejected(const struct rule *rule, int worker);
 
+/* A settle of <rule> (reserve:) found no reservation: repeated, after the
+ * lease, never reserved, or the store was unavailable. Nothing changed.
+ * Logs, at most once per interval per rule, with a state of its own,
+ *
+ *   ts=... level=warn msg=settle_unmatched rule=llm-tokens worker=0
+ *     suppressed=0
+ *
+ * Returns 1 when it logged. */
+int ratelog_settle_unmatched(const struct rule *rule, int worker);
+
 #endif

@@ -150,10 +150,11 @@ lim_rate_excess(const struct lim_params *p)
 }
 
 void
-lim_script_params(const struct lim_params *p, int64_t out[LIM_SCRIPT_RULE - 1])
+lim_script_params(const struct lim_params *p, int64_t out[LIM_SCRIPT_PARAMS])
 {
 	out[3] = p->block_us;
 	out[4] = p->block_max_us;
+	out[5] = p->reserve_lease_us;
 	switch (p->algo) {
 	case LIM_GCRA:
 	case LIM_LEAKY_BUCKET:

@@ -15,13 +15,15 @@
  *         migration moves all of a check's state at once.
  *   ARGV  one string, a msgpack array (agent/store/batch.h writes it) of:
  *         R, U, then U rule tuples of LIM_SCRIPT_RULE fields each:
- *           algo p1 p2 p3 block_us block_max_us
+ *           algo p1 p2 p3 block_us block_max_us lease
  *         with p1..p3 as lim_script_params() gives them, then the
  *         rule's penalty box (0 0 when it has none; see "Penalty box"
- *         below and lim_block.c) (each distinct
+ *         below and lim_block.c), then the reservation lease (> 0 only
+ *         for a rule with reserve:, see below) (each distinct
  *         tuple once per call); then for each of the R requests: C, then
  *         C checks of up to LIM_SCRIPT_FIELDS fields each, plus a member for
- *         sliding-log and concurrency (lim_script_has_member()):
+ *         sliding-log, concurrency and reserving rules
+ *         (lim_script_sends_member()):
  *           code [cost] [member]
  *         with code = (rule * 8 + op * 2 + shadow) * 2 + has_cost
  *         (lim_script_code(): rule the 1-based index of the check's tuple,
@@ -36,6 +38,23 @@
  *   request without LIM_FL_SHADOW denies, none of its checks is charged.
  *   A shadow check that would deny is reported and not charged.
  *   Time comes from Redis TIME.
+ *
+ * Reserve, then settle (rules with reserve:, lease > 0; gcra,
+ * token-bucket, fixed-window and sliding-window only):
+ *   - A CHECK with a non-empty member (the request id) is the
+ *     reservation: decided and charged as any CHECK with its cost (the
+ *     units reserved); when its request passes, the script also writes
+ *     the record "<base>:r:<member>" = "<cost>:<window index>" (same hash
+ *     tag, so the same slot) with PX lease.
+ *   - A FORCE with a non-empty member is the settle, applied at once,
+ *     whatever the other checks of its request say: the record is read
+ *     and deleted; none found changes nothing. Found, with the actual
+ *     cost A and the reserved R: A > R charges A - R as a FORCE now;
+ *     A < R refunds R - A (a GCRA TAT moved back, never below now; tokens
+ *     given back, never past the burst; the counter of the window the
+ *     reservation went to lowered, never below 0); A < 0 (a malformed
+ *     cost) keeps the reservation as the charge. Its result is allowed 1,
+ *     remaining R (or -1 when no record was found), the rest 0.
  */
 #ifndef LIMITER_H
 #define LIMITER_H
@@ -44,7 +63,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#define LIM_SCRIPT_RULE   6 /* algo p1 p2 p3 block block_max */
+#define LIM_SCRIPT_RULE   7 /* algo p1 p2 p3 block block_max lease */
+#define LIM_SCRIPT_PARAMS (LIM_SCRIPT_RULE - 1) /* all but algo */
 #define LIM_SCRIPT_FIELDS 2 /* code [cost], + member (log, concurrency) */
 #define LIM_SCRIPT_RESULT 5
 #define LIM_USEC_PER_SEC  1000000LL
@@ -109,6 +129,10 @@ struct lim_params {
 	int64_t max_delay_us;        /* leaky-bucket mode: delay; 0 = meter */
 	int64_t block_us;            /* penalty box: 0 = none (lim_block.c) */
 	int64_t block_max_us;        /* escalation cap; 0 = no escalation */
+	int64_t reserve_lease_us;    /* reserve: how long a reservation's
+	                              * record waits for its settle; 0 = the
+	                              * rule does not reserve (limiter.h,
+	                              * "Reserve, then settle") */
 	/* derived by lim_params_init() */
 	int64_t ei_us;  /* emission interval P/N, >= 1 */
 	int64_t dvt_us; /* ei * burst */
@@ -138,10 +162,20 @@ int64_t lim_header_quota(const struct lim_params *p);
  * requests through than the rate says (0.01: 1 % more); 0 otherwise. */
 double lim_rate_excess(const struct lim_params *p);
 
-/* Fills the LIM_SCRIPT_RULE - 1 fields after algo of the script's rule
- * tuple for <p>: p1..p3, then block_us and block_max_us. */
+/* Fills the LIM_SCRIPT_PARAMS fields after algo of the script's rule
+ * tuple for <p>: p1..p3, block_us, block_max_us and the reservation
+ * lease. */
 void lim_script_params(const struct lim_params *p,
-                       int64_t                  out[LIM_SCRIPT_RULE - 1]);
+                       int64_t                  out[LIM_SCRIPT_PARAMS]);
+
+/* 1 if a check of <algo> whose rule tuple has <p> (lim_script_params())
+ * carries a member: sliding-log, concurrency, and every check of a
+ * reserving rule (its request id). */
+static inline int
+lim_script_sends_member(int algo, const int64_t p[LIM_SCRIPT_PARAMS])
+{
+	return lim_script_has_member(algo) || p[5] > 0;
+}
 
 /* Parses "100/s", "600/min", "5/15m", "10000/month" into N and P (µs;
  * calendar months set <*cal>). Returns 0 or -1. */

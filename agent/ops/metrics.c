@@ -346,6 +346,18 @@ render_response(struct out *o)
 	                "(negative, fractional, not a number, over 2^53): "
 	                "nothing charged.",
 	                offsetof(struct metrics_worker, costs_rejected));
+	render_per_rule(o, "spoa_rl_reserve_units_reserved_total",
+	                "Units held at admission by reserve: rules, by rule.",
+	                offsetof(struct metrics_worker, units_reserved));
+	render_per_rule(o, "spoa_rl_reserve_units_refunded_total",
+	                "Units given back by settles (reserved minus actual), "
+	                "by rule.",
+	                offsetof(struct metrics_worker, units_refunded));
+	render_per_rule(o, "spoa_rl_reserve_settles_unmatched_total",
+	                "Settles that found no reservation (repeated, after "
+	                "the lease, never reserved, rule reloaded, store "
+	                "unavailable): nothing changed.",
+	                offsetof(struct metrics_worker, settles_unmatched));
 }
 
 static void

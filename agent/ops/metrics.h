@@ -98,6 +98,10 @@ struct metrics_worker {
 	_Atomic uint64_t costs_rejected[METRICS_MAX_RULES + 1];
 	/* penalty box (issue 18): requests denied by a block, per rule slot */
 	_Atomic uint64_t blocked[METRICS_MAX_RULES + 1];
+	/* reserve, then settle (issue 19, item 3), per rule slot */
+	_Atomic uint64_t units_reserved[METRICS_MAX_RULES + 1];
+	_Atomic uint64_t units_refunded[METRICS_MAX_RULES + 1];
+	_Atomic uint64_t settles_unmatched[METRICS_MAX_RULES + 1];
 	_Atomic int64_t  local_keys;   /* gauge */
 	_Atomic int64_t  requests;     /* gauge: requests out of the pool */
 	_Atomic int      circuit_open; /* gauge, 0 or 1 */
@@ -205,6 +209,29 @@ static inline void
 metrics_blocked(struct metrics_worker *w, int slot)
 {
 	metrics__add(&w->blocked[metrics__slot(slot)], 1);
+}
+
+/* Reserve, then settle: <units> held by requests that passed
+ * (spoa_rl_reserve_units_reserved_total), given back by settles
+ * (spoa_rl_reserve_units_refunded_total; what settles charged beyond the
+ * reservation goes to metrics_units_charged()), and settles that found
+ * no reservation (spoa_rl_reserve_settles_unmatched_total). */
+static inline void
+metrics_units_reserved(struct metrics_worker *w, int slot, uint64_t units)
+{
+	metrics__add(&w->units_reserved[metrics__slot(slot)], units);
+}
+
+static inline void
+metrics_units_refunded(struct metrics_worker *w, int slot, uint64_t units)
+{
+	metrics__add(&w->units_refunded[metrics__slot(slot)], units);
+}
+
+static inline void
+metrics_settle_unmatched(struct metrics_worker *w, int slot)
+{
+	metrics__add(&w->settles_unmatched[metrics__slot(slot)], 1);
 }
 
 /* Observes one Redis round trip of <us> microseconds (negative counts as

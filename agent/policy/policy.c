@@ -85,6 +85,7 @@ rule_deinit(struct rule *r)
 	keys_free(r->key);
 	keys_free(r->fallback);
 	free(r->cost_arg);
+	free(r->reserve_arg);
 	free(r->key_prefix);
 	free(r->result_message);
 	free(r->release);
@@ -477,6 +478,41 @@ result_cost(const struct rule *r, const struct spop_message *m,
 	return -1;
 }
 
+/* The units a reserving rule holds at the request: reserve: (a constant,
+ * or the arg it names: an integer 0..LIM_COST_MAX; missing or malformed,
+ * 0: the request is then admitted while the key is not in debt and pays
+ * its whole cost at the settle). More than LIM_COST_MAX is sent as it is:
+ * a reservation that can never fit. */
+static int64_t
+reserve_units(const struct rule *r, const struct spop_message *m)
+{
+	int64_t v;
+
+	if (!r->reserve_arg)
+		return r->reserve;
+	if (keys_arg_int(m, r->reserve_arg, &v) == 0 && v >= 0)
+		return v;
+	return 0;
+}
+
+/* The settle of a reserving rule's response (ROLE_RESULT): the actual
+ * cost when the status matches, 0 (all refunded) when it does not, -1
+ * (the reservation stands) for a missing or malformed cost, noted in
+ * <rej>. */
+static int64_t
+settle_cost(const struct rule *r, const struct spop_message *m,
+            struct policy_rejects *rej)
+{
+	int64_t status, cost;
+
+	if (keys_arg_int(m, "status", &status) == 0 &&
+	    !policy_status_matches(r, status))
+		return 0;
+	if (result_cost(r, m, rej, &cost) == -1)
+		return -1;
+	return cost;
+}
+
 /* Builds the check of one binding into <c>. Returns 1 or 0 (no check). */
 static int
 build_one(const struct policy *p, const struct policy_binding *b,
@@ -503,7 +539,10 @@ build_one(const struct policy *p, const struct policy_binding *b,
 	c->memberlen = 0;
 	c->op = LIM_OP_CHECK;
 	c->cost = r->cost;
-	if (b->role == ROLE_RESULT) {
+	if (b->role == ROLE_RESULT && r->reserves) {
+		c->cost = settle_cost(r, m, rej);
+		c->op = LIM_OP_FORCE;
+	} else if (b->role == ROLE_RESULT) {
 		if (keys_arg_int(m, "status", &status) == -1 ||
 		    !policy_status_matches(r, status))
 			return 0;
@@ -517,6 +556,10 @@ build_one(const struct policy *p, const struct policy_binding *b,
 		return 1;
 	switch (b->role) {
 	case ROLE_REQUEST:
+		if (r->reserves) { /* held now, settled by the response */
+			c->cost = reserve_units(r, m);
+			break;
+		}
 		if (r->count != COUNT_ALL) {
 			/* "would one more failure (unit) pass?": refused
 			 * once the budget is spent (in debt), never charged

@@ -177,6 +177,10 @@ struct rule {
 	 * failure_status, or status: classes
 	 * (5xx); all set for count: response
 	 * without status: */
+	/* added for issue 19, item 3 (reserve, then settle) */
+	bool    reserves;    /* reserve: given; lim.reserve_lease_us > 0 */
+	int64_t reserve;     /* the units held when reserve_arg is NULL */
+	char   *reserve_arg; /* integer message arg giving the units */
 };
 
 struct policy {
@@ -269,11 +273,12 @@ struct check {
 #define POLICY_DEF_PROCESSING                                                  \
 	(100 * 1000) /* the shipped timeout processing                         \
 	              */
-#define POLICY_DEF_LOCAL_KEYS 100000
-#define POLICY_DEF_PLAN_CACHE (30 * LIM_USEC_PER_SEC)
-#define POLICY_DEF_LEASE      (60 * LIM_USEC_PER_SEC)
-#define POLICY_DEF_MAX_DELAY  (250 * 1000) /* mode: delay */
-#define POLICY_WARN_LOG_LIMIT 5000         /* sliding-log memory is O(limit) */
+#define POLICY_DEF_LOCAL_KEYS    100000
+#define POLICY_DEF_PLAN_CACHE    (30 * LIM_USEC_PER_SEC)
+#define POLICY_DEF_LEASE         (60 * LIM_USEC_PER_SEC)
+#define POLICY_DEF_RESERVE_LEASE (10 * 60 * LIM_USEC_PER_SEC) /* reserve: */
+#define POLICY_DEF_MAX_DELAY     (250 * 1000)                 /* mode: delay */
+#define POLICY_WARN_LOG_LIMIT    5000 /* sliding-log memory is O(limit) */
 #define POLICY_BLOCK_MAX                                                       \
 	(30LL * 86400 * LIM_USEC_PER_SEC) /* longest block or block_max: 30d   \
 	                                   */

@@ -257,7 +257,7 @@ static const struct kw lookup_kw[LK_COUNT] = {
 
 struct rule_src {
 	char   *name, *message, *key, *algorithm, *rate, *window, *missing;
-	char   *cost, *result_message, *release, *id;
+	char   *cost, *result_message, *release, *id, *reserve;
 	int64_t burst, limit, lease_us, max_delay_us, ipv6_prefix;
 	int64_t block_us, block_max_us;
 	int     fail, count, store, plan, mode, charge;
@@ -296,6 +296,7 @@ enum rule_kw {
 	RK_CHARGE,
 	RK_BLOCK,
 	RK_BLOCKMAX,
+	RK_RESERVE,
 	RK_COUNT
 };
 
@@ -352,7 +353,9 @@ static const struct kw rule_kw[RK_COUNT] = {
 	            0, "concurrency: request id template ({id})" },
 	[RK_LEASE] = { "lease", KW_DURATION, FIELD(struct rule_src, lease_us),
 	               1000, 7 * 24 * 3600 * SEC, NULL, NULL, 0,
-	               "concurrency: a lost release frees the slot after (60s)" },
+	               "concurrency: a lost release frees the slot after (60s); "
+	               "reserve: an unsettled reservation is forgotten after "
+	               "(10m)" },
 	[RK_MODE] = { "mode", KW_ENUM, FIELD(struct rule_src, mode), 0, 0,
 	              mode_names, NULL, 0,
 	              "leaky-bucket: meter (default) | delay" },
@@ -385,6 +388,10 @@ static const struct kw rule_kw[RK_COUNT] = {
 	                  POLICY_BLOCK_MAX, NULL, NULL, 0,
 	                  "penalty box: each repeat offence doubles the block, "
 	                  "up to this (24h)" },
+	[RK_RESERVE] = { "reserve", KW_STR, FIELD(struct rule_src, reserve), 0,
+	                 0, NULL, NULL, 0,
+	                 "units held at the request, settled by the "
+	                 "response: a constant or \"{arg}\"" },
 };
 
 /* ---- top level ---------------------------------------------------------- */
@@ -1146,6 +1153,7 @@ static void
 rule_params(struct rule_ctx *rc)
 {
 	static const int conc_only[] = { RK_LEASE, RK_RELEASE };
+	static const int conc_only_r[] = { RK_RELEASE }; /* reserve: leases */
 	static const int token_only[] = { RK_BURST };
 	static const int not_token[] = { RK_LIMIT, RK_WINDOW };
 	static const int not_conc[] = { RK_RATE, RK_BURST, RK_WINDOW, RK_PLAN };
@@ -1158,7 +1166,9 @@ rule_params(struct rule_ctx *rc)
 	char               why[64];
 
 	snprintf(why, sizeof(why), "by algorithm %s", lim_algo_name(l->algo));
-	if (fam != FAM_CONC)
+	if (fam != FAM_CONC && s->reserve)
+		reject_fields(rc, conc_only_r, ARRAY_SIZE(conc_only_r), why);
+	else if (fam != FAM_CONC)
 		reject_fields(rc, conc_only, ARRAY_SIZE(conc_only), why);
 	if (fam != FAM_TOKEN)
 		reject_fields(rc, token_only, ARRAY_SIZE(token_only), why);
@@ -1173,7 +1183,7 @@ rule_params(struct rule_ctx *rc)
 		        "sliding-log: each request is its own entry in the log");
 		keys_free(r->id);
 		r->id = NULL;
-	} else if (rc->seen[RK_ID] && fam != FAM_CONC) {
+	} else if (rc->seen[RK_ID] && fam != FAM_CONC && !s->reserve) {
 		error_at(rc->c, rc->seen[RK_ID], rpath(rc, RK_ID),
 		         "not used %s", why);
 	}
@@ -1440,14 +1450,43 @@ looks_like_mode(const char *v)
 	return 0;
 }
 
+/* A count of units given as <src> for keyword <kw>: an integer 0..<max>
+ * into <*units>, or one "{arg}" whose name goes to <*arg> (a copy). */
+static void
+parse_units(struct rule_ctx *rc, int kw, const char *src, int64_t max,
+            int64_t *units, char **arg)
+{
+	struct tmpl *t;
+	int64_t      v;
+
+	if (yamlkw_parse_int(src, &v) == 0) {
+		if (v < 0)
+			error_at(rc->c, rnode(rc, kw), rpath(rc, kw),
+			         "%s must be >= 0", rule_kw[kw].name);
+		else if (v > max)
+			error_at(rc->c, rnode(rc, kw), rpath(rc, kw),
+			         "%s must be at most %lld", rule_kw[kw].name,
+			         (long long)max);
+		*units = v;
+		return;
+	}
+	if (!(t = compile_tmpl(rc, kw, src)))
+		return;
+	if (keys_is_single_var(t))
+		*arg = xstrdup(keys_var(t, 0));
+	else
+		error_at(rc->c, rnode(rc, kw), rpath(rc, kw),
+		         "expected an integer or one \"{arg}\", got \"%s\"",
+		         src);
+	keys_free(t);
+}
+
 /* missing: and cost:. */
 static void
 rule_missing_cost(struct rule_ctx *rc)
 {
 	struct rule_src *s = rc->s;
 	struct rule     *r = rc->r;
-	struct tmpl     *t;
-	int64_t          v;
 
 	if (!s->missing || strcmp(s->missing, "deny") == 0) {
 		r->missing = MISSING_DENY;
@@ -1462,24 +1501,76 @@ rule_missing_cost(struct rule_ctx *rc)
 		r->missing = MISSING_FALLBACK;
 	}
 	r->cost = 1;
-	if (!s->cost)
-		return;
-	if (yamlkw_parse_int(s->cost, &v) == 0) {
-		if (v < 0)
-			error_at(rc->c, rnode(rc, RK_COST), rpath(rc, RK_COST),
-			         "cost must be >= 0");
-		r->cost = v;
-		return;
+	if (s->cost)
+		parse_units(rc, RK_COST, s->cost, INT64_MAX, &r->cost,
+		            &r->cost_arg);
+}
+
+/* Why reserve: cannot go with <algo>, or NULL when it can: a settle must
+ * give back exactly what a reservation held, and these cannot. */
+static const char *
+reserve_refused(enum lim_algo algo)
+{
+	switch (algo) {
+	case LIM_GCRA:
+	case LIM_TOKEN_BUCKET:
+	case LIM_FIXED_WINDOW:
+	case LIM_SLIDING_WINDOW:
+		return NULL;
+	case LIM_LEAKY_BUCKET:
+		return "leaky-bucket cannot refund exactly (in delay mode the "
+		       "reserved units were already waited for, and a refund "
+		       "cannot give the delay back): use gcra, the same meter";
+	case LIM_SLIDING_LOG:
+		return "sliding-log cannot hold a reservation exactly (a "
+		       "reservation of N is N log entries, O(N) memory per "
+		       "request, and a refund would remove entries other "
+		       "requests' windows count): use sliding-window";
+	case LIM_CONCURRENCY:
+		return "concurrency holds a slot, not units: there is nothing "
+		       "to settle; use a rate or window algorithm";
+	default:
+		return "unknown algorithm";
 	}
-	if (!(t = compile_tmpl(rc, RK_COST, s->cost)))
+}
+
+/* reserve: (a constant or one "{arg}") and its lease:. A reserving rule
+ * is settled by its response: count: response (rl-response by default),
+ * id "{id}" unless given, and never in the local tier, which keeps no
+ * reservation records. */
+static void
+rule_reserve(struct rule_ctx *rc)
+{
+	struct rule_src *s = rc->s;
+	struct rule     *r = rc->r;
+	const char      *why;
+
+	if (!s->reserve)
 		return;
-	if (keys_is_single_var(t))
-		r->cost_arg = xstrdup(keys_var(t, 0));
-	else
-		error_at(rc->c, rnode(rc, RK_COST), rpath(rc, RK_COST),
-		         "expected an integer or one \"{arg}\", got \"%s\"",
-		         s->cost);
-	keys_free(t);
+	r->reserves = true;
+	if ((why = reserve_refused(r->lim.algo)))
+		error_at(rc->c, rnode(rc, RK_RESERVE), rpath(rc, RK_RESERVE),
+		         "%s", why);
+	if (r->store == STORE_LOCAL)
+		error_at(rc->c, rnode(rc, RK_RESERVE), rpath(rc, RK_RESERVE),
+		         "not with store: local: the local tier keeps no "
+		         "reservation records to settle (use store: redis)");
+	if (rc->seen[RK_COUNT_] && s->count == COUNT_FAILURES)
+		error_at(rc->c, rnode(rc, RK_RESERVE), rpath(rc, RK_RESERVE),
+		         "the response settles a reservation: not with count: "
+		         "failures");
+	s->count = COUNT_RESPONSE;
+	r->count = COUNT_RESPONSE;
+	r->lim.reserve_lease_us =
+		rc->seen[RK_LEASE] ? s->lease_us : POLICY_DEF_RESERVE_LEASE;
+	if (!s->id) {
+		const char *terr;
+		size_t      tpos;
+
+		r->id = keys_compile("{id}", 64, &terr, &tpos);
+	}
+	parse_units(rc, RK_RESERVE, s->reserve, LIM_COST_MAX, &r->reserve,
+	            &r->reserve_arg);
 }
 
 /* The rule's fail mode: its own fail: if it has one; otherwise closed for a
@@ -1589,6 +1680,7 @@ build_rule(struct rule_ctx *rc)
 		warn_at(c, rc->seen[RK_FAIL], rpath(rc, RK_FAIL),
 		        "has no effect with store: local (nothing to fail over)");
 	rule_missing_cost(rc);
+	rule_reserve(rc);
 	rule_count(rc);
 	rule_params(rc);
 	rule_block(rc);
@@ -1644,6 +1736,8 @@ build_rule_plans(struct ctx *c, struct rule *r, yaml_node_t *node,
 		else
 			warn_rate_excess(c, node, path, pl->name, l);
 	}
+	for (i = 0; i < p->nplans; i++)
+		r->plan_lim[i].reserve_lease_us = r->lim.reserve_lease_us;
 	if (p->plan_lookup.default_plan >= 0)
 		r->lim = r->plan_lim[p->plan_lookup.default_plan];
 }
@@ -1662,6 +1756,7 @@ rule_src_free(struct rule_src *s)
 	free(s->result_message);
 	free(s->release);
 	free(s->id);
+	free(s->reserve);
 }
 
 static void

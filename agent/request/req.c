@@ -236,6 +236,18 @@ struct local_part {
 	size_t             n;
 };
 
+/* The op check <c> runs with in the local tier. A settle (a reserving
+ * rule's response) only peeks there: the local tier keeps no reservation
+ * records (a fail: local reservation stays charged in full), and the
+ * settle of one Redis held cannot reach it while Redis is out. */
+static int
+local_op(const struct check *c)
+{
+	if (c->rule->reserves && c->op == LIM_OP_FORCE)
+		return LIM_OP_PEEK;
+	return c->op;
+}
+
 static void
 local_add(struct local_part *part, const struct req *r, int i)
 {
@@ -250,8 +262,8 @@ local_add(struct local_part *part, const struct req *r, int i)
 		.params = lp,
 		.key = c->key,
 		.keylen = c->keylen,
-		.op = c->op,
-		.cost = c->cost,
+		.op = local_op(c),
+		.cost = local_op(c) != c->op ? 0 : c->cost,
 		.member = c->member,
 		.memberlen = c->memberlen,
 		.shadow = (c->flags & LIM_FL_SHADOW) != 0,
@@ -523,7 +535,7 @@ note_response(struct req *r, const struct policy_rejects *rej)
 		const struct check *c = &r->checks[i];
 
 		if (c->kind == CHECK_EVAL && c->op == LIM_OP_FORCE &&
-		    c->rule->count == COUNT_RESPONSE)
+		    c->rule->count == COUNT_RESPONSE && !c->rule->reserves)
 			metrics_units_charged(r->e->m, c->rule->metrics_slot,
 			                      (uint64_t)c->cost);
 	}
@@ -794,6 +806,51 @@ shadow_log(struct req *r, int i)
 	key[klen] = '\0';
 	log_info("shadow_deny", "rule=%s key=\"%s\" remaining=%lld",
 	         c->rule->name, key, (long long)r->out[i].res.remaining);
+}
+
+/* ---- reserve, then settle: the units held, charged and refunded -------
+ *
+ * Counted once the outcomes are final: a reservation held when Redis
+ * passed its request; a settle by what Redis found (remaining = the units
+ * the reservation held, -1 for none). A settle Redis did not answer
+ * (fail mode, local tier) found no reservation either: nothing was
+ * settled. */
+static void
+note_settle(struct req *r, const struct check *c, const struct outcome *o)
+{
+	int     slot = c->rule->metrics_slot;
+	int64_t held = o->res.remaining;
+
+	if (o->src != SRC_STORE || held < 0) {
+		metrics_settle_unmatched(r->e->m, slot);
+		ratelog_settle_unmatched(c->rule, r->e->id);
+		return;
+	}
+	if (c->cost > held)
+		metrics_units_charged(r->e->m, slot,
+		                      (uint64_t)(c->cost - held));
+	else if (c->cost >= 0)
+		metrics_units_refunded(r->e->m, slot,
+		                       (uint64_t)(held - c->cost));
+}
+
+static void
+note_reservations(struct req *r)
+{
+	for (int i = 0; i < r->n; i++) {
+		const struct check   *c = &r->checks[i];
+		const struct outcome *o = &r->out[i];
+
+		if (c->kind != CHECK_EVAL || !c->rule->reserves ||
+		    o->src == SRC_NOT_RUN)
+			continue;
+		if (c->op == LIM_OP_FORCE)
+			note_settle(r, c, o);
+		else if (c->op == LIM_OP_CHECK && o->src == SRC_STORE &&
+		         r->d.status == 0 && o->res.allowed == 1 && c->cost > 0)
+			metrics_units_reserved(r->e->m, c->rule->metrics_slot,
+			                       (uint64_t)c->cost);
+	}
 }
 
 static void
@@ -1067,6 +1124,7 @@ req_finish(struct req *r)
 	assert(r->n <= REQ_MAX_CHECKS && r->nredis <= r->n);
 	decide(r->checks, r->out, r->n, r->policy->headers, &r->d);
 	count_decisions(r);
+	note_reservations(r);
 	if (r->d.delay_us > 0 && r->d.status == 0) {
 		ev_timer_init(&r->timer, delay_cb, (double)r->d.delay_us / 1e6,
 		              0.);

@@ -94,15 +94,14 @@ batch_arg_int(struct batch_buf *b, int64_t v)
 
 int
 batch_rule(int64_t (*t)[LIM_SCRIPT_RULE], int *n, int algo,
-           const int64_t p[LIM_SCRIPT_RULE - 1])
+           const int64_t p[LIM_SCRIPT_PARAMS])
 {
-	const size_t plen = (LIM_SCRIPT_RULE - 1) * sizeof(*p);
-
 	for (int i = *n - 1; i >= 0 && i >= *n - BATCH_RULE_SCAN; i--)
-		if (t[i][0] == algo && memcmp(&t[i][1], p, plen) == 0)
+		if (t[i][0] == algo &&
+		    memcmp(&t[i][1], p, LIM_SCRIPT_PARAMS * sizeof(*p)) == 0)
 			return i + 1;
 	t[*n][0] = algo;
-	memcpy(&t[*n][1], p, plen);
+	memcpy(&t[*n][1], p, LIM_SCRIPT_PARAMS * sizeof(*p));
 	return ++*n;
 }
 
@@ -128,7 +127,7 @@ encode_rules(struct batch_enc *e, const struct batch_check *c, int nchecks,
 			batch_rule(e->rules, &nrules, c[k].algo, c[k].p),
 			c[k].op, (int)c[k].flags, c[k].cost);
 		*ncosts += lim_script_has_cost(e->codes[k]);
-		*nmembers += lim_script_has_member(c[k].algo);
+		*nmembers += lim_script_sends_member(c[k].algo, c[k].p);
 	}
 	return nrules;
 }
@@ -154,7 +153,7 @@ pack_argv(struct batch_enc *e, const struct batch_check *c, const int *part_n,
 			msgpack_pack_int64(&pk, e->codes[k]);
 			if (lim_script_has_cost(e->codes[k]))
 				msgpack_pack_int64(&pk, c[k].cost);
-			if (lim_script_has_member(c[k].algo)) {
+			if (lim_script_sends_member(c[k].algo, c[k].p)) {
 				msgpack_pack_str(&pk, c[k].memberlen);
 				msgpack_pack_str_body(&pk, c[k].member,
 				                      c[k].memberlen);

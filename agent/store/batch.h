@@ -46,7 +46,7 @@ struct batch_check {
 	int         algo, op;
 	unsigned    flags; /* LIM_FL_SHADOW counts */
 	int64_t     cost;
-	int64_t     p[LIM_SCRIPT_RULE - 1]; /* lim_script_params() */
+	int64_t     p[LIM_SCRIPT_PARAMS]; /* lim_script_params() */
 };
 
 /* The encoder's scratch, kept across calls. All zero is ready. */
@@ -63,7 +63,7 @@ void batch_enc_free(struct batch_enc *e);
  * use), appending it if it is not among the last BATCH_RULE_SCAN (so a call
  * with many rules may repeat one). <t> must have room for one more. */
 int batch_rule(int64_t (*t)[LIM_SCRIPT_RULE], int *n, int algo,
-               const int64_t p[LIM_SCRIPT_RULE - 1]);
+               const int64_t p[LIM_SCRIPT_PARAMS]);
 
 /* Writes the script's arguments into <b> (emptied first): the key count,
  * the <nchecks> keys of <c>, and one msgpack array: <nparts>, the rule

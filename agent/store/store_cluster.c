@@ -88,7 +88,7 @@ struct xcheck {
 	char              member[POLICY_MEMBER_MAX + 40];
 	size_t            memberlen;
 	int               algo, op;
-	int64_t           cost, p[LIM_SCRIPT_RULE - 1];
+	int64_t           cost, p[LIM_SCRIPT_PARAMS];
 	unsigned          flags;
 	unsigned          slot;
 	int               charged;
@@ -663,6 +663,9 @@ was_charged(const struct xcheck *c)
 {
 	if (c->op == LIM_OP_RELEASE || c->cost <= 0 || c->cost > LIM_COST_MAX ||
 	    c->algo < 0 || c->algo >= LIM_ALGO_COUNT)
+		return 0;
+	/* a settle is applied whatever its request says: never undone */
+	if (c->op == LIM_OP_FORCE && c->p[5] > 0 && c->memberlen > 0)
 		return 0;
 	return c->res.allowed == 1 || c->op == LIM_OP_FORCE;
 }

@@ -34,8 +34,9 @@
 #define MAX_PER_CALL 512
 #define PIPE         20
 
-/* one GCRA rule: algo 0, emission interval 1 ms, tolerance 1 s, 0 */
-static const long long rule[4] = { 0, 1000, 1000000, 0 };
+/* one GCRA rule: algo 0, emission interval 1 ms, tolerance 1 s, 0, no
+ * reservation lease (LIM_SCRIPT_RULE fields) */
+static const long long rule[5] = { 0, 1000, 1000000, 0, 0 };
 #define CODE 16 /* rule 1, op CHECK, no shadow, cost 1 */
 
 struct call {
@@ -139,10 +140,10 @@ build(struct call *k, const char *sha, int per, int tenants, int packed,
 
 		msgpack_sbuffer_clear(sb);
 		msgpack_packer_init(&pk, sb, msgpack_sbuffer_write);
-		msgpack_pack_array(&pk, 6 + 2 * (size_t)per);
+		msgpack_pack_array(&pk, 7 + 2 * (size_t)per);
 		msgpack_pack_int(&pk, per);
 		msgpack_pack_int(&pk, 1);
-		for (int f = 0; f < 4; f++)
+		for (int f = 0; f < 5; f++)
 			msgpack_pack_long_long(&pk, rule[f]);
 		for (int i = 0; i < per; i++) {
 			msgpack_pack_int(&pk, 1);
@@ -154,16 +155,17 @@ build(struct call *k, const char *sha, int per, int tenants, int packed,
 	{
 		msgpack_packer pk;
 		char           num[24];
-		long long v[6] = { per, 1, rule[0], rule[1], rule[2], rule[3] };
+		long long      v[7] = { per,     1,       rule[0], rule[1],
+			                rule[2], rule[3], rule[4] };
 
 		msgpack_sbuffer_clear(sb);
 		msgpack_packer_init(&pk, sb, msgpack_sbuffer_write);
-		msgpack_pack_array(&pk, 6 + 2 * (size_t)per);
-		for (int f = 0; f < 6 + 2 * per; f++) {
+		msgpack_pack_array(&pk, 7 + 2 * (size_t)per);
+		for (int f = 0; f < 7 + 2 * per; f++) {
 			int n = snprintf(num, sizeof(num), "%lld",
-			                 f < 6        ? v[f]
-			                 : f % 2 == 0 ? 1LL
-			                              : (long long)CODE);
+			                 f < 7              ? v[f]
+			                 : (f - 7) % 2 == 0 ? 1LL
+			                                    : (long long)CODE);
 
 			msgpack_pack_str(&pk, (size_t)n);
 			msgpack_pack_str_body(&pk, num, (size_t)n);

@@ -227,7 +227,7 @@ redis-cli -p "$RP" flushall >/dev/null
 r0=$(rcpu); k0=$(rcalls)
 timeout 60 redis-benchmark -p "$RP" -n "$NAIVE_N" -c "$SPOP_C" -P "$PIPE" -r "$TENANTS" -q \
 	EVALSHA "$SHA" 1 'rl:{tenant:tenant:t__rand_int__}' \
-	$'\x9a\xa11\xa11\xa10\xa41000\xa71000000\xa10\xa10\xa10\xa11\xa216' \
+	$'\x9b\xa11\xa11\xa10\xa41000\xa71000000\xa10\xa10\xa10\xa10\xa11\xa216' \
 	2>&1 | tr '\r' '\n' | grep 'requests per second' | tail -n 1 >"$OUT/naive.out"
 r1=$(rcpu); k1=$(rcalls)
 R[nv.rps]=$(grep -o '[0-9.]* requests per second' "$OUT/naive.out" | cut -d' ' -f1)

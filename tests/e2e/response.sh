@@ -16,7 +16,12 @@
 #     the next request from that IP is 429, another IP passes;
 #   - a response without the cost header charges nothing and is counted
 #     in spoa_rl_response_costs_rejected_total; the units charged are in
-#     spoa_rl_response_units_charged_total.
+#     spoa_rl_response_units_charged_total;
+#   - reserve, then settle (reserve: "{max_tokens}", X-Max-Tokens): the
+#     same budget of 1,000, 300 reserved per request: the 4th is 429 with
+#     the problem body and Retry-After 12 (200 tokens at 1000/min); a
+#     request that spends less than it reserved is refunded, so 6 that
+#     reserve 300 and spend 50 all pass.
 . "$(dirname "$0")/../lib.sh"
 . "$(dirname "$0")/lib-e2e.bash"
 need_agent
@@ -117,6 +122,65 @@ expect_eq "$(req --interface 127.0.0.12 "$URL/")" 429 \
 grep -q '"violated-policies":\["errors-5xx"\]' "$TMP/b"
 ok $? "the problem names errors-5xx"
 expect_eq "$(req --interface 127.0.0.13 "$URL/")" 200 "another IP is not affected"
+
+# ---- reserve, then settle -------------------------------------------------
+# The same budget of 1,000 tokens, now held at admission: each request
+# reserves its X-Max-Tokens (300), so the 4th is refused before it runs,
+# and the response settles the difference (a refund for a request that
+# spent less). The agent is restarted on a policy of that one rule.
+{
+	policy_head 50ms
+	cat <<EOF
+metrics:
+  listen: "127.0.0.1:$MET_PORT"
+rules:
+  - name: llm-reserve
+    message: rl-request
+    key: "tenant:{tenant}"
+    algorithm: gcra
+    rate: 1000/min
+    burst: 1000
+    reserve: "{max_tokens}"
+    cost: "{cost}"
+    missing: skip
+EOF
+} >"$POLICY"
+policy_valid "the reserve policy is valid"
+restart_agent "$POLICY"
+ok $? "agent restarted on the reserve policy"
+wait_port "$MET_PORT" 5
+spend() {	# spend TENANT RESERVED SPENT: one completion
+	req --interface 127.0.0.11 -H "X-Tenant: $1" -H "X-Max-Tokens: $2" \
+		-H "X-Demo-Tokens: $3" "$URL/v1/completions"
+}
+codes=""
+t0=$(now_ms)
+for i in 1 2 3; do codes="$codes $(spend hooli 300 300)"; done
+expect_eq "$codes" " 200 200 200" "3 requests reserving 300 of 1,000 pass"
+expect_eq "$(spend hooli 300 300)" 429 \
+	"the 4th is 429: its 300 do not fit in the 100 left"
+ra=$(hdr Retry-After)
+# 200 more tokens at 1000/min (60 ms each): 12 s after the first
+# reservation, so 12 when the four requests took under a second, and
+# ceil(12 - their time) at the least on a slow machine
+low=$(( (12000 - ($(now_ms) - t0) + 999) / 1000 ))
+[ "$ra" -le 12 ] && [ "$ra" -ge "$low" ]
+ok $? "Retry-After is right to the second: 12 s after the first reservation (got '$ra', at least $low)"
+case $(hdr Content-Type) in application/problem+json*) r=0;; *) r=1;; esac
+ok $r "the 429 is application/problem+json"
+grep -q '"violated-policies":\["llm-reserve"\]' "$TMP/b" &&
+	grep -q "\"retry_after\":$ra}" "$TMP/b"
+ok $? "the problem names llm-reserve ($(cat "$TMP/b"))"
+codes=""
+for i in 1 2 3 4 5 6; do codes="$codes $(spend umbrella 300 50)"; done
+expect_eq "$codes" " 200 200 200 200 200 200" \
+	"requests reserving 300 that spend 50 are refunded 250 each: 6 pass"
+expect_eq "$(metric "$MET_PORT" 'spoa_rl_reserve_units_refunded_total{rule="llm-reserve"}')" \
+	$((6 * 250)) "the refunds are counted"
+expect_eq "$(metric "$MET_PORT" 'spoa_rl_reserve_units_reserved_total{rule="llm-reserve"}')" \
+	$((9 * 300)) "the reservations are counted (3 + 6 that passed)"
+expect_eq "$(metric "$MET_PORT" 'spoa_rl_reserve_settles_unmatched_total{rule="llm-reserve"}')" \
+	0 "every settle found its reservation"
 
 ! grep -q 'SPOE: \[rl-agent\].*st=[1-9]' "$TMP/haproxy.log"
 ok $? "no SPOE processing errors in the haproxy log"

@@ -42,14 +42,15 @@ expect_eq "$("$CLIENT" -a "127.0.0.1:$AP" rl-a tenant=s:acme | sed -n 's/.*"g";r
 sleep 0.3
 kill "$mon" 2>/dev/null
 # a packed ARGV is one string starting with msgpack's array16 marker (a
-# batch of 2 or more checks, and, since the rule tuple has 6 fields
-# (limiter.h: the penalty box's two), a lone request of these 2 checks:
-# 2 + 2 tuples of 6 + its count, 2 codes and a member = 18 items)
+# batch of 2 or more checks, and, since the rule tuple has 7 fields
+# (limiter.h: the penalty box's two and the reservation lease), a lone
+# request of these 2 checks: 2 + 2 tuples of 7 + its count, 2 codes and a
+# member = 20 items)
 packed=$(grep '"FCALL"' "$TMP/monitor" | grep -c '"\\xdc')
 [ "$packed" -ge 1 ]
 ok $? "packed calls were made ($packed)"
-grep '"FCALL"' "$TMP/monitor" | grep 'solo' | grep -q '"\\xdc\\x00\\x12'
-ok $? "a request alone goes packed too (one array of 18 items)"
+grep '"FCALL"' "$TMP/monitor" | grep 'solo' | grep -q '"\\xdc\\x00\\x14'
+ok $? "a request alone goes packed too (one array of 20 items)"
 # the decimal ARGV of old Cluster batches is not a format any more
 out=$(rc "$RP" eval "$(cat "$ROOT/agent/store/lua/ratelimit.lua")" 1 'rl:{g:g:plain}' \
 	1 1 0 1000 1000000 0 1 16 2>&1)

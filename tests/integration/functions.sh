@@ -50,9 +50,10 @@ expect_eq "$(rc "$RP" type 'rl:{w:w:acme}')" hash \
 
 # ---- 1a. the library keeps no state from call to call ---------------------------
 # 20,000 token-bucket charges on distinct keys, straight through FCALL (one
-# check each: rule algo 1 = token bucket, 10/s, burst 10, no penalty box;
-# code 16 = rule 1 CHECK; packed as the agent packs it, batch.h: the msgpack
-# array [1, 1, 1, 10, 1000000, 10, 0, 0, 1, 16]): a per-call table kept by the library
+# check each: rule algo 1 = token bucket, 10/s, burst 10, no penalty box,
+# no reservation lease; code 16 = rule 1 CHECK; packed as the agent packs
+# it, batch.h: the msgpack array [1, 1, 1, 10, 1000000, 10, 0, 0, 0, 1, 16]):
+# a per-call table kept by the library
 # would hold ~100 B per key.
 LIB=$(rc "$RP" function list | grep '^spoa_rl_' | head -1)
 vmf() { rc "$RP" info memory | tr -d '\r' | sed -n 's/^used_memory_vm_functions://p'; }
@@ -60,7 +61,7 @@ m0=$(vmf)
 # (the last key is looked at in the same pipeline: it lives 100 ms)
 last=$({
 	for k in $(seq 20000); do
-		printf 'FCALL %s 1 rl:{tb:%d} "\\x9a\\x01\\x01\\x01\\x0a\\xce\\x00\\x0f\\x42\\x40\\x0a\\x00\\x00\\x01\\x10"\n' \
+		printf 'FCALL %s 1 rl:{tb:%d} "\\x9b\\x01\\x01\\x01\\x0a\\xce\\x00\\x0f\\x42\\x40\\x0a\\x00\\x00\\x00\\x01\\x10"\n' \
 			"$LIB" "$k"
 	done
 	echo 'EXISTS rl:{tb:20000}'

@@ -150,7 +150,7 @@ call_begin(struct call *k, int nreq)
 static void
 call_request(struct call *k, const struct chk *c, int n)
 {
-	int64_t   pp[LIM_SCRIPT_RULE - 1];
+	int64_t   pp[LIM_SCRIPT_PARAMS];
 	long long code;
 	int       i, rule;
 
@@ -164,7 +164,7 @@ call_request(struct call *k, const struct chk *c, int n)
 		add_arg(k, "%lld", code, NULL);
 		if (lim_script_has_cost(code))
 			add_arg(k, "%lld", c[i].cost, NULL);
-		if (lim_script_has_member(c[i].p->algo))
+		if (lim_script_sends_member(c[i].p->algo, pp))
 			add_arg(k, NULL, 0, c[i].member ? c[i].member : "");
 	}
 }
@@ -1319,5 +1319,134 @@ Test(script, concurrent_callers_get_exactly_the_limit, .timeout = 120)
 	for (a = 0; a < 4; a++)
 		cr_expect_eq(totals[a], 100, "%s: %d allowed",
 		             lim_algo_name(ps[a].algo), totals[a]);
+	redisFree(c);
+}
+
+/* ---- reserve, then settle (issue 19, item 3) ------------------------------
+ * The vectors, ALGORITHMS.md style, for every algorithm that takes
+ * reserve: a budget of 1000 (per day, or a 1d window), a lease of 1 h. A
+ * CHECK with a member reserves; a FORCE with one settles (remaining = the
+ * reservation found, -1 for none); a CHECK of 0 without one peeks.
+ *
+ * | step | op     | cost | id    | allowed | remaining             |
+ * |------|--------|------|-------|---------|-----------------------|
+ * | 1-3  | CHECK  | 300  | r1-r3 | 1       | 700, 400, 100         |
+ * | 4    | CHECK  | 300  | r4    | 0       | 100 (900 held)        |
+ * | 5    | FORCE  | 100  | r1    | 1       | 300 (held; 200 back)  |
+ * | 6    | peek   |      |       | 1       | 300                   |
+ * | 7    | FORCE  | 0    | r2    | 1       | 300 (all 300 back)    |
+ * | 8    | peek   |      |       | 1       | 600                   |
+ * | 9    | FORCE  | 450  | r3    | 1       | 300 (150 charged)     |
+ * | 10   | peek   |      |       | 1       | 450                   |
+ * | 11   | FORCE  | 450  | r3    | 1       | -1 (repeat: nothing)  |
+ * | 12   | FORCE  | 10   | never | 1       | -1                    |
+ * | 13   | peek   |      |       | 1       | 450                   |
+ * | 14   | CHECK  | 10   | r5    | 1       | 440                   |
+ * | 15   | FORCE  | -1   | r5    | 1       | 10 (bad cost: stands) |
+ * | 16   | peek   |      |       | 1       | 440                   |
+ * | 17   | FORCE  | 0    | r5    | 1       | -1                    |
+ */
+struct rstep {
+	int         op;
+	int64_t     cost;
+	const char *id;
+	int         allowed;
+	int64_t     remaining;
+};
+
+static const struct rstep reserve_vectors[] = {
+	{ LIM_OP_CHECK, 300, "r1", 1, 700 },
+	{ LIM_OP_CHECK, 300, "r2", 1, 400 },
+	{ LIM_OP_CHECK, 300, "r3", 1, 100 },
+	{ LIM_OP_CHECK, 300, "r4", 0, 100 },
+	{ LIM_OP_FORCE, 100, "r1", 1, 300 },
+	{ LIM_OP_CHECK, 0, NULL, 1, 300 },
+	{ LIM_OP_FORCE, 0, "r2", 1, 300 },
+	{ LIM_OP_CHECK, 0, NULL, 1, 600 },
+	{ LIM_OP_FORCE, 450, "r3", 1, 300 },
+	{ LIM_OP_CHECK, 0, NULL, 1, 450 },
+	{ LIM_OP_FORCE, 450, "r3", 1, -1 },
+	{ LIM_OP_FORCE, 10, "never", 1, -1 },
+	{ LIM_OP_CHECK, 0, NULL, 1, 450 },
+	{ LIM_OP_CHECK, 10, "r5", 1, 440 },
+	{ LIM_OP_FORCE, -1, "r5", 1, 10 },
+	{ LIM_OP_CHECK, 0, NULL, 1, 440 },
+	{ LIM_OP_FORCE, 0, "r5", 1, -1 },
+};
+
+static void
+reserve_run(struct lim_params p, const char *name)
+{
+	redisContext *c = setup();
+	char          key[96];
+
+	p.reserve_lease_us = HOUR;
+	unique_key(key, sizeof(key), name);
+	if (p.algo == LIM_FIXED_WINDOW || p.algo == LIM_SLIDING_WINDOW)
+		avoid_boundary(c, &p);
+	for (int i = 0; i < ARRAY_LEN(reserve_vectors); i++) {
+		const struct rstep *v = &reserve_vectors[i];
+		struct chk          ck = { &p, key, v->op, v->cost, 0, v->id };
+		struct lim_result   r = script_one(c, &ck);
+
+		cr_expect_eq(r.allowed, v->allowed, "%s step %d: allowed %d",
+		             name, i + 1, r.allowed);
+		cr_expect_eq(r.remaining, v->remaining,
+		             "%s step %d: remaining %" PRId64 ", want %" PRId64,
+		             name, i + 1, r.remaining, v->remaining);
+	}
+	redisFree(c);
+}
+
+Test(script, reserve_settle_vectors_gcra)
+{
+	reserve_run(mk(LIM_GCRA, 1000, 86400 * S, 1000), "rsv-gcra");
+}
+
+Test(script, reserve_settle_vectors_token_bucket)
+{
+	reserve_run(mk(LIM_TOKEN_BUCKET, 1000, 86400 * S, 1000), "rsv-tb");
+}
+
+Test(script, reserve_settle_vectors_fixed_window)
+{
+	reserve_run(mk(LIM_FIXED_WINDOW, 1000, 86400 * S, 0), "rsv-fw");
+}
+
+Test(script, reserve_settle_vectors_sliding_window)
+{
+	reserve_run(mk(LIM_SLIDING_WINDOW, 1000, 86400 * S, 0), "rsv-sw");
+}
+
+/* A reservation in a request that another check vetoes is neither charged
+ * nor recorded: its settle finds nothing. */
+Test(script, a_vetoed_reservation_leaves_no_record)
+{
+	redisContext     *c = setup();
+	struct lim_params p = mk(LIM_GCRA, 1000, 86400 * S, 1000);
+	struct lim_params q = mk(LIM_GCRA, 1, 86400 * S, 1);
+	char              a[96], b[96];
+	struct chk        req[2] = { { &p, a, LIM_OP_CHECK, 300, 0, "v1" },
+		                     { &q, b, LIM_OP_CHECK, 2, 0, NULL } };
+	struct call       k;
+	struct lim_result out[2];
+
+	p.reserve_lease_us = HOUR;
+	unique_key(a, sizeof(a), "rsv-veto-a");
+	unique_key(b, sizeof(b), "rsv-veto-b");
+	call_begin(&k, 1);
+	call_request(&k, req, 2);
+	cr_assert_eq(call_send(c, &k, out, 2), 2);
+	cr_assert_eq(out[0].allowed, 1);
+	cr_assert_neq(out[1].allowed, 1, "the second check vetoes");
+	{
+		struct chk        settle = { &p, a, LIM_OP_FORCE, 0, 0, "v1" };
+		struct chk        peek = { &p, a, LIM_OP_CHECK, 0, 0, NULL };
+		struct lim_result r = script_one(c, &settle);
+
+		cr_expect_eq(r.remaining, -1, "no record");
+		r = script_one(c, &peek);
+		cr_expect_eq(r.remaining, 1000, "nothing charged");
+	}
 	redisFree(c);
 }

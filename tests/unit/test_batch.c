@@ -78,6 +78,7 @@ Test(batch, keys_go_plain_and_the_rest_as_one_msgpack_array)
 	cr_assert_eq(a->ptr[4].via.u64, 1000000);
 	cr_assert_eq(a->ptr[6].via.u64, 0, "no penalty box: block 0");
 	cr_assert_eq(a->ptr[7].via.u64, 0, "and block_max 0");
+	cr_assert_eq(a->ptr[8].via.u64, 0, "no reservation lease");
 	cr_assert_eq(a->ptr[2 + LIM_SCRIPT_RULE].via.u64, LIM_SLIDING_LOG);
 	cr_assert_eq(a->ptr[R0].via.u64, 2, "the first part's check count");
 	cr_assert_eq(a->ptr[R0 + 1].via.u64,
@@ -120,10 +121,9 @@ Test(batch, a_rule_repeated_within_the_scan_is_sent_once)
 {
 	int64_t t[4][LIM_SCRIPT_RULE];
 	int     n = 0;
-	int64_t p[LIM_SCRIPT_RULE - 1] = { 1, 2, 3 },
-				    q[LIM_SCRIPT_RULE - 1] = { 1, 2, 4 },
-				    b[LIM_SCRIPT_RULE - 1] = { 1, 2, 3,
-		                                               600000000, 0 };
+	int64_t p[LIM_SCRIPT_PARAMS] = { 1, 2, 3 },
+		q[LIM_SCRIPT_PARAMS] = { 1, 2, 4 },
+		b[LIM_SCRIPT_PARAMS] = { 1, 2, 3, 600000000, 0 };
 
 	cr_assert_eq(batch_rule(t, &n, 0, p), 1);
 	cr_assert_eq(batch_rule(t, &n, 0, q), 2);
@@ -131,4 +131,49 @@ Test(batch, a_rule_repeated_within_the_scan_is_sent_once)
 	cr_assert_eq(batch_rule(t, &n, 1, p), 3, "another algorithm");
 	cr_assert_eq(batch_rule(t, &n, 0, b), 4, "another penalty box");
 	cr_assert_eq(n, 4);
+}
+
+/* reserve: a GCRA rule with a reservation lease sends it as the tuple's
+ * last field, and its checks (reservation, settle) carry the request id. */
+Test(batch, a_reserving_rule_sends_its_lease_and_the_request_id)
+{
+	struct batch_enc   e = { 0 };
+	struct batch_buf   b = { 0 };
+	struct batch_check c[1] = {
+		{ .key = "rl:{r}",
+		  .keylen = 6,
+		  .algo = LIM_GCRA,
+		  .op = LIM_OP_FORCE,
+		  .cost = 7,
+		  .member = "id1",
+		  .memberlen = 3,
+		  .p = { 1000, 1000000, 0, 0, 0, 600000000 } },
+	};
+	int                   parts[1] = { 1 };
+	const char           *p;
+	size_t                n;
+	msgpack_unpacked      u;
+	msgpack_object_array *a;
+
+	batch_encode(&e, &b, c, 1, parts, 1);
+	p = next_bulk(b.buf + BATCH_HEAD, &n);
+	p += n + 2;
+	p = next_bulk(p, &n);
+	p += n + 2;
+	p = next_bulk(p, &n);
+	msgpack_unpacked_init(&u);
+	cr_assert_eq(msgpack_unpack_next(&u, p, n, NULL),
+	             MSGPACK_UNPACK_SUCCESS);
+	a = &u.data.via.array;
+	cr_assert_eq(a->size, 2 + LIM_SCRIPT_RULE + 1 + 3);
+	cr_assert_eq(a->ptr[2 + LIM_SCRIPT_RULE - 1].via.u64, 600000000,
+	             "the lease, last in the rule tuple");
+	cr_assert_eq(a->ptr[2 + LIM_SCRIPT_RULE + 2].via.u64, 7, "the cost");
+	cr_assert_eq(a->ptr[2 + LIM_SCRIPT_RULE + 3].type, MSGPACK_OBJECT_STR);
+	cr_assert_eq(
+		memcmp(a->ptr[2 + LIM_SCRIPT_RULE + 3].via.str.ptr, "id1", 3),
+		0, "the request id");
+	msgpack_unpacked_destroy(&u);
+	batch_buf_free(&b);
+	batch_enc_free(&e);
 }

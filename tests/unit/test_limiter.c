@@ -1432,7 +1432,7 @@ Test(limiter, quota_and_window)
 	struct lim_params g = mk(LIM_GCRA, 600, 60 * S, 100);
 	struct lim_params w = mk(LIM_SLIDING_WINDOW, 100, 900 * S, 0);
 	struct lim_params c = mk(LIM_CONCURRENCY, 2, 300 * S, 0);
-	int64_t           v[LIM_SCRIPT_RULE - 1];
+	int64_t           v[LIM_SCRIPT_PARAMS];
 
 	cr_expect_eq(lim_quota(&g), 100);
 	cr_expect_eq(lim_window_s(&g), 10);

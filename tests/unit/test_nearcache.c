@@ -301,3 +301,14 @@ Test(nearcache, a_long_denial_is_held_briefly_with_the_true_retry_after)
 		nearcache_free(nc);
 	}
 }
+
+/* reserve: a settle's refund moves a key's state back, so a denial "until
+ * T" does not hold: a reserving rule's checks never use the near-cache. */
+Test(nearcache, a_reserving_rule_is_not_eligible)
+{
+	struct check c = mk("rl:{t:a}", LIM_GCRA, LIM_OP_CHECK, 1);
+
+	cr_assert_eq(nearcache_eligible(&c), 1);
+	c.lim.reserve_lease_us = 600 * LIM_USEC_PER_SEC;
+	cr_assert_eq(nearcache_eligible(&c), 0);
+}

@@ -1533,3 +1533,136 @@ Test(policy, response_refused_at_load_with_clear_errors)
 	free(err);
 	free(warn);
 }
+
+/* ---- reserve, then settle (issue 19, item 3) ------------------------------
+ * The request phase holds reserve: units with a CHECK that carries the
+ * request id; the response settles with a FORCE of the actual cost and the
+ * same id (the script's contract, limiter.h). */
+
+static int
+reserve_request(const struct policy *p, const char *max_tokens)
+{
+	msg_reset("rl-request");
+	add_str("tenant", "acme");
+	add_str("id", "req-1");
+	if (max_tokens)
+		add_str("max_tokens", max_tokens);
+	return policy_build_checks(p, &msg, checks, POLICY_MAX_CHECKS);
+}
+
+Test(policy, reserve_holds_the_arg_at_the_request_with_the_id)
+{
+	struct policy      *p = load_ok(data("reserve.yaml"));
+	const struct check *c;
+	int                 n;
+
+	cr_assert(p->rules[0].reserves);
+	cr_assert_eq(p->rules[0].count, COUNT_RESPONSE);
+	cr_assert_str_eq(p->rules[0].result_message, POLICY_RESPONSE_MSG);
+	cr_assert_eq(p->rules[0].lim.reserve_lease_us, POLICY_DEF_RESERVE_LEASE,
+	             "10m by default");
+	cr_assert_eq(p->rules[1].lim.reserve_lease_us, 30 * LIM_USEC_PER_SEC);
+	n = reserve_request(p, "300");
+	cr_assert_not_null(c = find(n, "tokens"));
+	cr_assert_eq(c->op, LIM_OP_CHECK);
+	cr_assert_eq(c->cost, 300);
+	cr_assert_eq(c->memberlen, 5);
+	cr_assert_str_eq(c->member, "req-1");
+	cr_assert_not_null(c = find(n, "fixed"));
+	cr_assert_eq(c->cost, 100, "a constant reservation");
+	{
+		int64_t pp[LIM_SCRIPT_PARAMS];
+
+		lim_script_params(&c->lim, pp);
+		cr_assert_eq(pp[5], 30 * LIM_USEC_PER_SEC,
+		             "the lease goes to the script");
+		cr_assert(lim_script_sends_member(c->lim.algo, pp));
+	}
+	policy_unref(p);
+}
+
+Test(policy, reserve_missing_or_malformed_holds_nothing)
+{
+	struct policy *p = load_ok(data("reserve.yaml"));
+	const char    *bad[] = { NULL, "-3", "abc", "1.5" };
+
+	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+		const struct check *c =
+			find(reserve_request(p, bad[i]), "tokens");
+
+		cr_assert_not_null(c, "max_tokens %s",
+		                   bad[i] ? bad[i] : "none");
+		cr_assert_eq(c->op, LIM_OP_CHECK);
+		cr_assert_eq(c->cost, 0);
+	}
+	policy_unref(p);
+}
+
+/* A response of request req-1 of tenant acme. */
+static int
+settle_msg(const struct policy *p, int64_t status, const char *cost,
+           struct policy_rejects *rej)
+{
+	msg_reset(POLICY_RESPONSE_MSG);
+	add_str("tenant", "acme");
+	add_str("id", "req-1");
+	add_int("status", status);
+	add_str("cost", cost);
+	return policy_build_checks_full(p, &msg, -1, checks, POLICY_MAX_CHECKS,
+	                                NULL, rej);
+}
+
+/* The settle: the actual cost on a matching status, 0 (all refunded) on
+ * another, -1 (the reservation stands) for a malformed cost; no id, no
+ * settle. */
+Test(policy, reserve_settles_with_the_actual_cost_and_the_id)
+{
+	struct policy        *p = load_ok(data("reserve.yaml"));
+	struct policy_rejects rej = { 0 };
+	const struct check   *c;
+
+	c = find(settle_msg(p, 200, "120", &rej), "tokens");
+	cr_assert_not_null(c);
+	cr_assert_eq(c->op, LIM_OP_FORCE);
+	cr_assert_eq(c->cost, 120);
+	cr_assert_str_eq(c->member, "req-1");
+	cr_assert_not_null(c = find(settle_msg(p, 500, "120", NULL), "tokens"),
+	                   "another status still settles");
+	cr_assert_eq(c->cost, 0, "at 0: the whole reservation refunded");
+	rej.n = 0;
+	cr_assert_not_null(c = find(settle_msg(p, 200, "-4", &rej), "tokens"));
+	cr_assert_eq(c->cost, -1, "the reservation stands");
+	cr_assert_eq(rej.n, 2, "and the cost is reported (both rules)");
+	cr_assert_null(find(response(p, 200, "120", NULL), "tokens"),
+	               "no id: nothing to settle");
+	policy_unref(p);
+}
+
+Test(policy, reserve_refused_at_load_with_clear_errors)
+{
+	char *err = load_fails("reserve-errors.yaml");
+
+	cr_assert_not_null(strstr(err, "rules[0].reserve: concurrency holds "
+	                               "a slot, not units"),
+	                   "%s", err);
+	cr_assert_not_null(strstr(err, "rules[1].reserve: sliding-log cannot "
+	                               "hold a reservation exactly"),
+	                   "%s", err);
+	cr_assert_not_null(strstr(err, "rules[2].reserve: leaky-bucket cannot "
+	                               "refund exactly"),
+	                   "%s", err);
+	cr_assert_not_null(strstr(err, "rules[3].reserve: not with store: "
+	                               "local"),
+	                   "%s", err);
+	cr_assert_not_null(strstr(err, "rules[4].reserve: the response "
+	                               "settles a reservation: not with "
+	                               "count: failures"),
+	                   "%s", err);
+	cr_assert_not_null(strstr(err, "rules[5].reserve: expected an integer "
+	                               "or one \"{arg}\""),
+	                   "%s", err);
+	cr_assert_not_null(strstr(err, "rules[6].reserve: reserve must be at "
+	                               "most 4294967296"),
+	                   "%s", err);
+	free(err);
+}

@@ -476,9 +476,12 @@ end
 -- would leave it.
 
 local ki_, r_, tat_, cost_, gen_, charge_ = {}, {}, {}, {}, {}, {}
+local rm_ = {}	-- the request id of a pending reservation, or false
 local ralgo, rp1, rp2, rp3, rtol = {}, {}, {}, {}, {}
 -- per rule: the penalty box (limiter.h "penalty box"; 0 0 without one)
 local rblk, rbmax = {}, {}
+-- per rule: the reservation lease in µs (reserve:), 0 for the others
+local rres = {}
 -- per GCRA / leaky bucket rule: the largest cost that can ever fit,
 -- floor(tol / EI), and the most one charge adds, floor(2 tol / EI) + 1
 local rfit, rcmax = {}, {}
@@ -528,12 +531,13 @@ local function read_rules()
 		ralgo[r], rp1[r] = tonumber(ARG[a]), tonumber(ARG[a + 1])
 		rp2[r], rp3[r] = tonumber(ARG[a + 2]), tonumber(ARG[a + 3])
 		rblk[r], rbmax[r] = tonumber(ARG[a + 4]), tonumber(ARG[a + 5])
+		rres[r] = tonumber(ARG[a + 6])
 		rtol[r] = rp2[r] + rp3[r]
 		if ralgo[r] == GCRA or ralgo[r] == LEAKY then
 			rfit[r] = idiv(rtol[r], rp1[r])
 			rcmax[r] = idiv(2 * rtol[r], rp1[r]) + 1
 		end
-		a = a + 6
+		a = a + 7
 	end
 	return a
 end
@@ -584,6 +588,97 @@ local function generic(ki, r, op, cost, member)
 	out[o + 1], out[o + 2], out[o + 3], out[o + 4], out[o + 5] =
 		res1[1], res1[2], res1[3], res1[4], res1[5]
 	return res1[1], charge, c
+end
+
+-- ---- reserve, then settle (limiter.h has the contract) -------------------
+-- A reservation is a CHECK of a rule with a lease (rres), charged as any
+-- CHECK; when its request passes, reserve_record() notes what it held
+-- under the request id. The settle (a FORCE with the id) is settle():
+-- applied at once, exactly once, since it deletes the record it reads.
+
+local function reserve_key(ki, member) return KEY[ki] .. ':r:' .. member end
+
+-- The record of a reservation of <cost> that passed: the units and the
+-- window index they went to (fixed and sliding windows; 0 otherwise).
+local function reserve_record(ki, r, cost, member, c)
+	local idx = 0
+	if c and c.idx and (ralgo[r] == FW or ralgo[r] == SW) then idx = c.idx end
+	local ms = max(1, ceil_ms(rres[r]))
+	call('SET', reserve_key(ki, member), s(cost) .. ':' .. s(idx), 'PX',
+		s(ms))
+end
+
+-- The GCRA TAT of check <ki> as this call sees it (nil: fresh).
+local function gcra_tat(ki)
+	local cur = seen_[KEY[ki]]
+	if cur then return cur end
+	local v = val_[ki]
+	return v and tonumber(v) or nil
+end
+
+-- Gives back <d> units charged to check <ki> (the window <idx> for
+-- windows), bounded by the fresh state.
+local function settle_refund(ki, r, d, idx)
+	local key, algo = KEY[ki], ralgo[r]
+	if algo == GCRA then
+		local tat = gcra_tat(ki)
+		if not tat or tat <= now then return end
+		local new = tat - rp1[r] * d
+		if new <= now then
+			call('DEL', key)
+			seen_[key] = now
+		else
+			call('SET', key, s(new), 'PX', s(ceil_ms(new - now)))
+			seen_[key] = new
+		end
+	elseif algo == TB then
+		local tok = num(call('HGET', key, 't'))
+		if not tok then return end
+		local full = rp3[r] * MICRO
+		local new = min(tok + d * MICRO, full)
+		call('HSET', key, 't', s(new))
+	else	-- FW, SW: the counter the reservation went to
+		local f = s(idx)
+		local n = num(call('HGET', key, f))
+		if not n or n <= 0 then return end
+		call('HINCRBY', key, f, s(-min(d, n)))
+	end
+end
+
+-- Charges <d> more units to check <ki>, as a FORCE now.
+local function settle_charge(ki, r, d)
+	if d > COST_MAX then d = COST_MAX end
+	if ralgo[r] == GCRA then
+		local tat = gcra_tat(ki) or now
+		if tat < now then tat = now end
+		gcra_commit(ki, tat, d, r)
+		return
+	end
+	if not eval_check then eval_check, COMMIT = other_algorithms() end
+	local c = {
+		key = KEY[ki], idx = ki, algo = ralgo[r], op = FORCE, cost = d,
+		p1 = rp1[r], p2 = rp2[r], p3 = rp3[r], member = '',
+	}
+	local _, charge = eval_check(c)
+	if charge then COMMIT[c.algo](c) end
+end
+
+-- The settle of check <ki> with the actual <cost> (-1: keep the
+-- reservation), its results at out[o+1..o+5].
+local function settle(ki, r, cost, member)
+	out[o + 1], out[o + 2], out[o + 3], out[o + 4], out[o + 5] =
+		1, -1, 0, 0, 0
+	local rk = reserve_key(ki, member)
+	local v = call('GET', rk)
+	if not v then return end
+	call('DEL', rk)
+	local sep = string.find(v, ':', 1, true)
+	local held, idx = tonumber(string.sub(v, 1, sep - 1)),
+		tonumber(string.sub(v, sep + 1))
+	out[o + 2] = held
+	if cost < 0 or cost == held then return end
+	if cost > held then settle_charge(ki, r, cost - held)
+	else settle_refund(ki, r, held - cost, idx) end
 end
 
 -- KEYS and ARGV as agent/limiter/limiter.h says; the reply is five integers per
@@ -640,15 +735,27 @@ local function batch(keys, argv)
 			local op = (code - shadow) / 2 % 4
 			local r = (code - shadow - 2 * op) / 8
 			local algo, allowed, charge, tat, c = ralgo[r]
+			-- a reserving rule's checks carry the request id
+			local rm = false
+			if rres[r] > 0 then
+				rm, a = ARG[a], a + 1
+				if rm == '' then rm = false end
+			end
+			local settling = rm and op == FORCE
 			-- penalty box: µs left in the key's block, 0 when none (a
-			-- concurrency RELEASE is never blocked; the policy refuses
-			-- block on concurrency rules anyway)
-			local boxed, left = rblk[r] > 0 and op ~= RELEASE, 0
+			-- concurrency RELEASE is never blocked, nor is a settle: the
+			-- reservation it closes was admitted before the block; the
+			-- policy refuses block on concurrency rules anyway)
+			local boxed, left = rblk[r] > 0 and op ~= RELEASE and
+				not settling, 0
 			if boxed then
 				local u = block_read(KEY[ki] .. '!b')
 				if u > now then left = u - now end
 			end
-			if left > 0 then	-- blocked: denied, nothing charged
+			if settling then
+				settle(ki, r, cost, rm)
+				allowed, charge, rm = 1, false, false
+			elseif left > 0 then	-- blocked: denied, nothing charged
 				if algo == LOG or algo == CONC then a = a + 1 end
 				allowed, charge = 0, false
 				out[o + 1], out[o + 2], out[o + 3], out[o + 4], out[o + 5] =
@@ -714,12 +821,20 @@ local function batch(keys, argv)
 			if (op == CHECK or op == PEEK) and allowed ~= 1 and shadow == 0 then
 				veto = true
 			end
+			if rm and (op ~= CHECK or allowed ~= 1) then rm = false end
 			if n == 1 then	-- alone in its request: nothing else can veto it
 				if charge and not veto then
 					if c then COMMIT[c.algo](c)
 					else gcra_commit(ki, tat, cost, r) end
 				end
+				if rm and not veto then
+					reserve_record(ki, r, cost, rm, c)
+				end
 			else
+				rm_[i] = rm
+				if rm then
+					ki_[i], r_[i], cost_[i], gen_[i] = ki, r, cost, c or false
+				end
 				charge_[i] = charge
 				if charge then
 					ki_[i], r_[i], tat_[i], cost_[i], gen_[i] =
@@ -734,6 +849,10 @@ local function batch(keys, argv)
 					local c = gen_[i]
 					if c then COMMIT[c.algo](c)
 					else gcra_commit(ki_[i], tat_[i], cost_[i], r_[i]) end
+				end
+				if rm_[i] then
+					reserve_record(ki_[i], r_[i], cost_[i], rm_[i],
+						gen_[i] or nil)
 				end
 			end
 		end

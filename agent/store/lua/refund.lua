@@ -101,6 +101,17 @@ end
 local UNDO = { [GCRA] = gcra, [LEAKY] = gcra, [TB] = tb, [FW] = counter,
 	[SW] = counter, [LOG] = log, [CONC] = conc }
 
+-- A reservation (ratelimit.lua, reserve:) charged in a slot whose request
+-- another slot vetoed: its record goes with the charge, so that a settle
+-- finds nothing to refund or charge. Only reserving rules send a member
+-- for these algorithms.
+local function forget_reservation(c)
+	if c.member ~= '' and c.op == 0 and (c.algo == GCRA or c.algo == TB or
+	   c.algo == FW or c.algo == SW) then
+		redis.call('DEL', c.key .. ':r:' .. c.member)
+	end
+end
+
 local done = 0
 for i = 1, #KEYS do
 	local a = (i - 1) * 8
@@ -115,6 +126,7 @@ for i = 1, #KEYS do
 	if f and c.op ~= RELEASE and c.cost > 0 and
 	   (c.algo ~= LOG or c.member ~= '') then
 		f(c)
+		forget_reservation(c)
 		done = done + 1
 	end
 end
