@@ -224,3 +224,32 @@ finish() {
 	fi
 	exit 0
 }
+
+# cluster3_up P1 P2 P3: three Redis Cluster masters on those ports (their
+# bus ports are this run's too: port 11..13, not the default port + 10000),
+# joined by redis-cli --cluster create, checked with two ok lines. Sets
+# CPID_<port> to each node's pid (a suite kills one with it).
+cluster3_up() {
+	bus=10
+	for p in "$@"; do
+		bus=$((bus + 1))
+		mkdir -p "$TMP/c$p"
+		redis-server --port "$p" --bind 127.0.0.1 --save '' --appendonly no \
+			--dir "$TMP/c$p" --cluster-enabled yes \
+			--cluster-config-file "$TMP/c$p/nodes.conf" \
+			--cluster-port "$(port $bus)" \
+			--cluster-node-timeout 2000 --daemonize no >"$TMP/c$p.log" 2>&1 &
+		PIDS="$PIDS $!"
+		eval "CPID_$p=$!"
+	done
+	for p in "$@"; do wait_port "$p"; done
+	redis-cli --cluster create $(for p in "$@"; do echo "127.0.0.1:$p"; done) \
+		--cluster-replicas 0 --cluster-yes >"$TMP/create.log" 2>&1
+	ok $? "redis-cli --cluster create: 3 masters"
+	until_ok 100 cluster3_ok "$@"; ok $? "cluster_state is ok on every node"
+}
+cluster3_ok() {
+	for p in "$@"; do
+		rc "$p" cluster info | grep -q 'cluster_state:ok' || return 1
+	done
+}

@@ -14,27 +14,7 @@
 P1=$(port 1); P2=$(port 2); P3=$(port 3); AP=$(port 4)
 rcc() { redis-cli -c -h 127.0.0.1 -p "$P1" "$@" 2>/dev/null; }
 
-bus=10
-for p in "$P1" "$P2" "$P3"; do
-	bus=$((bus + 1))
-	mkdir -p "$TMP/c$p"
-	redis-server --port "$p" --bind 127.0.0.1 --save '' --appendonly no \
-		--dir "$TMP/c$p" --cluster-enabled yes \
-		--cluster-config-file "$TMP/c$p/nodes.conf" \
-		--cluster-port "$(port $bus)" \
-		--cluster-node-timeout 2000 --daemonize no >"$TMP/c$p.log" 2>&1 &
-	PIDS="$PIDS $!"
-done
-for p in "$P1" "$P2" "$P3"; do wait_port "$p"; done
-redis-cli --cluster create "127.0.0.1:$P1" "127.0.0.1:$P2" "127.0.0.1:$P3" \
-	--cluster-replicas 0 --cluster-yes >"$TMP/create.log" 2>&1
-ok $? "redis-cli --cluster create: 3 masters"
-cluster_ok() {
-	for p in "$P1" "$P2" "$P3"; do
-		rc "$p" cluster info | grep -q 'cluster_state:ok' || return 1
-	done
-}
-until_ok 100 cluster_ok; ok $? "cluster_state is ok on every node"
+cluster3_up "$P1" "$P2" "$P3"
 
 cat >"$TMP/policy.yaml" <<YAML
 listen: 127.0.0.1:$AP
