@@ -299,3 +299,22 @@ dropped_logs() {
 		timeout 2 cat <&3
 	) 2>/dev/null | tr -d '\r' | awk -F': ' '$1 == "DroppedLogs" { print $2 + 0; f = 1 } END { if (!f) print 0 }'
 }
+
+# fe_codes FILE: the status (%ST) of each fe_api line of the haproxy log
+# FILE, one a line, except the requests the client itself abandoned before
+# any answer: status 400 with termination state CH-- (the client closed
+# while HAProxy waited: wrk stopping with requests in flight, a curl's
+# --max-time). HAProxy 3.3 logs those where 2.6 logged nothing or -1; the
+# request got no answer, so it is no error of the limiter's. Any other
+# 400, and any other abort, is printed. The log-format is haproxy.cfg's:
+# the timers, %ST, %B, %tsc.
+fe_codes() {
+	awk '/ fe_api / {
+		for (i = 1; i < NF; i++)
+			if ($i ~ /^[-0-9]+\/[-0-9]+\/[-0-9]+\/[-0-9]+\/[-0-9]+$/) {
+				if (!($(i + 1) == 400 && $(i + 3) == "CH--"))
+					print $(i + 1)
+				break
+			}
+	}' "$1"
+}

@@ -130,8 +130,7 @@ bad=$(grep -cv -E '^(200|429)$' "$TMP/loop.codes")
 [ "$nloop" -gt 20 ]; ok $? "curl loop: $nloop requests"
 expect_eq "$bad" 0 "curl loop: none failed or hung past 2 s ($(sort "$TMP/loop.codes" | uniq -c | tr '\n' ' '))"
 
-awk '/ fe_api / { for (i = 1; i < NF; i++) if ($i ~ /^[-0-9]+\/[-0-9]+\/[-0-9]+\/[-0-9]+\/[0-9]+$/) { print $(i + 1); break } }' \
-	"$TMP/haproxy.log" | sort | uniq -c >"$TMP/codes"
+fe_codes "$TMP/haproxy.log" | sort | uniq -c >"$TMP/codes"
 expect_eq "$(awk '$2 != 200 && $2 != 429' "$TMP/codes")" "" "haproxy's log: only 200 and 429 ($(tr '\n' ' ' <"$TMP/codes"))"
 ! grep -q 'SPOE: \[rl-agent\].*st=[1-9]' "$TMP/haproxy.log"
 ok $? "no SPOE processing errors in the haproxy log"
