@@ -47,7 +47,7 @@ is_posint "$ra"; ok $? "Retry-After is a positive integer ('$ra')"
 # agent saw less time pass than this shell did (from before request 1 was
 # sent to after the 429 came back), never more: the slowest the burst can
 # have been gives the lowest value, 12 the highest.
-lo=$(awk -v a="$t0" -v b="$t1" 'BEGIN { w = 12 - (b - a); n = int(w); if (n < w) n++; print (n < 1 ? 1 : n) }')
+lo=$(since_ceil "$t0" 12)
 [ -n "$ra" ] && [ "$ra" -ge "$lo" ] 2>/dev/null && [ "$ra" -le 12 ]
 ok $? "Retry-After is 12 s less the burst's $(awk -v a="$t0" -v b="$t1" 'BEGIN { printf "%.2f", b - a }') s, rounded up: $lo..12 (got '$ra')"
 [[ $rl =~ $SF_LIST ]]; ok $? "RateLimit is an RFC 9651 list ('$rl')"

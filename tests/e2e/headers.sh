@@ -57,13 +57,6 @@ from() { n=$1; shift; req --interface "127.0.0.$n" "$@"; }
 # member NAME: the RateLimit member of rule NAME in the last response.
 member() { hdr RateLimit | tr ',' '\n' | sed 's/^ *//' | grep "^\"$1\";"; }
 tat() { redis-cli -p "$REDIS_PORT" GET "rl:{tenant:tenant:$1}"; }
-# since_ceil T0 S: S seconds less the time since T0 ($EPOCHREALTIME),
-# rounded up: a countdown of S s that began at T0, as an answer read now
-# may show it (the agent saw less time pass, never more).
-since_ceil() {
-	awk -v a="$1" -v b="$EPOCHREALTIME" -v s="$2" \
-		'BEGIN { w = s - (b - a); n = int(w); if (n < w) n++; print n }'
-}
 policy_of_body() { sed -n 's/.*"policy":"\([^"]*\)".*/\1/p' "$TMP/b"; }
 
 # ---- allowed ---------------------------------------------------------------

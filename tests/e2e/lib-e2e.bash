@@ -130,6 +130,16 @@ hdr() {
 		k == n { sub(/^[^:]*: */, ""); print; exit }' "$TMP/h"
 }
 
+# since_ceil T0 S: S seconds less the time since T0 ($EPOCHREALTIME),
+# rounded up (at least 1): the lowest value a countdown of S s that began
+# at T0 may show now, since the agent saw less time pass than the shell,
+# never more. The countdowns of GCRA and its kin (Retry-After, t) depend
+# on how long the requests took, which a loaded host stretches.
+since_ceil() {
+	awk -v a="$1" -v b="$EPOCHREALTIME" -v s="$2" \
+		'BEGIN { w = s - (b - a); n = int(w); if (n < w) n++; print (n < 1 ? 1 : n) }'
+}
+
 # last_time_ms: the last req's total time in ms.
 last_time_ms() { awk '{ printf "%d", $1 * 1000 }' "$TMP/t"; }
 
