@@ -317,14 +317,15 @@ dropped_logs() {
 # --max-time). HAProxy 3.3 logs those where 2.6 logged nothing or -1; the
 # request got no answer, so it is no error of the limiter's. Any other
 # 400, and any other abort, is printed. The log-format is haproxy.cfg's:
-# the timers, %ST, %B, %tsc.
+# the timers, %ST, %B, %tsc. How many it left out goes to stderr.
 fe_codes() {
 	awk '/ fe_api / {
 		for (i = 1; i < NF; i++)
 			if ($i ~ /^[-0-9]+\/[-0-9]+\/[-0-9]+\/[-0-9]+\/[-0-9]+$/) {
-				if (!($(i + 1) == 400 && $(i + 3) == "CH--"))
-					print $(i + 1)
+				if ($(i + 1) == 400 && $(i + 3) == "CH--") n++
+				else print $(i + 1)
 				break
 			}
-	}' "$1"
+	}
+	END { if (n) printf "# %d client aborts (400 CH--) left out\n", n > "/dev/stderr" }' "$1"
 }
