@@ -130,6 +130,16 @@ hdr() {
 		k == n { sub(/^[^:]*: */, ""); print; exit }' "$TMP/h"
 }
 
+# since_ceil T0 S: S seconds less the time since T0 ($EPOCHREALTIME),
+# rounded up (at least 1): the lowest value a countdown of S s that began
+# at T0 may show now, since the agent saw less time pass than the shell,
+# never more. The countdowns of GCRA and its kin (Retry-After, t) depend
+# on how long the requests took, which a loaded host stretches.
+since_ceil() {
+	awk -v a="$1" -v b="$EPOCHREALTIME" -v s="$2" \
+		'BEGIN { w = s - (b - a); n = int(w); if (n < w) n++; print (n < 1 ? 1 : n) }'
+}
+
 # last_time_ms: the last req's total time in ms.
 last_time_ms() { awk '{ printf "%d", $1 * 1000 }' "$TMP/t"; }
 
@@ -298,4 +308,24 @@ dropped_logs() {
 		printf 'show info\n' >&3
 		timeout 2 cat <&3
 	) 2>/dev/null | tr -d '\r' | awk -F': ' '$1 == "DroppedLogs" { print $2 + 0; f = 1 } END { if (!f) print 0 }'
+}
+
+# fe_codes FILE: the status (%ST) of each fe_api line of the haproxy log
+# FILE, one a line, except the requests the client itself abandoned before
+# any answer: status 400 with termination state CH-- (the client closed
+# while HAProxy waited: wrk stopping with requests in flight, a curl's
+# --max-time). HAProxy 3.3 logs those where 2.6 logged nothing or -1; the
+# request got no answer, so it is no error of the limiter's. Any other
+# 400, and any other abort, is printed. The log-format is haproxy.cfg's:
+# the timers, %ST, %B, %tsc. How many it left out goes to stderr.
+fe_codes() {
+	awk '/ fe_api / {
+		for (i = 1; i < NF; i++)
+			if ($i ~ /^[-0-9]+\/[-0-9]+\/[-0-9]+\/[-0-9]+\/[-0-9]+$/) {
+				if ($(i + 1) == 400 && $(i + 3) == "CH--") n++
+				else print $(i + 1)
+				break
+			}
+	}
+	END { if (n) printf "# %d client aborts (400 CH--) left out\n", n > "/dev/stderr" }' "$1"
 }

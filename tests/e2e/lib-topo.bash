@@ -129,6 +129,8 @@ sentinel_master_is() { [ "$(rc "$1" sentinel get-master-addr-by-name mymaster | 
 load_loop() {
 	name=$1; pause=$2; ha=$3; hb=${4:-$3}; n=0
 	while [ ! -e "$TMP/stop" ] && [ ! -e "$TMP/stop.$name" ]; do
+		# $TMP/hold.NAME holds this loop (not the others) while it exists
+		until_ok 600 eval '[ ! -e "$TMP/hold.$name" ]'
 		n=$((n + 1)); t0=$EPOCHREALTIME
 		if [ $((n % 2)) = 1 ]; then h=$ha; v=a; else h=$hb; v=b; fi
 		w=$(curl -s -o /dev/null -w '%{http_code} %{time_total}' \

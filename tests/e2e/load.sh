@@ -24,8 +24,7 @@ ok $? "wrk ran"
 sleep 0.3
 
 # Status codes from HAProxy's own log lines of the frontend.
-awk '/ fe_api / { for (i = 1; i < NF; i++) if ($i ~ /^[0-9]+\/[-0-9]+\/[-0-9]+\/[-0-9]+\/[0-9]+$/) { print $(i + 1); break } }' \
-	"$TMP/haproxy.log" | sort | uniq -c >"$TMP/codes"
+fe_codes "$TMP/haproxy.log" | sort | uniq -c >"$TMP/codes"
 n200=$(awk '$2 == 200 { print $1 }' "$TMP/codes"); n200=${n200:-0}
 n429=$(awk '$2 == 429 { print $1 }' "$TMP/codes"); n429=${n429:-0}
 other=$(awk '$2 != 200 && $2 != 429 { printf "%s x%s ", $2, $1 }' "$TMP/codes")

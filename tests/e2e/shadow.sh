@@ -17,7 +17,7 @@ need_agent
 MET_PORT=$(port 5)
 # preamble: the top of both policies (2 workers, metrics on MET_PORT).
 preamble() {
-	policy_head 10ms
+	policy_head 50ms	# under timeout processing 100ms; 10ms timed out on a loaded host
 	cat <<EOF2
 metrics:
   listen: "127.0.0.1:$MET_PORT"
