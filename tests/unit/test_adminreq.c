@@ -46,8 +46,8 @@ Test(adminreq, hostile_targets_are_refused_with_a_reason)
 		"/admin/keys/login?a=1&a=2",
 		"/admin/keys/a%2Fb",
 		"/admin/keys/%zz",
-		"/admin/keys/l?a=1&b=1&c=1&d=1&e=1&f=1&g=1&h=1&i=1&j=1&k=1&l=1"
-		"&m=1&n=1&o=1&p=1&q=1",
+		("/admin/keys/l?a=1&b=1&c=1&d=1&e=1&f=1&g=1&h=1&i=1&j=1&k=1&l=1"
+		 "&m=1&n=1&o=1&p=1&q=1"), /* one string: too many args */
 	};
 	char        big[ADMINREQ_MAX_BYTES + 64];
 	const char *err;
