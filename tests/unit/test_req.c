@@ -374,6 +374,8 @@ start(const char *yaml)
 	h.peer = sv[1];
 	o.m = h.env.m;
 	h.c = conn_new(h.loop, sv[0], &cbs, NULL, &o);
+	conn_ref(h.c); /* the harness's, as the server's registry: h.c
+	                * outlives a close by the peer until stop() */
 	hello();
 }
 
@@ -510,6 +512,7 @@ stop(void)
 		conn_unref(c);
 	}
 	conn_abort(c);
+	conn_unref(c); /* the harness's reference (start()) */
 	store_free(h.env.store); /* as worker_deinit does */
 	h.env.store = NULL;
 	reqpool_stop(h.env.pool);
