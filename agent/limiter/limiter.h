@@ -324,6 +324,23 @@ int  lim__conc_eval(const struct lim_params *, const struct lim_state *, int,
 void lim__conc_commit(const struct lim_params *, struct lim_state *, int,
                       int64_t, uint64_t, int64_t);
 
+/* ---- reserve, then settle (lim_reserve.c) -----------------------------
+ * The C twin of the script's settle (contract above), for the local tier,
+ * which keeps the reservation records itself (local.c). */
+
+/* 1 if rules of <algo> may reserve (the script settles them). */
+int lim_reserve_supported(int algo);
+
+/* The window index a reservation made at <now_us> under <p> went to
+ * (fixed and sliding windows; 0 for the others), as the record holds it. */
+int64_t lim_reserve_index(const struct lim_params *p, int64_t now_us);
+
+/* Settles on <s> at <now_us> a reservation that held <held> (>= 0) units
+ * in window <idx>, with the actual <cost>: charges cost - held, or
+ * refunds held - cost, bounded, exactly as the script (lim_reserve.c). */
+void lim_settle(const struct lim_params *p, struct lim_state *s, int64_t held,
+                int64_t idx, int64_t cost, int64_t now_us);
+
 /* ---- penalty box (lim_block.c) ---------------------------------------
  *
  * A rule with block_us > 0: a CHECK or PEEK it denies (allowed 0, not a

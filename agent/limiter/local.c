@@ -75,11 +75,29 @@ struct box_slot {
 	struct lim_block b;
 };
 
+/* The reservations of the rules with reserve: (limiter.h, "Reserve, then
+ * settle"): the record the script keeps at "<base>:r:<request id>", here
+ * keyed by the key's private hash and the request id's hash, with the
+ * units held, their window index and the end of the lease.
+ * LOCAL_RES_SLOTS of them (local.h), made on the first reservation. A
+ * slot past its lease is free; a full probe window gives up the record
+ * whose lease ends soonest (its settle is then unmatched: the
+ * reservation stays charged in full, the safe side). */
+struct res_slot {
+	uint64_t hash;   /* the key's */
+	uint64_t member; /* the request id's */
+	int64_t  units;
+	int64_t  idx;
+	int64_t  until_us; /* the lease ends; 0: free */
+};
+
 struct local {
 	size_t           nstripes;
 	struct stripe   *s;
 	pthread_mutex_t  box_lock; /* the box, and requests with block: */
 	struct box_slot *box;      /* NULL until a rule with block: runs */
+	pthread_mutex_t  res_lock; /* the reservations */
+	struct res_slot *res;      /* NULL until a rule reserves */
 };
 
 static void
@@ -118,6 +136,7 @@ local_new(size_t max_keys)
 	l->nstripes = n;
 	l->s = xcalloc(n, sizeof(*l->s));
 	pthread_mutex_init(&l->box_lock, NULL);
+	pthread_mutex_init(&l->res_lock, NULL);
 	for (size_t i = 0; i < n; i++)
 		stripe_init(&l->s[i], max_keys / n + (i < max_keys % n));
 	return l;
@@ -147,6 +166,8 @@ local_free(struct local *l)
 	free(l->s);
 	free(l->box);
 	pthread_mutex_destroy(&l->box_lock);
+	free(l->res);
+	pthread_mutex_destroy(&l->res_lock);
 	free(l);
 }
 
@@ -419,6 +440,8 @@ eval_all(struct local *l, struct local_check *c, size_t n, int64_t now_us)
 	int              veto = 0;
 
 	for (size_t i = 0; i < n; i++) {
+		if (c[i].settle)
+			continue; /* settled by settle_all(), never vetoes */
 		e = c[i].keylen <= LOCAL_KEY_MAX
 		            ? lookup(&l->s[stripe_of(l, c[i].hash)], c[i].hash,
 		                     c[i].key, c[i].keylen)
@@ -555,8 +578,8 @@ box_holding(struct local *l, const struct local_check *c, int64_t now)
 {
 	struct box_slot *b, *victim;
 
-	if (c->params->block_us <= 0 || c->op == LIM_OP_RELEASE)
-		return NULL;
+	if (c->params->block_us <= 0 || c->op == LIM_OP_RELEASE || c->settle)
+		return NULL; /* a settle closes what was admitted before */
 	b = box_find(l, c->hash, now, &victim);
 	return b != NULL && b->b.until_us > now ? b : NULL;
 }
@@ -630,14 +653,164 @@ run_boxed(struct local *l, struct local_check *c, size_t n, int64_t now,
 	return rc;
 }
 
+/* ---- reserve, then settle -------------------------------------------------
+ * A check of a reserving rule with a member (the request id) is a
+ * reservation when a CHECK, a settle when a FORCE (limiter.h). */
+
+static int
+reserving(const struct local_check *c)
+{
+	return c->params->reserve_lease_us > 0 && c->memberlen > 0 &&
+	       lim_reserve_supported(c->params->algo);
+}
+
+/* The record of <c> (key and member hashes), or NULL; <*victim> where to
+ * write it. The caller holds res_lock. */
+static struct res_slot *
+res_find(struct local *l, const struct local_check *c, uint64_t member,
+         int64_t now, struct res_slot **victim)
+{
+	uint64_t h = c->hash ^ (member * 0x9e3779b97f4a7c15ULL);
+	size_t   at = (size_t)(h % LOCAL_RES_SLOTS);
+
+	if (l->res == NULL)
+		l->res = xcalloc(LOCAL_RES_SLOTS, sizeof(*l->res));
+	*victim = &l->res[at];
+	for (size_t k = 0; k < LOCAL_RES_PROBE; k++) {
+		struct res_slot *r = &l->res[(at + k) % LOCAL_RES_SLOTS];
+
+		if (r->until_us > now && r->hash == c->hash &&
+		    r->member == member)
+			return r;
+		if (r->until_us < (*victim)->until_us)
+			*victim = r;
+	}
+	return NULL;
+}
+
+/* Records the reservations among the checks of a request that passed:
+ * the units each CHECK of a reserving rule was charged, where, until its
+ * lease ends (the script's reserve_record()). */
+static void
+reserve_all(struct local *l, struct local_check *c, size_t n, int64_t now)
+{
+	struct res_slot *r, *victim;
+	uint64_t         m;
+
+	for (size_t i = 0; i < n; i++) {
+		if (c[i].op != LIM_OP_CHECK || !reserving(&c[i]) ||
+		    c[i].result.allowed != 1)
+			continue;
+		pthread_mutex_lock(&l->res_lock);
+		m = member_of(&c[i]);
+		if ((r = res_find(l, &c[i], m, now, &victim)) == NULL)
+			r = victim;
+		r->hash = c[i].hash;
+		r->member = m;
+		r->units = c[i].cost > 0 ? c[i].cost : 0;
+		r->idx = lim_reserve_index(c[i].params, now);
+		r->until_us = now + c[i].params->reserve_lease_us;
+		pthread_mutex_unlock(&l->res_lock);
+	}
+}
+
+/* The settle <c> (the script's settle()): its record read and, when
+ * <commit>, deleted and applied to the key's state. Its result is allowed
+ * 1, remaining the units held (-1: no record), the rest 0. */
+static void
+settle_one(struct local *l, struct local_check *c, int64_t now, int commit)
+{
+	const struct lim_params *p = c->params;
+	struct res_slot         *r, *victim;
+	struct stripe           *s;
+	struct entry            *e;
+	struct lim_state         tmp;
+	int64_t                  held, idx;
+
+	c->result = (struct lim_result){ .allowed = 1, .remaining = -1 };
+	c->charge = 0;
+	pthread_mutex_lock(&l->res_lock);
+	r = res_find(l, c, member_of(c), now, &victim);
+	if (r != NULL) {
+		held = r->units;
+		idx = r->idx;
+		if (commit)
+			memset(r, 0, sizeof(*r));
+	}
+	pthread_mutex_unlock(&l->res_lock);
+	if (r == NULL)
+		return;
+	c->result.remaining = held;
+	if (!commit || c->cost < 0 || c->cost == held ||
+	    c->keylen > LOCAL_KEY_MAX)
+		return;
+	s = &l->s[stripe_of(l, c->hash)];
+	pthread_rwlock_wrlock(&s->lock);
+	e = lookup(s, c->hash, c->key, c->keylen);
+	if (e == NULL && c->cost > held)
+		e = insert(s, c->hash, c->key, c->keylen, now);
+	if (e != NULL) {
+		refresh(e, p, now);
+		if (is_tat(p->algo)) {
+			word_to_state(p, atomic_load(&e->word), now, &tmp);
+			lim_settle(p, &tmp, held, idx, c->cost, now);
+			atomic_store(&e->word, state_to_word(p, &tmp));
+		} else {
+			lim_settle(p, &e->st, held, idx, c->cost, now);
+			atomic_store(&e->word,
+			             lim_state_idle_at(p, &e->st, now));
+		}
+	}
+	pthread_rwlock_unlock(&s->lock);
+}
+
+/* Marks and applies the settles of a request, at once, whatever its
+ * other checks say (as the script does). Returns 1 if all its checks
+ * are settles. */
+static int
+settle_all(struct local *l, struct local_check *c, size_t n, int64_t now,
+           int commit)
+{
+	size_t k = 0;
+
+	for (size_t i = 0; i < n; i++) {
+		c[i].settle = c[i].op == LIM_OP_FORCE && reserving(&c[i]);
+		if (c[i].settle) {
+			settle_one(l, &c[i], now, commit);
+			k++;
+		}
+	}
+	return k == n;
+}
+
 static int
 run(struct local *l, struct local_check *c, size_t n, int64_t now, int commit)
 {
+	int rc;
+
 	for (size_t i = 0; i < n; i++)
 		c[i].hash = util_hash_private(c[i].key, c[i].keylen);
+	if (settle_all(l, c, n, now, commit))
+		return 1;
 	if (has_box(c, n))
-		return run_boxed(l, c, n, now, commit);
-	return run_plain(l, c, n, now, commit);
+		rc = run_boxed(l, c, n, now, commit);
+	else
+		rc = run_plain(l, c, n, now, commit);
+	if (commit && rc)
+		reserve_all(l, c, n, now);
+	return rc;
+}
+
+size_t
+local_reservations(struct local *l)
+{
+	size_t n = 0;
+
+	pthread_mutex_lock(&l->res_lock);
+	for (size_t i = 0; l->res != NULL && i < LOCAL_RES_SLOTS; i++)
+		n += l->res[i].until_us != 0;
+	pthread_mutex_unlock(&l->res_lock);
+	return n;
 }
 
 static int
@@ -646,7 +819,8 @@ run_plain(struct local *l, struct local_check *c, size_t n, int64_t now,
 {
 	int rc;
 
-	if (n == 1 && is_tat(c->params->algo) && c->keylen <= LOCAL_KEY_MAX &&
+	if (n == 1 && !c->settle && is_tat(c->params->algo) &&
+	    c->keylen <= LOCAL_KEY_MAX &&
 	    (rc = cas_one(l, c, now, commit)) >= 0)
 		return rc;
 	return locked(l, c, n, now, commit);

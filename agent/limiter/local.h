@@ -55,6 +55,19 @@
  * script does. At most 16384 records (a fixed table made on first use,
  * 512 KiB). Requests without such a check never take the mutex.
  *
+ * Reserve, then settle (limiter.h): a request that passes with a CHECK of
+ * a reserving rule (params->reserve_lease_us > 0, the request id as
+ * member) records what it was charged, keyed by the key and the request
+ * id, until the lease ends; a FORCE of such a rule with the id is the
+ * settle: applied at once whatever the request's other checks say, it
+ * reads and deletes the record and charges or refunds the difference
+ * with lim_settle() (lim_reserve.c), under the key's stripe write lock.
+ * No record (never reserved, settled already, lease over, evicted):
+ * nothing changes, remaining -1. At most LOCAL_RES_SLOTS records (a
+ * fixed table of 40 B each, 2.5 MiB, made on first use, under one
+ * mutex); when a probe window is full of live records, the one whose
+ * lease ends soonest is given up: its reservation stays charged in full.
+ *
  * Memory per key: one entry of local_bytes_per_key(keylen) bytes, plus,
  * for sliding-log and concurrency, an array bounded by the rule's limit L
  * (8 * L or 16 * L bytes, allocated as used). Keys longer than
@@ -68,7 +81,9 @@
 
 #include "limiter.h"
 
-#define LOCAL_KEY_MAX 1024
+#define LOCAL_KEY_MAX   1024
+#define LOCAL_RES_SLOTS 65536 /* reservation records (40 B each) */
+#define LOCAL_RES_PROBE 8
 
 struct local;
 
@@ -86,6 +101,7 @@ struct local_check {
 	int                      shadow; /* never vetoes the request */
 	struct lim_result        result; /* out */
 	int                      charge; /* local.c */
+	int                      settle; /* local.c */
 	uint64_t                 hash;   /* local.c */
 };
 
@@ -109,6 +125,10 @@ int local_eval_request(struct local *l, struct local_check *c, size_t n,
  * has not vetoed either (req.c), by a local_eval_request() then. */
 int local_peek_request(struct local *l, struct local_check *c, size_t n,
                        int64_t now_us);
+
+/* Reservation records held now, live or past their lease but not yet
+ * reused (<= LOCAL_RES_SLOTS; a snapshot). */
+size_t local_reservations(struct local *l);
 
 /* Keys held now (<= max_keys; a snapshot while other threads run). */
 size_t local_count(const struct local *l);

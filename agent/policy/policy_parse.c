@@ -1536,8 +1536,8 @@ reserve_refused(enum lim_algo algo)
 
 /* reserve: (a constant or one "{arg}") and its lease:. A reserving rule
  * is settled by its response: count: response (rl-response by default),
- * id "{id}" unless given, and never in the local tier, which keeps no
- * reservation records. */
+ * id "{id}" unless given; with any store (the local tier keeps its own
+ * reservation records, local.h). */
 static void
 rule_reserve(struct rule_ctx *rc)
 {
@@ -1551,10 +1551,6 @@ rule_reserve(struct rule_ctx *rc)
 	if ((why = reserve_refused(r->lim.algo)))
 		error_at(rc->c, rnode(rc, RK_RESERVE), rpath(rc, RK_RESERVE),
 		         "%s", why);
-	if (r->store == STORE_LOCAL)
-		error_at(rc->c, rnode(rc, RK_RESERVE), rpath(rc, RK_RESERVE),
-		         "not with store: local: the local tier keeps no "
-		         "reservation records to settle (use store: redis)");
 	if (rc->seen[RK_COUNT_] && s->count == COUNT_FAILURES)
 		error_at(rc->c, rnode(rc, RK_RESERVE), rpath(rc, RK_RESERVE),
 		         "the response settles a reservation: not with count: "

@@ -236,18 +236,6 @@ struct local_part {
 	size_t             n;
 };
 
-/* The op check <c> runs with in the local tier. A settle (a reserving
- * rule's response) only peeks there: the local tier keeps no reservation
- * records (a fail: local reservation stays charged in full), and the
- * settle of one Redis held cannot reach it while Redis is out. */
-static int
-local_op(const struct check *c)
-{
-	if (c->rule->reserves && c->op == LIM_OP_FORCE)
-		return LIM_OP_PEEK;
-	return c->op;
-}
-
 static void
 local_add(struct local_part *part, const struct req *r, int i)
 {
@@ -262,8 +250,11 @@ local_add(struct local_part *part, const struct req *r, int i)
 		.params = lp,
 		.key = c->key,
 		.keylen = c->keylen,
-		.op = local_op(c),
-		.cost = local_op(c) != c->op ? 0 : c->cost,
+		/* a settle (a reserving rule's FORCE with the request id)
+		 * settles the reservation the local tier recorded (local.h);
+		 * one Redis holds is out of reach: it finds none */
+		.op = c->op,
+		.cost = c->cost,
 		.member = c->member,
 		.memberlen = c->memberlen,
 		.shadow = (c->flags & LIM_FL_SHADOW) != 0,
@@ -810,18 +801,24 @@ shadow_log(struct req *r, int i)
 
 /* ---- reserve, then settle: the units held, charged and refunded -------
  *
- * Counted once the outcomes are final: a reservation held when Redis
- * passed its request; a settle by what Redis found (remaining = the units
- * the reservation held, -1 for none). A settle Redis did not answer
- * (fail mode, local tier) found no reservation either: nothing was
- * settled. */
+ * Counted once the outcomes are final: a reservation held when Redis or
+ * the local tier (store: local, fail: local) passed its request; a settle
+ * by what the tier that answered found (remaining = the units the
+ * reservation held, -1 for none). A settle answered by neither (fail:
+ * open or closed) found no reservation: nothing was settled. */
+static int
+settled_by_tier(const struct outcome *o)
+{
+	return o->src == SRC_STORE || o->src == SRC_FAIL_LOCAL;
+}
+
 static void
 note_settle(struct req *r, const struct check *c, const struct outcome *o)
 {
 	int     slot = c->rule->metrics_slot;
 	int64_t held = o->res.remaining;
 
-	if (o->src != SRC_STORE || held < 0) {
+	if (!settled_by_tier(o) || held < 0) {
 		metrics_settle_unmatched(r->e->m, slot);
 		ratelog_settle_unmatched(c->rule, r->e->id);
 		return;
@@ -846,7 +843,7 @@ note_reservations(struct req *r)
 			continue;
 		if (c->op == LIM_OP_FORCE)
 			note_settle(r, c, o);
-		else if (c->op == LIM_OP_CHECK && o->src == SRC_STORE &&
+		else if (c->op == LIM_OP_CHECK && settled_by_tier(o) &&
 		         r->d.status == 0 && o->res.allowed == 1 && c->cost > 0)
 			metrics_units_reserved(r->e->m, c->rule->metrics_slot,
 			                       (uint64_t)c->cost);

@@ -151,9 +151,10 @@ expect_eq "$(c rl-late tenant=s:late id=s:l2 | field remaining)" 400 \
 expect_eq "$(m spoa_rl_reserve_settles_unmatched_total late)" 1 \
 	"and is counted as unmatched"
 # ---- Redis down, fail: local -------------------------------------------------
-# The local tier holds a reservation as a plain charge (its share of the
-# limit) and keeps no record: the settle refunds nothing there and is
-# counted as unmatched. Never an overspend.
+# The local tier holds a reservation (its share of the limit) and records
+# it, as the script does: the settle refunds what was not used, exactly
+# once; a second settle of the same id finds nothing (unmatched). Never an
+# overspend.
 DEAD=$(port 6); AP4=$(port 7); MP4=$(port 8)
 cat >"$TMP/policy4.yaml" <<YAML
 listen: 127.0.0.1:$AP4
@@ -181,10 +182,20 @@ done
 expect_eq "$codes" " 0 0 0 429" \
 	"Redis down, fail: local: 3 reservations of 300 of 1000 pass, the 4th is 429"
 c4 rl-fl-response tenant=s:x id=s:f1 status=i:200 cost=s:0 >/dev/null
-expect_eq "$(c4 rl-fl tenant=s:x id=s:f5 max_tokens=s:300 | field status)" 429 \
-	"the local tier refunds nothing (it keeps no records)"
+expect_eq "$(metric "$MP4" 'spoa_rl_reserve_units_refunded_total{rule="fl"}')" 300 \
+	"the local tier settles: the 300 f1 held are given back"
+expect_eq "$(c4 rl-fl tenant=s:x id=s:f5 max_tokens=s:300 | field status)" 0 \
+	"so a reservation of 300 passes again"
+expect_eq "$(c4 rl-fl tenant=s:x id=s:f6 max_tokens=s:300 | field status)" 429 \
+	"and the next one is 429: 900 held again"
+c4 rl-fl-response tenant=s:x id=s:f1 status=i:200 cost=s:0 >/dev/null
+expect_eq "$(c4 rl-fl tenant=s:x id=s:f7 max_tokens=s:300 | field status)" 429 \
+	"a second settle of f1 refunds nothing"
 expect_eq "$(metric "$MP4" 'spoa_rl_reserve_settles_unmatched_total{rule="fl"}')" 1 \
-	"and counts the settle as unmatched"
+	"and is counted as unmatched"
+c4 rl-fl-response tenant=s:x id=s:f2 status=i:200 cost=s:500 >/dev/null
+expect_eq "$(metric "$MP4" 'spoa_rl_response_units_charged_total{rule="fl"}')" 200 \
+	"a settle over the reservation charges the difference (500 - 300)"
 
 grep -q 'msg=settle_unmatched rule=gcra' "$TMP/agent.log"
 ok $? "unmatched settles are logged"

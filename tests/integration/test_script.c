@@ -34,6 +34,7 @@
 
 #include "batch.h"
 #include "limiter.h"
+#include "local.h"
 #include "results.h"
 #include "scriptlib.h"
 #include "store.h"
@@ -1374,11 +1375,34 @@ static const struct rstep reserve_vectors[] = {
 	{ LIM_OP_FORCE, 0, "r5", 1, -1 },
 };
 
+/* One check of <ck> in the local tier <l> at <now> (the C twin of the
+ * script's reserve and settle: local.c, lim_reserve.c). */
+static struct lim_result
+local_one(struct local *l, const struct chk *ck, int64_t now)
+{
+	struct local_check lc;
+
+	memset(&lc, 0, sizeof(lc));
+	lc.params = ck->p;
+	lc.key = ck->key;
+	lc.keylen = strlen(ck->key);
+	lc.op = ck->op;
+	lc.cost = ck->cost;
+	lc.member = ck->member;
+	lc.memberlen = ck->member ? strlen(ck->member) : 0;
+	local_eval_request(l, &lc, 1, now);
+	return lc.result;
+}
+
+/* The vectors through the script and, at the script's TIME, the local
+ * tier: both must give the table's results, and the same five. */
 static void
 reserve_run(struct lim_params p, const char *name)
 {
 	redisContext *c = setup();
+	struct local *l = local_new(16);
 	char          key[96];
+	int64_t       t1, t2, tol = 1;
 
 	p.reserve_lease_us = HOUR;
 	unique_key(key, sizeof(key), name);
@@ -1387,14 +1411,35 @@ reserve_run(struct lim_params p, const char *name)
 	for (int i = 0; i < ARRAY_LEN(reserve_vectors); i++) {
 		const struct rstep *v = &reserve_vectors[i];
 		struct chk          ck = { &p, key, v->op, v->cost, 0, v->id };
-		struct lim_result   r = script_one(c, &ck);
+		struct lim_result   r, tw;
 
+		t1 = redis_time(c);
+		r = script_one(c, &ck);
+		t2 = redis_time(c);
+		tol += t2 - t1;
+		tw = local_one(l, &ck, t1);
 		cr_expect_eq(r.allowed, v->allowed, "%s step %d: allowed %d",
 		             name, i + 1, r.allowed);
 		cr_expect_eq(r.remaining, v->remaining,
 		             "%s step %d: remaining %" PRId64 ", want %" PRId64,
 		             name, i + 1, r.remaining, v->remaining);
+		cr_expect_eq(tw.allowed, r.allowed,
+		             "%s step %d: local tier allowed %d, script %d",
+		             name, i + 1, tw.allowed, r.allowed);
+		cr_expect_eq(tw.remaining, r.remaining,
+		             "%s step %d: local tier remaining %" PRId64
+		             ", script %" PRId64,
+		             name, i + 1, tw.remaining, r.remaining);
+		cr_expect(near(tw.retry_after_us, r.retry_after_us, tol) &&
+		                  near(tw.next_us, r.next_us, tol) &&
+		                  near(tw.full_us, r.full_us, tol),
+		          "%s step %d: local tier times %" PRId64 " %" PRId64
+		          " %" PRId64 ", script %" PRId64 " %" PRId64
+		          " %" PRId64,
+		          name, i + 1, tw.retry_after_us, tw.next_us,
+		          tw.full_us, r.retry_after_us, r.next_us, r.full_us);
 	}
+	local_free(l);
 	redisFree(c);
 }
 
@@ -1447,6 +1492,33 @@ Test(script, a_vetoed_reservation_leaves_no_record)
 		cr_expect_eq(r.remaining, -1, "no record");
 		r = script_one(c, &peek);
 		cr_expect_eq(r.remaining, 1000, "nothing charged");
+	}
+	{ /* the local tier, the same request: the same */
+		struct local      *l = local_new(16);
+		struct local_check lc[2];
+		int64_t            now = redis_time(c);
+		struct chk         settle = { &p, a, LIM_OP_FORCE, 0, 0, "v1" };
+		struct chk         peek = { &p, a, LIM_OP_CHECK, 0, 0, NULL };
+
+		memset(lc, 0, sizeof(lc));
+		for (int i = 0; i < 2; i++) {
+			lc[i].params = req[i].p;
+			lc[i].key = req[i].key;
+			lc[i].keylen = strlen(req[i].key);
+			lc[i].op = req[i].op;
+			lc[i].cost = req[i].cost;
+			lc[i].member = req[i].member;
+			lc[i].memberlen =
+				req[i].member ? strlen(req[i].member) : 0;
+		}
+		cr_expect_eq(local_eval_request(l, lc, 2, now), 0);
+		cr_expect_eq(lc[0].result.allowed, out[0].allowed);
+		cr_expect_eq(lc[1].result.allowed, out[1].allowed);
+		cr_expect_eq(local_one(l, &settle, now).remaining, -1,
+		             "local tier: no record");
+		cr_expect_eq(local_one(l, &peek, now).remaining, 1000,
+		             "local tier: nothing charged");
+		local_free(l);
 	}
 	redisFree(c);
 }
