@@ -189,6 +189,7 @@ struct policy {
 	int     workers;
 	char   *redis_url;
 	int64_t redis_timeout_us;
+	int64_t redis_batch_wait_us; /* read at start only */
 	int     pool_size;
 	int     max_conns;
 	int64_t idle_timeout_us;

@@ -620,6 +620,7 @@ worker_init(struct worker *w, struct server *s, int id, char **err)
 	sc.url = s->redis_url ? s->redis_url : w->policy->redis_url;
 	sc.username = w->policy->redis_username;
 	sc.password = w->policy->redis_password;
+	sc.batch_wait_us = w->policy->redis_batch_wait_us;
 	w->env.store = store_new(w->loop, &sc, w->m, &serr);
 	if (w->env.store == NULL) {
 		asprintf(err, "redis.url %s: %s", sc.url, serr);

@@ -4,11 +4,19 @@
  * backend, a single Redis or Sentinel group (store_single.c) or a Redis
  * Cluster (store_cluster.c); every other call goes through the backend's
  * table of operations (store_ops.h). Nothing here talks to Redis.
+ *
+ * It also holds the batch wait (store_cfg.batch_wait_us): a flush with
+ * fewer than STORE_WAIT_FULL requests queued is put off until the oldest
+ * of them has waited that long, so that at a moderate rate one script call
+ * carries several loop iterations' requests. Zero (the default) flushes
+ * at every loop iteration, as before.
  */
 #include <assert.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+
+#include <ev.h>
 
 #include "resolve.h"
 #include "store.h"
@@ -19,6 +27,12 @@
 struct store {
 	const struct store_ops *ops;
 	void                   *be;
+	/* the batch wait; loop is NULL when there is none */
+	struct ev_loop *loop;
+	ev_tstamp       wait;    /* s */
+	ev_tstamp       first;   /* when the oldest unsent request came */
+	int             pending; /* requests submitted since the last flush */
+	ev_timer        due;     /* ends the wait when no request comes */
 };
 
 struct store *
@@ -30,6 +44,8 @@ store_new_with_ops(const struct store_ops *ops, void *backend)
 	       ops->up && ops->note_timeout && ops->free);
 	st->ops = ops;
 	st->be = backend;
+	st->loop = NULL;
+	st->pending = 0;
 	return st;
 }
 
@@ -59,29 +75,52 @@ parse(const struct store_cfg *cfg, struct store_addr *a, struct store_topo *t,
 	return 0;
 }
 
+static void
+due_cb(struct ev_loop *loop, ev_timer *w, int revents)
+{
+	(void)loop;
+	(void)revents;
+	store_flush(w->data);
+}
+
+void
+store_set_batch_wait(struct store *st, struct ev_loop *loop, int64_t wait_us)
+{
+	assert(st->pending == 0 && wait_us > 0);
+	st->loop = loop;
+	st->wait = (ev_tstamp)wait_us / 1e6;
+	ev_init(&st->due, due_cb);
+	st->due.data = st;
+}
+
 struct store *
 store_new(struct ev_loop *loop, const struct store_cfg *cfg,
           struct metrics_worker *m, const char **err)
 {
 	struct store_addr a;
 	struct store_topo t = { 0 };
+	struct store     *st;
 	int64_t           timeout_us =
                 cfg->connect_timeout_us > 0 ? cfg->connect_timeout_us : 1000000;
 
 	if (parse(cfg, &a, &t, err) == -1)
 		return NULL;
 	if (strncmp(cfg->url, "redis+cluster://", 16) == 0)
-		return store_new_with_ops(&store_cluster_ops,
-		                          store_cluster_new(loop, &t, a.user,
-		                                            a.pass, timeout_us,
-		                                            m));
-	return store_new_with_ops(
-		&store_single_ops,
-		store_single_new(loop, &a,
-	                         strncmp(cfg->url, "redis+sentinel://", 17) == 0
-	                                 ? &t
-	                                 : NULL,
-	                         timeout_us, m));
+		st = store_new_with_ops(&store_cluster_ops,
+		                        store_cluster_new(loop, &t, a.user,
+		                                          a.pass, timeout_us, m));
+	else
+		st = store_new_with_ops(
+			&store_single_ops,
+			store_single_new(loop, &a,
+		                         strncmp(cfg->url, "redis+sentinel://",
+		                                 17) == 0
+		                                 ? &t
+		                                 : NULL,
+		                         timeout_us, m));
+	if (cfg->batch_wait_us > 0)
+		store_set_batch_wait(st, loop, cfg->batch_wait_us);
+	return st;
 }
 
 void
@@ -89,6 +128,8 @@ store_free(struct store *st)
 {
 	if (st == NULL)
 		return;
+	if (st->loop != NULL)
+		ev_timer_stop(st->loop, &st->due);
 	st->ops->free(st->be);
 	free(st);
 }
@@ -99,17 +140,45 @@ store_up(const struct store *st)
 	return st != NULL && st->ops->up(st->be);
 }
 
+/* 1 if the flush is put off: a wait is set, fewer than STORE_WAIT_FULL
+ * requests are queued and the oldest has waited less than it (the timer
+ * then ends the wait if nothing else wakes the loop first). */
+static int
+wait_more(struct store *st)
+{
+	ev_tstamp left;
+
+	if (st->loop == NULL || st->pending == 0)
+		return 0;
+	left = st->first + st->wait - ev_now(st->loop);
+	if (st->pending >= STORE_WAIT_FULL || left <= 0)
+		return 0;
+	if (!ev_is_active(&st->due)) {
+		ev_timer_set(&st->due, left, 0.);
+		ev_timer_start(st->loop, &st->due);
+	}
+	return 1;
+}
+
 void
 store_flush(struct store *st)
 {
-	if (st != NULL)
-		st->ops->flush(st->be);
+	if (st == NULL || wait_more(st))
+		return;
+	if (st->loop != NULL)
+		ev_timer_stop(st->loop, &st->due);
+	st->pending = 0;
+	st->ops->flush(st->be);
 }
 
 int
 store_submit(struct store *st, struct store_req *sr)
 {
-	return st->ops->submit(st->be, sr);
+	int rc = st->ops->submit(st->be, sr);
+
+	if (rc == STORE_OK && st->loop != NULL && st->pending++ == 0)
+		st->first = ev_now(st->loop);
+	return rc;
 }
 
 int

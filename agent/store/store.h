@@ -12,8 +12,9 @@
  * Requests are batched: store_submit() only queues; the worker calls
  * store_flush() once per loop iteration (from an ev_prepare watcher), which
  * sends everything queued as one script call per STORE_BATCH_MAX requests
- * (per slot on a Cluster). So a batch is whatever is ready; nothing ever
- * waits for a batch to fill.
+ * (per slot on a Cluster). So a batch is whatever is ready; nothing waits
+ * for a batch to fill, unless the policy sets redis.batch_wait: then a
+ * request waits at most that long for others to share its call.
  *
  * A store never waits for Redis on behalf of a request: it answers through
  * the request's callback, once, with STORE_OK or an error. Deadlines are
@@ -38,7 +39,11 @@ struct store_cfg {
 	const char *username; /* overrides the URL's; may be NULL */
 	const char *password;
 	int64_t     connect_timeout_us;
+	int64_t     batch_wait_us; /* 0: flush at every loop iteration */
 };
+
+/* With a batch wait, a flush waits for no more than this many requests. */
+#define STORE_WAIT_FULL 64
 
 /* Creates the store and starts connecting. Returns NULL with <*err> (a
  * static text) if the URL is bad. */
@@ -50,6 +55,12 @@ struct store *store_new(struct ev_loop *loop, const struct store_cfg *cfg,
  * Redis, and for store_new(). store_free() calls ops->free(backend). */
 struct store *store_new_with_ops(const struct store_ops *ops, void *backend);
 void          store_free(struct store *st);
+
+/* From now on a flush with fewer than STORE_WAIT_FULL requests waits until
+ * the oldest of them has waited <wait_us> (> 0), on a timer of <loop>.
+ * store_new() calls it for store_cfg.batch_wait_us; before any submit. */
+void store_set_batch_wait(struct store *st, struct ev_loop *loop,
+                          int64_t wait_us);
 
 /* Queues <sr>. If the store cannot take it now (down, breaker open) the
  * callback is NOT called and STORE_EDOWN is returned: the caller decides

@@ -2,11 +2,13 @@
 /* store.h dispatches every call through the backend's operations table
  * (store_new_with_ops): a fake backend records what it was asked. */
 #include <criterion/criterion.h>
+#include <ev.h>
 
 #include "store.h"
 
 struct fake {
 	int submits, flushes, hgets, cancels, ups, timeouts, frees;
+	int accept; /* submit answers STORE_OK */
 	struct store_req *last;
 };
 
@@ -17,7 +19,7 @@ f_submit(void *be, struct store_req *sr)
 
 	f->submits++;
 	f->last = sr;
-	return STORE_EDOWN;
+	return f->accept ? STORE_OK : STORE_EDOWN;
 }
 
 static void
@@ -114,4 +116,67 @@ Test(store_ops, a_null_store_is_down_and_flushes_and_cancels_nothing)
 	store_cancel(NULL, &sr);
 	cr_assert_eq(sr.gen, 2);
 	store_free(NULL);
+}
+
+/* ---- the batch wait (redis.batch_wait) ---------------------------------- */
+
+Test(store_ops, a_batch_wait_holds_a_small_flush_until_the_oldest_has_waited)
+{
+	struct ev_loop  *loop = ev_loop_new(EVFLAG_AUTO);
+	struct fake      f = { .accept = 1 };
+	struct store    *st = store_new_with_ops(&fake_ops, &f);
+	struct store_req a = { 0 }, b = { 0 };
+	ev_tstamp        t0;
+
+	store_set_batch_wait(st, loop, 20000);
+	ev_now_update(loop);
+	t0 = ev_now(loop);
+	cr_assert_eq(store_submit(st, &a), STORE_OK);
+	store_flush(st);
+	cr_assert_eq(f.flushes, 0, "one request waits for company");
+	cr_assert_eq(store_submit(st, &b), STORE_OK);
+	store_flush(st);
+	cr_assert_eq(f.flushes, 0, "two still wait");
+	ev_run(loop, 0); /* the timer is the only watcher: runs it, returns */
+	cr_assert_eq(f.flushes, 1, "the wait ended in one flush");
+	cr_assert_geq(ev_now(loop) - t0, 0.019, "not before the wait");
+	store_flush(st);
+	cr_assert_eq(f.flushes, 2, "nothing queued: a flush goes through");
+	store_free(st);
+	ev_loop_destroy(loop);
+}
+
+Test(store_ops, a_batch_wait_ends_at_once_when_the_batch_is_full)
+{
+	struct ev_loop  *loop = ev_loop_new(EVFLAG_AUTO);
+	struct fake      f = { .accept = 1 };
+	struct store    *st = store_new_with_ops(&fake_ops, &f);
+	struct store_req sr[STORE_WAIT_FULL] = { { 0 } };
+
+	store_set_batch_wait(st, loop, 1000000);
+	for (int i = 0; i < STORE_WAIT_FULL - 1; i++)
+		store_submit(st, &sr[i]);
+	store_flush(st);
+	cr_assert_eq(f.flushes, 0);
+	store_submit(st, &sr[STORE_WAIT_FULL - 1]);
+	store_flush(st);
+	cr_assert_eq(f.flushes, 1, "a full batch does not wait");
+	cr_assert_eq(ev_run(loop, EVRUN_NOWAIT), 0, "and no timer is left");
+	store_free(st);
+	ev_loop_destroy(loop);
+}
+
+Test(store_ops, a_refused_request_starts_no_wait)
+{
+	struct ev_loop  *loop = ev_loop_new(EVFLAG_AUTO);
+	struct fake      f = { .accept = 0 };
+	struct store    *st = store_new_with_ops(&fake_ops, &f);
+	struct store_req sr = { 0 };
+
+	store_set_batch_wait(st, loop, 1000000);
+	cr_assert_eq(store_submit(st, &sr), STORE_EDOWN);
+	store_flush(st);
+	cr_assert_eq(f.flushes, 1, "nothing was queued, nothing to wait for");
+	store_free(st);
+	ev_loop_destroy(loop);
 }
