@@ -75,12 +75,17 @@ parse(const struct store_cfg *cfg, struct store_addr *a, struct store_topo *t,
 	return 0;
 }
 
+static void flush_now(struct store *st);
+
+/* The wait is over: flush, whatever the clock says (libev fires a timer
+ * when it is due on its own clock, which may read a hair before <first> +
+ * <wait>; waiting again would cost a whole poll timeout, 1 ms on epoll). */
 static void
 due_cb(struct ev_loop *loop, ev_timer *w, int revents)
 {
 	(void)loop;
 	(void)revents;
-	store_flush(w->data);
+	flush_now(w->data);
 }
 
 void
@@ -160,15 +165,20 @@ wait_more(struct store *st)
 	return 1;
 }
 
-void
-store_flush(struct store *st)
+static void
+flush_now(struct store *st)
 {
-	if (st == NULL || wait_more(st))
-		return;
 	if (st->loop != NULL)
 		ev_timer_stop(st->loop, &st->due);
 	st->pending = 0;
 	st->ops->flush(st->be);
+}
+
+void
+store_flush(struct store *st)
+{
+	if (st != NULL && !wait_more(st))
+		flush_now(st);
 }
 
 int

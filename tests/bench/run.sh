@@ -51,6 +51,7 @@ WRK_T=${BENCH_WRK_THREADS:-2}
 SPOP_C=${BENCH_SPOP_CONNS:-16}
 PIPE=${BENCH_PIPELINE:-20}
 LOW_RATE=${BENCH_LOW_RATE:-20000}	# agent alone, paced at a moderate rate
+BWAIT=${BENCH_BATCH_WAIT:-500us}	# redis.batch_wait of the second agent there
 PAIRS=${BENCH_PAIRS:-3}		# back-to-back pairs for the HTTP targets
 PDUR=${BENCH_PAIR_DURATION:-4}	# s per run of a pair
 TENANTS=10000
@@ -80,6 +81,7 @@ fi
 LOAD0=$(cut -d' ' -f1-3 /proc/loadavg)
 RP=$(port 1); AP=$(port 2); MP=$(port 3); HP=$(port 4)
 LAP=$(port 5); LMP=$(port 6); SAPP=$(port 7); NP=$(port 8)
+WAP=$(port 9); WMP=$(port 10)
 
 say() { echo "bench: $*" >&2; }
 
@@ -107,6 +109,11 @@ wrk_lat() {
 		else if (v ~ /m$/) { sub(/m$/, "", v); print v * 60000000 }
 		else if (v ~ /s$/) { sub(/s$/, "", v); print v * 1000000 }
 	}' "$1"
+}
+median() {
+	printf '%s\n' "$@" | grep -v '^n/a$' | grep -v '^$' | sort -g | awk '{ v[NR] = $1 }
+		END { if (NR == 0) print "n/a"; else if (NR % 2) print v[(NR + 1) / 2];
+		      else printf "%.2f\n", (v[NR / 2] + v[NR / 2 + 1]) / 2 }'
 }
 stop_pid() {
 	kill "$1" 2>/dev/null
@@ -169,6 +176,13 @@ APID=$AGENT_PID
 wait_port "$AP" || exit 1
 wait_port "$MP" || exit 1
 SHA=$(redis-cli -p "$RP" SCRIPT LOAD "$(cat "$ROOT/agent/store/lua/ratelimit.lua")")
+# spop-null: an agent that answers every NOTIFY at once and decides
+# nothing, the floor for the agent alone paced (below) and for HTTP (the
+# pairs)
+"$TOOLS/spop-null" "$NP" 900 >"$TMP/spop-null.out" 2>&1 &
+NPID=$!
+PIDS="$PIDS $NPID"
+wait_port "$NP" || exit 1
 
 # ---- 1. the agent alone ----------------------------------------------------
 say "agent alone: spop-bench -c $SPOP_C -P $PIPE, ${DUR}s"
@@ -201,15 +215,17 @@ if [ -f "$OUT/agent.perf" ]; then
 		--percent-limit 2 >"$OUT/profile-children.txt" 2>/dev/null
 fi
 
-# paced NAME RATE: spop-bench open loop at RATE decisions/s for 5 s, with
-# the agent's and Redis' CPU per decision and the decisions per call: at a
-# moderate rate few requests wait per loop turn, so batches are small.
+# paced NAME RATE [PORT PID]: spop-bench open loop at RATE decisions/s for
+# 5 s against the agent (or the one at PORT, process PID), with its and
+# Redis' CPU per decision and the decisions per call: at a moderate rate
+# few requests wait per loop turn, so batches are small.
 paced() {
-	say "agent alone, paced: spop-bench -R $2, 5s"
-	a0=$(ticks "$APID"); r0=$(rcpu); k0=$(rcalls)
-	"$BENCH" -a "127.0.0.1:$AP" -c "$SPOP_C" -P "$PIPE" -d 5 -w 1 -R "$2" \
+	_port=${3:-$AP} _pid=${4:-$APID}
+	say "agent alone, paced ($1): spop-bench -R $2, 5s"
+	a0=$(ticks "$_pid"); r0=$(rcpu); k0=$(rcalls)
+	"$BENCH" -a "127.0.0.1:$_port" -c "$SPOP_C" -P "$PIPE" -d 5 -w 1 -R "$2" \
 		-k "$TENANTS" >"$OUT/agent-$1.out" 2>&1
-	a1=$(ticks "$APID"); r1=$(rcpu); k1=$(rcalls)
+	a1=$(ticks "$_pid"); r1=$(rcpu); k1=$(rcalls)
 	n=$(kv "$OUT/agent-$1.out" acks_total)
 	R[$1.dps]=$(kv "$OUT/agent-$1.out" decisions_per_s)
 	R[$1.p50]=$(kv "$OUT/agent-$1.out" p50_us)
@@ -219,7 +235,25 @@ paced() {
 	R[$1.batch]=$(div "$n" "$k1 - $k0" 1)
 }
 paced ah "$(num "x = int(${R[as.dps]:-0} / 2)" 0)"
-paced al "$LOW_RATE"
+# at the moderate rate: the agent, spop-null (the floor: HAProxy-side
+# syscalls and wake-ups only), and the agent with a batch wait
+# (redis.batch_wait), in alternation, twice; medians
+sed "s/^listen: .*/listen: 127.0.0.1:$WAP/; s/timeout: 90ms }/timeout: 90ms, batch_wait: $BWAIT }/" \
+	"$TMP/agent.yaml" >"$TMP/agent-wait.yaml"
+AGENT_LOG="$TMP/agent-wait.log" start_agent "$TMP/agent-wait.yaml" -q -m "127.0.0.1:$WMP"
+WPID=$AGENT_PID
+wait_port "$WAP" || exit 1
+for i in 1 2; do
+	paced "al$i" "$LOW_RATE"
+	paced "nl$i" "$LOW_RATE" "$NP" "$NPID"
+	paced "wl$i" "$LOW_RATE" "$WAP" "$WPID"
+done
+stop_pid "$WPID"
+for f in dps p50 p99 agent redis batch; do
+	for p in al nl wl; do
+		R[$p.$f]=$(median "${R[${p}1.$f]}" "${R[${p}2.$f]}")
+	done
+done
 
 NAIVE_N=$(num "x = int(${R[as.dps]:-0} * 3 / 4); if (x < 50000) x = 50000; if (x > 200000) x = 200000" 0)
 say "naive design: redis-benchmark, $NAIVE_N x one EVALSHA per decision"
@@ -423,11 +457,9 @@ hap_stop
 # over the pairs; every pair is printed. Each pair also paces HAProxy's
 # SPOE against spop-null, an agent that answers every NOTIFY at once with
 # an empty ACK: the latency that HAProxy 2.6's SPOE hop adds by itself,
-# with no agent work and no Redis, the floor under (c)'s added p99.
-"$TOOLS/spop-null" "$NP" 900 >"$TMP/spop-null.out" 2>&1 &
-NPID=$!
-PIDS="$PIDS $NPID"
-wait_port "$NP" || exit 1
+# with no agent work and no Redis, the floor under (c)'s added p99. And
+# HAProxy + spop-null at CONNS connections, saturated: the most (c) could
+# reach with an agent that costs nothing.
 pair_run() {	# pair_run NAME CFG CONNS [VAR=VALUE...]
 	name=$1 cfg=$2; shift 2
 	redis-cli -p "$RP" flushall >/dev/null
@@ -435,18 +467,14 @@ pair_run() {	# pair_run NAME CFG CONNS [VAR=VALUE...]
 	DUR=$PDUR run_wrk "$name" "$@"
 	hap_stop
 }
-median() {
-	printf '%s\n' "$@" | grep -v '^n/a$' | sort -g | awk '{ v[NR] = $1 }
-		END { if (NR == 0) print "n/a"; else if (NR % 2) print v[(NR + 1) / 2];
-		      else printf "%.2f\n", (v[NR / 2] + v[NR / 2 + 1]) / 2 }'
-}
 for np in $(seq "$PAIRS"); do
 	say "pair $np of $PAIRS: (b) and (c) at $CONNS connections, then (a) and (c) paced, ${PDUR}s each"
-	if [ $((np % 2)) = 1 ]; then order="b c a h n"; else order="c b n h a"; fi
+	if [ $((np % 2)) = 1 ]; then order="b c m a h n"; else order="m c b n h a"; fi
 	for p in $order; do
 		case $p in
 		b) pair_run "pb$np" "$BDIR/b-sticktable.cfg" "$CONNS";;
 		c) pair_run "pc$np" "$BDIR/c-spoa.cfg" "$CONNS";;
+		m) HAP_AGENT="127.0.0.1:$NP" pair_run "pm$np" "$BDIR/c-spoa.cfg" "$CONNS";;
 		a) pair_run "pa$np" "$BDIR/a-nolimit.cfg" "$HALF_C" BENCH_DELAY_MS="$DELAY";;
 		h) pair_run "ph$np" "$BDIR/c-spoa.cfg" "$HALF_C" BENCH_DELAY_MS="$DELAY";;
 		n) HAP_AGENT="127.0.0.1:$NP" pair_run "pn$np" "$BDIR/c-spoa.cfg" \
@@ -456,13 +484,18 @@ for np in $(seq "$PAIRS"); do
 	R[pair$np.cb]=$(div "${R[pc$np.rps]}" "${R[pb$np.rps]}")
 	R[pair$np.add]=$(num "x = (${R[ph$np.p99]:-0} - ${R[pa$np.p99]:-0}) / 1000" 2)
 	R[pair$np.addnull]=$(num "x = (${R[pn$np.p99]:-0} - ${R[pa$np.p99]:-0}) / 1000" 2)
+	R[pair$np.cm]=$(div "${R[pc$np.rps]}" "${R[pm$np.rps]}")
+	R[pair$np.overnull]=$(num "x = (${R[ph$np.p99]:-0} - ${R[pn$np.p99]:-0}) / 1000" 2)
 done
 stop_pid "$NPID"
-cbs= adds= addnulls=
+cbs= adds= addnulls= cms= overnulls=
 for np in $(seq "$PAIRS"); do
 	cbs="$cbs ${R[pair$np.cb]}" adds="$adds ${R[pair$np.add]}"
 	addnulls="$addnulls ${R[pair$np.addnull]}"
+	cms="$cms ${R[pair$np.cm]}" overnulls="$overnulls ${R[pair$np.overnull]}"
 done
+R[pairs.cm]=$(median $cms)
+R[pairs.overnull]=$(median $overnulls)
 R[pairs.cb]=$(median $cbs)
 R[pairs.add]=$(median $adds)
 R[pairs.addnull]=$(median $addnulls)
@@ -505,6 +538,11 @@ floor() {
 ms() { case $1 in ''|n/a) echo n/a;; *) num "x = $1 / 1000" 2;; esac; }
 
 R[ratio.ca]=$(div "${R[c.rps]}" "${R[a.rps]}")
+R[ctl.ratio]=$(div "${R[as.agent]}" "${R[as.self]}")
+R[low.ratio]=$(div "${R[al.agent]}" "${R[nl.agent]}")
+R[loww.ratio]=$(div "${R[wl.agent]}" "${R[nl.agent]}")
+R[low.redis]=$(div "${R[al.redis]}" "${R[nv.redis]}")
+R[loww.redis]=$(div "${R[wl.redis]}" "${R[nv.redis]}")
 R[ratio.cb]=$(div "${R[c.rps]}" "${R[b.rps]}")
 R[ratio.lb]=$(div "${R[c_local.rps]}" "${R[b.rps]}")
 R[ratio.cb_hi]=$(div "${R[c_hi.rps]}" "${R[b_hi.rps]}")
@@ -532,6 +570,18 @@ cpu_model=$(sed -n 's/^model name[[:space:]]*: //p' /proc/cpuinfo | head -n 1)
 	echo "| the same at $CONNS_HI connections ((c) bound by CPU, not latency) | ${R[c_hi.rps]} / ${R[b_hi.rps]} = ${R[ratio.cb_hi]} | $(met "${R[ratio.cb_hi]}" '>=' 0.5) |"
 	echo "| added p99 of (c) over (a) <= 1 ms at half of (c)'s rate: median of $PAIRS back-to-back pairs | ${R[pairs.add]} ms (pairs:$(echo $adds | sed 's/ /, /g'); the ${DUR} s runs: ${R[add.p99half]} ms at ${R[c_half.rps]} / ${R[a_half.rps]} req/s) | $(met "${R[pairs.add]}" '<=' 1) |"
 	echo "| (the floor under it, no target) the same for HAProxy's SPOE against spop-null, an agent that does no work: median of the same pairs | ${R[pairs.addnull]} ms (pairs:$(echo $addnulls | sed 's/ /, /g')) | $(floor "${R[pairs.addnull]}") |"
+	echo
+	echo "## Targets of issue 20 (the agent's own cost against the null agent)"
+	echo
+	echo "| target | measured | |"
+	echo "|---|---|---|"
+	echo "| (c) / spop-null req/s at $CONNS connections >= 0.90: median of $PAIRS back-to-back pairs | ${R[pairs.cm]} (pairs:$(echo $cms | sed 's/ /, /g')) | $(met "${R[pairs.cm]}" '>=' 0.90) |"
+	echo "| Redis CPU per decision, batched / naive <= 0.15 (saturated) | ${R[as.redis]} / ${R[nv.redis]} µs = ${R[redis.ratio]} | $(met "${R[redis.ratio]}" '<=' 0.15) |"
+	echo "| agent CPU per decision / the control (the load generator's own) <= 1.3 (saturated) | ${R[as.agent]} / ${R[as.self]} µs = ${R[ctl.ratio]} | $(met "${R[ctl.ratio]}" '<=' 1.3) |"
+	echo "| added p99 of (c) over spop-null, paced at ~half of (c)'s rate, <= 0.5 ms: median of $PAIRS pairs | ${R[pairs.overnull]} ms (pairs:$(echo $overnulls | sed 's/ /, /g')) | $(met "${R[pairs.overnull]}" '<=' 0.5) |"
+	echo "| moderate load, $LOW_RATE/s paced: agent CPU per decision / spop-null's <= 1.5 (median of 2) | ${R[al.agent]} / ${R[nl.agent]} µs = ${R[low.ratio]} | $(met "${R[low.ratio]}" '<=' 1.5) |"
+	echo "| moderate load: Redis CPU per decision / naive <= 0.5 | ${R[al.redis]} / ${R[nv.redis]} µs = ${R[low.redis]} | $(met "${R[low.redis]}" '<=' 0.5) |"
+	echo "| the same two with redis.batch_wait $BWAIT | agent ${R[wl.agent]} µs = ${R[loww.ratio]} x spop-null; Redis ${R[wl.redis]} µs = ${R[loww.redis]} x naive; ${R[wl.batch]} decisions per call, ACK p99 ${R[wl.p99]} µs (without: ${R[al.batch]}, ${R[al.p99]} µs) | agent $(met "${R[loww.ratio]}" '<=' 1.5), Redis $(met "${R[loww.redis]}" '<=' 0.5) |"
 	echo
 	echo "## HTTP through haproxy (wrk -t$WRK_T, ${DUR} s, X-Tenant random over $TENANTS tenants)"
 	echo
@@ -573,8 +623,9 @@ cpu_model=$(sed -n 's/^model name[[:space:]]*: //p' /proc/cpuinfo | head -n 1)
 	echo "|---|---|"
 	echo "| decisions/s (saturated) | ${R[as.dps]} |"
 	echo "| ACK latency p50 / p99 (saturated, $((SPOP_C * PIPE)) in flight) | $(ms "${R[as.p50]}") / $(ms "${R[as.p99]}") ms |"
-	for p in ah al; do
-		echo "| paced at ${R[$p.dps]} decisions/s ($([ $p = ah ] && echo half || echo moderate)): ACK latency p50 / p99; agent, Redis CPU per decision; decisions per script call | $(ms "${R[$p.p50]}") / $(ms "${R[$p.p99]}") ms; ${R[$p.agent]} µs, ${R[$p.redis]} µs; ${R[$p.batch]} |"
+	for p in ah al wl nl; do
+		case $p in ah) l=half;; al) l=moderate;; wl) l="moderate, batch_wait $BWAIT";; nl) l="moderate, spop-null";; esac
+		echo "| paced at ${R[$p.dps]} decisions/s ($l): ACK latency p50 / p99; agent, Redis CPU per decision; decisions per script call | $(ms "${R[$p.p50]}") / $(ms "${R[$p.p99]}") ms; ${R[$p.agent]} µs, ${R[$p.redis]} µs; ${R[$p.batch]} |"
 	done
 	echo "| agent CPU per decision | ${R[as.agent]} µs |"
 	echo "| Redis CPU per decision, agent (batched FCALL) | ${R[as.redis]} µs |"
