@@ -68,8 +68,7 @@ orphan_add(struct policy_orphan *o, const char *rules, int64_t until_us)
 }
 
 void
-policy_note_orphans(struct policy *p, const struct policy *old,
-                    int64_t now_us)
+policy_note_orphans(struct policy *p, const struct policy *old, int64_t now_us)
 {
 	struct policy_orphan *o;
 

@@ -33,7 +33,7 @@ void policy_note_orphans(struct policy *p, const struct policy *old,
 
 /* The record that makes <m> an orphaned settle at <now_us>, or NULL.
  * Allocation-free; safe from any thread (<p> is immutable once shared). */
-const struct policy_orphan *policy_orphan_find(const struct policy    *p,
+const struct policy_orphan *policy_orphan_find(const struct policy       *p,
                                                const struct spop_message *m,
                                                int64_t now_us);
 

@@ -22,8 +22,8 @@ load(const char *name)
 	const char    *root = getenv("TEST_ROOT");
 	struct policy *p;
 
-	snprintf(path, sizeof(path), "%s%stests/unit/data/%s",
-	         root ? root : "", root ? "/" : "", name);
+	snprintf(path, sizeof(path), "%s%stests/unit/data/%s", root ? root : "",
+	         root ? "/" : "", name);
 	p = policy_load_with_warnings(path, &err, &warn);
 	cr_assert_not_null(p, "%s: %s", name, err ? err : "");
 	free(warn);
@@ -43,7 +43,8 @@ find(const struct policy *p, const char *name, int64_t now)
 
 Test(policy_orphan, removed_rules_message_is_recorded_for_the_longest_lease)
 {
-	struct policy *old = load("reserve.yaml"), *p = load("orphan-none.yaml");
+	struct policy *old = load("reserve.yaml"),
+		      *p = load("orphan-none.yaml");
 	const struct policy_orphan *o;
 
 	policy_note_orphans(p, old, NOW);
@@ -61,7 +62,8 @@ Test(policy_orphan, removed_rules_message_is_recorded_for_the_longest_lease)
 
 Test(policy_orphan, message_a_rule_still_takes_is_not_recorded)
 {
-	struct policy *old = load("reserve.yaml"), *p = load("orphan-keeps.yaml");
+	struct policy *old = load("reserve.yaml"),
+		      *p = load("orphan-keeps.yaml");
 
 	policy_note_orphans(p, old, NOW);
 	cr_assert_eq(p->norphans, 0,
@@ -87,9 +89,10 @@ Test(policy_orphan, reload_keeping_the_rules_records_nothing)
 Test(policy_orphan, record_survives_a_second_reload_until_its_lease_ends)
 {
 	struct policy *a = load("reserve.yaml"), *b = load("orphan-none.yaml");
-	struct policy *c = load("orphan-none.yaml"), *d = load("orphan-none.yaml");
+	struct policy *c = load("orphan-none.yaml"),
+		      *d = load("orphan-none.yaml");
 	const struct policy_orphan *o;
-	int64_t later = NOW + 60 * LIM_USEC_PER_SEC;
+	int64_t                     later = NOW + 60 * LIM_USEC_PER_SEC;
 
 	policy_note_orphans(b, a, NOW);
 	policy_note_orphans(c, b, later);
