@@ -28,6 +28,7 @@
 #include "metrics.h"
 #include "ovcli.h"
 #include "policy.h"
+#include "policy_orphan.h"
 #include "server.h"
 #include "store.h"
 #include "util.h"
@@ -350,6 +351,8 @@ load(int startup)
 /* The policy the agent started with: what a reload cannot change runs
  * as it says until the next restart. */
 static struct policy *booted;
+/* The policy running now (a reference): what a reload replaces. */
+static struct policy *running;
 
 static int
 str_differs(const char *a, const char *b)
@@ -424,6 +427,9 @@ sighup_cb(struct ev_loop *loop, ev_signal *w, int revents)
 	}
 	publish_rule_names(p);
 	warn_restart_only(p);
+	policy_note_orphans(p, running, util_now_us());
+	policy_unref(running);
+	running = policy_ref(p);
 	if (admin != NULL)
 		admin_set_policy(admin, p);
 	server_reload(server, p);
@@ -501,6 +507,7 @@ main(int argc, char **argv)
 		return 1;
 	}
 	booted = p; /* its reference, until exit */
+	running = policy_ref(p);
 	ev_signal_init(&shup, sighup_cb, SIGHUP);
 	ev_signal_init(&sterm, sigterm_cb, SIGTERM);
 	ev_signal_init(&sint, sigterm_cb, SIGINT);
@@ -514,6 +521,7 @@ main(int argc, char **argv)
 	httpd_free(admin_httpd);
 	metrics_bind(NULL);
 	admin_free(admin);
+	policy_unref(running);
 	policy_unref(booted);
 	ev_loop_destroy(loop);
 	log_info("stopped", NULL);

@@ -13,6 +13,8 @@ static _Thread_local struct ratelog tl_state;
 static _Thread_local struct ratelog tl_never_fits;
 static _Thread_local struct ratelog tl_cost_rejected;
 static _Thread_local struct ratelog tl_settle_unmatched;
+static _Thread_local struct ratelog tl_settle_unconfirmed;
+static _Thread_local struct ratelog tl_settle_orphaned;
 
 int
 ratelog_allow(struct ratelog *rl, int index, int64_t now_us,
@@ -98,16 +100,45 @@ ratelog_cost_rejected(const struct rule *rule, int worker)
 	return 1;
 }
 
-int
-ratelog_settle_unmatched(const struct rule *rule, int worker)
+/* A settle line <msg> for <rule>, through <rl>. */
+static int
+settle_line(struct ratelog *rl, const char *msg, const struct rule *rule,
+            int worker)
 {
 	uint64_t suppressed;
 
 	if (log_level < LOG_WARN ||
-	    !ratelog_allow(&tl_settle_unmatched, rule->index, util_now_us(),
-	                   &suppressed))
+	    !ratelog_allow(rl, rule->index, util_now_us(), &suppressed))
 		return 0;
-	log_warn("settle_unmatched", "rule=%s worker=%d suppressed=%llu",
-	         rule->name, worker, (unsigned long long)suppressed);
+	log_warn(msg, "rule=%s worker=%d suppressed=%llu", rule->name, worker,
+	         (unsigned long long)suppressed);
+	return 1;
+}
+
+int
+ratelog_settle_unmatched(const struct rule *rule, int worker)
+{
+	return settle_line(&tl_settle_unmatched, "settle_unmatched", rule,
+	                   worker);
+}
+
+int
+ratelog_settle_unconfirmed(const struct rule *rule, int worker)
+{
+	return settle_line(&tl_settle_unconfirmed, "settle_unconfirmed", rule,
+	                   worker);
+}
+
+int
+ratelog_settle_orphaned(const char *message, const char *rules, int worker)
+{
+	uint64_t suppressed;
+
+	if (log_level < LOG_WARN ||
+	    !ratelog_allow(&tl_settle_orphaned, 0, util_now_us(), &suppressed))
+		return 0;
+	log_warn("settle_orphaned",
+	         "message=%s removed_rules=%s worker=%d suppressed=%llu",
+	         message, rules, worker, (unsigned long long)suppressed);
 	return 1;
 }

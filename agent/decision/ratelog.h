@@ -78,4 +78,27 @@ int ratelog_cost_rejected(const struct rule *rule, int worker);
  * Returns 1 when it logged. */
 int ratelog_settle_unmatched(const struct rule *rule, int worker);
 
+/* A settle of <rule> went to Redis and its answer did not come in time
+ * (past redis.timeout, or the connection lost with it in flight): Redis
+ * may or may not have applied it. Logs as ratelog_settle_unmatched(),
+ * with a state of its own,
+ *
+ *   ts=... level=warn msg=settle_unconfirmed rule=llm-tokens worker=0
+ *     suppressed=0
+ *
+ * Returns 1 when it logged. */
+int ratelog_settle_unconfirmed(const struct rule *rule, int worker);
+
+/* A settle message (<message>, a policy's own string) that no rule takes
+ * since a reload removed the reserving rules <rules> (comma-separated)
+ * that it settled. At most once per interval in all (no rule to key it
+ * by), with a state of its own,
+ *
+ *   ts=... level=warn msg=settle_orphaned message=rl-response
+ *     removed_rules=llm-tokens worker=0 suppressed=0
+ *
+ * Returns 1 when it logged. */
+int ratelog_settle_orphaned(const char *message, const char *rules,
+                            int worker);
+
 #endif

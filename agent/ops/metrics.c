@@ -358,6 +358,16 @@ render_response(struct out *o)
 	                "the lease, never reserved, rule reloaded, store "
 	                "unavailable): nothing changed.",
 	                offsetof(struct metrics_worker, settles_unmatched));
+	render_per_rule(o, "spoa_rl_reserve_settles_unconfirmed_total",
+	                "Settles sent to Redis whose answer did not come in "
+	                "time (redis.timeout, connection lost): Redis may or "
+	                "may not have applied them.",
+	                offsetof(struct metrics_worker, settles_unconfirmed));
+	out_scalar(o, "spoa_rl_reserve_settles_orphaned_total", "counter",
+	           "Settle messages that no rule takes since a reload "
+	           "removed the reserving rules they settled: nothing "
+	           "refunded; the reservations expire with their lease.",
+	           SUM(settles_orphaned));
 }
 
 static void

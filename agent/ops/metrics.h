@@ -102,6 +102,8 @@ struct metrics_worker {
 	_Atomic uint64_t units_reserved[METRICS_MAX_RULES + 1];
 	_Atomic uint64_t units_refunded[METRICS_MAX_RULES + 1];
 	_Atomic uint64_t settles_unmatched[METRICS_MAX_RULES + 1];
+	_Atomic uint64_t settles_unconfirmed[METRICS_MAX_RULES + 1];
+	_Atomic uint64_t settles_orphaned; /* no rule left to label it */
 	_Atomic int64_t  local_keys;   /* gauge */
 	_Atomic int64_t  requests;     /* gauge: requests out of the pool */
 	_Atomic int      circuit_open; /* gauge, 0 or 1 */
@@ -232,6 +234,26 @@ static inline void
 metrics_settle_unmatched(struct metrics_worker *w, int slot)
 {
 	metrics__add(&w->settles_unmatched[metrics__slot(slot)], 1);
+}
+
+/* A settle of the rule at <slot> sent to Redis whose answer never came in
+ * time (past redis.timeout, or the connection lost with it in flight):
+ * Redis may or may not have applied it
+ * (spoa_rl_reserve_settles_unconfirmed_total). Not unmatched. */
+static inline void
+metrics_settle_unconfirmed(struct metrics_worker *w, int slot)
+{
+	metrics__add(&w->settles_unconfirmed[metrics__slot(slot)], 1);
+}
+
+/* A settle message no rule takes since a reload removed every reserving
+ * rule it settled (spoa_rl_reserve_settles_orphaned_total; policy.h
+ * policy_settle_orphaned()). No rule label: the message does not say
+ * which rule reserved. */
+static inline void
+metrics_settle_orphaned(struct metrics_worker *w)
+{
+	metrics__add(&w->settles_orphaned, 1);
 }
 
 /* Observes one Redis round trip of <us> microseconds (negative counts as

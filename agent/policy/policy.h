@@ -183,6 +183,14 @@ struct rule {
 	char   *reserve_arg; /* integer message arg giving the units */
 };
 
+/* A settle message a reload left without a rule (policy_orphan.h). */
+#define POLICY_MAX_ORPHANS 8
+struct policy_orphan {
+	char    message[64]; /* the removed rules' result message */
+	char    rules[128];  /* their names, comma-separated (cut) */
+	int64_t until_us;    /* util_now_us() at the reload + lease */
+};
+
 struct policy {
 	char   *path;
 	char   *listen; /* host:port or unix:/path */
@@ -229,6 +237,10 @@ struct policy {
 	/* added for the admin API (issue 18) */
 	char  admin_listen[POLICY_ADDR_MAX]; /* "" = off */
 	char *admin_token;                   /* NULL = off; never logged */
+	/* added for issue 19 (settles orphaned by a reload); set before
+	 * the workers see the policy (policy_note_orphans) */
+	struct policy_orphan orphans[POLICY_MAX_ORPHANS];
+	int                  norphans;
 };
 
 /* One limit check for one request, built by policy_build_checks(). */

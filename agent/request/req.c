@@ -51,6 +51,7 @@
 #include "ovcache.h"
 #include "plancache.h"
 #include "policy.h"
+#include "policy_orphan.h"
 #include "ratelog.h"
 #include "req.h"
 #include "reqpool.h"
@@ -80,6 +81,8 @@ struct req {
 	int64_t         waited_us;   /* on a plan lookup, of the timeout */
 	int             plan_wait;   /* a tenant's plan is on its way */
 	int             plan_failed; /* ... came too late for Redis */
+	int             unconfirmed; /* the call reached Redis, its answer
+	                              * did not: Redis may have run it */
 	uint32_t        plan_lost;   /* checks whose plan could not
 	                              * be had (bit i: check i) */
 	uint32_t ov_deny;            /* checks a deny override
@@ -359,6 +362,7 @@ store_done_cb(struct store_req *sr, int err)
 	deadlines_remove(&r->deadline);
 	sr->gen++;
 	if (err != STORE_OK) {
+		r->unconfirmed = err == STORE_EIO; /* lost in flight */
 		apply_fail_modes(r, 1);
 	} else {
 		for (int j = 0; j < r->nredis; j++) {
@@ -391,6 +395,7 @@ req_deadline_passed(struct deadlines *dl, struct deadline *d)
 
 	assert(r->pi.live && r->c != NULL && r->nredis > 0); /* answering */
 	store_cancel(r->e->store, &r->sr);
+	r->unconfirmed = sent;
 	apply_fail_modes(r, sent);
 	store_note_timeout(r->e->store);
 	req_finish(r);
@@ -532,6 +537,27 @@ note_response(struct req *r, const struct policy_rejects *rej)
 	}
 }
 
+/* A message no rule took: a settle orphaned by a reload when the policy
+ * before it had a reserving rule on that message (policy_orphan.h).
+ * Returns its record, or NULL. */
+static const struct policy_orphan *
+orphan_of(const struct req *r, const struct spop_message *m)
+{
+	if (r->policy->norphans == 0)
+		return NULL;
+	return policy_orphan_find(r->policy, m, util_now_us());
+}
+
+/* Counts the <n> orphaned settles of a request (<o>: one's record). */
+static void
+note_orphans(struct req *r, int n, const struct policy_orphan *o)
+{
+	for (int i = 0; i < n; i++)
+		metrics_settle_orphaned(r->e->m);
+	if (n > 0)
+		ratelog_settle_orphaned(o->message, o->rules, r->e->id);
+}
+
 static int
 build_checks(struct req *r, const struct spop_frame *f, int *status)
 {
@@ -539,7 +565,8 @@ build_checks(struct req *r, const struct spop_frame *f, int *status)
 	struct policy_overflow ov = { 0, &r->checks[POLICY_MAX_CHECKS] };
 	struct policy_rejects  rej = { 0 };
 	struct spop_message    m;
-	int                    rc;
+	const struct policy_orphan *orphan = NULL, *o;
+	int                    rc, norphans = 0;
 
 	r->n = 0;
 	r->spill = -1;
@@ -557,14 +584,20 @@ build_checks(struct req *r, const struct spop_frame *f, int *status)
 			r->policy, &m, plan, r->checks + r->n,
 			POLICY_MAX_CHECKS - r->n, &ov, &rej);
 		apply_overrides(r, first);
+		if (r->n == first && (o = orphan_of(r, &m)) != NULL) {
+			orphan = o;
+			norphans++;
+		}
 		if (plan == POLICY_PLAN_UNKNOWN)
 			note_plan_lost(r, first);
 	}
 	assert(r->n <= POLICY_MAX_CHECKS); /* the spill comes next */
 	if (rc != -1 && ov.n > 0 && !r->plan_wait)
 		note_overflow(r, f, &ov);
-	if (rc != -1 && !r->plan_wait)
+	if (rc != -1 && !r->plan_wait) {
 		note_response(r, &rej);
+		note_orphans(r, norphans, orphan);
+	}
 	return rc;
 }
 
@@ -751,6 +784,7 @@ req_start(struct req_env *e, struct conn *c, const struct spop_frame *f,
 	r->pin = policy_pin(e->pin);
 	r->policy = r->pin->p;
 	r->waited_us = 0;
+	r->unconfirmed = 0;
 	plancache_waiter_init(&r->pw, e->plans, plan_cb);
 	if (build_checks(r, f, status) == -1) {
 		plancache_cancel(&r->pw);
@@ -805,7 +839,10 @@ shadow_log(struct req *r, int i)
  * the local tier (store: local, fail: local) passed its request; a settle
  * by what the tier that answered found (remaining = the units the
  * reservation held, -1 for none). A settle answered by neither (fail:
- * open or closed) found no reservation: nothing was settled. */
+ * open or closed) found no reservation: nothing was settled, unless the
+ * call had reached Redis and only its answer was missing (past
+ * redis.timeout, connection lost): then Redis may have settled it, and
+ * it is counted as unconfirmed, not unmatched. */
 static int
 settled_by_tier(const struct outcome *o)
 {
@@ -818,6 +855,12 @@ note_settle(struct req *r, const struct check *c, const struct outcome *o)
 	int     slot = c->rule->metrics_slot;
 	int64_t held = o->res.remaining;
 
+	if ((!settled_by_tier(o) || held < 0) && r->unconfirmed &&
+	    c->rule->store != STORE_LOCAL) {
+		metrics_settle_unconfirmed(r->e->m, slot);
+		ratelog_settle_unconfirmed(c->rule, r->e->id);
+		return;
+	}
 	if (!settled_by_tier(o) || held < 0) {
 		metrics_settle_unmatched(r->e->m, slot);
 		ratelog_settle_unmatched(c->rule, r->e->id);

@@ -22,7 +22,8 @@
 
 enum store_err {
 	STORE_OK = 0,
-	STORE_EDOWN,  /* not connected, or the breaker is open */
+	STORE_EDOWN,  /* not connected, the breaker is open, or the call
+	               * could not be written: Redis never saw it */
 	STORE_EIO,    /* connection lost with the request in flight */
 	STORE_EREPLY, /* Redis answered an error or a bad reply */
 };

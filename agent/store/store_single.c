@@ -307,7 +307,9 @@ single_flush(void *be)
 
 		c->sent_us = util_monotonic_us();
 		if (call_send(s, c, 0) == -1) {
-			call_fail(c, STORE_EIO);
+			/* never written: Redis did not see it (EIO would say
+			 * it might have run, req.c "unconfirmed") */
+			call_fail(c, STORE_EDOWN);
 			call_free(c);
 		} else {
 			sent = 1;

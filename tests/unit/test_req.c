@@ -737,6 +737,61 @@ Test(req, a_call_never_answered_gets_the_fail_mode_by_its_deadline)
 	cr_assert_geq(h.fake.cancels, 1, "and that the call is given up");
 }
 
+/* ---- settles Redis may or may not have applied --------------------------- */
+
+#define RESERVING                                                              \
+	"redis: { url: \"redis://127.0.0.1:1/0\", timeout: 50ms }\n"        \
+	"rules:\n"                                                             \
+	"  - { name: t, message: rl-request, key: \"t:{user}\", "             \
+	"rate: 1000/d, burst: 1000, reserve: \"{max_tokens}\", "              \
+	"cost: \"{cost}\", fail: open }\n"
+
+static uint64_t
+sum_slots(_Atomic uint64_t *a)
+{
+	uint64_t n = 0;
+
+	for (int i = 0; i <= METRICS_MAX_RULES; i++)
+		n += a[i];
+	return n;
+}
+
+/* Sends one settle of rule t (rl-response) with the store in <mode>;
+ * its ACK must come, fail: open. */
+static void
+settle_with_store(int mode)
+{
+	struct ack a;
+
+	start(RESERVING);
+	h.fake.mode = mode;
+	a = ASK("rl-response", "user", "u1", "id", "r1", "status", "200",
+	        "cost", "0");
+	cr_assert_eq(a.status, 0);
+}
+
+Test(req, a_settle_redis_never_answered_is_unconfirmed_not_unmatched)
+{
+	settle_with_store(FAKE_NEVER);
+	cr_assert_eq(sum_slots(h.env.m->settles_unconfirmed), 1,
+	             "sent, no answer by redis.timeout: Redis may apply it");
+	cr_assert_eq(sum_slots(h.env.m->settles_unmatched), 0);
+}
+
+Test(req, a_settle_lost_with_its_connection_is_unconfirmed)
+{
+	settle_with_store(FAKE_ERROR); /* STORE_EIO: lost in flight */
+	cr_assert_eq(sum_slots(h.env.m->settles_unconfirmed), 1);
+	cr_assert_eq(sum_slots(h.env.m->settles_unmatched), 0);
+}
+
+Test(req, a_settle_the_store_never_took_is_unmatched)
+{
+	settle_with_store(FAKE_DOWN); /* Redis never saw it */
+	cr_assert_eq(sum_slots(h.env.m->settles_unmatched), 1);
+	cr_assert_eq(sum_slots(h.env.m->settles_unconfirmed), 0);
+}
+
 Test(req, a_late_answer_is_dropped_once_the_deadline_answered)
 {
 	struct ack a;
