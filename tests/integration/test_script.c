@@ -33,6 +33,7 @@
 #include <unistd.h>
 
 #include "batch.h"
+#include "lim_mk.h"
 #include "limiter.h"
 #include "local.h"
 #include "results.h"
@@ -254,21 +255,6 @@ script_one(redisContext *c, const struct chk *ck)
 	call_request(&k, ck, 1);
 	cr_assert_eq(call_send(c, &k, &r, 1), 1);
 	return r;
-}
-
-static struct lim_params
-mk(enum lim_algo a, int64_t rate, int64_t period, int64_t burst)
-{
-	struct lim_params p;
-	const char       *err = NULL;
-
-	memset(&p, 0, sizeof(p));
-	p.algo = a;
-	p.rate = rate;
-	p.period_us = period;
-	p.burst = burst;
-	cr_assert_eq(lim_params_init(&p, &err), 0, "init: %s", err);
-	return p;
 }
 
 static void
