@@ -68,9 +68,11 @@ $(BUILD)/tests/%: tests/unit/%.c $(LIB)
 
 # Criterion suites that need a live redis-server; tests/integration/*.sh
 # start one and run them with REDIS_PORT set.
+# tests/unit is on their path for the helpers they share with the unit
+# suites (lim_mk.h).
 $(BUILD)/itests/%: tests/integration/%.c $(LIB)
 	@mkdir -p $(dir $@)
-	$(CC) $(CFLAGS) $(AGENT_INC) -o $@ $< $(LIB) $(LIBS) $(TEST_LIBS)
+	$(CC) $(CFLAGS) $(AGENT_INC) -Itests/unit -o $@ $< $(LIB) $(LIBS) $(TEST_LIBS)
 
 $(BUILD)/tools/%: tests/tools/%.c $(LIB)
 	@mkdir -p $(dir $@)

@@ -1,10 +1,8 @@
 # SPDX-License-Identifier: Apache-2.0
 # Shared helpers for the shell suites (integration, e2e, bench).
 # Source it; every server it starts is stopped by the EXIT trap, and every
-# wait is bounded. Ports come from a per-run base so suites can run side by
-# side: PORT_BASE (default 20000 + 32 * ($$ % 380)). The range stays below
-# Linux's ephemeral ports (32768+), which outgoing connections take: a test
-# port there can be in use by some client socket of another test.
+# wait is bounded. Ports come from a per-run block of 32 so suites can run
+# side by side, in one worktree or several: see port_claim below.
 set -u
 : "${BUILD:=build}"
 ROOT=$(cd "$(dirname "$0")/../.." 2>/dev/null && pwd)
@@ -17,7 +15,6 @@ TOOLS="$ROOT/$BUILD/tools"
 CLIENT="$TOOLS/spop-client"
 TMP=$(mktemp -d /tmp/spoa-rl-test.XXXXXX)
 PIDS=""
-PORT_BASE=${PORT_BASE:-$((20000 + 32 * ($$ % 380)))}
 PASS=0
 FAIL=0
 
@@ -29,6 +26,76 @@ cleanup() {
 }
 trap cleanup EXIT
 trap 'exit 1' INT TERM
+
+# ---- ports ------------------------------------------------------------
+# A suite's ports are PORT_BASE + 0..31, one of PORT_SLOTS blocks from
+# 20000 on. They stay below Linux's ephemeral ports (32768+), which
+# outgoing connections take: a test port there can be in use by some
+# client socket of another test. A base derived from the pid alone made
+# two suites of different worktrees, run at once, take the same block now
+# and then ("Address already in use"). So a suite claims its block: it
+# holds an exclusive flock on $PORT_LOCK_DIR/spoa-rl-ports.<slot>.lock on
+# fd 9 for its whole life (the kernel drops it when the suite's shell and
+# the servers it started, which inherit fd 9, have exited), and it skips a
+# block where something already listens (a suite that forgot a server, a
+# process that is no test). Slots are tried from PORT_SLOT0 on (default
+# $$ % PORT_SLOTS, so suites started together seldom contend).
+# PORT_BASE set by the caller is used as is; it is exported, so a suite
+# started by a suite uses its parent's block (at an offset of its own, as
+# bench/run.sh gives block.sh), and takes the locks of that block when no
+# one holds them. fd 8 and 9 are lib.sh's.
+PORT_SLOTS=380
+: "${PORT_LOCK_DIR:=/tmp}"
+
+# port_block_free BASE: nothing listens on BASE..BASE+31 (TCP or UDP).
+port_block_free() {
+	! ss -Hltun "( sport >= :$1 and sport <= :$(($1 + 31)) )" 2>/dev/null |
+		grep -q .
+}
+
+# port_lock FD SLOT: an exclusive flock on SLOT's lock file through FD (8
+# or 9), without waiting; returns 1, FD closed, if someone holds it.
+port_lock() {
+	if [ "$1" = 8 ]; then
+		exec 8>>"$PORT_LOCK_DIR/spoa-rl-ports.$2.lock" || return 1
+	else
+		exec 9>>"$PORT_LOCK_DIR/spoa-rl-ports.$2.lock" || return 1
+	fi
+	flock -n "$1" && return 0
+	if [ "$1" = 8 ]; then exec 8>&-; else exec 9>&-; fi
+	return 1
+}
+
+# port_claim: sets PORT_BASE to the first free block from PORT_SLOT0 on,
+# holding its lock on fd 9; returns 1 when every block is taken.
+port_claim() {
+	local _pc_i=0 _pc_s
+	while [ "$_pc_i" -lt "$PORT_SLOTS" ]; do
+		_pc_s=$(((${PORT_SLOT0:-$$} + _pc_i) % PORT_SLOTS))
+		_pc_i=$((_pc_i + 1))
+		port_lock 9 "$_pc_s" || continue
+		if port_block_free $((20000 + 32 * _pc_s)); then
+			PORT_BASE=$((20000 + 32 * _pc_s))
+			return 0
+		fi
+		exec 9>&-
+	done
+	return 1
+}
+
+if [ -n "${PORT_BASE:-}" ]; then
+	# the caller's block: its slots locked when free (it may straddle two)
+	_pc_s=$(((PORT_BASE - 20000) / 32))
+	if [ "$_pc_s" -ge 0 ] && [ "$_pc_s" -lt "$PORT_SLOTS" ]; then
+		port_lock 9 "$_pc_s" || :
+		[ $(((PORT_BASE - 20000) % 32)) -eq 0 ] ||
+			port_lock 8 $((_pc_s + 1)) || :
+	fi
+elif ! port_claim; then
+	echo "lib.sh: no free block of 32 ports in 20000-$((20000 + 32 * PORT_SLOTS - 1))" >&2
+	exit 1
+fi
+export PORT_BASE
 
 # port N: the Nth port of this run.
 port() { echo $((PORT_BASE + $1)); }

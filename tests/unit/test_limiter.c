@@ -9,25 +9,11 @@
 #include <criterion/criterion.h>
 #include <string.h>
 
+#include "lim_mk.h"
 #include "limiter.h"
 
 #define S  LIM_USEC_PER_SEC
 #define T0 (1700000000LL * S) /* 2023-11-14, a realistic epoch offset */
-
-static struct lim_params
-mk(enum lim_algo a, int64_t rate, int64_t period, int64_t burst)
-{
-	struct lim_params p;
-	const char       *err = NULL;
-
-	memset(&p, 0, sizeof(p));
-	p.algo = a;
-	p.rate = rate;
-	p.period_us = period;
-	p.burst = burst;
-	cr_assert_eq(lim_params_init(&p, &err), 0, "init: %s", err);
-	return p;
-}
 
 /* Evaluates and commits one single-check request; returns the result. */
 static struct lim_result

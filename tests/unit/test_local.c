@@ -19,6 +19,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "lim_mk.h"
 #include "limiter.h"
 #include "local.h"
 
@@ -38,21 +39,6 @@
 #define S        LIM_USEC_PER_SEC
 #define T0       (1000LL * S)
 #define NTHREADS 8
-
-static struct lim_params
-mk(enum lim_algo a, int64_t rate, int64_t period, int64_t burst)
-{
-	struct lim_params p;
-	const char       *err = NULL;
-
-	memset(&p, 0, sizeof(p));
-	p.algo = a;
-	p.rate = rate;
-	p.period_us = period;
-	p.burst = burst;
-	cr_assert_eq(lim_params_init(&p, &err), 0, "init: %s", err);
-	return p;
-}
 
 /* A request of one check (local_eval_request() with n = 1): what the
  * tests below drive one step at a time. Returns what that returns. */

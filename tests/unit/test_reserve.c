@@ -12,27 +12,12 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "lim_mk.h"
 #include "limiter.h"
 #include "local.h"
 
 #define S  LIM_USEC_PER_SEC
 #define T0 (1000LL * 86400 * S + 3600 * S) /* an hour into a UTC day */
-
-static struct lim_params
-mk(enum lim_algo a, int64_t rate, int64_t period, int64_t burst, int64_t lease)
-{
-	struct lim_params p;
-	const char       *err = NULL;
-
-	memset(&p, 0, sizeof(p));
-	p.algo = a;
-	p.rate = rate;
-	p.period_us = period;
-	p.burst = burst;
-	cr_assert_eq(lim_params_init(&p, &err), 0, "init: %s", err);
-	p.reserve_lease_us = lease;
-	return p;
-}
 
 /* A check of <p> on <key> with request id <id>: op CHECK reserves,
  * FORCE settles (for a reserving rule). */
@@ -74,7 +59,8 @@ left(struct local *l, const struct lim_params *p, int64_t now)
 Test(reserve, a_passed_reservation_is_recorded_a_denied_one_is_not)
 {
 	struct local     *l = local_new(100);
-	struct lim_params p = mk(LIM_FIXED_WINDOW, 10, 86400 * S, 0, 30 * S);
+	struct lim_params p =
+		mk_lease(LIM_FIXED_WINDOW, 10, 86400 * S, 0, 30 * S);
 
 	cr_assert_eq(one(l, &p, LIM_OP_CHECK, 6, "r1", T0).allowed, 1);
 	cr_assert_eq(local_reservations(l), 1);
@@ -88,7 +74,7 @@ Test(reserve, a_passed_reservation_is_recorded_a_denied_one_is_not)
 Test(reserve, settle_refunds_the_unused_units)
 {
 	struct local     *l = local_new(100);
-	struct lim_params g = mk(LIM_GCRA, 10, 86400 * S, 10, 30 * S);
+	struct lim_params g = mk_lease(LIM_GCRA, 10, 86400 * S, 10, 30 * S);
 	struct lim_result r;
 
 	one(l, &g, LIM_OP_CHECK, 8, "r1", T0);
@@ -104,7 +90,8 @@ Test(reserve, settle_refunds_the_unused_units)
 Test(reserve, settle_charges_what_the_reservation_missed)
 {
 	struct local     *l = local_new(100);
-	struct lim_params t = mk(LIM_TOKEN_BUCKET, 10, 86400 * S, 10, 30 * S);
+	struct lim_params t =
+		mk_lease(LIM_TOKEN_BUCKET, 10, 86400 * S, 10, 30 * S);
 
 	one(l, &t, LIM_OP_CHECK, 2, "r1", T0);
 	cr_assert_eq(one(l, &t, LIM_OP_FORCE, 9, "r1", T0).remaining, 2);
@@ -115,7 +102,8 @@ Test(reserve, settle_charges_what_the_reservation_missed)
 Test(reserve, a_second_settle_finds_nothing_and_charges_once)
 {
 	struct local     *l = local_new(100);
-	struct lim_params p = mk(LIM_SLIDING_WINDOW, 10, 60 * S, 0, 30 * S);
+	struct lim_params p =
+		mk_lease(LIM_SLIDING_WINDOW, 10, 60 * S, 0, 30 * S);
 
 	one(l, &p, LIM_OP_CHECK, 2, "r1", T0);
 	cr_assert_eq(one(l, &p, LIM_OP_FORCE, 5, "r1", T0).remaining, 2);
@@ -130,7 +118,7 @@ Test(reserve, a_second_settle_finds_nothing_and_charges_once)
 Test(reserve, a_settle_after_the_lease_is_unmatched)
 {
 	struct local     *l = local_new(100);
-	struct lim_params p = mk(LIM_FIXED_WINDOW, 100, 86400 * S, 0, S);
+	struct lim_params p = mk_lease(LIM_FIXED_WINDOW, 100, 86400 * S, 0, S);
 
 	one(l, &p, LIM_OP_CHECK, 50, "r1", T0);
 	cr_assert_eq(one(l, &p, LIM_OP_FORCE, 0, "r1", T0 + S + 1).remaining,
@@ -142,9 +130,11 @@ Test(reserve, a_settle_after_the_lease_is_unmatched)
 Test(reserve, a_refund_goes_to_the_window_the_reservation_went_to)
 {
 	struct local     *l = local_new(100);
-	struct lim_params f = mk(LIM_FIXED_WINDOW, 10, 60 * S, 0, 120 * S);
-	struct lim_params w = mk(LIM_SLIDING_WINDOW, 10, 60 * S, 0, 120 * S);
-	int64_t           end = (T0 / (60 * S) + 1) * 60 * S;
+	struct lim_params f =
+		mk_lease(LIM_FIXED_WINDOW, 10, 60 * S, 0, 120 * S);
+	struct lim_params w =
+		mk_lease(LIM_SLIDING_WINDOW, 10, 60 * S, 0, 120 * S);
+	int64_t end = (T0 / (60 * S) + 1) * 60 * S;
 
 	/* fixed: the next window's count is not lowered */
 	one(l, &f, LIM_OP_CHECK, 8, "r1", end - S);
@@ -164,8 +154,8 @@ Test(reserve, a_refund_goes_to_the_window_the_reservation_went_to)
 Test(reserve, a_settle_is_applied_whatever_the_request_says)
 {
 	struct local      *l = local_new(100);
-	struct lim_params  g = mk(LIM_GCRA, 10, 86400 * S, 10, 30 * S);
-	struct lim_params  d = mk(LIM_GCRA, 1, 86400 * S, 1, 0);
+	struct lim_params  g = mk_lease(LIM_GCRA, 10, 86400 * S, 10, 30 * S);
+	struct lim_params  d = mk_lease(LIM_GCRA, 1, 86400 * S, 1, 0);
 	struct local_check c[2];
 
 	one(l, &g, LIM_OP_CHECK, 8, "r1", T0);
@@ -181,7 +171,7 @@ Test(reserve, a_settle_is_applied_whatever_the_request_says)
 Test(reserve, a_peek_of_a_settle_changes_nothing)
 {
 	struct local      *l = local_new(100);
-	struct lim_params  g = mk(LIM_GCRA, 10, 86400 * S, 10, 30 * S);
+	struct lim_params  g = mk_lease(LIM_GCRA, 10, 86400 * S, 10, 30 * S);
 	struct local_check c;
 
 	one(l, &g, LIM_OP_CHECK, 8, "r1", T0);
@@ -198,7 +188,7 @@ Test(reserve, the_records_stay_bounded, .timeout = 60)
 {
 	struct local     *l = local_new(100);
 	struct lim_params p =
-		mk(LIM_FIXED_WINDOW, 1000000000, 86400 * S, 0, 30 * S);
+		mk_lease(LIM_FIXED_WINDOW, 1000000000, 86400 * S, 0, 30 * S);
 	int64_t n = LOCAL_RES_SLOTS + LOCAL_RES_SLOTS / 4, matched = 0;
 	char    id[32];
 
