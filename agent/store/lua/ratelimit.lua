@@ -560,10 +560,9 @@ end
 -- the offence (doubled per repeat within the quiet period, capped at
 -- block_max), written with the record's TTL to the end of the quiet
 -- period. The record exists only while that period runs, so finding one
--- is finding a repeat.
-local function block_offend(ki, r)
+-- is finding a repeat: <n> is the offences block_read() found there.
+local function block_offend(ki, r, n)
 	local bkey, d, cap = KEY[ki] .. '!b', rblk[r], rbmax[r]
-	local _, n = block_read(bkey)
 	n = n + 1
 	if cap <= 0 then n = 1 end
 	for _ = 2, n do
@@ -746,10 +745,11 @@ local function batch(keys, argv)
 			-- concurrency RELEASE is never blocked, nor is a settle: the
 			-- reservation it closes was admitted before the block; the
 			-- policy refuses block on concurrency rules anyway)
-			local boxed, left = rblk[r] > 0 and op ~= RELEASE and
-				not settling, 0
+			local boxed, left, offences = rblk[r] > 0 and op ~= RELEASE and
+				not settling, 0, 0
 			if boxed then
-				local u = block_read(KEY[ki] .. '!b')
+				local u
+				u, offences = block_read(KEY[ki] .. '!b')
 				if u > now then left = u - now end
 			end
 			if settling then
@@ -815,7 +815,7 @@ local function batch(keys, argv)
 			end
 			if boxed and left == 0 and allowed == 0 and
 				(op == CHECK or op == PEEK) then	-- an offence
-				local d = block_offend(ki, r)
+				local d = block_offend(ki, r, offences)
 				out[o + 2], out[o + 3], out[o + 4], out[o + 5] = 0, d, d, d
 			end
 			if (op == CHECK or op == PEEK) and allowed ~= 1 and shadow == 0 then
