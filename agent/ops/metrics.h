@@ -246,14 +246,14 @@ metrics_settle_unconfirmed(struct metrics_worker *w, int slot)
 	metrics__add(&w->settles_unconfirmed[metrics__slot(slot)], 1);
 }
 
-/* A settle message no rule takes since a reload removed every reserving
- * rule it settled (spoa_rl_reserve_settles_orphaned_total; policy.h
- * policy_settle_orphaned()). No rule label: the message does not say
- * which rule reserved. */
+/* <n> settle messages no rule takes since a reload removed every
+ * reserving rule they settled (spoa_rl_reserve_settles_orphaned_total;
+ * policy_orphan.h). No rule label: the message does not say which rule
+ * reserved. */
 static inline void
-metrics_settle_orphaned(struct metrics_worker *w)
+metrics_settle_orphaned(struct metrics_worker *w, int n)
 {
-	metrics__add(&w->settles_orphaned, 1);
+	metrics__add(&w->settles_orphaned, (uint64_t)n);
 }
 
 /* Observes one Redis round trip of <us> microseconds (negative counts as

@@ -552,10 +552,10 @@ orphan_of(const struct req *r, const struct spop_message *m)
 static void
 note_orphans(struct req *r, int n, const struct policy_orphan *o)
 {
-	for (int i = 0; i < n; i++)
-		metrics_settle_orphaned(r->e->m);
-	if (n > 0)
-		ratelog_settle_orphaned(o->message, o->rules, r->e->id);
+	if (n == 0)
+		return;
+	metrics_settle_orphaned(r->e->m, n);
+	ratelog_settle_orphaned(o->message, o->rules, r->e->id);
 }
 
 static int

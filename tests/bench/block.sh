@@ -42,15 +42,15 @@ div() {
 }
 
 start_redis "$RP" || exit 1
-cat >"$TMP/block.yaml" <<YAML
-listen: 127.0.0.1:$AP
-workers: 2
-redis: { url: "redis://127.0.0.1:$RP/0", timeout: 90ms }
+{
+	policy_top "$AP" "redis://127.0.0.1:$RP/0" 90ms 2
+	cat <<YAML
 rules:
   - { name: plain, message: rl-request, key: "p:{tenant}", rate: 1000/s, burst: 1000 }
   - { name: boxed, message: rl-boxed, key: "b:{tenant}", rate: 1/h, burst: 1, block: 1h }
   - { name: denied, message: rl-denied, key: "d:{tenant}", rate: 1/h, burst: 1 }
 YAML
+} >"$TMP/block.yaml"
 start_agent "$TMP/block.yaml" -q
 APID=$AGENT_PID
 wait_port "$AP" || exit 1

@@ -38,10 +38,9 @@ sed 's/^\( *timeout processing\).*/\1 3s/' "$ROOT/haproxy/spoe-ratelimit.conf" \
 	>"$TMP/spoe.conf"
 export RL_SPOE_CONF="$TMP/spoe.conf"
 
-cat >"$POLICY" <<EOF
-listen: 127.0.0.1:$AGENT_PORT
-workers: 2
-redis: { url: "redis://127.0.0.1:$REDIS_PORT/0", timeout: 1s }
+{
+	policy_head 1s
+	cat <<EOF
 processing_timeout: 2s
 pool_size: 3
 rules:
@@ -57,6 +56,7 @@ rules:
     fail: closed
     missing: skip
 EOF
+} >"$POLICY"
 policy_valid "the reserving policy is valid"
 
 # The backend: holds each request while $GATE exists, then answers 200

@@ -13,10 +13,9 @@
 RP=$(port 1); AP1=$(port 2); AP2=$(port 3); MP=$(port 4)
 start_redis "$RP"
 policy() { # AGENT_PORT [METRICS_PORT]
+	# one worker: one near-cache per agent, the flood below is counted on it
+	policy_top "$1" "redis://127.0.0.1:$RP/0" 100ms 1
 	cat <<YAML
-listen: 127.0.0.1:$1
-workers: 1	# one near-cache per agent: the flood below is counted on it
-redis: { url: "redis://127.0.0.1:$RP/0", timeout: 100ms }
 processing_timeout: 1s
 rules:
   - { name: ban, message: rl-request, key: "u:{user}", rate: 2/s, burst: 2, block: 3s }

@@ -156,10 +156,9 @@ expect_eq "$(m spoa_rl_reserve_settles_unmatched_total late)" 1 \
 # once; a second settle of the same id finds nothing (unmatched). Never an
 # overspend.
 DEAD=$(port 6); AP4=$(port 7); MP4=$(port 8)
-cat >"$TMP/policy4.yaml" <<YAML
-listen: 127.0.0.1:$AP4
-workers: 1
-redis: { url: "redis://127.0.0.1:$DEAD/0", timeout: 50ms }
+{
+	policy_top "$AP4" "redis://127.0.0.1:$DEAD/0" 50ms 1
+	cat <<YAML
 processing_timeout: 1s
 metrics: { listen: 127.0.0.1:$MP4 }
 rules:
@@ -173,6 +172,7 @@ rules:
     result_message: rl-fl-response
     fail: local
 YAML
+} >"$TMP/policy4.yaml"
 AGENT_LOG=$TMP/agent4.log agent_up "$TMP/policy4.yaml"
 c4() { "$CLIENT" -a "127.0.0.1:$AP4" "$@" | grep '^ack'; }
 codes=""

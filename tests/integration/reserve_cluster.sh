@@ -16,10 +16,9 @@ rcc() { redis-cli -c -h 127.0.0.1 -p "$P1" "$@" 2>/dev/null; }
 
 cluster3_up "$P1" "$P2" "$P3"
 
-cat >"$TMP/policy.yaml" <<YAML
-listen: 127.0.0.1:$AP
-workers: 2
-redis: { url: "redis+cluster://127.0.0.1:$P1,127.0.0.1:$P2", timeout: 200ms }
+{
+	policy_top "$AP" "redis+cluster://127.0.0.1:$P1,127.0.0.1:$P2" 200ms 2
+	cat <<YAML
 processing_timeout: 1s
 rules:
   - name: rsv
@@ -39,6 +38,7 @@ rules:
     burst: 1
     fail: closed
 YAML
+} >"$TMP/policy.yaml"
 agent_up "$TMP/policy.yaml" || { ok 1 "the agent starts"; finish; }
 slot() { rcc cluster keyslot "$1"; }
 [ "$(slot 'rl:{rsv:r:acme}')" != "$(slot 'rl:{one:u:u1}')" ]
