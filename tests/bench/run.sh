@@ -282,7 +282,7 @@ redis-cli -p "$RP" flushall >/dev/null
 r0=$(rcpu); k0=$(rcalls)
 timeout 60 redis-benchmark -p "$RP" -n "$NAIVE_N" -c "$SPOP_C" -P "$PIPE" -r "$TENANTS" -q \
 	EVALSHA "$SHA" 1 'rl:{tenant:tenant:t__rand_int__}' "$NAIVE_ARGV" \
-	2>&1 | tr '\r' '\n' | grep 'requests per second' | tail -n 1 >"$OUT/naive.out"
+	2>&1 | tr '\r' '\n' | grep -a 'requests per second' | tail -n 1 >"$OUT/naive.out"
 r1=$(rcpu); k1=$(rcalls)
 R[nv.rps]=$(grep -o '[0-9.]* requests per second' "$OUT/naive.out" | cut -d' ' -f1)
 R[nv.calls]=$((k1 - k0))
