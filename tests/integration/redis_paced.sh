@@ -42,4 +42,9 @@ rcode=$?
 ok $? "no Redis: exit 1 with the address in the message ($rcode: $err)"
 timeout 5 "$PACED" -p "$RP" -R 0 -- PING >/dev/null 2>&1
 expect_eq $? 2 "a rate of 0 is refused as usage"
+long="k:$(printf '%0120d' 0):__rand_int__"
+err=$(timeout 5 "$PACED" -p "$RP" -R 100 -d 1 -- SET "$long" v 2>&1 >/dev/null)
+rcode=$?
+[ "$rcode" -eq 2 ] && echo "$err" | grep -q 'over'
+ok $? "an argument too long to take the key is refused, not sent unchanged ($rcode: $err)"
 finish

@@ -37,11 +37,14 @@
 #include <time.h>
 #include <unistd.h>
 
-#define MAXCONNS 256
-#define RING     4096 /* due times of the requests in flight */
-#define WBUF     (256 * 1024)
-#define HIST_US  100000 /* latency histogram: 1 µs buckets to 100 ms */
-#define MAXARGS  64
+#define MAXCONNS        256
+#define RING            4096 /* due times of the requests in flight */
+#define WBUF            (256 * 1024)
+#define HIST_US         100000 /* latency histogram: 1 µs buckets to 100 ms */
+#define MAXARGS         64
+#define ARGMAX          128 /* an arg with the placeholder, once made concrete */
+#define PLACEHOLDER     "__rand_int__"
+#define PLACEHOLDER_LEN (sizeof(PLACEHOLDER) - 1)
 
 struct pconn {
 	int          fd;
@@ -57,6 +60,7 @@ static int          nconns = 4, port, nargs, keys = 10000;
 static double       rate;
 static int          secs = 5;
 static char        *args[MAXARGS];
+static int          rand_at[MAXARGS]; /* the placeholder's offset, or -1 */
 static uint32_t    *hist;
 static uint64_t     sent, replies, errors, skipped, rng = 88172645463325252ULL;
 
@@ -102,24 +106,18 @@ conn_open(struct pconn *c, int ep)
 static void
 queue_cmd(struct pconn *c, int64_t due)
 {
-	char        bufs[MAXARGS][128];
-	const char *argv[MAXARGS];
-	char       *cmd;
-	long long   len;
-	char        num[24];
+	char               bufs[MAXARGS][ARGMAX];
+	const char        *argv[MAXARGS];
+	char              *cmd;
+	long long          len;
+	unsigned long long num = xorshift() % (uint64_t)keys;
 
-	snprintf(num, sizeof(num), "%llu",
-	         (unsigned long long)(xorshift() % (uint64_t)keys));
 	for (int i = 0; i < nargs; i++) {
-		char *at = strstr(args[i], "__rand_int__");
-
 		argv[i] = args[i];
-		if (at == NULL ||
-		    strlen(args[i]) + sizeof(num) >= sizeof(bufs[i]))
+		if (rand_at[i] < 0)
 			continue;
-		snprintf(bufs[i], sizeof(bufs[i]), "%.*s%s%s",
-		         (int)(at - args[i]), args[i], num,
-		         at + strlen("__rand_int__"));
+		snprintf(bufs[i], sizeof(bufs[i]), "%.*s%llu%s", rand_at[i],
+		         args[i], num, args[i] + rand_at[i] + PLACEHOLDER_LEN);
 		argv[i] = bufs[i];
 	}
 	len = redisFormatCommandArgv(&cmd, nargs, argv, NULL);
@@ -248,8 +246,19 @@ parse_args(int argc, char **argv)
 	if (port <= 0 || port > 65535 || nconns < 1 || nconns > MAXCONNS ||
 	    rate <= 0 || secs < 1 || keys < 1 || nargs < 1 || nargs > MAXARGS)
 		usage();
-	for (int i = 0; i < nargs; i++)
+	for (int i = 0; i < nargs; i++) {
+		const char *at = strstr(argv[optind + i], PLACEHOLDER);
+
 		args[i] = argv[optind + i];
+		rand_at[i] = at == NULL ? -1 : (int)(at - args[i]);
+		if (at != NULL && strlen(args[i]) + 20 >= ARGMAX) {
+			fprintf(stderr,
+			        "redis-paced: an argument with " PLACEHOLDER
+			        " is over %d bytes\n",
+			        ARGMAX - 21);
+			exit(2);
+		}
+	}
 }
 
 /* Sends what is due, round robin, one write per connection. */
