@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
- * xmalloc and friends, and the clocks. OOM is fatal by design; nothing
+ * xmalloc and friends, the clocks, the hashes and percent-decoding. OOM is fatal by design; nothing
  * here logs through log.c so that log.c may use it.
  */
 #include <pthread.h>
@@ -158,6 +158,47 @@ util_fmt_int(char *p, int64_t v)
 	n = (size_t)(tmp + sizeof(tmp) - q);
 	memcpy(p, q, n);
 	return p + n;
+}
+
+static int
+hexval(char c)
+{
+	if (c >= '0' && c <= '9')
+		return c - '0';
+	if (c >= 'a' && c <= 'f')
+		return c - 'a' + 10;
+	if (c >= 'A' && c <= 'F')
+		return c - 'A' + 10;
+	return -1;
+}
+
+long
+util_pct_decode(const char *s, size_t n, char *out, size_t size)
+{
+	size_t o = 0;
+
+	for (size_t i = 0; i < n; i++) {
+		int c = (unsigned char)s[i];
+
+		if (c == '%') {
+			int hi, lo;
+
+			if (i + 2 >= n)
+				return -1;
+			hi = hexval(s[i + 1]);
+			lo = hexval(s[i + 2]);
+			if (hi < 0 || lo < 0 || (c = hi << 4 | lo) == 0)
+				return -1;
+			i += 2;
+		}
+		if (o + 1 >= size)
+			return -1;
+		out[o++] = (char)c;
+	}
+	if (size == 0)
+		return -1;
+	out[o] = '\0';
+	return (long)o;
 }
 
 uint64_t

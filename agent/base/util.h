@@ -2,7 +2,7 @@
 /*
  * Small helpers every module uses: allocation that cannot fail (OOM is
  * fatal: a limiter that limps on after OOM is worse than one that
- * restarts), clocks, and container_of.
+ * restarts), clocks, hashes, percent-decoding and container_of.
  */
 #ifndef UTIL_H
 #define UTIL_H
@@ -26,6 +26,12 @@ void fatal(const char *fmt, ...)
 /* Writes the decimal <v> at <p> (at most 20 bytes, no NUL); returns the
  * end. A hot-path replacement for snprintf("%lld"). */
 char *util_fmt_int(char *p, int64_t v);
+
+/* Percent-decodes <s,n> (%XX, either case) into <out>, which has room for
+ * <size> bytes, and NUL-terminates it. Returns the decoded length, or -1
+ * on a bad or cut-off escape, a %00, or too little room. Nothing else is
+ * checked: what a caller refuses besides is the caller's. */
+long util_pct_decode(const char *s, size_t n, char *out, size_t size);
 
 /* FNV-1a, 64 bits, of <n> bytes at <s>: for in-memory tables and names,
  * not against an adversary who picks the keys. */

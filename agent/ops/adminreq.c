@@ -12,45 +12,18 @@
 #include "adminreq.h"
 #include "util.h"
 
-static int
-hexval(char c)
-{
-	if (c >= '0' && c <= '9')
-		return c - '0';
-	if (c >= 'a' && c <= 'f')
-		return c - 'a' + 10;
-	if (c >= 'A' && c <= 'F')
-		return c - 'A' + 10;
-	return -1;
-}
-
-/* Percent-decodes <s,n> to <*o> (room checked by the caller: decoding
- * never lengthens) and NUL-terminates. Returns the decoded length or -1. */
+/* util_pct_decode() into <o> (room checked by the caller: decoding never
+ * lengthens), refusing control bytes, escaped or not. Returns the decoded
+ * length or -1. */
 static long
 pct_decode(const char *s, size_t n, char *o)
 {
-	size_t k = 0;
-	int    hi, lo;
+	long k = util_pct_decode(s, n, o, n + 1);
 
-	for (size_t i = 0; i < n; i++) {
-		unsigned char ch = (unsigned char)s[i];
-
-		if (ch == '%') {
-			if (i + 2 >= n)
-				return -1;
-			hi = hexval(s[i + 1]);
-			lo = hexval(s[i + 2]);
-			if (hi < 0 || lo < 0)
-				return -1;
-			ch = (unsigned char)(hi << 4 | lo);
-			i += 2;
-		}
-		if (ch < 0x20 || ch == 0x7f)
+	for (long i = 0; i < k; i++)
+		if ((unsigned char)o[i] < 0x20 || o[i] == 0x7f)
 			return -1;
-		o[k++] = (char)ch;
-	}
-	o[k] = '\0';
-	return (long)k;
+	return k;
 }
 
 /* Decodes one "name=value" of <s,n> into the next param, text at *<pos>

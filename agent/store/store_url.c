@@ -20,6 +20,7 @@
 #include <string.h>
 
 #include "store.h"
+#include "util.h"
 
 static int
 copy_part(char *dst, size_t size, const char *s, size_t n)
@@ -31,44 +32,11 @@ copy_part(char *dst, size_t size, const char *s, size_t n)
 	return 0;
 }
 
-static int
-hex_digit(char c)
-{
-	if (c >= '0' && c <= '9')
-		return c - '0';
-	if (c >= 'a' && c <= 'f')
-		return c - 'a' + 10;
-	if (c >= 'A' && c <= 'F')
-		return c - 'A' + 10;
-	return -1;
-}
-
 /* copy_part, percent-decoding %XX; -1 on a bad escape or a %00. */
 static int
 copy_decoded(char *dst, size_t size, const char *s, size_t n)
 {
-	size_t o = 0;
-
-	for (size_t i = 0; i < n; i++) {
-		int c = (unsigned char)s[i];
-
-		if (c == '%') {
-			int hi, lo;
-
-			if (i + 2 >= n)
-				return -1;
-			hi = hex_digit(s[i + 1]);
-			lo = hex_digit(s[i + 2]);
-			if (hi < 0 || lo < 0 || (c = hi << 4 | lo) == 0)
-				return -1;
-			i += 2;
-		}
-		if (o + 1 >= size)
-			return -1;
-		dst[o++] = (char)c;
-	}
-	dst[o] = '\0';
-	return 0;
+	return util_pct_decode(s, n, dst, size) == -1 ? -1 : 0;
 }
 
 static int

@@ -3,7 +3,7 @@
  * util.c: the integer formatter of the hot path (the script call's
  * arguments, the RateLimit header values) against printf; the loop clock
  * against a fake clock; the agent's clock against the wall clock; the
- * private hash's per-process seed.
+ * private hash's per-process seed; the percent-decoder.
  */
 #include <criterion/criterion.h>
 #include <inttypes.h>
@@ -137,4 +137,46 @@ Test(util, private_hash_names_crafted_for_one_seed_spread_under_another)
 		seen[b] = 1;
 	}
 	cr_assert_geq(distinct, 56, "64 names fell in %d slots", distinct);
+}
+
+/* decodes <s> into a buffer of <size> bytes; returns the length, the text
+ * in <out> */
+static long
+pct(const char *s, size_t size, char *out)
+{
+	return util_pct_decode(s, strlen(s), out, size);
+}
+
+Test(util, pct_decode_decodes_escapes_of_either_case)
+{
+	char out[32];
+
+	cr_assert_eq(pct("a%2fb%2Fc%41%7e+", sizeof(out), out), 8);
+	cr_assert_str_eq(out, "a/b/cA~+");
+	cr_assert_eq(pct("", sizeof(out), out), 0);
+	cr_assert_str_eq(out, "");
+	cr_assert_eq(pct("%ff", sizeof(out), out), 1);
+	cr_assert_eq((unsigned char)out[0], 0xff);
+}
+
+Test(util, pct_decode_refuses_bad_cut_off_and_nul_escapes)
+{
+	static const char *bad[] = { "%", "a%", "a%4", "%g1", "%1g", "%%41",
+		                     "%00", "x%00y", "% 1" };
+	char               out[32];
+
+	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++)
+		cr_assert_eq(pct(bad[i], sizeof(out), out), -1, "%s", bad[i]);
+}
+
+Test(util, pct_decode_needs_room_for_the_text_and_its_nul)
+{
+	char out[4] = "zzz";
+
+	cr_assert_eq(pct("abc", 4, out), 3);
+	cr_assert_str_eq(out, "abc");
+	cr_assert_eq(pct("%41bc", 4, out), 3);
+	cr_assert_eq(pct("abcd", 4, out), -1);
+	cr_assert_eq(pct("", 0, out), -1);
+	cr_assert_eq(util_pct_decode("%41%42", 5, out, 4), -1); /* cut off */
 }
