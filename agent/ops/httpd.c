@@ -6,8 +6,10 @@
  * connections on one libev loop. A connection reads its request head into
  * a fixed HTTPD_MAX_HEAD buffer, is answered from a single malloc'ed
  * response (head and body), written as the socket accepts it, then
- * closed. One ev_timer per connection bounds the whole exchange; it is
- * not re-armed on activity, so trickling bytes does not extend it.
+ * closed once the peer has closed too (what it still sends is dropped: a
+ * close with input unread would reset the response away). One ev_timer
+ * per connection bounds the whole exchange; it is not re-armed on
+ * activity, so trickling bytes does not extend it.
  *
  * What it does not do: keep-alive, pipelining, request bodies, header
  * interpretation (they are skipped), absolute-form targets, TLS. It is
@@ -44,6 +46,7 @@
 
 #define HTTPD_RETRY_S      1.0 /* accepting again after EMFILE and friends */
 #define HTTPD_ACCEPT_BATCH 8   /* accepts per callback: requests get read */
+#define HTTPD_LINGER_MAX   (64 * 1024) /* bytes dropped after the response */
 
 struct hconn {
 	ev_io         io;    /* EV_READ, then EV_WRITE */
@@ -58,6 +61,8 @@ struct hconn {
 	const char   *allow; /* a 405's Allow; NULL: GET, HEAD */
 	size_t        outlen;
 	size_t        outoff;
+	int           lingering; /* response out: reading to the peer's EOF */
+	size_t        discarded; /* bytes dropped meanwhile */
 };
 
 struct httpd {
@@ -489,7 +494,9 @@ route_handler(struct hconn *c, const char *meth, size_t mlen, const char *path,
 	rq.hlen = (size_t)(hend - rq.head);
 	status = c->h->handler(c->h->harg, &rq, &body, &blen, &ctype);
 	c->allow = "GET, DELETE";
-	respond(c, status, ctype, body ? body : "", blen, 0);
+	/* a HEAD has the GET's head and no body (RFC 9110 9.3.2) */
+	respond(c, status, ctype, body ? body : "", blen,
+	        is(meth, mlen, "HEAD"));
 	free(body);
 }
 
@@ -569,7 +576,26 @@ examine(struct hconn *c)
 	return 1;
 }
 
-/* Writes what the socket takes; closes when all is out or on error. */
+/* After the response: drops what the peer sends, closes at its EOF. */
+static void
+linger_read(struct hconn *c)
+{
+	char    buf[4096];
+	ssize_t n;
+
+	while ((n = recv(c->fd, buf, sizeof(buf), 0)) > 0) {
+		c->discarded += (size_t)n;
+		if (c->discarded > HTTPD_LINGER_MAX) {
+			conn_close(c);
+			return;
+		}
+	}
+	if (n == 0 ||
+	    (errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR))
+		conn_close(c);
+}
+
+/* Writes what the socket takes; once all is out, lingers (linger_read). */
 static void
 flush(struct hconn *c)
 {
@@ -588,8 +614,22 @@ flush(struct hconn *c)
 		}
 		c->outoff += (size_t)n;
 	}
-	shutdown(c->fd, SHUT_WR);
-	conn_close(c);
+	/* Closing with input unread (a body, a second request) would send
+	 * a reset, and a reset destroys what of the response the peer has
+	 * not read yet: shut our side, drop what still comes, and close at
+	 * the peer's EOF (or past HTTPD_LINGER_MAX bytes, or at the
+	 * exchange's deadline). Evictable meanwhile, as a reader is. */
+	if (shutdown(c->fd, SHUT_WR) == -1) {
+		conn_close(c);
+		return;
+	}
+	free(c->out);
+	c->out = NULL;
+	c->lingering = 1;
+	ev_io_stop(c->h->loop, &c->io);
+	ev_io_set(&c->io, c->fd, EV_READ);
+	ev_io_start(c->h->loop, &c->io);
+	linger_read(c);
 }
 
 static void
@@ -598,6 +638,10 @@ io_cb(struct ev_loop *loop, ev_io *w, int revents)
 	struct hconn *c = container_of(w, struct hconn, io);
 	ssize_t       n;
 
+	if (c->lingering) {
+		linger_read(c);
+		return;
+	}
 	if (c->out != NULL) {
 		flush(c);
 		return;

@@ -883,6 +883,88 @@ Test(httpd, full_table_gives_the_oldest_idle_slot_to_a_new_connection)
 	srv_stop(s);
 }
 
+/* ---- a request with a body ----------------------------------------------
+ * httpd reads no body. A body (or a second request) that comes after the
+ * head is still unread when the response is out; closing then resets the
+ * connection, and the reset destroys what of the response the client had
+ * not taken yet. */
+
+#define BIG_BODY 200000
+
+static int
+big_handler(void *arg, const struct httpd_req *rq, char **body, size_t *blen,
+            const char **ctype)
+{
+	*body = malloc(BIG_BODY);
+	memset(*body, 'b', BIG_BODY);
+	*blen = BIG_BODY;
+	*ctype = "text/plain";
+	return 200;
+}
+
+Test(httpd, a_body_after_the_head_does_not_cut_the_response)
+{
+	struct srv        *s = srv_start(0);
+	struct sockaddr_in sin = { .sin_family = AF_INET };
+	struct timeval     tv = { .tv_sec = 5 };
+	struct pollfd      p;
+	struct timespec    ts = { 0, 200000000 };
+	static const char  head[] = "GET /big HTTP/1.1\r\nContent-Length: 5\r\n\r\n";
+	int                fd = socket(AF_INET, SOCK_STREAM, 0), rcv = 4096;
+	size_t             cap = BIG_BODY + 4096, len = 0;
+	char              *buf = malloc(cap);
+	ssize_t            n;
+
+	httpd_set_handler(s->h, "/big", big_handler, NULL); /* no request yet */
+	/* a small window: most of the response waits in the server's socket */
+	setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &rcv, sizeof(rcv));
+	setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
+	sin.sin_port = htons((uint16_t)s->port);
+	sin.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+	cr_assert_eq(connect(fd, (struct sockaddr *)&sin, sizeof(sin)), 0);
+	send_all(fd, head, sizeof(head) - 1);
+	p = (struct pollfd){ .fd = fd, .events = POLLIN };
+	cr_assert_eq(poll(&p, 1, 2000), 1, "the response starts");
+	send_all(fd, "hello", 5); /* the body, after the server answered */
+	nanosleep(&ts, NULL);
+	while ((n = recv(fd, buf + len, cap - len - 1, 0)) > 0)
+		len += (size_t)n;
+	cr_assert_eq(n, 0, "recv: %s after %zu bytes", strerror(errno), len);
+	buf[len] = '\0';
+	cr_assert_eq(strncmp(buf, "HTTP/1.1 200 OK\r\n", 17), 0);
+	cr_assert_eq(strlen(body_of(buf)), BIG_BODY, "got %zu of %d bytes",
+	             strlen(body_of(buf)), BIG_BODY);
+	close(fd);
+	free(buf);
+	srv_stop(s);
+}
+
+static int
+json_handler(void *arg, const struct httpd_req *rq, char **body, size_t *blen,
+             const char **ctype)
+{
+	*body = strdup("{\"error\":\"x\"}\n");
+	*blen = strlen(*body);
+	return 405;
+}
+
+/* A HEAD answered by a handler (the admin API) has no body either. */
+Test(httpd, head_to_a_handler_has_no_body)
+{
+	struct srv *s = srv_start(0);
+	char       *r;
+
+	httpd_set_handler(s->h, "/admin/", json_handler, NULL);
+	r = REQ(s->port, "HEAD /admin/key HTTP/1.1\r\n\r\n");
+	cr_assert_eq(strncmp(r, "HTTP/1.1 405 ", 13), 0, "%s", r);
+	cr_assert_str_eq(body_of(r), "", "a HEAD response with a body: %s", r);
+	free(r);
+	r = REQ(s->port, "GET /admin/key HTTP/1.1\r\n\r\n");
+	cr_assert_str_eq(body_of(r), "{\"error\":\"x\"}\n");
+	free(r);
+	srv_stop(s);
+}
+
 Test(httpd, bad_addresses)
 {
 	static const char *const bad[] = {
