@@ -185,7 +185,11 @@ detach_free(struct link *l)
 		return;
 	l->ac = NULL;
 	ac->data = NULL;
+	/* the NULL replies run now may ask for the link again (a Cluster
+	 * refund to this node): no reconnect until the caller is done */
+	l->freeing = 1;
 	redisAsyncFree(ac);
+	l->freeing = 0;
 }
 
 /* ---- setup -------------------------------------------------------------- */
@@ -468,7 +472,7 @@ int
 link_usable(struct link *l)
 {
 	assert(l->owner->retry == NULL);
-	if (l->state == LINK_DOWN && l->ac == NULL &&
+	if (l->state == LINK_DOWN && l->ac == NULL && !l->freeing &&
 	    ev_now(l->loop) >= l->retry_at)
 		link_connect(l);
 	return l->state != LINK_DOWN;

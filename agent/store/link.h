@@ -143,6 +143,7 @@ struct link {
 	redisAsyncContext       *ac;
 	enum link_state          state;
 	int                      in_connect; /* in hiredis' connect callback */
+	int                      freeing;    /* in detach_free(): no connect */
 	ev_timer                 timer;      /* connect timeout, or backoff */
 	ev_timer                 kick;       /* drop outside callbacks */
 	int                      kick_direct;

@@ -1,0 +1,216 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * A Redis played in the test's own process, on the test's libev loop: a
+ * loopback listener whose commands go to the test's handler, which
+ * answers them (fake_send), or not. For the store tests that need a Redis
+ * misbehaving at one exact point (one reply held, one extra reply sent).
+ * Header-only: each suite including it gets its own copy.
+ */
+#ifndef FAKE_REDIS_H
+#define FAKE_REDIS_H
+
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <criterion/criterion.h>
+#include <ev.h>
+
+#define FAKE_ARGS    64
+#define FAKE_BUF     (1 << 16)
+#define FAKE_CLIENTS 16
+
+struct fake_cli {
+	ev_io              w;
+	int                fd;
+	size_t             len;
+	char               buf[FAKE_BUF];
+	struct fake_redis *fr;
+};
+
+struct fake_redis {
+	struct ev_loop *loop;
+	int             lfd, port;
+	ev_io           accept_w;
+	struct fake_cli *cli[FAKE_CLIENTS];
+	int              ncli;
+	/* the test's: one whole command, argv not NUL-terminated */
+	void (*handler)(struct fake_redis *fr, struct fake_cli *c, int argc,
+	                const char **argv, const size_t *argl);
+	void *arg;
+};
+
+static inline void
+fake_send(struct fake_cli *c, const char *s, size_t n)
+{
+	while (n > 0) {
+		ssize_t w = write(c->fd, s, n);
+
+		if (w <= 0)
+			return;
+		s += w;
+		n -= (size_t)w;
+	}
+}
+
+static inline void
+fake_sends(struct fake_cli *c, const char *s)
+{
+	fake_send(c, s, strlen(s));
+}
+
+static inline int
+fake_is(const char *a, size_t l, const char *word)
+{
+	return l == strlen(word) && strncasecmp(a, word, l) == 0;
+}
+
+/* One command at <p>: its size, 0 if incomplete, -1 if not RESP. */
+static inline long
+fake_command(const char *p, size_t n, int *argc, const char **a, size_t *l)
+{
+	const char *end = p + n, *q = p, *e;
+	long        k;
+
+	if (n == 0)
+		return 0;
+	if (*q != '*')
+		return -1;
+	if ((e = memchr(q, '\n', (size_t)(end - q))) == NULL)
+		return 0;
+	k = strtol(q + 1, NULL, 10);
+	q = e + 1;
+	*argc = 0;
+	for (long i = 0; i < k; i++) {
+		long len;
+
+		if (q >= end)
+			return 0;
+		if (*q != '$')
+			return -1;
+		if ((e = memchr(q, '\n', (size_t)(end - q))) == NULL)
+			return 0;
+		len = strtol(q + 1, NULL, 10);
+		q = e + 1;
+		if (len < 0)
+			return -1;
+		if (end - q < len + 2)
+			return 0;
+		if (i < FAKE_ARGS) {
+			a[i] = q;
+			l[i] = (size_t)len;
+			*argc = (int)i + 1;
+		}
+		q += len + 2;
+	}
+	return q - p;
+}
+
+static inline void
+fake_cli_close(struct fake_cli *c)
+{
+	struct fake_redis *fr = c->fr;
+
+	ev_io_stop(fr->loop, &c->w);
+	close(c->fd);
+	for (int i = 0; i < fr->ncli; i++)
+		if (fr->cli[i] == c)
+			fr->cli[i] = fr->cli[--fr->ncli];
+	free(c);
+}
+
+static inline void
+fake_read_cb(struct ev_loop *loop, ev_io *w, int revents)
+{
+	struct fake_cli *c = w->data;
+	ssize_t          r = read(c->fd, c->buf + c->len, FAKE_BUF - c->len);
+	const char      *a[FAKE_ARGS];
+	size_t           l[FAKE_ARGS], off = 0;
+	int              argc;
+	long             used;
+
+	if (r <= 0) {
+		fake_cli_close(c);
+		return;
+	}
+	c->len += (size_t)r;
+	while ((used = fake_command(c->buf + off, c->len - off, &argc, a, l)) >
+	       0) {
+		c->fr->handler(c->fr, c, argc, a, l);
+		off += (size_t)used;
+	}
+	cr_assert_geq(used, 0, "fake redis: not RESP");
+	memmove(c->buf, c->buf + off, c->len - off);
+	c->len -= off;
+}
+
+static inline void
+fake_accept_cb(struct ev_loop *loop, ev_io *w, int revents)
+{
+	struct fake_redis *fr = w->data;
+	int                fd = accept(fr->lfd, NULL, NULL);
+	struct fake_cli   *c;
+
+	if (fd == -1)
+		return;
+	cr_assert_lt(fr->ncli, FAKE_CLIENTS);
+	c = calloc(1, sizeof(*c));
+	c->fd = fd;
+	c->fr = fr;
+	ev_io_init(&c->w, fake_read_cb, fd, EV_READ);
+	c->w.data = c;
+	ev_io_start(loop, &c->w);
+	fr->cli[fr->ncli++] = c;
+}
+
+/* Listens on 127.0.0.1, an ephemeral port (fr->port). */
+static inline void
+fake_start(struct fake_redis *fr, struct ev_loop *loop)
+{
+	struct sockaddr_in sa = { .sin_family = AF_INET };
+	socklen_t          sl = sizeof(sa);
+
+	fr->loop = loop;
+	fr->lfd = socket(AF_INET, SOCK_STREAM, 0);
+	sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+	cr_assert(fr->lfd >= 0 &&
+	          bind(fr->lfd, (struct sockaddr *)&sa, sizeof(sa)) == 0 &&
+	          listen(fr->lfd, 16) == 0 &&
+	          getsockname(fr->lfd, (struct sockaddr *)&sa, &sl) == 0);
+	fr->port = ntohs(sa.sin_port);
+	ev_io_init(&fr->accept_w, fake_accept_cb, fr->lfd, EV_READ);
+	fr->accept_w.data = fr;
+	ev_io_start(loop, &fr->accept_w);
+}
+
+static inline void
+fake_stop(struct fake_redis *fr)
+{
+	while (fr->ncli > 0)
+		fake_cli_close(fr->cli[0]);
+	ev_io_stop(fr->loop, &fr->accept_w);
+	close(fr->lfd);
+}
+
+/* Runs <loop> until *<flag> is set or <secs> have passed; returns *flag. */
+static inline int
+fake_run_until(struct ev_loop *loop, const int *flag, double secs)
+{
+	ev_tstamp end;
+
+	ev_now_update(loop);
+	end = ev_now(loop) + secs;
+	while (!*flag && ev_now(loop) < end) {
+		ev_run(loop, EVRUN_ONCE | EVRUN_NOWAIT);
+		usleep(1000);
+		ev_now_update(loop);
+	}
+	return *flag;
+}
+
+#endif

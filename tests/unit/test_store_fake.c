@@ -1,0 +1,208 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* The store against a Redis played in-process (fake_redis.h) that
+ * misbehaves at one exact point. */
+#include <criterion/criterion.h>
+#include <ev.h>
+#include <signal.h>
+
+#include "crc16.h"
+#include "fake_redis.h"
+#include "metrics.h"
+#include "store.h"
+
+/* ---- shared ------------------------------------------------------------- */
+
+struct req {
+	struct store_req  sr;
+	struct check      checks[2];
+	int               index[2];
+	struct lim_result results[2];
+	int               answered, err;
+};
+
+static void
+req_cb(struct store_req *sr, int err)
+{
+	struct req *r = (struct req *)sr;
+
+	r->answered++;
+	r->err = err;
+}
+
+static void
+check_set(struct check *c, const char *key)
+{
+	memset(c, 0, sizeof(*c));
+	c->lim.algo = LIM_GCRA;
+	c->lim.rate = 100;
+	c->lim.period_us = 1000000;
+	c->lim.burst = 100;
+	c->lim.ei_us = 10000;
+	c->lim.dvt_us = 1000000;
+	c->op = LIM_OP_CHECK;
+	c->cost = 1;
+	c->keylen = strlen(key);
+	memcpy(c->key, key, c->keylen);
+	c->plan = -1;
+}
+
+static void
+req_init(struct req *r, int n, const char *k0, const char *k1)
+{
+	memset(r, 0, sizeof(*r));
+	check_set(&r->checks[0], k0);
+	if (k1 != NULL)
+		check_set(&r->checks[1], k1);
+	r->index[0] = 0;
+	r->index[1] = 1;
+	r->sr.checks = r->checks;
+	r->sr.index = r->index;
+	r->sr.results = r->results;
+	r->sr.n = n;
+	r->sr.cb = req_cb;
+}
+
+/* The script's reply for <n> checks, all allowed: a bulk string holding
+ * a msgpack array of n x 5 positive fixints. */
+static void
+send_allowed(struct fake_cli *c, int n)
+{
+	char   out[512], *p = out;
+	size_t body = 1 + (size_t)n * 5;
+
+	cr_assert_lt(n * 5, 16);
+	p += sprintf(p, "$%zu\r\n", body);
+	*p++ = (char)(0x90 | (n * 5));
+	for (int i = 0; i < n; i++) {
+		*p++ = 1; /* allowed */
+		*p++ = 9; /* remaining */
+		*p++ = 0;
+		*p++ = 0;
+		*p++ = 0;
+	}
+	*p++ = '\r';
+	*p++ = '\n';
+	fake_send(c, out, (size_t)(p - out));
+}
+
+/* The setup commands every link sends. Returns 1 if <argv> was one. */
+static int
+answer_setup(struct fake_cli *c, int argc, const char **a, const size_t *l)
+{
+	if (fake_is(a[0], l[0], "SCRIPT")) {
+		fake_sends(c, "$40\r\n0000000000000000000000000000000000000000"
+		              "\r\n");
+		return 1;
+	}
+	if (fake_is(a[0], l[0], "FUNCTION")) {
+		fake_sends(c, "-ERR unknown command 'FUNCTION'\r\n");
+		return 1;
+	}
+	if (fake_is(a[0], l[0], "TIME")) {
+		fake_sends(c, "*2\r\n$10\r\n1700000000\r\n$1\r\n0\r\n");
+		return 1;
+	}
+	if (fake_is(a[0], l[0], "ASKING") || fake_is(a[0], l[0], "PING")) {
+		fake_sends(c, "+OK\r\n");
+		return 1;
+	}
+	return 0;
+}
+
+static int
+is_script(const char *a, size_t l)
+{
+	return fake_is(a, l, "EVALSHA") || fake_is(a, l, "EVAL") ||
+	       fake_is(a, l, "FCALL");
+}
+
+/* ---- a Cluster node dropped while a refund is due ----------------------- */
+
+struct cl_state {
+	int scripts; /* script calls seen */
+	int conns;   /* CLUSTER SLOTS asked */
+};
+
+/* One node holding every slot; it answers the first script call and none
+ * after: a node that stops answering (SIGSTOP, a partition) between two
+ * calls. */
+static void
+cluster_handler(struct fake_redis *fr, struct fake_cli *c, int argc,
+                const char **a, const size_t *l)
+{
+	struct cl_state *st = fr->arg;
+	char             out[256];
+
+	if (answer_setup(c, argc, a, l))
+		return;
+	if (fake_is(a[0], l[0], "CLUSTER")) {
+		st->conns++;
+		snprintf(out, sizeof(out),
+		         "*1\r\n*3\r\n:0\r\n:16383\r\n*2\r\n$9\r\n127.0.0.1"
+		         "\r\n:%d\r\n",
+		         fr->port);
+		fake_sends(c, out);
+		return;
+	}
+	if (is_script(a[0], l[0])) {
+		if (st->scripts++ == 0)
+			send_allowed(c, (int)strtol(a[2], NULL, 10));
+		return; /* the later ones: never */
+	}
+	fake_sends(c, "-ERR fake\r\n");
+}
+
+static int
+cluster_up(struct store *st)
+{
+	return store_up(st);
+}
+
+/* A request whose two checks are in two slots of one node: the first
+ * slot's call is answered (charged), the second's never is. The node is
+ * dropped as stuck (LINK_STALL_S); the failed part makes the request
+ * refund the charged one, to the same node, from inside the NULL replies
+ * of the link being freed. The refund must not reconnect the link there:
+ * link_drop() then found a context where it had just freed one
+ * (assert(l->ac == NULL) in lost(), an abort of the agent). */
+Test(store_fake, cluster_refund_while_its_node_is_dropped)
+{
+	struct ev_loop        *loop = ev_loop_new(EVFLAG_AUTO);
+	struct fake_redis      fr = { 0 };
+	struct cl_state        cs = { 0 };
+	struct metrics_worker *m = metrics_worker_new();
+	struct store_cfg       cfg = { 0 };
+	struct store          *st;
+	const char            *err = NULL;
+	char                   url[64];
+	struct req             r;
+	int                    up = 0;
+
+	signal(SIGPIPE, SIG_IGN);
+	fr.handler = cluster_handler;
+	fr.arg = &cs;
+	fake_start(&fr, loop);
+	snprintf(url, sizeof(url), "redis+cluster://127.0.0.1:%d", fr.port);
+	cfg.url = url;
+	cfg.connect_timeout_us = 1000000;
+	st = store_new(loop, &cfg, m, &err);
+	cr_assert_not_null(st, "%s", err);
+	for (int i = 0; i < 300 && !up; i++) {
+		ev_run(loop, EVRUN_ONCE | EVRUN_NOWAIT);
+		usleep(1000);
+		up = cluster_up(st);
+	}
+	cr_assert(up, "the map came");
+	req_init(&r, 2, "rl:{a:1}", "rl:{b:2}");
+	cr_assert_neq(crc16_key_slot(r.checks[0].key, r.checks[0].keylen),
+	              crc16_key_slot(r.checks[1].key, r.checks[1].keylen));
+	cr_assert_eq(store_submit(st, &r.sr), STORE_OK);
+	store_flush(st);
+	/* LINK_STALL_S, then a stuck-check tick (CL_STUCK_CHECK_S) */
+	fake_run_until(loop, &r.answered, 3.0);
+	cr_assert_eq(r.answered, 1, "the request is answered");
+	cr_assert_eq(r.err, STORE_EIO);
+	store_free(st);
+	fake_stop(&fr);
+	ev_loop_destroy(loop);
+}
