@@ -457,6 +457,7 @@ link_connect(struct link *l)
 	}
 	ac->data = l;
 	ac->c.reader->fn = &reply_fns; /* integers without allocations */
+	ac->c.reader->privdata = ac;   /* unsolicited replies refused */
 	redisLibevAttach(l->loop, ac);
 	redisAsyncSetConnectCallback(ac, connect_cb);
 	redisAsyncSetDisconnectCallback(ac, disconnect_cb);

@@ -11,7 +11,27 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include <hiredis/async.h>
+
 #include "reply.h"
+
+/* A top-level reply on an async context that expects none: no callback
+ * is waiting for it (its command's reply came, or none was sent) and the
+ * context is not subscribed. hiredis 0.14 asserts on such a reply
+ * (redisProcessCallbacks), which would abort the agent; refusing it
+ * fails the link instead. An error reply is let through: hiredis itself
+ * drops the link on an unsolicited one, keeping its text ("max number of
+ * clients reached"). The reader's privdata is the context (link.c); none:
+ * not checked. */
+static int
+unsolicited(const redisReadTask *task, int type)
+{
+	const redisAsyncContext *ac = task->privdata;
+
+	return task->parent == NULL && ac != NULL &&
+	       type != REDIS_REPLY_ERROR && ac->replies.head == NULL &&
+	       !(ac->c.flags & (REDIS_SUBSCRIBED | REDIS_MONITORING));
+}
 
 /* The slot of element <idx> of the array being read, or NULL (top level
  * or a parent of another kind): already linked into the parent. */
@@ -45,6 +65,8 @@ reply_new(const redisReadTask *task, int type)
 {
 	redisReply *r = slot(task);
 
+	if (unsolicited(task, type))
+		return NULL;
 	if (r == NULL && (r = calloc(1, sizeof(*r))) == NULL)
 		return NULL;
 	r->type = type;
@@ -96,7 +118,7 @@ create_array(const redisReadTask *task, int elements)
 	size_t      n = elements > 0 ? (size_t)elements : 0;
 	redisReply *r;
 
-	if (n > REPLY_ARRAY_MAX)
+	if (n > REPLY_ARRAY_MAX || unsolicited(task, REDIS_REPLY_ARRAY))
 		return NULL;
 	r = calloc(1, sizeof(*r) +
 	                      n * (sizeof(redisReply *) + sizeof(redisReply)));

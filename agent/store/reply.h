@@ -10,8 +10,11 @@
  * hiredis does when the reader carries them:
  *
  *     ac->c.reader->fn = &reply_fns;
+ *     ac->c.reader->privdata = ac;
  *
- * (set right after redisAsyncConnect, before anything is read).
+ * (set right after redisAsyncConnect, before anything is read). With the
+ * context as the reader's privdata, a reply no callback waits for (more
+ * replies than commands) is refused too: hiredis 0.14 would assert.
  *
  * The peer chooses every size, so these never exit on it: an array of
  * more than REPLY_ARRAY_MAX elements, or a failed allocation, is refused

@@ -206,3 +206,95 @@ Test(store_fake, cluster_refund_while_its_node_is_dropped)
 	fake_stop(&fr);
 	ev_loop_destroy(loop);
 }
+
+/* ---- a reply nobody asked for ------------------------------------------- */
+
+struct one_state {
+	int scripts;
+	int extra; /* what to send after the first script's reply */
+	int conns;
+};
+
+static void
+single_handler(struct fake_redis *fr, struct fake_cli *c, int argc,
+               const char **a, const size_t *l)
+{
+	struct one_state *st = fr->arg;
+
+	if (answer_setup(c, argc, a, l))
+		return;
+	if (is_script(a[0], l[0])) {
+		send_allowed(c, (int)strtol(a[2], NULL, 10));
+		if (st->scripts++ == 0 && st->extra)
+			fake_sends(c, st->extra == 1 ? "+OK\r\n"
+			                             : "*1\r\n:1\r\n");
+		return;
+	}
+	fake_sends(c, "-ERR fake\r\n");
+}
+
+static int
+dropped(const struct fake_redis *fr)
+{
+	return fr->ncli == 0;
+}
+
+/* One more reply than there were commands (a buggy proxy, a hostile
+ * server): hiredis 0.14 asserts on it (redisProcessCallbacks: "the
+ * context *must* be subscribed or monitoring") and the agent aborted.
+ * It must be refused as a bad reply: the link drops and reconnects. */
+static void
+extra_reply(int kind)
+{
+	struct ev_loop        *loop = ev_loop_new(EVFLAG_AUTO);
+	struct fake_redis      fr = { 0 };
+	struct one_state       os = { .extra = kind };
+	struct metrics_worker *m = metrics_worker_new();
+	struct store_cfg       cfg = { 0 };
+	struct store          *st;
+	const char            *err = NULL;
+	char                   url[64];
+	struct req             r;
+	int                    up = 0, gone = 0;
+
+	signal(SIGPIPE, SIG_IGN);
+	fr.handler = single_handler;
+	fr.arg = &os;
+	fake_start(&fr, loop);
+	snprintf(url, sizeof(url), "redis://127.0.0.1:%d/0", fr.port);
+	cfg.url = url;
+	cfg.connect_timeout_us = 1000000;
+	st = store_new(loop, &cfg, m, &err);
+	cr_assert_not_null(st, "%s", err);
+	for (int i = 0; i < 300 && !up; i++) {
+		ev_run(loop, EVRUN_ONCE | EVRUN_NOWAIT);
+		usleep(1000);
+		up = store_up(st);
+	}
+	cr_assert(up);
+	req_init(&r, 1, "rl:{a:1}", NULL);
+	cr_assert_eq(store_submit(st, &r.sr), STORE_OK);
+	store_flush(st);
+	fake_run_until(loop, &r.answered, 2.0);
+	cr_assert_eq(r.answered, 1);
+	cr_assert_eq(r.err, STORE_OK);
+	for (int i = 0; i < 300 && !gone; i++) {
+		ev_run(loop, EVRUN_ONCE | EVRUN_NOWAIT);
+		usleep(1000);
+		gone = dropped(&fr);
+	}
+	cr_assert(gone, "the link that got it was dropped");
+	store_free(st);
+	fake_stop(&fr);
+	ev_loop_destroy(loop);
+}
+
+Test(store_fake, an_unsolicited_status_reply_drops_the_link)
+{
+	extra_reply(1);
+}
+
+Test(store_fake, an_unsolicited_array_reply_drops_the_link)
+{
+	extra_reply(2);
+}
