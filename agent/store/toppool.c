@@ -122,6 +122,9 @@ toppool_read(redisContext *c, const char *rule, int64_t now_ms,
 	for (size_t i = 0; i + 1 < r->elements; i += 2) {
 		f = r->element[i];
 		v = r->element[i + 1];
+		if (f->type != REDIS_REPLY_STRING ||
+		    v->type != REDIS_REPLY_STRING)
+			continue; /* not what publish writes: no str to read */
 		memset(&one, 0, sizeof(one));
 		ts = parse_view(v->str, v->len, &one);
 		if (ts >= 0 && ts > now_ms - TOPPOOL_FRESH_MS) {

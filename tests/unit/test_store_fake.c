@@ -298,3 +298,74 @@ Test(store_fake, an_unsolicited_array_reply_drops_the_link)
 {
 	extra_reply(2);
 }
+
+/* ---- toppool: a field whose value is not a string ----------------------- */
+
+#include <pthread.h>
+
+#include <hiredis/hiredis.h>
+
+#include "toppool.h"
+
+struct served {
+	struct ev_loop   *loop;
+	struct fake_redis fr;
+	ev_async          stop;
+	pthread_t         t;
+};
+
+static void
+hgetall_handler(struct fake_redis *fr, struct fake_cli *c, int argc,
+                const char **a, const size_t *l)
+{
+	if (fake_is(a[0], l[0], "HGETALL"))
+		/* a field, then an integer, a nil and an array for values */
+		fake_sends(c, "*6\r\n$1\r\na\r\n:5\r\n$1\r\nb\r\n$-1\r\n"
+		              "$1\r\nc\r\n*0\r\n");
+	else
+		fake_sends(c, ":0\r\n");
+}
+
+static void
+stop_cb(struct ev_loop *loop, ev_async *w, int revents)
+{
+	ev_break(loop, EVBREAK_ALL);
+}
+
+static void *
+serve_main(void *arg)
+{
+	struct served *s = arg;
+
+	ev_run(s->loop, 0);
+	return NULL;
+}
+
+/* A hostile or broken Redis answering HGETALL with values that are not
+ * strings: toppool_read() read a NULL str (strtoll(NULL)) and crashed the
+ * process serving GET /admin/top or `spoa-ratelimit top`. */
+Test(store_fake, toppool_read_skips_values_that_are_not_strings)
+{
+	struct served     s = { 0 };
+	struct topk_merge m = { 0 };
+	redisContext     *c;
+	struct timeval    tv = { 2, 0 };
+
+	s.loop = ev_loop_new(EVFLAG_AUTO);
+	s.fr.handler = hgetall_handler;
+	fake_start(&s.fr, s.loop);
+	ev_async_init(&s.stop, stop_cb);
+	ev_async_start(s.loop, &s.stop);
+	pthread_create(&s.t, NULL, serve_main, &s);
+	c = redisConnectWithTimeout("127.0.0.1", s.fr.port, tv);
+	cr_assert(c != NULL && c->err == 0);
+	redisSetTimeout(c, tv);
+	cr_assert_eq(toppool_read(c, "r", 1700000000000, &m), 0,
+	             "no agent counted");
+	topk_merge_free(&m);
+	redisFree(c);
+	ev_async_send(s.loop, &s.stop);
+	pthread_join(s.t, NULL);
+	fake_stop(&s.fr);
+	ev_loop_destroy(s.loop);
+}
