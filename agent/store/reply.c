@@ -10,27 +10,47 @@
  */
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 
 #include <hiredis/async.h>
 
 #include "reply.h"
 
-/* A top-level reply on an async context that expects none: no callback
- * is waiting for it (its command's reply came, or none was sent) and the
- * context is not subscribed. hiredis 0.14 asserts on such a reply
- * (redisProcessCallbacks), which would abort the agent; refusing it
- * fails the link instead. An error reply is let through: hiredis itself
- * drops the link on an unsolicited one, keeping its text ("max number of
- * clients reached"). The reader's privdata is the context (link.c); none:
- * not checked. */
+/* Would hiredis 0.14 assert on this object? The reader's privdata is the
+ * async context (link.c, sentinel.c); none: nothing is checked.
+ *   - a top-level reply no callback waits for (more replies than
+ *     commands) on a context neither subscribed nor monitoring
+ *     (redisProcessCallbacks: "must be subscribed"). An error is let
+ *     through: hiredis drops the link on it itself, keeping its text
+ *     ("max number of clients reached");
+ *   - on a subscribed context, a pub/sub message it cannot route
+ *     (__redisGetSubscribeCallback): an array of fewer than three
+ *     elements, a kind or channel that is not a bulk string, an
+ *     unsubscribe (never asked for: its count must be an integer, and it
+ *     would leave the subscribed mode, so that the next message asserts).
+ * Refusing the object fails the link instead of aborting the agent. */
 static int
-unsolicited(const redisReadTask *task, int type)
+refused(const redisReadTask *task, int type, int elements)
 {
 	const redisAsyncContext *ac = task->privdata;
+	const redisReply        *top;
+	const char              *kind;
 
-	return task->parent == NULL && ac != NULL &&
-	       type != REDIS_REPLY_ERROR && ac->replies.head == NULL &&
-	       !(ac->c.flags & (REDIS_SUBSCRIBED | REDIS_MONITORING));
+	if (ac == NULL || ac->replies.head != NULL)
+		return 0; /* no context, or the reply of a command */
+	if (!(ac->c.flags & REDIS_SUBSCRIBED))
+		return task->parent == NULL && type != REDIS_REPLY_ERROR &&
+		       !(ac->c.flags & REDIS_MONITORING);
+	if (task->parent == NULL)
+		return type == REDIS_REPLY_ARRAY && elements < 3;
+	if (task->parent->parent != NULL)
+		return 0; /* deeper: hiredis does not read it */
+	if (task->idx < 2)
+		return type != REDIS_REPLY_STRING;
+	top = task->parent->obj;
+	kind = top->element[0]->str;
+	return task->idx == 2 && (strcasecmp(kind, "unsubscribe") == 0 ||
+	                          strcasecmp(kind, "punsubscribe") == 0);
 }
 
 /* The slot of element <idx> of the array being read, or NULL (top level
@@ -65,7 +85,7 @@ reply_new(const redisReadTask *task, int type)
 {
 	redisReply *r = slot(task);
 
-	if (unsolicited(task, type))
+	if (refused(task, type, 0))
 		return NULL;
 	if (r == NULL && (r = calloc(1, sizeof(*r))) == NULL)
 		return NULL;
@@ -118,7 +138,7 @@ create_array(const redisReadTask *task, int elements)
 	size_t      n = elements > 0 ? (size_t)elements : 0;
 	redisReply *r;
 
-	if (n > REPLY_ARRAY_MAX || unsolicited(task, REDIS_REPLY_ARRAY))
+	if (n > REPLY_ARRAY_MAX || refused(task, REDIS_REPLY_ARRAY, elements))
 		return NULL;
 	r = calloc(1, sizeof(*r) +
 	                      n * (sizeof(redisReply *) + sizeof(redisReply)));

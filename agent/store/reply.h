@@ -13,8 +13,9 @@
  *     ac->c.reader->privdata = ac;
  *
  * (set right after redisAsyncConnect, before anything is read). With the
- * context as the reader's privdata, a reply no callback waits for (more
- * replies than commands) is refused too: hiredis 0.14 would assert.
+ * context as the reader's privdata, what hiredis 0.14 would assert on is
+ * refused too: a reply no callback waits for (more replies than
+ * commands), a pub/sub message it cannot route.
  *
  * The peer chooses every size, so these never exit on it: an array of
  * more than REPLY_ARRAY_MAX elements, or a failed allocation, is refused

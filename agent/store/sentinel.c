@@ -25,6 +25,7 @@
 #include <hiredis/hiredis.h>
 
 #include "log.h"
+#include "reply.h"
 #include "resolve.h"
 #include "sentinel.h"
 #include "util.h"
@@ -68,6 +69,8 @@ open_ctx(struct sentinel *s, int idx, redisConnectCallback *ccb,
 		return NULL;
 	}
 	ac->data = s;
+	ac->c.reader->fn = &reply_fns; /* what hiredis would assert on: */
+	ac->c.reader->privdata = ac;   /* refused (reply.h) */
 	redisLibevAttach(s->loop, ac);
 	redisAsyncSetConnectCallback(ac, ccb);
 	redisAsyncSetDisconnectCallback(ac, dcb);

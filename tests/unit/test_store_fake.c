@@ -369,3 +369,80 @@ Test(store_fake, toppool_read_skips_values_that_are_not_strings)
 	fake_stop(&s.fr);
 	ev_loop_destroy(s.loop);
 }
+
+/* ---- a sentinel's bad pub/sub message ----------------------------------- */
+
+struct sen_state {
+	const char *bad; /* sent after the subscription's confirmation */
+	int         subscribed;
+};
+
+static void
+sentinel_handler(struct fake_redis *fr, struct fake_cli *c, int argc,
+                 const char **a, const size_t *l)
+{
+	struct sen_state *st = fr->arg;
+
+	if (fake_is(a[0], l[0], "SUBSCRIBE")) {
+		fake_sends(c, "*3\r\n$9\r\nsubscribe\r\n$14\r\n+switch-master"
+		              "\r\n:1\r\n");
+		fake_sends(c, st->bad);
+		st->subscribed++;
+		return;
+	}
+	if (fake_is(a[0], l[0], "SENTINEL")) {
+		fake_sends(c, "*-1\r\n"); /* no master known */
+		return;
+	}
+	fake_sends(c, "-ERR fake\r\n");
+}
+
+/* hiredis 0.14 asserts on a pub/sub message it cannot route (fewer than
+ * two elements, a channel that is not a string, an unsubscribe without
+ * its count): one such message from a sentinel aborted the agent. It must
+ * only cost that subscription, reopened after SUB_RETRY_S. */
+static void
+bad_message(const char *bad)
+{
+	struct ev_loop        *loop = ev_loop_new(EVFLAG_AUTO);
+	struct fake_redis      fr = { 0 };
+	struct sen_state       ss = { .bad = bad };
+	struct metrics_worker *m = metrics_worker_new();
+	struct store_cfg       cfg = { 0 };
+	struct store          *st;
+	const char            *err = NULL;
+	char                   url[96];
+	int                    never = 0;
+
+	signal(SIGPIPE, SIG_IGN);
+	fr.handler = sentinel_handler;
+	fr.arg = &ss;
+	fake_start(&fr, loop);
+	snprintf(url, sizeof(url), "redis+sentinel://127.0.0.1:%d/mymaster",
+	         fr.port);
+	cfg.url = url;
+	cfg.connect_timeout_us = 1000000;
+	st = store_new(loop, &cfg, m, &err);
+	cr_assert_not_null(st, "%s", err);
+	fake_run_until(loop, &never, 1.2);
+	cr_assert_geq(ss.subscribed, 2, "subscribed, dropped, subscribed");
+	store_free(st);
+	fake_stop(&fr);
+	ev_loop_destroy(loop);
+}
+
+Test(store_fake, a_sentinel_message_of_one_element)
+{
+	bad_message("*1\r\n$7\r\nmessage\r\n");
+}
+
+Test(store_fake, a_sentinel_message_with_an_integer_channel)
+{
+	bad_message("*3\r\n$7\r\nmessage\r\n:5\r\n$1\r\nx\r\n");
+}
+
+Test(store_fake, a_sentinel_unsubscribe_without_its_count)
+{
+	bad_message("*3\r\n$11\r\nunsubscribe\r\n$14\r\n+switch-master\r\n"
+	            "$1\r\nx\r\n");
+}
