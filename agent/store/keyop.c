@@ -18,6 +18,7 @@
 #include "keyop.h"
 #include "keys.h"
 #include "override.h"
+#include "reply.h"
 #include "results.h"
 #include "store.h"
 #include "util.h"
@@ -294,7 +295,9 @@ sentinel_master(const struct store_topo *t, char *host, int *port, char *err)
 		r = cmd(s, err, "SENTINEL get-master-addr-by-name %s",
 		        t->master);
 		if (r != NULL && r->type == REDIS_REPLY_ARRAY &&
-		    r->elements == 2) {
+		    r->elements == 2 &&
+		    r->element[0]->type == REDIS_REPLY_STRING &&
+		    r->element[1]->type == REDIS_REPLY_STRING) {
 			snprintf(host, 256, "%s", r->element[0]->str);
 			*port = atoi(r->element[1]->str);
 			freeReplyObject(r);
@@ -501,6 +504,9 @@ raw_value(redisContext **c, const struct check *ck, struct keyop_state *st,
 	} else if (r->type == REDIS_REPLY_ARRAY) {
 		jsonw_open(&st->raw, '{');
 		for (size_t i = 0; i + 1 < r->elements; i += 2) {
+			if (r->element[i]->type != REDIS_REPLY_STRING ||
+			    r->element[i + 1]->type != REDIS_REPLY_STRING)
+				continue; /* not a hash's: no text to show */
 			jsonw_key(&st->raw, r->element[i]->str);
 			jsonw_str(&st->raw, r->element[i + 1]->str,
 			          r->element[i + 1]->len);
@@ -532,12 +538,10 @@ redis_now(redisContext **c, int64_t *now, char *err)
 
 	if (r == NULL)
 		return -1;
-	if (r->type != REDIS_REPLY_ARRAY || r->elements != 2) {
+	if (reply_time_us(r, now) == -1) {
 		freeReplyObject(r);
 		return fail(err, "redis: unexpected reply to TIME");
 	}
-	*now = strtoll(r->element[0]->str, NULL, 10) * 1000000 +
-	       strtoll(r->element[1]->str, NULL, 10);
 	freeReplyObject(r);
 	return 0;
 }

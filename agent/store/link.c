@@ -359,7 +359,8 @@ disconnect_cb(const redisAsyncContext *ac, int status)
 		return;
 	log_warn("redis_disconnected", "host=%s port=%d%s error=\"%s\"",
 	         l->addr.host, l->addr.port, l->tag,
-	         status == REDIS_OK ? "closed" : ac->errstr);
+	         status == REDIS_OK ? "closed"
+	                            : reply_why(ac->err, ac->errstr));
 	l->ac = NULL;
 	lost(l);
 }

@@ -189,3 +189,44 @@ free_object(void *reply)
 redisReplyObjectFunctions reply_fns = {
 	create_string, create_array, create_integer, create_nil, free_object,
 };
+
+const char *
+reply_why(int err, const char *errstr)
+{
+	return err == REDIS_ERR_OOM
+	               ? "a reply refused (one no command waits for, a "
+	                 "malformed pub/sub message, an array too long) or "
+	                 "out of memory"
+	               : errstr;
+}
+
+/* The decimal string <e> as a number in [0, max], or -1. */
+static int64_t
+decimal(const redisReply *e, int64_t max)
+{
+	int64_t v = 0;
+
+	if (e->type != REDIS_REPLY_STRING || e->len == 0 || e->len > 18)
+		return -1;
+	for (size_t i = 0; i < e->len; i++) {
+		if (e->str[i] < '0' || e->str[i] > '9')
+			return -1;
+		v = v * 10 + (e->str[i] - '0');
+	}
+	return v <= max ? v : -1;
+}
+
+int
+reply_time_us(const redisReply *r, int64_t *us)
+{
+	int64_t s, u;
+
+	if (r == NULL || r->type != REDIS_REPLY_ARRAY || r->elements != 2)
+		return -1;
+	/* seconds: up to the year 5138, far inside int64_t once in µs */
+	if ((s = decimal(r->element[0], 99999999999)) < 0 ||
+	    (u = decimal(r->element[1], 999999)) < 0)
+		return -1;
+	*us = s * 1000000 + u;
+	return 0;
+}

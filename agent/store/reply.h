@@ -17,12 +17,16 @@
  * refused too: a reply no callback waits for (more replies than
  * commands), a pub/sub message it cannot route.
  *
+ * reply_time_us() reads TIME's reply for the two places that ask for it.
+ *
  * The peer chooses every size, so these never exit on it: an array of
  * more than REPLY_ARRAY_MAX elements, or a failed allocation, is refused
  * (NULL), and hiredis then fails the link with an out-of-memory error.
  */
 #ifndef REPLY_H
 #define REPLY_H
+
+#include <stdint.h>
 
 #include <hiredis/hiredis.h>
 #include <hiredis/read.h>
@@ -34,5 +38,15 @@
 #define REPLY_ARRAY_MAX (1 << 20)
 
 extern redisReplyObjectFunctions reply_fns;
+
+/* What to log for a link that failed with hiredis' <err> and <errstr>:
+ * refusing an object (above) makes hiredis report "Out of memory", which
+ * would send an operator after the wrong cause. */
+const char *reply_why(int err, const char *errstr);
+
+/* Redis TIME's reply <r> (seconds, then microseconds, both decimal
+ * strings) in µs since the epoch, into <*us>. Returns 0, or -1 when <r>
+ * is anything else or out of range: a broken or hostile server's. */
+int reply_time_us(const redisReply *r, int64_t *us);
 
 #endif

@@ -59,6 +59,7 @@
 #include "link.h"
 #include "log.h"
 #include "metrics.h"
+#include "reply.h"
 #include "reqq.h"
 #include "results.h"
 #include "store_cluster.h"
@@ -778,12 +779,7 @@ time_cb(redisAsyncContext *ac, void *r, void *privdata)
 	struct call *b = privdata;
 	redisReply  *reply = r;
 
-	if (reply != NULL && reply->type == REDIS_REPLY_ARRAY &&
-	    reply->elements == 2 &&
-	    reply->element[0]->type == REDIS_REPLY_STRING &&
-	    reply->element[1]->type == REDIS_REPLY_STRING)
-		b->at = strtoll(reply->element[0]->str, NULL, 10) * 1000000 +
-		        strtoll(reply->element[1]->str, NULL, 10);
+	reply_time_us(reply, &b->at); /* else <at> stays unknown */
 }
 
 /* Queues <b> on its node: [TIME] [ASKING] then the call (link_call:

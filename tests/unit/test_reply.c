@@ -110,3 +110,61 @@ Test(reply, a_huge_bulk_length_allocates_nothing_before_its_bytes)
 	cr_assert_null(r);
 	cr_assert_eq(rd->err, 0);
 }
+
+/* TIME's reply, as Redis sends it and as a broken or hostile one might */
+static int
+time_of(const char *s, int64_t *us)
+{
+	redisReply *r;
+	int         rc;
+
+	cr_assert_eq(parse(s, &r), REDIS_OK);
+	rc = reply_time_us(r, us);
+	reply_fns.freeObject(r);
+	return rc;
+}
+
+Test(reply, time_reads_seconds_and_microseconds)
+{
+	int64_t us = -1;
+
+	cr_assert_eq(time_of("*2\r\n$10\r\n1733500000\r\n$6\r\n123456\r\n", &us),
+	             0);
+	cr_assert_eq(us, 1733500000123456LL);
+	cr_assert_eq(time_of("*2\r\n$1\r\n0\r\n$1\r\n7\r\n", &us), 0);
+	cr_assert_eq(us, 7);
+}
+
+Test(reply, time_refuses_what_is_not_two_decimals_in_range)
+{
+	static const char *bad[] = {
+		"*2\r\n:1733500000\r\n:0\r\n",            /* integers */
+		"*2\r\n$-1\r\n$1\r\n0\r\n",               /* a nil */
+		"*1\r\n$1\r\n1\r\n",                      /* one element */
+		"*3\r\n$1\r\n1\r\n$1\r\n0\r\n$1\r\n0\r\n", /* three */
+		"+OK\r\n",                                /* not an array */
+		"*2\r\n$2\r\n-1\r\n$1\r\n0\r\n",          /* negative */
+		"*2\r\n$0\r\n\r\n$1\r\n0\r\n",            /* empty */
+		"*2\r\n$3\r\n1x1\r\n$1\r\n0\r\n",         /* not a number */
+		"*2\r\n$1\r\n1\r\n$7\r\n1000000\r\n",     /* a whole second */
+		/* seconds whose µs overflow int64_t */
+		"*2\r\n$19\r\n9223372036854775807\r\n$1\r\n0\r\n",
+		"*2\r\n$12\r\n100000000000\r\n$1\r\n0\r\n",
+	};
+	int64_t us = 42;
+
+	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++)
+		cr_assert_eq(time_of(bad[i], &us), -1, "case %zu", i);
+	cr_assert_eq(us, 42, "untouched on a refusal");
+	cr_assert_eq(reply_time_us(NULL, &us), -1);
+}
+
+Test(reply, a_refused_reply_is_not_logged_as_out_of_memory)
+{
+	cr_assert_str_eq(reply_why(REDIS_ERR_IO, "Connection reset by peer"),
+	                 "Connection reset by peer");
+	cr_assert_null(strstr(reply_why(REDIS_ERR_OOM, "Out of memory"),
+	                      "Out of memory"));
+	cr_assert_not_null(strstr(reply_why(REDIS_ERR_OOM, "Out of memory"),
+	                          "refused"));
+}
