@@ -442,6 +442,11 @@ eval_all(struct local *l, struct local_check *c, size_t n, int64_t now_us)
 	for (size_t i = 0; i < n; i++) {
 		if (c[i].settle)
 			continue; /* settled by settle_all(), never vetoes */
+		if (c[i].held) { /* the block's result, nothing charged */
+			c[i].charge = 0;
+			veto |= lim_vetoes(c[i].op, c[i].shadow, &c[i].result);
+			continue;
+		}
 		e = c[i].keylen <= LOCAL_KEY_MAX
 		            ? lookup(&l->s[stripe_of(l, c[i].hash)], c[i].hash,
 		                     c[i].key, c[i].keylen)
@@ -584,26 +589,22 @@ box_holding(struct local *l, const struct local_check *c, int64_t now)
 	return b != NULL && b->b.until_us > now ? b : NULL;
 }
 
-/* 1 if a blocked key of <c> vetoes the request (a shadow check never
- * does); with <report>, its result becomes the block's and nothing of it
- * is charged. */
-static int
-box_held(struct local *l, struct local_check *c, size_t n, int64_t now,
-         int report)
+/* Marks the checks of <c> whose key is blocked (held): their result is
+ * the block's and nothing of them is charged; as in the script, only a
+ * held CHECK or PEEK that is not shadow vetoes the request (eval_all(),
+ * lim_vetoes()): a held FORCE or shadow check leaves the others alone. */
+static void
+box_mark(struct local *l, struct local_check *c, size_t n, int64_t now)
 {
 	struct box_slot *b;
-	int              held = 0;
 
 	for (size_t i = 0; i < n; i++) {
 		if ((b = box_holding(l, &c[i], now)) == NULL)
 			continue;
-		held |= !c[i].shadow;
-		if (report) {
-			lim_block_held(&b->b, now, &c[i].result);
-			c[i].charge = 0;
-		}
+		c[i].held = 1;
+		c[i].charge = 0;
+		lim_block_held(&b->b, now, &c[i].result);
 	}
-	return held;
 }
 
 /* Records the offences among <c>'s results (lim_block_offence()); a key
@@ -630,9 +631,11 @@ box_offend(struct local *l, struct local_check *c, size_t n, int64_t now)
 static int run_plain(struct local *l, struct local_check *c, size_t n,
                      int64_t now, int commit);
 
-/* A request with a boxed check: a blocked key vetoes it (the others are
- * only evaluated, for their results), else it runs as any request and its
- * offences start blocks (when <commit>: a peek records nothing). */
+/* A request with a boxed check: its blocked keys answer with their
+ * block and are charged nothing (a blocked CHECK or PEEK vetoes the
+ * request, box_mark()), the rest runs as any request, and the offences
+ * among its results start blocks, whatever the request's fate, as in the
+ * script (when <commit>: a peek records nothing). */
 static int
 run_boxed(struct local *l, struct local_check *c, size_t n, int64_t now,
           int commit)
@@ -640,15 +643,10 @@ run_boxed(struct local *l, struct local_check *c, size_t n, int64_t now,
 	int rc;
 
 	pthread_mutex_lock(&l->box_lock);
-	if (box_held(l, c, n, now, 0)) {
-		run_plain(l, c, n, now, 0); /* the others' results */
-		rc = 0;
-	} else {
-		rc = run_plain(l, c, n, now, commit);
-		if (commit)
-			box_offend(l, c, n, now);
-	}
-	box_held(l, c, n, now, 1);
+	box_mark(l, c, n, now);
+	rc = run_plain(l, c, n, now, commit);
+	if (commit)
+		box_offend(l, c, n, now);
 	pthread_mutex_unlock(&l->box_lock);
 	return rc;
 }
@@ -788,8 +786,10 @@ run(struct local *l, struct local_check *c, size_t n, int64_t now, int commit)
 {
 	int rc;
 
-	for (size_t i = 0; i < n; i++)
+	for (size_t i = 0; i < n; i++) {
 		c[i].hash = util_hash_private(c[i].key, c[i].keylen);
+		c[i].held = 0;
+	}
 	if (settle_all(l, c, n, now, commit))
 		return 1;
 	if (has_box(c, n))
@@ -819,7 +819,7 @@ run_plain(struct local *l, struct local_check *c, size_t n, int64_t now,
 {
 	int rc;
 
-	if (n == 1 && !c->settle && is_tat(c->params->algo) &&
+	if (n == 1 && !c->settle && !c->held && is_tat(c->params->algo) &&
 	    c->keylen <= LOCAL_KEY_MAX &&
 	    (rc = cas_one(l, c, now, commit)) >= 0)
 		return rc;

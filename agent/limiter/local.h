@@ -49,11 +49,13 @@
  *
  * Penalty box (a rule's block:, limiter.h): a request with a check of
  * such a rule runs under one agent-wide mutex, which checks the key's
- * block record first (a blocked key vetoes its request; its other checks
- * are only evaluated) and records the offences after (local_eval_request
- * only: a peek records nothing), with lim_block.c's arithmetic, as the
- * script does. At most 16384 records (a fixed table made on first use,
- * 512 KiB). Requests without such a check never take the mutex.
+ * block record first (a blocked key answers with its block and is charged
+ * nothing; a blocked CHECK or PEEK that is not shadow vetoes its request,
+ * a blocked FORCE or shadow check does not) and records the offences
+ * after (local_eval_request only: a peek records nothing), with
+ * lim_block.c's arithmetic, as the script does. At most 16384 records (a
+ * fixed table made on first use, 512 KiB). Requests without such a check
+ * never take the mutex.
  *
  * Reserve, then settle (limiter.h): a request that passes with a CHECK of
  * a reserving rule (params->reserve_lease_us > 0, the request id as
@@ -102,6 +104,7 @@ struct local_check {
 	struct lim_result        result; /* out */
 	int                      charge; /* local.c */
 	int                      settle; /* local.c */
+	int                      held;   /* local.c: key in a penalty box */
 	uint64_t                 hash;   /* local.c */
 };
 

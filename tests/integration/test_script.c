@@ -1541,3 +1541,113 @@ Test(script, a_vetoed_reservation_leaves_no_record)
 	}
 	redisFree(c);
 }
+
+/* ---- the penalty box: the script and the local tier agree ----------------
+ * A blocked key answers with its block and is charged nothing; only a
+ * blocked CHECK or PEEK that is not shadow vetoes its request (a FORCE,
+ * a failure counted by a response message, does not), and an offence
+ * counts in a request that another blocked key vetoes. Each request goes
+ * to the script and to a local tier at the script's TIME. */
+
+/* One request of <n> checks through the script and the local tier <l>;
+ * the decisions must agree. */
+static void
+box_both(redisContext *c, struct local *l, struct chk *ck, int n,
+         struct lim_result *rs, struct lim_result *rl)
+{
+	struct local_check lc[4];
+	struct call        k;
+	int64_t            t;
+
+	cr_assert_leq(n, 4);
+	t = redis_time(c);
+	call_begin(&k, 1);
+	call_request(&k, ck, n);
+	call_send(c, &k, rs, n);
+	for (int i = 0; i < n; i++) {
+		memset(&lc[i], 0, sizeof(lc[i]));
+		lc[i].params = ck[i].p;
+		lc[i].key = ck[i].key;
+		lc[i].keylen = strlen(ck[i].key);
+		lc[i].op = ck[i].op;
+		lc[i].cost = ck[i].cost;
+		lc[i].shadow = (ck[i].flags & LIM_FL_SHADOW) != 0;
+	}
+	local_eval_request(l, lc, (size_t)n, t);
+	for (int i = 0; i < n; i++) {
+		rl[i] = lc[i].result;
+		cr_expect_eq(rs[i].allowed, rl[i].allowed,
+		             "%s: script %d, local tier %d", ck[i].key,
+		             rs[i].allowed, rl[i].allowed);
+	}
+}
+
+Test(script, blocked_keys_charge_nothing_and_veto_as_the_local_tier)
+{
+	redisContext     *c = setup();
+	struct local     *l = local_new(100);
+	struct lim_params p = mk(LIM_GCRA, 10, S, 5);
+	struct lim_params plain = mk(LIM_GCRA, 1, HOUR, 5);
+	char              kk[128], ko[128], kb[128], bk[160];
+	struct lim_result rs[2], rl[2];
+	redisReply       *rep;
+
+	p.block_us = HOUR;
+	unique_key(kk, sizeof(kk), "box-k");
+	unique_key(ko, sizeof(ko), "box-o");
+	unique_key(kb, sizeof(kb), "box-b");
+	for (int i = 0; i < 6; i++) { /* the 6th is k's offence */
+		struct chk ck = { &p, kk, LIM_OP_CHECK, 1, 0, "" };
+
+		box_both(c, l, &ck, 1, rs, rl);
+	}
+	cr_expect_eq(rs[0].retry_after_us, HOUR, "k blocked for the hour");
+	{ /* a failure counted on blocked k, and one on o */
+		struct chk ck[2] = { { &p, kk, LIM_OP_FORCE, 5, 0, "" },
+			             { &plain, ko, LIM_OP_FORCE, 5, 0, "" } };
+
+		box_both(c, l, ck, 2, rs, rl);
+		cr_expect_eq(rs[0].allowed, 0, "k answers with its block");
+	}
+	{
+		struct chk ck = { &plain, ko, LIM_OP_CHECK, 1, 0, "" };
+
+		box_both(c, l, &ck, 1, rs, rl);
+		cr_expect_eq(rs[0].allowed, 0,
+		             "o's FORCE was charged: a blocked FORCE vetoes "
+		             "nothing");
+	}
+	for (int i = 0; i < 5; i++) { /* b spent, not blocked */
+		struct chk ck = { &p, kb, LIM_OP_CHECK, 1, 0, "" };
+
+		box_both(c, l, &ck, 1, rs, rl);
+	}
+	{
+		struct chk ck[2] = { { &p, kk, LIM_OP_CHECK, 1, 0, "" },
+			             { &p, kb, LIM_OP_CHECK, 1, 0, "" } };
+
+		box_both(c, l, ck, 2, rs, rl);
+		cr_expect_eq(rs[1].retry_after_us, HOUR,
+		             "script: b's denial is an offence");
+		cr_expect_eq(rl[1].retry_after_us, HOUR,
+		             "local tier: b's denial is an offence");
+	}
+	/* a shadow check on blocked k, once its rate has refilled: reported
+	 * blocked, charged nothing */
+	usleep(600000);
+	for (int i = 0; i < 5; i++) {
+		struct chk ck = { &p, kk, LIM_OP_CHECK, 1, LIM_FL_SHADOW, "" };
+
+		box_both(c, l, &ck, 1, rs, rl);
+		cr_expect_eq(rs[0].allowed, 0);
+	}
+	rep = cmd(c, "EXISTS %s", kk);
+	cr_expect_eq(rep->integer, 0, "the script charged no shadow check");
+	freeReplyObject(rep);
+	snprintf(bk, sizeof(bk), "%s!b", kb);
+	rep = cmd(c, "EXISTS %s", bk);
+	cr_expect_eq(rep->integer, 1, "b's block record");
+	freeReplyObject(rep);
+	local_free(l);
+	redisFree(c);
+}

@@ -460,3 +460,75 @@ Test(block, local_tier_a_peek_starts_no_block_and_a_shadow_check_never_vetoes)
 	cr_expect_eq(c.result.retry_after_us, 59 * S);
 	local_free(l);
 }
+
+/* The script (ratelimit.lua, batch()) answers a blocked check with the
+ * block and charges nothing of it, and only a blocked CHECK or PEEK that
+ * is not shadow vetoes its request (lim_vetoes()): a FORCE on a blocked
+ * key (a failure counted by rl-login-result) leaves the request's other
+ * charges alone, and a blocked shadow check is never charged. */
+Test(block, local_tier_a_blocked_force_does_not_veto_the_other_charges)
+{
+	struct lim_params  p = boxed(60, 0), plain = boxed(0, 0);
+	struct local      *l = local_new(100);
+	struct lim_result  r;
+	struct local_check c[2];
+	char               got[16];
+
+	requests(l, &p, "k", 6, 1000 * S, got, &r); /* k blocked to 1060 */
+	c[0] = lc(&p, "k");
+	c[0].op = LIM_OP_FORCE;
+	c[0].cost = 5;
+	c[1] = lc(&plain, "other");
+	c[1].op = LIM_OP_FORCE;
+	c[1].cost = 5;
+	local_eval_request(l, c, 2, 1001 * S);
+	cr_expect_eq(c[0].result.allowed, 0, "k reports its block");
+	cr_expect_eq(c[0].result.retry_after_us, 59 * S);
+	requests(l, &plain, "other", 1, 1001 * S, got, &r);
+	cr_expect_str_eq(got, "0",
+	                 "the other key's FORCE was charged, as the script "
+	                 "charges it");
+	local_free(l);
+}
+
+Test(block, local_tier_a_blocked_shadow_check_is_not_charged)
+{
+	struct lim_params  p = boxed(60, 0);
+	struct local      *l = local_new(100);
+	struct lim_result  r;
+	struct local_check c;
+	char               got[16];
+
+	requests(l, &p, "s", 6, 1000 * S, got, &r); /* s blocked to 1060 */
+	for (int i = 0; i < 5; i++) {
+		c = lc(&p, "s");
+		c.shadow = 1;
+		local_eval_request(l, &c, 1, 1060 * S - S / 10);
+		cr_expect_eq(c.result.allowed, 0, "reports the block");
+	}
+	requests(l, &p, "s", 5, 1060 * S, got, &r);
+	cr_expect_str_eq(got, "11111",
+	                 "the block's end finds the full burst: nothing was "
+	                 "charged while it lasted");
+	local_free(l);
+}
+
+Test(block, local_tier_an_offence_counts_in_a_request_another_block_vetoes)
+{
+	struct lim_params  p = boxed(60, 0);
+	struct local      *l = local_new(100);
+	struct lim_result  r;
+	struct local_check c[2];
+	char               got[16];
+
+	requests(l, &p, "a", 6, 1000 * S, got, &r); /* a blocked to 1060 */
+	requests(l, &p, "b", 5, 1000 * S, got, &r); /* b spent, not blocked */
+	c[0] = lc(&p, "a");
+	c[1] = lc(&p, "b");
+	cr_expect_eq(local_eval_request(l, c, 2, 1000 * S), 0);
+	cr_expect_eq(c[1].result.retry_after_us, 60 * S,
+	             "b's denial is an offence, as in the script");
+	requests(l, &p, "b", 1, 1010 * S, got, &r);
+	cr_expect_str_eq(got, "0", "b is blocked");
+	local_free(l);
+}
