@@ -883,12 +883,13 @@ parse_tenants(struct ctx *c, yaml_node_t *n)
 	struct policy    *p = c->p;
 	yaml_node_pair_t *pr;
 	char              path[YAMLKW_PATH_MAX];
-	int               i;
+	int              *first;
 
 	if (n->type != YAML_MAPPING_NODE) {
 		error_at(c, n, "tenants", "expected a mapping tenant: plan");
 		return;
 	}
+	first = yamlkw_dups(&c->y, n);
 	p->tenants = xcalloc((size_t)(n->data.mapping.pairs.top -
 	                              n->data.mapping.pairs.start) +
 	                             1,
@@ -910,10 +911,7 @@ parse_tenants(struct ctx *c, yaml_node_t *n)
 			error_at(c, vn, path, "unknown plan \"%s\"", plan);
 			continue;
 		}
-		for (i = 0; i < p->ntenants; i++)
-			if (strcmp(p->tenants[i].tenant, t) == 0)
-				break;
-		if (i < p->ntenants) {
+		if (first[pr - n->data.mapping.pairs.start] >= 0) {
 			error_at(c, kn, path, "duplicate tenant");
 			continue;
 		}
@@ -922,6 +920,7 @@ parse_tenants(struct ctx *c, yaml_node_t *n)
 		p->tenants[p->ntenants].plan = idx;
 		p->ntenants++;
 	}
+	free(first);
 	qsort(p->tenants, (size_t)p->ntenants, sizeof(*p->tenants),
 	      tenant_sort_cmp);
 }
@@ -1858,6 +1857,75 @@ parse_root(struct ctx *c, yaml_node_t *root)
 		         POLICY_MAX_CHECKS);
 }
 
+/* The line and column (1-based, in bytes) of byte <off> of <f>. */
+static void
+offset_position(FILE *f, size_t off, int *line, int *col)
+{
+	size_t i;
+	int    ch;
+
+	*line = *col = 1;
+	rewind(f);
+	for (i = 0; i < off && (ch = getc(f)) != EOF; i++) {
+		if (ch == '\n') {
+			++*line;
+			*col = 1;
+		} else {
+			++*col;
+		}
+	}
+}
+
+/* Deepest nesting of collections a policy may have (it needs 5). */
+#define POLICY_YAML_DEPTH_MAX 64
+
+/* Reads <f>'s events once before it is loaded, and refuses a document
+ * nested deeper than POLICY_YAML_DEPTH_MAX: libyaml's scanner checks
+ * every open flow level on each token, so "[[[[..." of 100000 levels,
+ * 200 kB, took minutes to load (-c and a reload alike). A syntax error is
+ * left to the load, which reports it. Returns 0, or -1 reported. */
+static int
+check_depth(struct ctx *c, FILE *f, const char *path)
+{
+	yaml_parser_t parser;
+	yaml_event_t  ev;
+	int           depth = 0, rc = 0, done = 0;
+
+	if (!yaml_parser_initialize(&parser))
+		fatal("yaml_parser_initialize: out of memory");
+	yaml_parser_set_input_file(&parser, f);
+	while (!done && yaml_parser_parse(&parser, &ev)) {
+		switch (ev.type) {
+		case YAML_SEQUENCE_START_EVENT:
+		case YAML_MAPPING_START_EVENT:
+			if (++depth > POLICY_YAML_DEPTH_MAX) {
+				yamlkw_report(&c->y.err,
+				              (int)ev.start_mark.line + 1,
+				              (int)ev.start_mark.column + 1, path,
+				              "policy: nested deeper than %d levels",
+				              POLICY_YAML_DEPTH_MAX);
+				c->y.nerr++;
+				rc = -1;
+				done = 1;
+			}
+			break;
+		case YAML_SEQUENCE_END_EVENT:
+		case YAML_MAPPING_END_EVENT:
+			depth--;
+			break;
+		case YAML_STREAM_END_EVENT:
+			done = 1;
+			break;
+		default:
+			break;
+		}
+		yaml_event_delete(&ev);
+	}
+	yaml_parser_delete(&parser);
+	rewind(f);
+	return rc;
+}
+
 static void
 load_file(struct ctx *c, const char *path)
 {
@@ -1871,12 +1939,22 @@ load_file(struct ctx *c, const char *path)
 		c->y.nerr++;
 		return;
 	}
+	if (check_depth(c, f, path) == -1) {
+		fclose(f);
+		return;
+	}
 	if (!yaml_parser_initialize(&parser))
 		fatal("yaml_parser_initialize: out of memory");
 	yaml_parser_set_input_file(&parser, f);
 	if (!yaml_parser_load(&parser, &doc)) {
-		yamlkw_report(&c->y.err, (int)parser.problem_mark.line + 1,
-		              (int)parser.problem_mark.column + 1, path,
+		int line = (int)parser.problem_mark.line + 1;
+		int col = (int)parser.problem_mark.column + 1;
+
+		/* libyaml's reader (bad UTF-8, a control character) sets no
+		 * mark, only the byte offset: count the lines up to it */
+		if (parser.error == YAML_READER_ERROR)
+			offset_position(f, parser.problem_offset, &line, &col);
+		yamlkw_report(&c->y.err, line, col, path,
 		              "yaml: %s%s%s",
 		              parser.context ? parser.context : "",
 		              parser.context ? ": " : "",

@@ -364,6 +364,48 @@ parse_value(struct yamlkw *c, const struct kw *k, yaml_node_t *n,
 	}
 }
 
+struct dup_key {
+	const char *key;
+	int         i;
+};
+
+static int
+dup_cmp(const void *a, const void *b)
+{
+	const struct dup_key *x = a, *y = b;
+	int                   r = strcmp(x->key, y->key);
+
+	return r ? r : (x->i > y->i) - (x->i < y->i);
+}
+
+int *
+yamlkw_dups(struct yamlkw *c, yaml_node_t *map)
+{
+	yaml_node_pair_t *start = map->data.mapping.pairs.start;
+	int               n = (int)(map->data.mapping.pairs.top - start), k = 0;
+	int              *first = xmalloc(((size_t)n + 1) * sizeof(*first));
+	struct dup_key   *v = xmalloc(((size_t)n + 1) * sizeof(*v));
+
+	for (int i = 0; i < n; i++) {
+		yaml_node_t *kn = yamlkw_node(c, start[i].key);
+
+		first[i] = -1;
+		if (kn->type == YAML_SCALAR_NODE)
+			v[k++] = (struct dup_key){
+				(const char *)kn->data.scalar.value, i
+			};
+	}
+	qsort(v, (size_t)k, sizeof(*v), dup_cmp);
+	for (int j = 1, head = 0; j < k; j++) {
+		if (strcmp(v[j].key, v[head].key) == 0)
+			first[v[j].i] = v[head].i;
+		else
+			head = j;
+	}
+	free(v);
+	return first;
+}
+
 /* Walks mapping <map>: each key must be in <tab>, once. Values go to <dst>
  * (see parse_value); <seen>, when given, gets the value node of each
  * keyword present, by table index. */
@@ -371,8 +413,9 @@ void
 yamlkw_map(struct yamlkw *c, yaml_node_t *map, const char *path,
            const struct kw *tab, size_t ntab, void *dst, yaml_node_t **seen)
 {
-	yaml_node_pair_t *pr, *q;
+	yaml_node_pair_t *pr;
 	char              sub[YAMLKW_PATH_MAX];
+	int              *first = yamlkw_dups(c, map);
 
 	for (pr = map->data.mapping.pairs.start;
 	     pr < map->data.mapping.pairs.top; pr++) {
@@ -380,19 +423,14 @@ yamlkw_map(struct yamlkw *c, yaml_node_t *map, const char *path,
 			    *vn = yamlkw_node(c, pr->value);
 		const char *key;
 		size_t      i;
+		int         f;
 
 		if (!(key = yamlkw_scalar(c, kn, path, "a key")))
 			continue;
 		yamlkw_path(sub, path, key);
-		for (q = map->data.mapping.pairs.start; q < pr; q++) {
-			yaml_node_t *prev = yamlkw_node(c, q->key);
+		if ((f = first[pr - map->data.mapping.pairs.start]) >= 0) {
+			yaml_node_pair_t *q = &map->data.mapping.pairs.start[f];
 
-			if (prev->type == YAML_SCALAR_NODE &&
-			    strcmp((const char *)prev->data.scalar.value,
-			           key) == 0)
-				break;
-		}
-		if (q < pr) {
 			yamlkw_error(
 				c, kn, sub, "duplicate key (first at line %d)",
 				(int)yamlkw_node(c, q->key)->start_mark.line +
@@ -410,6 +448,7 @@ yamlkw_map(struct yamlkw *c, yaml_node_t *map, const char *path,
 			seen[i] = vn;
 		parse_value(c, &tab[i], vn, sub, dst);
 	}
+	free(first);
 }
 
 /* ---- lookups ------------------------------------------------------------ */

@@ -1669,3 +1669,161 @@ Test(policy, reserve_refused_at_load_with_clear_errors)
 	                   "%s", err);
 	free(err);
 }
+
+/* ---- hostile files -------------------------------------------------------- */
+
+/* Writes <len> bytes of <text> to a fresh file; returns its path. */
+static const char *
+write_tmp(const char *text, size_t len)
+{
+	static char tmp[64];
+	FILE       *f;
+	int         fd;
+
+	snprintf(tmp, sizeof(tmp), "/tmp/rl-policy-XXXXXX");
+	fd = mkstemp(tmp);
+	cr_assert_geq(fd, 0);
+	f = fdopen(fd, "w");
+	cr_assert_not_null(f);
+	cr_assert_eq(fwrite(text, 1, len, f), len);
+	fclose(f);
+	return tmp;
+}
+
+/* libyaml's reader errors (bad UTF-8, control characters) carry a byte
+ * offset, not a mark: the error must still name the line they are on,
+ * not 1:1. */
+Test(policy, bad_utf8_and_control_bytes_name_their_line)
+{
+	static const char *const bad[] = { "\xc3\x28", "\x01", "\xff" };
+
+	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+		char           text[512], want[128], *err = NULL, *warn = NULL;
+		const char    *path;
+		struct policy *p;
+		int            n;
+
+		n = snprintf(text, sizeof(text),
+		             "rules:\n"
+		             "  - { name: a, message: m, key: \"{ip}\", rate: 1/s }\n"
+		             "  - { name: b, message: m, key: \"x%s{ip}\", rate: 1/s }\n",
+		             bad[i]);
+		path = write_tmp(text, (size_t)n);
+		p = policy_load_with_warnings(path, &err, &warn);
+		cr_assert_null(p);
+		cr_assert_not_null(err);
+		snprintf(want, sizeof(want), "%s:3:", path);
+		cr_assert(strncmp(err, want, strlen(want)) == 0,
+		          "want \"%s...\", got: %s", want, err);
+		unlink(path);
+		free(err);
+		free(warn);
+	}
+}
+
+/* 100000 nested flow sequences (200 kB): libyaml's scanner is quadratic
+ * in the flow depth and took minutes; the file is refused at once, with
+ * its line. */
+Test(policy, deep_nesting_is_refused_quickly, .timeout = 20)
+{
+	enum { DEPTH = 100000 };
+	char          *text = malloc(2 * DEPTH + 16), *err = NULL, *warn = NULL;
+	const char    *path;
+	struct policy *p;
+	size_t         n = 0;
+
+	cr_assert_not_null(text);
+	n += (size_t)sprintf(text, "x:\n  y: ");
+	memset(text + n, '[', DEPTH);
+	n += DEPTH;
+	memset(text + n, ']', DEPTH);
+	n += DEPTH;
+	text[n++] = '\n';
+	path = write_tmp(text, n);
+	free(text);
+	p = policy_load_with_warnings(path, &err, &warn);
+	cr_assert_null(p);
+	cr_assert_not_null(err);
+	cr_assert(strstr(err, ":2:") && strstr(err, "nested deeper than"),
+	          "%s", err);
+	unlink(path);
+	free(err);
+	free(warn);
+}
+
+/* A static tenants: map of 200000 entries (4.5 MB): the duplicate checks
+ * compared each key with every earlier one (quadratic: minutes for -c and
+ * for a reload, which blocks the main loop); now it loads in about a
+ * second, and a repeated tenant or key is still refused with its line. */
+Test(policy, big_tenants_map_loads_quickly, .timeout = 30)
+{
+	enum { N = 200000 };
+	size_t         cap = (size_t)N * 32 + 512, n = 0;
+	char          *text = malloc(cap), *err = NULL, *warn = NULL;
+	char           tmp[] = "/tmp/rl-policy-XXXXXX";
+	struct policy *p;
+	FILE          *f;
+	int            fd;
+
+	cr_assert_not_null(text);
+	n += (size_t)snprintf(text + n, cap - n,
+	                      "plans:\n  free: { rate: 60/min }\n"
+	                      "plan_lookup: { default: free }\ntenants:\n");
+	for (int i = 0; i < N; i++)
+		n += (size_t)snprintf(text + n, cap - n,
+		                      "  tenant-%08d: free\n", i);
+	n += (size_t)snprintf(text + n, cap - n,
+	                      "rules:\n  - { name: t, message: m, "
+	                      "key: \"{tenant}\", plan: rate }\n");
+	fd = mkstemp(tmp);
+	cr_assert_geq(fd, 0);
+	f = fdopen(fd, "w");
+	cr_assert_eq(fwrite(text, 1, n, f), n);
+	fclose(f);
+	p = policy_load_with_warnings(tmp, &err, &warn);
+	cr_assert_not_null(p, "%s", err ? err : "");
+	cr_assert_eq(p->ntenants, N);
+	policy_unref(p);
+	free(warn);
+	warn = NULL;
+
+	/* the same with a top-level key given twice at the end */
+	f = fopen(tmp, "w");
+	cr_assert_not_null(f);
+	fwrite(text, 1, n, f);
+	fputs("tenants2: 1\ntenants2: 2\n", f);
+	fclose(f);
+	free(text);
+	p = policy_load_with_warnings(tmp, &err, &warn);
+	cr_assert_null(p);
+	cr_assert(strstr(err, ":200008:1: tenants2: duplicate key "
+	                      "(first at line 200007)"),
+	          "%s", err);
+	free(err);
+	free(warn);
+	unlink(tmp);
+}
+
+Test(policy, repeated_tenant_is_refused)
+{
+	static const char text[] =
+		"plans:\n  free: { rate: 60/min }\n  pro: { rate: 600/min }\n"
+		"plan_lookup: { default: free }\n"
+		"tenants:\n  acme: pro\n  beta: free\n  acme: free\nrules: []\n";
+	char           tmp[] = "/tmp/rl-policy-XXXXXX", *err = NULL;
+	struct policy *p;
+	FILE          *f;
+	int            fd = mkstemp(tmp);
+
+	cr_assert_geq(fd, 0);
+	f = fdopen(fd, "w");
+	fputs(text, f);
+	fclose(f);
+	p = policy_load(tmp, &err);
+	cr_assert_null(p);
+	cr_assert(strstr(err, ":8:3: tenants.acme: duplicate tenant"), "%s",
+	          err);
+	cr_assert_eq(count_lines(err), 1, "%s", err);
+	free(err);
+	unlink(tmp);
+}
