@@ -63,22 +63,22 @@
 enum cstate { C_IDLE = 0, C_CONNECTING, C_HELLO, C_READY, C_DONE, C_DEAD };
 
 struct bconn {
-	int         fd;
-	int         idx; /* global connection number */
-	enum cstate state;
-	char        rbuf[RBUF];
-	size_t      rlen;
-	char        wbuf[WBUF];
-	size_t      wlen, woff;
-	int         inflight;
-	uint64_t    seq;  /* next frame id - 1 */
-	uint64_t    walk; /* tenant walk position (rr, once) */
-	int         free_top;
-	uint16_t    free_slots[MAX_PIPE];
-	int64_t     slot_t[MAX_PIPE]; /* ns: send (or due) time */
-	uint64_t    slot_fid[MAX_PIPE];
-	uint8_t     slot_used[MAX_PIPE];
-	int         want_out;
+	int                 fd;
+	int                 idx;   /* global connection number */
+	_Atomic enum cstate state; /* polled by main in phase 1 */
+	char                rbuf[RBUF];
+	size_t              rlen;
+	char                wbuf[WBUF];
+	size_t              wlen, woff;
+	int                 inflight;
+	uint64_t            seq;  /* next frame id - 1 */
+	uint64_t            walk; /* tenant walk position (rr, once) */
+	int                 free_top;
+	uint16_t            free_slots[MAX_PIPE];
+	int64_t             slot_t[MAX_PIPE]; /* ns: send (or due) time */
+	uint64_t            slot_fid[MAX_PIPE];
+	uint8_t             slot_used[MAX_PIPE];
+	int                 want_out;
 };
 
 struct bthread {
