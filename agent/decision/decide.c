@@ -345,8 +345,9 @@ decide(const struct check *checks, const struct outcome *out, int n,
 	assert(!best_denies || (d->status == 429 && d->policy != NULL));
 }
 
-void
-decide_encode(const struct decision *d, struct spop_writer *w)
+/* The ACK actions; the two IETF strings only when <hdrs>. */
+static void
+encode(const struct decision *d, struct spop_writer *w, int hdrs)
 {
 	spop_w_set_var_int(w, SPOP_SCOPE_TXN, "status", d->status);
 	if (d->status != 0)
@@ -361,7 +362,7 @@ decide_encode(const struct decision *d, struct spop_writer *w)
 	if (d->policy != NULL)
 		spop_w_set_var_str(w, SPOP_SCOPE_TXN, "policy", d->policy,
 		                   strlen(d->policy));
-	if (d->ratelimit_len != 0) {
+	if (hdrs && d->ratelimit_len != 0) {
 		spop_w_set_var_str(w, SPOP_SCOPE_TXN, "ratelimit", d->ratelimit,
 		                   d->ratelimit_len);
 		spop_w_set_var_str(w, SPOP_SCOPE_TXN, "ratelimit_policy",
@@ -379,12 +380,31 @@ decide_encode(const struct decision *d, struct spop_writer *w)
 }
 
 void
+decide_encode(const struct decision *d, struct spop_writer *w)
+{
+	encode(d, w, 1);
+}
+
+void
+decide_encode_nohdr(const struct decision *d, struct spop_writer *w)
+{
+	encode(d, w, 0);
+}
+
+void
 decide_encode_min(const struct decision *d, struct spop_writer *w)
 {
 	spop_w_set_var_int(w, SPOP_SCOPE_TXN, "status", d->status);
 	if (d->status != 0)
 		spop_w_set_var_int(w, SPOP_SCOPE_TXN, "retry_after",
 		                   d->retry_after);
+	/* what HAProxy must send back: without them a lease stays taken
+	 * for its whole length and a count: response rule is never
+	 * charged */
+	if (d->release)
+		spop_w_set_var_int(w, SPOP_SCOPE_TXN, "release", 1);
+	if (d->response)
+		spop_w_set_var_int(w, SPOP_SCOPE_TXN, "response", 1);
 	spop_w_set_var_int(w, SPOP_SCOPE_TXN, "degraded", d->degraded);
 	spop_w_set_var_int(w, SPOP_SCOPE_TXN, "shadow", d->shadow);
 }

@@ -79,8 +79,13 @@ void decide(const struct check *checks, const struct outcome *out, int n,
 /* Writes the ACK actions for <d> (set-var, scope txn) into <w>. */
 void decide_encode(const struct decision *d, struct spop_writer *w);
 
-/* The verdict alone (status, retry_after, degraded, shadow): for a peer
- * whose frame size cannot hold the header values. */
+/* The same without the two IETF strings (ratelimit, ratelimit_policy):
+ * for a peer whose frame size cannot hold them. */
+void decide_encode_nohdr(const struct decision *d, struct spop_writer *w);
+
+/* The verdict alone (status, retry_after, release, response, degraded,
+ * shadow): for a peer whose frame size cannot hold even that. It fits in
+ * the smallest frame (256). */
 void decide_encode_min(const struct decision *d, struct spop_writer *w);
 
 /* Marks which of the Redis checks <idx>[0..<n>) of a request hold a lease

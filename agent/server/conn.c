@@ -170,7 +170,13 @@ conn_send_ack(struct conn *c, uint64_t sid, uint64_t fid,
 	spop_w_begin(&w, p, room, SPOP_FRM_ACK, sid, fid);
 	decide_encode(d, &w);
 	if ((n = spop_w_end(&w)) == -1) {
-		/* a tiny negotiated frame size: the verdict without headers */
+		/* a small negotiated frame size: the variables without the
+		 * header strings, else the verdict alone */
+		spop_w_begin(&w, p, room, SPOP_FRM_ACK, sid, fid);
+		decide_encode_nohdr(d, &w);
+		n = spop_w_end(&w);
+	}
+	if (n == -1) {
 		spop_w_begin(&w, p, room, SPOP_FRM_ACK, sid, fid);
 		decide_encode_min(d, &w);
 		n = spop_w_end(&w);

@@ -296,6 +296,9 @@ drop_frame(int n)
 	h.inlen -= (size_t)n;
 }
 
+/* The max-frame-size the next start() announces; 0: HAProxy's 16380. */
+static uint32_t hello_frame;
+
 static void
 hello(void)
 {
@@ -306,7 +309,8 @@ hello(void)
 
 	spop_w_begin(&w, buf, sizeof(buf), SPOP_FRM_HAPROXY_HELLO, 0, 0);
 	spop_w_kv_str(&w, "supported-versions", "2.0", 3);
-	spop_w_kv_uint32(&w, "max-frame-size", 16380);
+	spop_w_kv_uint32(&w, "max-frame-size",
+	                 hello_frame ? hello_frame : 16380);
 	spop_w_kv_str(&w, "capabilities", "pipelining", 10);
 	n = spop_w_end(&w);
 	cr_assert_gt(n, 0);
@@ -383,7 +387,7 @@ start(const char *yaml)
 struct ack {
 	int64_t status, retry_after, limit, remaining, reset;
 	int64_t degraded, shadow, release;
-	char    policy[64];
+	char    policy[POLICY_NAME_MAX + 1];
 	char    ratelimit[256];
 	double  after_s; /* from the NOTIFY */
 };
@@ -408,7 +412,9 @@ ack_var(struct ack *a, const struct spop_str *name, const struct spop_data *v)
 	if (name->len == 9 && memcmp(name->ptr, "ratelimit", 9) == 0)
 		s = a->ratelimit;
 	if (s != NULL) {
-		cr_assert_lt(v->v.str.len, 64);
+		cr_assert_lt(v->v.str.len, s == a->policy
+		                                   ? sizeof(a->policy)
+		                                   : sizeof(a->ratelimit));
 		memcpy(s, v->v.str.ptr, v->v.str.len);
 		s[v->v.str.len] = '\0';
 	}
@@ -997,4 +1003,35 @@ Test(req, a_lease_granted_after_haproxy_left_is_given_back)
 	run_for(0.2);
 	cr_assert_eq(h.fake.answered, 2, "the charge, then the release");
 	cr_assert_eq(h.fake.releases, 1);
+}
+
+/* HAProxy's max-frame-size is as low as 256 (spoe-agent max-frame-size):
+ * an ACK whose header values do not fit falls back to the verdict alone,
+ * which must still ask for the release of the lease the request took,
+ * or HAProxy never sends it and the slot stays taken for the whole
+ * lease. */
+#define LONG_NAME                                                              \
+	"a-concurrency-rule-whose-name-is-long-enough-to-fill-the-frame"
+
+Test(req, a_small_frame_still_asks_for_the_release_of_a_lease)
+{
+	struct ack a;
+
+	hello_frame = 256;
+	start("redis: { url: \"redis://127.0.0.1:1/0\", timeout: 200ms }\n"
+	      "rules:\n"
+	      "  - { name: " LONG_NAME ", message: rl-request, "
+	      "key: \"x:{user}\", algorithm: concurrency, limit: 1, "
+	      "lease: 10m, id: \"{id}\", release: rl-done }\n"
+	      "  - { name: " LONG_NAME "-2, message: rl-request, "
+	      "key: \"y:{user}\", rate: 60/min, burst: 10 }\n");
+	hello_frame = 0;
+	a = ASK("rl-request", "user", "u1", "id", "r1");
+	cr_assert_eq(a.status, 0);
+	cr_assert_eq(a.release, 1, "HAProxy is asked for the release");
+	cr_assert_neq(a.limit, -1, "the deciding rule's limit still fits");
+	cr_assert_eq(strncmp(a.policy, LONG_NAME, strlen(LONG_NAME)), 0,
+	             "the deciding rule still fits");
+	no_more_frames(0.05);
+	cr_assert_eq(h.fake.releases, 0, "HAProxy's to release, not ours");
 }
