@@ -67,55 +67,99 @@ outcome_name(const struct check *c, const struct outcome *o)
 	return (c->flags & LIM_FL_SHADOW) ? "shadow_denied" : "denied";
 }
 
-/* snprintf at <*off> that never moves <*off> past <size> - 1. */
-static void __attribute__((format(printf, 4, 5)))
-put(char *buf, size_t size, size_t *off, const char *fmt, ...)
+/* snprintf at <*off> that never moves <*off> past <size> - 1; sets
+ * <*cut> when the text did not fit whole. */
+static void __attribute__((format(printf, 5, 6)))
+put(char *buf, size_t size, size_t *off, int *cut, const char *fmt, ...)
 {
 	va_list ap;
 	int     k;
 
-	if (*off + 1 >= size)
+	if (*off + 1 >= size) {
+		*cut = 1;
 		return;
+	}
 	va_start(ap, fmt);
 	k = vsnprintf(buf + *off, size - *off, fmt, ap);
 	va_end(ap);
 	if (k < 0)
 		return;
+	if ((size_t)k >= size - *off)
+		*cut = 1;
 	*off += (size_t)k < size - *off ? (size_t)k : size - *off - 1;
 }
+
+/* The length log_put_escaped() gives <s,len> when it fits whole. */
+static size_t
+escaped_len(const char *s, size_t len)
+{
+	size_t n = 0;
+
+	for (size_t i = 0; i < len; i++) {
+		unsigned char ch = (unsigned char)s[i];
+
+		n += ch > ' ' && ch < 0x7f && ch != '"' && ch != '\\' ? 1 : 4;
+	}
+	return n;
+}
+
+/* The end of a cut line: the quote closed, then the mark. */
+#define DECLOG_CUT_END "\" truncated=1"
 
 size_t
 declog_format(char *buf, size_t size, const struct check *checks,
               const struct outcome *out, int n, const struct decision *d)
 {
-	size_t off = 0;
+	size_t off = 0, lim, before;
+	int    cut = 0;
 
-	if (size < 2) {
+	if (size < sizeof(DECLOG_CUT_END) + 1) {
 		if (size)
 			buf[0] = '\0';
 		return 0;
 	}
+	/* Room kept for DECLOG_CUT_END (or the closing quote alone). */
+	lim = size - (sizeof(DECLOG_CUT_END) - 1);
 	buf[0] = '\0';
-	put(buf, size, &off, "status=%d policy=%s", d->status,
+	put(buf, lim, &off, &cut, "status=%d policy=%s", d->status,
 	    d->policy ? d->policy : "-");
 	if (d->status != 0)
-		put(buf, size, &off, " retry_after=%lld",
+		put(buf, lim, &off, &cut, " retry_after=%lld",
 		    (long long)d->retry_after);
 	if (d->has_limits)
-		put(buf, size, &off, " limit=%lld remaining=%lld",
+		put(buf, lim, &off, &cut, " limit=%lld remaining=%lld",
 		    (long long)d->limit, (long long)d->remaining);
-	put(buf, size, &off, " degraded=%d shadow=%d checks=\"", d->degraded,
-	    d->shadow);
-	for (int i = 0; i < n; i++) {
-		put(buf, size, &off, "%s%s:%s:", i ? " " : "",
+	put(buf, lim, &off, &cut, " degraded=%d shadow=%d checks=\"",
+	    d->degraded, d->shadow);
+	for (int i = 0; i < n && !cut; i++) {
+		put(buf, lim, &off, &cut, "%s%s:%s:", i ? " " : "",
 		    checks[i].rule->name, outcome_name(&checks[i], &out[i]));
-		log_put_escaped(buf, size, &off, checks[i].key,
+		before = off;
+		log_put_escaped(buf, lim, &off, checks[i].key,
 		                checks[i].keylen);
+		/* it stops only when the next byte's text does not fit */
+		if (off - before != escaped_len(checks[i].key, checks[i].keylen))
+			cut = 1;
 	}
-	/* The closing quote even when cut, so the line stays parseable. */
-	if (off + 1 >= size)
-		off = size - 2;
-	buf[off++] = '"';
+	if (cut) {
+		/* the quote of checks= may not be written yet: the mark says
+		 * the line is cut, a lone quote would open a value */
+		int quotes = 0;
+
+		for (size_t j = 0; j < off; j++)
+			quotes += buf[j] == '"';
+		if (quotes % 2 == 0) {
+			memcpy(buf + off, DECLOG_CUT_END + 1,
+			       sizeof(DECLOG_CUT_END) - 2);
+			off += sizeof(DECLOG_CUT_END) - 2;
+		} else {
+			memcpy(buf + off, DECLOG_CUT_END,
+			       sizeof(DECLOG_CUT_END) - 1);
+			off += sizeof(DECLOG_CUT_END) - 1;
+		}
+	} else {
+		buf[off++] = '"';
+	}
 	buf[off] = '\0';
 	return off;
 }

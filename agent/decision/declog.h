@@ -28,8 +28,10 @@
 #include "policy.h"
 
 /* Formats the decision line's key=value pairs (everything after
- * "msg=decision ") into <buf,size>, NUL-terminated when <size> > 0, cut
- * when it does not fit. Returns the length written (< <size>). Pure. */
+ * "msg=decision ") into <buf,size>, NUL-terminated when <size> > 0. When
+ * it does not fit it is cut between two keys' bytes (never inside a \xHH
+ * escape), its quote closed and " truncated=1" appended; a <size> under
+ * 15 gives "". Returns the length written (< <size>). Pure. */
 size_t declog_format(char *buf, size_t size, const struct check *checks,
                      const struct outcome *out, int n,
                      const struct decision *d);

@@ -106,12 +106,21 @@ topk_merge_summary(struct topk_merge *m, const struct topk *t, int64_t now_us)
 	for (int i = 0; i < TOPK_SLOTS; i++) {
 		const struct topk_slot *s = &t->s[i];
 
+		int64_t floor = 0;
+
 		if (s->epoch <= epoch - TOPK_SLOTS || s->epoch > epoch)
 			continue;
 		m->total += s->total;
+		/* full: a key it evicted was denied at most its smallest
+		 * count there (Space-Saving's bound), not 0 */
+		for (int j = 0; s->n == TOPK_K && j < s->n; j++)
+			if (j == 0 || s->e[j].count < floor)
+				floor = s->e[j].count;
+		m->floor += floor;
 		for (int j = 0; j < s->n; j++)
 			topk_merge_add(m, s->e[j].key, s->e[j].len,
-			               s->e[j].count, s->e[j].err);
+			               s->e[j].count - floor,
+			               s->e[j].err - floor);
 	}
 }
 
@@ -153,6 +162,11 @@ topk_merge_finish(struct topk_merge *m)
 		}
 	}
 	m->n = k + 1;
+	for (int i = 0; i < m->n; i++) { /* each key once: see floor */
+		m->v[i].count += m->floor;
+		m->v[i].err += m->floor;
+	}
+	m->floor = 0;
 	qsort(m->v, (size_t)m->n, sizeof(*m->v), by_count);
 }
 

@@ -69,6 +69,11 @@ struct topk_merge {
 	struct topk_item *v;
 	int               n, cap;
 	int64_t           total; /* denials in all, not only the top */
+	/* The smallest counts of the full summaries merged: a key one of
+	 * them does not list may still have been denied that often there.
+	 * Their items are added less it, and topk_merge_finish() adds the
+	 * sum to every key, so a count stays an upper bound. */
+	int64_t floor;
 };
 
 /* Adds the slots of <t> still in the minute at <now_us> to <m>. */

@@ -49,31 +49,75 @@ log_put_escaped(char *buf, size_t size, size_t *off, const char *s, size_t len)
 	}
 }
 
+/* The end of a line cut to fit its buffer. */
+#define LOG_CUT_MARK " truncated=1"
+
+/* Ends the line <line> cut at <n>: drops a \xHH escape the cut split,
+ * closes a quoted value it left open (values are escaped, so a quote in
+ * the line is a delimiter) and appends LOG_CUT_MARK. Needs 1 +
+ * strlen(LOG_CUT_MARK) bytes after <n>. Returns the new length. */
+static size_t
+log_cut(char *line, size_t n)
+{
+	int quotes = 0;
+
+	for (size_t j = n > 3 ? n - 3 : 0; j < n; j++)
+		if (line[j] == '\\') {
+			n = j;
+			break;
+		}
+	for (size_t j = 0; j < n; j++)
+		quotes += line[j] == '"';
+	if (quotes % 2)
+		line[n++] = '"';
+	memcpy(line + n, LOG_CUT_MARK, sizeof(LOG_CUT_MARK) - 1);
+	return n + sizeof(LOG_CUT_MARK) - 1;
+}
+
+/* The line's length <n> after a printf at <n> into <max> gave <k>: at
+ * most <max> - 1, with <*cut> set when the text did not fit. */
+static size_t
+advance(size_t n, int k, size_t max, int *cut)
+{
+	if (k < 0)
+		k = 0;
+	if ((size_t)k >= max - n) {
+		*cut = 1;
+		return max - 1;
+	}
+	return n + (size_t)k;
+}
+
 void
 log_msg(int level, const char *msg, const char *fmt, ...)
 {
-	char            line[1024];
+	/* the text, then room for a closing quote, the mark and '\n' */
+	enum { ROOM = 1 + sizeof(LOG_CUT_MARK) - 1 + 1 };
+	char            line[1024 + ROOM];
+	const size_t    max = sizeof(line) - ROOM;
 	struct timespec ts;
 	struct tm       tm;
 	size_t          n;
+	int             k, cut = 0;
 	va_list         ap;
 
 	if (level > log_level)
 		return;
 	clock_gettime(CLOCK_REALTIME, &ts);
 	gmtime_r(&ts.tv_sec, &tm);
-	n = strftime(line, sizeof(line), "ts=%Y-%m-%dT%H:%M:%S", &tm);
-	n += snprintf(line + n, sizeof(line) - n, ".%03ldZ level=%s msg=%s",
-	              ts.tv_nsec / 1000000, level_names[level], msg);
-	if (fmt != NULL && n < sizeof(line) - 2) {
+	n = strftime(line, max, "ts=%Y-%m-%dT%H:%M:%S", &tm);
+	k = snprintf(line + n, max - n, ".%03ldZ level=%s msg=%s",
+	             ts.tv_nsec / 1000000, level_names[level], msg);
+	n = advance(n, k, max, &cut);
+	if (fmt != NULL && !cut && n < max - 1) {
 		line[n++] = ' ';
 		va_start(ap, fmt);
-		vsnprintf(line + n, sizeof(line) - n, fmt, ap);
+		k = vsnprintf(line + n, max - n, fmt, ap);
 		va_end(ap);
-		n = strlen(line);
+		n = advance(n, k, max, &cut);
 	}
-	if (n > sizeof(line) - 2)
-		n = sizeof(line) - 2;
+	if (cut)
+		n = log_cut(line, n);
 	line[n++] = '\n';
 	if (write(STDERR_FILENO, line, n) < 0) {
 		/* nowhere left to report it */

@@ -99,18 +99,26 @@ error_body(struct jsonw *w, int status, const char *msg)
 	return status;
 }
 
-/* The audit line: <key> carries client bytes, so it is escaped. */
+/* The audit line: <key> carries client bytes, and so does <rule> when
+ * it is the one the request named (unknown, or not valid): both escaped,
+ * the rule cut at 64 bytes (rule names are shorter), which the line then
+ * says (truncated=1). */
 static void
 audit(const char *action, const char *rule, const char *key, size_t klen,
       const char *result, int status)
 {
-	char   k[4 * 120 + 1];
-	size_t off = 0;
+	char   k[4 * 120 + 1], r[4 * 64 + 1];
+	size_t off = 0, roff = 0;
 
 	log_put_escaped(k, sizeof(k), &off, key ? key : "", key ? klen : 0);
 	k[off] = '\0';
-	log_info("admin", "action=%s rule=%s key=\"%s\" result=%s status=%d",
-	         action, rule ? rule : "-", k, result, status);
+	rule = rule ? rule : "-";
+	log_put_escaped(r, sizeof(r), &roff, rule, strnlen(rule, 64));
+	r[roff] = '\0';
+	log_info("admin",
+	         "action=%s rule=%s key=\"%s\" result=%s status=%d%s", action,
+	         r, k, result, status,
+	         strlen(rule) > 64 ? " truncated=1" : "");
 }
 
 static redisContext **

@@ -114,6 +114,17 @@ python3 -c 'import json,sys; d=json.load(open(sys.argv[1])); assert d["key"]=="r
 ok $? "GET /admin/keys/RULE?ARG=VALUE answers the key as JSON"
 expect_eq "$(code -H "$AUTH" "$U/admin/key?key=rl%3A%7Blogin%3Au%3Aalice%7D")" 200 "GET /admin/key?key=RAWKEY: 200"
 expect_eq "$(code -H "$AUTH" "$U/admin/keys/nosuch?user=a")" 404 "unknown rule: 404"
+# the rule of the path is the client's: it cannot forge the audit line's
+# fields, nor push result= and status= out of a cut line
+expect_eq "$(code -H "$AUTH" "$U/admin/keys/x%20result=deleted%20status=200%22?user=a")" 404 "a rule name with spaces: 404"
+expect_eq "$(code -H "$AUTH" "$U/admin/keys/$(head -c 1500 /dev/zero | tr '\0' r)?user=a")" 404 "a 1500-byte rule name: 404"
+sleep 0.2
+! grep -q 'msg=admin action=key_show rule=x result=deleted' "$TMP/agent1.log"
+ok $? "... the audit line escapes the rule it was given"
+grep -q 'msg=admin action=key_show rule=x\\x20result=deleted\\x20status=200\\x22 key="" result=bad_request status=400$' "$TMP/agent1.log"
+ok $? "... and says what it refused"
+grep -q "msg=admin action=key_show rule=$(head -c 64 /dev/zero | tr '\0' r) key=\"\" result=bad_request status=400 truncated=1\$" "$TMP/agent1.log"
+ok $? "... a long one keeps the result and the status on its line"
 expect_eq "$(code -H "$AUTH" "$U/admin/keys/login?user=a&bogus=1")" 400 "extra arg: 400"
 expect_eq "$(code -H "$AUTH" "$U/admin/keys/login")" 400 "missing arg: 400"
 expect_eq "$(code -H "$AUTH" "$U/admin/keys/login?user=%zz")" 400 "bad percent-encoding: 400"

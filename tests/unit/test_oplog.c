@@ -4,8 +4,10 @@
  * (agent/decision/declog.c: the line's format and escaping, the sampling rate,
  * one branch when off) and the rate-limited fail-mode log
  * (agent/decision/ratelog.c: once per rule per interval, the suppressed count,
- * its line). Log lines are read back from a redirected stderr; the clock is
- * util_now_us, replaced by a fake one.
+ * its line); log_msg() itself (agent/ops/log.c: a line longer than its
+ * buffer stays one line, no escape cut in two, its quote closed and a mark
+ * saying it was cut). Log lines are read back from a redirected stderr;
+ * the clock is util_now_us, replaced by a fake one.
  */
 #include <criterion/criterion.h>
 #include <criterion/redirect.h>
@@ -118,7 +120,7 @@ Test(declog, formats_every_outcome_and_escapes_keys)
 		"tenant:denied:\"");
 }
 
-Test(declog, a_cut_line_keeps_its_closing_quote)
+Test(declog, a_cut_line_says_so)
 {
 	struct check   c[1];
 	struct outcome o[1] = { { .src = SRC_STORE, .res = { .allowed = 1 } } };
@@ -128,9 +130,9 @@ Test(declog, a_cut_line_keeps_its_closing_quote)
 
 	set_check(&c[0], 0, "rl:{tenant:a-rather-long-tenant-name-here}", 0);
 	n = declog_format(buf, sizeof(buf), c, o, 1, &d);
-	cr_assert_eq(n, sizeof(buf) - 1);
+	cr_assert_lt(n, sizeof(buf));
 	cr_assert_eq(strlen(buf), n);
-	cr_assert_eq(buf[n - 1], '"');
+	cr_assert_str_eq(buf + n - 12, " truncated=1", "%s", buf);
 	cr_assert_eq(declog_format(buf, 1, c, o, 1, &d), 0);
 	cr_assert_eq(buf[0], '\0');
 	cr_assert_eq(declog_format(buf, 0, c, o, 1, &d), 0);
@@ -295,4 +297,71 @@ Test(ratelog, fail_mode_line, .init = cr_redirect_stderr)
 	cr_assert(strstr(out, " level=warn msg=fail_mode rule=ip mode=local "
 	                      "reason=redis_down worker=0 suppressed=0\n"),
 	          "%s", out);
+}
+
+/* ---- a cut decision line -------------------------------------------------- */
+
+/* 1 when <s> (one line, no newline) holds only whole \xHH escapes. */
+static int
+escapes_whole(const char *s)
+{
+	for (; *s != '\0'; s++) {
+		if (*s != '\\')
+			continue;
+		if (s[1] != 'x' || !strchr("0123456789abcdef", s[2]) ||
+		    s[2] == '\0' || !strchr("0123456789abcdef", s[3]) ||
+		    s[3] == '\0')
+			return 0;
+		s += 3;
+	}
+	return 1;
+}
+
+Test(declog, a_cut_line_never_cuts_an_escape_and_says_it_was_cut)
+{
+	struct check    c[1];
+	struct outcome  o[1] = { { .src = SRC_STORE, .res = { .allowed = 0 } } };
+	struct decision d = { .status = 429, .policy = "tenant" };
+	char            key[200], buf[160];
+
+	memset(key, ' ', sizeof(key) - 1);
+	key[sizeof(key) - 1] = '\0';
+	set_check(&c[0], 0, key, 0);
+	for (size_t size = 100; size <= sizeof(buf); size++) {
+		size_t n = declog_format(buf, size, c, o, 1, &d);
+
+		cr_assert_eq(strlen(buf), n);
+		cr_assert_lt(n, size);
+		cr_assert(escapes_whole(buf), "size %zu: %s", size, buf);
+		cr_assert(strstr(buf, "\" truncated=1") != NULL &&
+		                  buf[n - 1] == '1',
+		          "size %zu: the cut is marked: %s", size, buf);
+	}
+}
+
+/* ---- log_msg ------------------------------------------------------------ */
+
+Test(log, a_line_too_long_is_cut_with_a_marker_and_its_quote_closed,
+     .init = cr_redirect_stderr)
+{
+	static char big[10240], esc[4 * 10240 + 1];
+	size_t      off = 0;
+	const char *out;
+	int         quotes = 0;
+
+	log_level = LOG_INFO;
+	memset(big, ' ', sizeof(big) - 1); /* each one \x20 */
+	log_put_escaped(esc, sizeof(esc), &off, big, sizeof(big) - 1);
+	esc[off] = '\0';
+	for (int shift = 0; shift < 4; shift++)
+		log_msg(LOG_INFO, "admin", "%.*saction=x key=\"%s\" status=200",
+		        shift, "abc", esc);
+	out = read_stderr();
+	cr_assert_eq(count_str(out, "\n"), 4, "%s", out);
+	cr_assert_eq(count_str(out, " truncated=1\n"), 4,
+	             "a cut line says so: %s", out);
+	for (const char *p = out; *p; p++)
+		quotes += *p == '"';
+	cr_assert_eq(quotes % 2, 0, "an opened quote is closed: %s", out);
+	cr_assert(escapes_whole(out), "no escape is cut in two: %s", out);
 }

@@ -105,3 +105,37 @@ Test(topk, a_million_distinct_keys_stay_within_the_bound)
 	cr_assert_lt(TOPK_BYTES, 64 * 1024, "the stated bound: %zu bytes",
 	             TOPK_BYTES);
 }
+
+/* A key a full summary counted and then evicted may have been denied
+ * there up to that summary's smallest count: the merge must count it so,
+ * or the merged count is below the truth (worker b saw "x" once, then 32
+ * other keys pushed it out; worker a saw it 5 times: denied 6 times). */
+Test(topk, a_merge_never_undercounts_a_key_a_full_summary_evicted)
+{
+	static struct topk a, b;
+	struct topk_merge  m = { 0 };
+	char               key[32];
+	int64_t            now = 30000 * S;
+
+	for (int i = 0; i < 5; i++)
+		add(&a, "x", now);
+	add(&b, "x", now);
+	for (int i = 0; i < TOPK_K; i++) {
+		snprintf(key, sizeof(key), "other%d", i);
+		add(&b, key, now);
+	}
+	topk_merge_summary(&m, &a, now);
+	topk_merge_summary(&m, &b, now);
+	topk_merge_finish(&m);
+	for (int i = 0; i < m.n; i++) {
+		if (strcmp(m.v[i].key, "x") != 0)
+			continue;
+		cr_assert_geq(m.v[i].count, 6, "x: count %lld, denied 6 times",
+		              (long long)m.v[i].count);
+		cr_assert_leq(m.v[i].count - m.v[i].err, 6,
+		              "x: true count within [count - err, count]");
+	}
+	/* every key of the merge obeys the bound, "x" listed or not */
+	cr_assert_eq(m.total, 5 + 1 + TOPK_K);
+	topk_merge_free(&m);
+}
