@@ -306,6 +306,67 @@ lim_muldiv_ceil(int64_t a, int64_t b, int64_t c)
 	return q + (r > 0);
 }
 
+int64_t
+lim_charge_taken(int algo, const int64_t p[LIM_SCRIPT_PARAMS], int64_t cost,
+                 const struct lim_result *r, int64_t *level)
+{
+	int64_t x, take;
+
+	switch (algo) {
+	case LIM_GCRA:
+	case LIM_LEAKY_BUCKET: { /* ratelimit.lua gcra_commit() */
+		int64_t ei = p[0], tol = p[1] + p[2];
+		int64_t c = cost, cap;
+
+		if (c > 2 * tol / ei + 1)
+			c = 2 * tol / ei + 1;
+		/* x: the TAT the charge started from, minus now (>= 0) */
+		if (level != NULL && *level != LIM_LEVEL_NONE)
+			x = *level;
+		else if (r->allowed == 1) /* full is after the charge */
+			x = r->full_us - c * ei;
+		else
+			x = r->full_us;
+		if (x < 0)
+			x = 0;
+		cap = 2 * tol > x ? 2 * tol : x;
+		take = x + c * ei <= cap ? c * ei : cap - x;
+		break;
+	}
+	case LIM_TOKEN_BUCKET: { /* ratelimit.lua tb_commit() */
+		int64_t full = p[2] * LIM_MICRO;
+		int64_t ei = p[1] / p[0] > 1 ? p[1] / p[0] : 1;
+		int64_t want = (cost < 2 * p[2] ? cost : 2 * p[2]) * LIM_MICRO;
+
+		/* x: the tokens before the charge, never above the truth */
+		if (level != NULL && *level != LIM_LEVEL_NONE)
+			x = *level;
+		else if (r->allowed == 1)
+			x = r->remaining * LIM_MICRO + want;
+		else {
+			/* full_us = ceil((full - base) ei / M) - el, so
+			 * tokens > full - full_us M / ei - 1 */
+			x = full - lim_muldiv_ceil(r->full_us, LIM_MICRO, ei);
+			if (r->remaining * LIM_MICRO > x)
+				x = r->remaining * LIM_MICRO;
+		}
+		if (x < -full)
+			x = -full;
+		if (x > full)
+			x = full;
+		take = x - want < -full ? x + full : want;
+		break;
+	}
+	default:
+		return -1;
+	}
+	if (take < 0)
+		take = 0;
+	if (level != NULL)
+		*level = algo == LIM_TOKEN_BUCKET ? x - take : x + take;
+	return take;
+}
+
 /* days since 1970-01-01 of y-m-d (proleptic Gregorian). */
 int64_t
 lim_days_from_civil(int64_t y, int m, int d)

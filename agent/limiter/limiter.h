@@ -298,6 +298,23 @@ void    lim_civil_from_days(int64_t z, int64_t *y, int *m, int *d);
 int64_t lim_muldiv(int64_t a, int64_t b, int64_t c, int64_t *rem);
 int64_t lim_muldiv_ceil(int64_t a, int64_t b, int64_t c);
 
+/* What a charge took from its key, for refund.lua on Redis Cluster: the
+ * charge of <cost> by a check of <algo> with the script's params <p>,
+ * answered <r> (ratelimit.lua), in the unit the refund gives back: µs of
+ * TAT (GCRA, leaky bucket), millionths of a token (token bucket); -1 for
+ * the other algorithms, whose refund is the cost. A FORCE past the burst
+ * is capped (a TAT at most now + 2 tolerance, at least -burst tokens), so
+ * this can be less than the cost: a refund of the cost would leave the key
+ * fresher than before. Exact for GCRA and leaky bucket; for a token bucket
+ * denied, never more than was taken (the reply gives the level to within
+ * a µs of refill). <level> (may be NULL) carries the key's level from a
+ * check to the next check of the same key in one request, which the
+ * script charges on top: LIM_LEVEL_NONE on the first. */
+#define LIM_LEVEL_NONE INT64_MIN
+int64_t lim_charge_taken(int algo, const int64_t p[LIM_SCRIPT_PARAMS],
+                         int64_t cost, const struct lim_result *r,
+                         int64_t *level);
+
 /* Internal to lim_*.c: the per-family twins behind lim_eval/lim_commit. */
 int  lim__gcra_eval(const struct lim_params *, const struct lim_state *, int,
                     int64_t, int64_t, struct lim_result *);

@@ -820,6 +820,7 @@ refund_send(struct cluster *cl, struct xreq *x, unsigned slot,
 	struct node *n = slot_node(cl, slot);
 	struct call *b = call_new(cl, CALL_REFUND, slot, n);
 	int          m = 0;
+	int64_t      level[POLICY_MAX_CHECKS];
 
 	for (int j = 0; j < x->n; j++)
 		m += x->c[j].charged && x->c[j].slot == slot;
@@ -835,6 +836,20 @@ refund_send(struct cluster *cl, struct xreq *x, unsigned slot,
 		if (!c->charged || c->slot != slot)
 			continue;
 		done[j] = 1;
+		/* the same key charged earlier in the request: the script
+		 * charged this one on top of it */
+		level[j] = LIM_LEVEL_NONE;
+		for (int i = j - 1; i >= 0; i--) {
+			const struct xcheck *e = &x->c[i];
+
+			if (e->charged && e->slot == slot &&
+			    e->algo == c->algo && e->keylen == c->keylen &&
+			    memcmp(e->key, c->key, c->keylen) == 0 &&
+			    memcmp(e->p, c->p, 3 * sizeof(c->p[0])) == 0) {
+				level[j] = level[i];
+				break;
+			}
+		}
 		batch_arg_int(&b->buf, c->algo);
 		batch_arg_int(&b->buf, c->op);
 		batch_arg_int(&b->buf, c->cost);
@@ -843,6 +858,8 @@ refund_send(struct cluster *cl, struct xreq *x, unsigned slot,
 		batch_arg_int(&b->buf, c->p[2]);
 		batch_arg_str(&b->buf, c->member, c->memberlen);
 		batch_arg_int(&b->buf, c->at);
+		batch_arg_int(&b->buf, lim_charge_taken(c->algo, c->p, c->cost,
+		                                        &c->res, &level[j]));
 	}
 	if (!node_takes(n, 1) || call_send(b) == -1) {
 		log_warn("redis_refund_lost",

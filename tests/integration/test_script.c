@@ -1651,3 +1651,152 @@ Test(script, blocked_keys_charge_nothing_and_veto_as_the_local_tier)
 	local_free(l);
 	redisFree(c);
 }
+
+/* ---- refund.lua: a refund gives back what the charge took ----------------
+ * On Redis Cluster a request whose checks span several slots is charged
+ * per slot, and a slot's veto refunds the others (store_cluster.c). A
+ * FORCE on a key past its burst is capped (GCRA: a TAT at most now + 2
+ * tolerance; token bucket: at most -burst tokens): the refund must take
+ * back only what the capped charge added, or the key comes back fresher
+ * than before the vetoed request. */
+
+extern const char lua_refund[];
+
+/* refund.lua on the <n> checks <ck> of one request, charged with the
+ * replies <r>, as refund_send() builds it (one slot). */
+static void
+refund_n(redisContext *c, const struct chk *ck, const struct lim_result *r,
+         int n)
+{
+	int64_t     pp[LIM_SCRIPT_PARAMS], level[4];
+	char        a[4][9][32];
+	const char *argv[4 + 4 + 4 * 9];
+	int         argc = 0;
+	redisReply *rep;
+
+	cr_assert(n <= 4);
+	argv[argc++] = "EVAL";
+	argv[argc++] = lua_refund;
+	argv[argc++] = n == 1 ? "1" : n == 2 ? "2" : n == 3 ? "3" : "4";
+	for (int j = 0; j < n; j++)
+		argv[argc++] = ck[j].key;
+	for (int j = 0; j < n; j++) {
+		lim_script_params(ck[j].p, pp);
+		level[j] = LIM_LEVEL_NONE; /* the same key earlier: its level */
+		for (int i = j - 1; i >= 0; i--)
+			if (strcmp(ck[i].key, ck[j].key) == 0) {
+				level[j] = level[i];
+				break;
+			}
+		snprintf(a[j][0], 32, "%d", (int)ck[j].p->algo);
+		snprintf(a[j][1], 32, "%d", ck[j].op);
+		snprintf(a[j][2], 32, "%" PRId64, ck[j].cost);
+		snprintf(a[j][3], 32, "%" PRId64, pp[0]);
+		snprintf(a[j][4], 32, "%" PRId64, pp[1]);
+		snprintf(a[j][5], 32, "%" PRId64, pp[2]);
+		snprintf(a[j][6], 32, "%s", ck[j].member ? ck[j].member : "");
+		snprintf(a[j][7], 32, "%" PRId64, redis_time(c));
+		snprintf(a[j][8], 32, "%" PRId64,
+		         lim_charge_taken(ck[j].p->algo, pp, ck[j].cost, &r[j],
+		                          &level[j]));
+		for (int i = 0; i < 9; i++)
+			argv[argc++] = a[j][i];
+	}
+	rep = redisCommandArgv(c, argc, argv, NULL);
+	cr_assert(rep && rep->type == REDIS_REPLY_INTEGER, "refund: %s",
+	          rep && rep->type == REDIS_REPLY_ERROR ? rep->str : "?");
+	cr_assert_eq(rep->integer, n);
+	freeReplyObject(rep);
+}
+
+static void
+refund_one(redisContext *c, const struct chk *ck, const struct lim_result *r)
+{
+	refund_n(c, ck, r, 1);
+}
+
+static void
+refund_restores(enum lim_algo algo, int64_t spent, int64_t force,
+                const char *name)
+{
+	redisContext     *c = setup();
+	struct lim_params p = mk(algo, 1, HOUR, 5);
+	char              key[128];
+	struct chk        spend = { &p, key, LIM_OP_CHECK, spent, 0, "" };
+	struct chk        ck = { &p, key, LIM_OP_FORCE, force, 0, "" };
+	struct chk        peek = { &p, key, LIM_OP_CHECK, 0, 0, "" };
+	struct lim_result r;
+	int64_t           before;
+
+	unique_key(key, sizeof(key), name);
+	if (spent > 0)
+		cr_assert_eq(script_one(c, &spend).allowed, 1);
+	before = script_one(c, &peek).remaining;
+	cr_assert_eq(before, 5 - spent);
+	r = script_one(c, &ck); /* charged (FORCE), then vetoed elsewhere */
+	cr_expect_eq(script_one(c, &peek).remaining, 0, "%s: charged", name);
+	refund_one(c, &ck, &r);
+	cr_expect_eq(
+		script_one(c, &peek).remaining, before,
+		"%s: FORCE %" PRId64 " after %" PRId64
+		" spent, refunded: want remaining %" PRId64 ", got %" PRId64,
+		name, force, spent, before, script_one(c, &peek).remaining);
+	redisFree(c);
+}
+
+Test(script, refund_of_a_capped_gcra_force_restores_the_key)
+{
+	refund_restores(LIM_GCRA, 5, 20, "refund-gcra-full");
+	refund_restores(LIM_GCRA, 3, 20, "refund-gcra-3");
+	refund_restores(LIM_GCRA, 0, 20, "refund-gcra-fresh");
+	refund_restores(LIM_GCRA, 2, 3, "refund-gcra-uncapped");
+}
+
+Test(script, refund_of_a_capped_leaky_force_restores_the_key)
+{
+	refund_restores(LIM_LEAKY_BUCKET, 5, 20, "refund-leaky-full");
+	refund_restores(LIM_LEAKY_BUCKET, 0, 20, "refund-leaky-fresh");
+}
+
+Test(script, refund_of_a_capped_token_bucket_force_restores_the_key)
+{
+	refund_restores(LIM_TOKEN_BUCKET, 5, 20, "refund-tb-full");
+	refund_restores(LIM_TOKEN_BUCKET, 3, 20, "refund-tb-3");
+	refund_restores(LIM_TOKEN_BUCKET, 0, 20, "refund-tb-fresh");
+	refund_restores(LIM_TOKEN_BUCKET, 2, 3, "refund-tb-uncapped");
+}
+
+/* Two FORCEs of one key in one request (2 of 5 spent, then 3 and 20):
+ * the script charges the second on top of the first, capped at 5 more
+ * (GCRA: TAT now+10h; token bucket: -5 tokens): the refund gives back
+ * 3 then 5, not 3 then 8, which would leave the key fresh. */
+static void
+refund_same_key_twice(enum lim_algo algo, const char *name)
+{
+	redisContext     *c = setup();
+	struct lim_params p = mk(algo, 1, HOUR, 5);
+	char              key[128];
+	struct chk        spend = { &p, key, LIM_OP_CHECK, 2, 0, "" };
+	struct chk        ck[2] = { { &p, key, LIM_OP_FORCE, 3, 0, "" },
+		                    { &p, key, LIM_OP_FORCE, 20, 0, "" } };
+	struct chk        peek = { &p, key, LIM_OP_CHECK, 0, 0, "" };
+	struct lim_result r[2];
+	struct call       k;
+
+	unique_key(key, sizeof(key), name);
+	cr_assert_eq(script_one(c, &spend).allowed, 1);
+	call_begin(&k, 1);
+	call_request(&k, ck, 2);
+	cr_assert_eq(call_send(c, &k, r, 2), 2);
+	refund_n(c, ck, r, 2);
+	cr_expect_eq(script_one(c, &peek).remaining, 3,
+	             "%s: both refunded back to 3 left, got %" PRId64, name,
+	             script_one(c, &peek).remaining);
+	redisFree(c);
+}
+
+Test(script, refund_of_the_same_key_twice_restores_the_key)
+{
+	refund_same_key_twice(LIM_GCRA, "refund-twice-gcra");
+	refund_same_key_twice(LIM_TOKEN_BUCKET, "refund-twice-tb");
+}

@@ -5,12 +5,18 @@
 -- so a denied request is charged nowhere (ALGORITHMS.md, "Several rules").
 --
 -- KEYS  the base keys of the charged checks (one slot per call).
--- ARGV  8 fields per check: algo op cost p1 p2 p3 member at
+-- ARGV  9 fields per check: algo op cost p1 p2 p3 member at taken
 --       the first six as ratelimit.lua got them; member the one it used
 --       (sliding-log: the agent always sends one, so the entries added are
 --       member, member#2, ... member#cost); at = Redis TIME in us taken on
 --       this node just before the charging call, which names the window
---       the fixed- and sliding-window charges went to.
+--       the fixed- and sliding-window charges went to; taken = what the
+--       charge took (lim_charge_taken(), from its reply): µs of TAT for
+--       GCRA and leaky bucket, millionths of a token for token bucket, -1
+--       for the others. A FORCE past the burst is capped (a TAT at most
+--       now + 2 tolerance, at least -burst tokens), so it can take less
+--       than its cost: giving the cost back would leave the key fresher
+--       than before the vetoed request.
 -- Reply the number of checks refunded.
 --
 -- Each undo is bounded below by the fresh state: a GCRA TAT never goes
@@ -61,8 +67,11 @@ end
 local function gcra(c)
 	local tat = tonumber(redis.call('GET', c.key) or '')
 	if not tat then return end
-	local cost = math.min(c.cost, idiv(2 * (c.p2 + c.p3), c.p1) + 1)
-	local new = tat - c.p1 * cost
+	local back = c.taken
+	if back < 0 then
+		back = c.p1 * math.min(c.cost, idiv(2 * (c.p2 + c.p3), c.p1) + 1)
+	end
+	local new = tat - back
 	if new <= now then
 		redis.call('DEL', c.key)
 	else
@@ -74,7 +83,9 @@ local function tb(c)
 	local tok = tonumber(redis.call('HGET', c.key, 't') or '')
 	if not tok then return end
 	local full = c.p3 * MICRO
-	local new = tok + math.min(c.cost, 2 * c.p3) * MICRO
+	local back = c.taken
+	if back < 0 then back = math.min(c.cost, 2 * c.p3) * MICRO end
+	local new = tok + back
 	if new > full then new = full end
 	redis.call('HSET', c.key, 't', s(new))
 end
@@ -114,13 +125,14 @@ end
 
 local done = 0
 for i = 1, #KEYS do
-	local a = (i - 1) * 8
+	local a = (i - 1) * 9
 	local c = {
 		key = KEYS[i], algo = tonumber(ARGV[a + 1]),
 		op = tonumber(ARGV[a + 2]), cost = tonumber(ARGV[a + 3]),
 		p1 = tonumber(ARGV[a + 4]), p2 = tonumber(ARGV[a + 5]),
 		p3 = tonumber(ARGV[a + 6]), member = ARGV[a + 7] or '',
 		at = tonumber(ARGV[a + 8]) or now,
+		taken = tonumber(ARGV[a + 9]) or -1,
 	}
 	local f = UNDO[c.algo]
 	if f and c.op ~= RELEASE and c.cost > 0 and
