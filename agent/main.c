@@ -14,6 +14,7 @@
  */
 #include <getopt.h>
 #include <malloc.h>
+#include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -60,6 +61,8 @@ static struct httpd   *httpd; /* NULL: no metrics server */
 static char            httpd_addr[POLICY_ADDR_MAX]; /* where it listens */
 static struct admin   *admin;                       /* NULL: no admin API */
 static struct httpd   *admin_httpd; /* its own listener, or NULL */
+static int admin_on_metrics; /* admin served by <httpd> (same address) */
+static char admin_addr[POLICY_ADDR_MAX]; /* admin.listen, until restart */
 
 /* --help: GNU style, on stdout, exit 0. */
 static void
@@ -240,12 +243,29 @@ open_httpd(const char *addr, char **err)
 	return httpd_new(main_loop, addr, healthy, NULL, err);
 }
 
+/* The metrics listener <httpd> is let go: closed, unless the admin API
+ * is served on it, whose address holds until a restart: then it stays
+ * as the admin API's own listener. */
+static void
+metrics_release(void)
+{
+	if (httpd != NULL && admin_on_metrics) {
+		admin_httpd = httpd;
+		admin_on_metrics = 0;
+	} else {
+		httpd_free(httpd);
+	}
+	httpd = NULL;
+}
+
 /* Serves /metrics and /healthz on <addr> (NULL: stops serving), keeping
  * what runs when it already listens there. A new address is bound before
  * the old one is closed; when that fails (the same port on another host
  * part, say) the old one is closed first and the new one tried again, and
- * if it still fails the old address is restored. Returns 0, or -1 with
- * the error logged. */
+ * if it still fails the old address is restored. The admin API keeps its
+ * address: a listener it shares is not closed but left to it, and the
+ * admin API's own listener is taken over when <addr> is its address.
+ * Returns 0, or -1 with the error logged. */
 static int
 metrics_bind(const char *addr)
 {
@@ -257,12 +277,22 @@ metrics_bind(const char *addr)
 	if (addr == NULL) {
 		if (httpd != NULL)
 			log_info("metrics_stopped", "addr=%s", httpd_addr);
-		httpd_free(httpd);
-		httpd = NULL;
+		metrics_release();
 		httpd_addr[0] = '\0';
 		return 0;
 	}
-	if ((h = open_httpd(addr, &err)) == NULL && httpd != NULL) {
+	if (admin_httpd != NULL && strcmp(addr, admin_addr) == 0) {
+		/* it serves /metrics and /healthz already */
+		metrics_release();
+		httpd = admin_httpd;
+		admin_httpd = NULL;
+		admin_on_metrics = 1;
+		snprintf(httpd_addr, sizeof(httpd_addr), "%s", addr);
+		log_info("metrics_listening", "addr=%s shared=admin", addr);
+		return 0;
+	}
+	if ((h = open_httpd(addr, &err)) == NULL && httpd != NULL &&
+	    !admin_on_metrics) {
 		free(err);
 		err = NULL;
 		httpd_free(httpd);
@@ -282,7 +312,7 @@ metrics_bind(const char *addr)
 			httpd_addr[0] = '\0';
 		return -1;
 	}
-	httpd_free(httpd);
+	metrics_release();
 	httpd = h;
 	snprintf(httpd_addr, sizeof(httpd_addr), "%s", addr);
 	return 0; /* httpd logged httpd_listening */
@@ -401,6 +431,7 @@ admin_start(struct policy *p)
 	if (p->admin_token == NULL)
 		return 0;
 	admin = admin_new(main_loop, p, opts.redis_url);
+	snprintf(admin_addr, sizeof(admin_addr), "%s", p->admin_listen);
 	if (h == NULL || strcmp(httpd_addr, p->admin_listen) != 0) {
 		h = admin_httpd = httpd_new(main_loop, p->admin_listen, healthy,
 		                            NULL, &err);
@@ -411,6 +442,7 @@ admin_start(struct policy *p)
 		}
 	}
 	httpd_set_handler(h, "/admin/", admin_handle, admin);
+	admin_on_metrics = h == httpd;
 	log_info("admin_listening", "addr=%s", p->admin_listen);
 	return 0;
 }
@@ -452,6 +484,7 @@ main(int argc, char **argv)
 	struct ev_loop *loop;
 	struct policy  *p;
 	ev_signal       shup, sterm, sint;
+	sigset_t        early;
 	char           *err = NULL;
 	int             nworkers;
 
@@ -460,6 +493,16 @@ main(int argc, char **argv)
 	if (argc > 1 && admincli_is(argv[1]))
 		return admincli_main(argc, argv);
 	parse_args(argc, argv);
+	/* Until the handlers are in place (ev_signal_start, below) these
+	 * signals wait: a SIGHUP's default action would kill the agent
+	 * during startup (a reload right after a start), a SIGTERM would
+	 * skip the drain and leave a unix socket file. */
+	sigemptyset(&early);
+	sigaddset(&early, SIGHUP);
+	sigaddset(&early, SIGTERM);
+	sigaddset(&early, SIGINT);
+	if (!opts.check)
+		pthread_sigmask(SIG_BLOCK, &early, NULL);
 	if ((p = load(1)) == NULL)
 		return 1;
 	if (opts.check) {
@@ -514,12 +557,13 @@ main(int argc, char **argv)
 	ev_signal_start(loop, &shup);
 	ev_signal_start(loop, &sterm);
 	ev_signal_start(loop, &sint);
+	pthread_sigmask(SIG_UNBLOCK, &early, NULL); /* what came is handled */
 	server_start(server);
 	log_info("started", "version=%s workers=%d", VERSION, nworkers);
 	ev_run(loop, 0);
 	server_stop(server);
+	metrics_bind(NULL); /* may leave its listener to the admin API */
 	httpd_free(admin_httpd);
-	metrics_bind(NULL);
 	admin_free(admin);
 	policy_unref(running);
 	policy_unref(booted);

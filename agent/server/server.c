@@ -306,6 +306,10 @@ open_listeners(struct server *s, const char *listen, char **err)
 		s->fds[s->nfds++] = fd;
 		log_info("listening", "addr=%s", tok);
 	}
+	if (rc == 0 && s->nfds == 0) { /* "" or ",": listening nowhere */
+		asprintf(err, "no listen address in '%s'", listen);
+		rc = -1;
+	}
 	free(copy);
 	return rc;
 }

@@ -1,0 +1,24 @@
+#!/bin/bash
+# SPDX-License-Identifier: Apache-2.0
+# A listen list with no address in it (-l "", -l ",": an unset variable
+# in a unit's drop-in or a container's command line). The agent started,
+# logged msg=started and listened nowhere: HAProxy could not reach it and
+# nothing said why. Now startup fails (exit 1, startup_failed).
+. "$(dirname "$0")/../lib.sh"
+RP=$(port 1); AP=$(port 2)
+start_redis "$RP"
+cat >"$TMP/policy.yaml" <<YAML
+listen: 127.0.0.1:$AP
+workers: 1
+redis: { url: "redis://127.0.0.1:$RP/0", timeout: 100ms }
+processing_timeout: 1s
+rules:
+  - { name: login, message: rl-request, key: "u:{user}", rate: 2/h, burst: 2 }
+YAML
+for l in "" "," " , "; do
+	: >"$TMP/agent.log"
+	timeout 5 "$AGENT" -f "$TMP/policy.yaml" -l "$l" >"$TMP/agent.log" 2>&1
+	expect_eq "$?" 1 "-l '$l': exit status 1"
+	grep -q 'msg=startup_failed' "$TMP/agent.log"; ok $? "-l '$l': startup_failed logged"
+done
+finish
