@@ -144,19 +144,17 @@ declog_format(char *buf, size_t size, const struct check *checks,
 	if (cut) {
 		/* the quote of checks= may not be written yet: the mark says
 		 * the line is cut, a lone quote would open a value */
-		int quotes = 0;
+		int         quotes = 0;
+		const char *end;
+		size_t      len;
 
 		for (size_t j = 0; j < off; j++)
 			quotes += buf[j] == '"';
-		if (quotes % 2 == 0) {
-			memcpy(buf + off, DECLOG_CUT_END + 1,
-			       sizeof(DECLOG_CUT_END) - 2);
-			off += sizeof(DECLOG_CUT_END) - 2;
-		} else {
-			memcpy(buf + off, DECLOG_CUT_END,
-			       sizeof(DECLOG_CUT_END) - 1);
-			off += sizeof(DECLOG_CUT_END) - 1;
-		}
+		/* the mark with its quote, or without when none is open */
+		end = &DECLOG_CUT_END[quotes % 2 == 0];
+		len = strlen(end);
+		memcpy(buf + off, end, len);
+		off += len;
 	} else {
 		buf[off++] = '"';
 	}
