@@ -86,10 +86,13 @@ LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 			abort();
 		check_keys(checks, n);
 		for (int i = 0; i < n; i++) {
-			out[i].src = (enum outcome_src)(i % 4);
-			out[i].res =
-				(struct lim_result){ i % 3 - 1, i, i * 1000,
-				                     i * 999, i * 1001 };
+			/* the whole outcome, as req.c fills it: lim NULL is
+			 * the check's own limits */
+			out[i] = (struct outcome){
+				.src = (enum outcome_src)(i % 4),
+				.res = { i % 3 - 1, i, i * 1000, i * 999,
+				         i * 1001 },
+			};
 		}
 		decide(checks, out, n, HEADERS_BOTH, &d);
 		spop_w_begin(&w, buf, sizeof(buf), SPOP_FRM_ACK, 1, 1);
