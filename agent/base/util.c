@@ -3,6 +3,7 @@
  * xmalloc and friends, the clocks, the hashes and percent-decoding. OOM is fatal by design; nothing
  * here logs through log.c so that log.c may use it.
  */
+#include <errno.h>
 #include <pthread.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -10,6 +11,7 @@
 #include <string.h>
 #include <sys/random.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "util.h"
 
@@ -199,6 +201,21 @@ util_pct_decode(const char *s, size_t n, char *out, size_t size)
 		return -1;
 	out[o] = '\0';
 	return (long)o;
+}
+
+int
+util_drain(int fd, size_t *dropped, size_t max)
+{
+	char    buf[4096];
+	ssize_t n;
+
+	while ((n = read(fd, buf, sizeof(buf))) > 0) {
+		*dropped += (size_t)n;
+		if (*dropped > max)
+			return 1;
+	}
+	return n == 0 ||
+	       (errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR);
 }
 
 uint64_t

@@ -2,7 +2,8 @@
 /*
  * Small helpers every module uses: allocation that cannot fail (OOM is
  * fatal: a limiter that limps on after OOM is worse than one that
- * restarts), clocks, hashes, percent-decoding and container_of.
+ * restarts), clocks, hashes, percent-decoding, draining a socket that
+ * lingers, and container_of.
  */
 #ifndef UTIL_H
 #define UTIL_H
@@ -32,6 +33,14 @@ char *util_fmt_int(char *p, int64_t v);
  * on a bad or cut-off escape, a %00, or too little room. Nothing else is
  * checked: what a caller refuses besides is the caller's. */
 long util_pct_decode(const char *s, size_t n, char *out, size_t size);
+
+/* Reads and drops what the non-blocking <fd> holds, adding the count to
+ * *<dropped>. Returns 1 once the caller is done with <fd>: the peer's EOF,
+ * a read error, or more than <max> bytes dropped in all; 0 while the peer
+ * may still send (EAGAIN). For a connection that has answered and now
+ * reads to the peer's EOF, so that its close does not reset the answer
+ * away. */
+int util_drain(int fd, size_t *dropped, size_t max);
 
 /* FNV-1a, 64 bits, of <n> bytes at <s>: for in-memory tables and names,
  * not against an adversary who picks the keys. */

@@ -580,18 +580,7 @@ examine(struct hconn *c)
 static void
 linger_read(struct hconn *c)
 {
-	char    buf[4096];
-	ssize_t n;
-
-	while ((n = recv(c->fd, buf, sizeof(buf), 0)) > 0) {
-		c->discarded += (size_t)n;
-		if (c->discarded > HTTPD_LINGER_MAX) {
-			conn_close(c);
-			return;
-		}
-	}
-	if (n == 0 ||
-	    (errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR))
+	if (util_drain(c->fd, &c->discarded, HTTPD_LINGER_MAX))
 		conn_close(c);
 }
 

@@ -344,18 +344,7 @@ conn_parse(struct conn *c)
 static void
 linger_read(struct conn *c)
 {
-	char    buf[4096];
-	ssize_t n;
-
-	while ((n = read(c->fd, buf, sizeof(buf))) > 0) {
-		c->discarded += (size_t)n;
-		if (c->discarded > CONN_LINGER_MAX) {
-			conn_close(c);
-			return;
-		}
-	}
-	if (n == 0 ||
-	    (errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR))
+	if (util_drain(c->fd, &c->discarded, CONN_LINGER_MAX))
 		conn_close(c);
 }
 

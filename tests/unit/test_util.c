@@ -3,12 +3,15 @@
  * util.c: the integer formatter of the hot path (the script call's
  * arguments, the RateLimit header values) against printf; the loop clock
  * against a fake clock; the agent's clock against the wall clock; the
- * private hash's per-process seed; the percent-decoder.
+ * private hash's per-process seed; the percent-decoder; the lingering
+ * socket's drain.
  */
 #include <criterion/criterion.h>
 #include <inttypes.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/socket.h>
+#include <unistd.h>
 
 #include "util.h"
 
@@ -179,4 +182,56 @@ Test(util, pct_decode_needs_room_for_the_text_and_its_nul)
 	cr_assert_eq(pct("abcd", 4, out), -1);
 	cr_assert_eq(pct("", 0, out), -1);
 	cr_assert_eq(util_pct_decode("%41%42", 5, out, 4), -1); /* cut off */
+}
+
+/* A non-blocking socket pair: [0] is drained, [1] is the peer. */
+static void
+drain_pair(int sv[2])
+{
+	cr_assert_eq(socketpair(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK, 0, sv), 0);
+}
+
+Test(util, drain_counts_what_it_drops_and_waits_while_the_peer_is_open)
+{
+	char   junk[10000];
+	size_t dropped = 0;
+	int    sv[2];
+
+	drain_pair(sv);
+	memset(junk, 'x', sizeof(junk));
+	cr_assert_eq(write(sv[1], junk, sizeof(junk)), (ssize_t)sizeof(junk));
+	cr_assert_eq(util_drain(sv[0], &dropped, 65536), 0);
+	cr_assert_eq(dropped, sizeof(junk));
+	cr_assert_eq(util_drain(sv[0], &dropped, 65536), 0); /* nothing new */
+	cr_assert_eq(dropped, sizeof(junk));
+	close(sv[0]);
+	close(sv[1]);
+}
+
+Test(util, drain_is_done_at_the_peers_eof)
+{
+	size_t dropped = 0;
+	int    sv[2];
+
+	drain_pair(sv);
+	cr_assert_eq(write(sv[1], "abc", 3), 3);
+	close(sv[1]);
+	cr_assert_eq(util_drain(sv[0], &dropped, 65536), 1);
+	cr_assert_eq(dropped, 3);
+	close(sv[0]);
+}
+
+Test(util, drain_is_done_past_its_bound_while_the_peer_still_sends)
+{
+	char   junk[6000];
+	size_t dropped = 4000; /* from an earlier call */
+	int    sv[2];
+
+	drain_pair(sv);
+	memset(junk, 'x', sizeof(junk));
+	cr_assert_eq(write(sv[1], junk, sizeof(junk)), (ssize_t)sizeof(junk));
+	cr_assert_eq(util_drain(sv[0], &dropped, 8192), 1);
+	cr_assert_gt(dropped, 8192);
+	close(sv[0]);
+	close(sv[1]);
 }
