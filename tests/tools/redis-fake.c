@@ -23,6 +23,8 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "resp_cmd.h"
+
 #define FAKE_MAX_FDS 128
 #define FAKE_BUF     65536
 
@@ -95,61 +97,25 @@ slots_reply(int fd)
 }
 
 static void
-answer(int fd, const char *a0, size_t l0, const char *a1, size_t l1)
+answer(int fd, int argc, const char **a, const size_t *l)
 {
 	static const char sha[] =
 		"$40\r\n"
 		"0000000000000000000000000000000000000000\r\n";
 
-	if (l0 == 7 && strncasecmp(a0, "CLUSTER", 7) == 0 && l1 == 5 &&
-	    strncasecmp(a1, "SLOTS", 5) == 0)
+	if (argc == 0)
+		send_str(fd, "-ERR fake\r\n", 11);
+	else if (argc >= 2 && resp_is(a[0], l[0], "CLUSTER") &&
+	         resp_is(a[1], l[1], "SLOTS"))
 		slots_reply(fd);
-	else if (l0 == 6 && strncasecmp(a0, "SCRIPT", 6) == 0)
+	else if (resp_is(a[0], l[0], "SCRIPT"))
 		send_str(fd, sha, sizeof(sha) - 1);
-	else if (l0 == 4 && strncasecmp(a0, "HGET", 4) == 0)
+	else if (resp_is(a[0], l[0], "HGET"))
 		send_str(fd, "$-1\r\n", 5);
-	else if (l0 == 4 && strncasecmp(a0, "PING", 4) == 0)
+	else if (resp_is(a[0], l[0], "PING"))
 		send_str(fd, "+PONG\r\n", 7);
 	else
 		send_str(fd, "-ERR fake\r\n", 11);
-}
-
-/* Reads one "*N\r\n$L\r\n...\r\n" command at <p> (<n> bytes): its size,
- * 0 if incomplete, -1 if not RESP. The first two arguments go out. */
-static long
-command(const char *p, size_t n, const char **a, size_t *l)
-{
-	const char *end = p + n, *q = p, *e;
-	long        argc;
-
-	if (n == 0 || *q != '*')
-		return n == 0 ? 0 : -1;
-	if ((e = memchr(q, '\n', (size_t)(end - q))) == NULL)
-		return 0;
-	argc = strtol(q + 1, NULL, 10);
-	q = e + 1;
-	a[0] = a[1] = "";
-	l[0] = l[1] = 0;
-	for (long i = 0; i < argc; i++) {
-		long len;
-
-		if (q >= end)
-			return 0;
-		if (*q != '$')
-			return -1;
-		if ((e = memchr(q, '\n', (size_t)(end - q))) == NULL)
-			return 0;
-		len = strtol(q + 1, NULL, 10);
-		q = e + 1;
-		if (len < 0 || end - q < len + 2)
-			return len < 0 ? -1 : 0;
-		if (i < 2) {
-			a[i] = q;
-			l[i] = (size_t)len;
-		}
-		q += len + 2;
-	}
-	return q - p;
 }
 
 /* Reads what <fd> sent and answers every whole command; -1 once closed. */
@@ -160,14 +126,16 @@ serve(int fd, struct client *c)
 	const char *a[2];
 	size_t      l[2], off = 0;
 	long        used;
+	int         argc;
 
 	if (r <= 0)
 		return -1;
 	if (c->silent)
 		return 0;
 	c->len += (size_t)r;
-	while ((used = command(c->buf + off, c->len - off, a, l)) > 0) {
-		answer(fd, a[0], l[0], a[1], l[1]);
+	while ((used = resp_cmd(c->buf + off, c->len - off, 2, &argc, a, l)) >
+	       0) {
+		answer(fd, argc, a, l);
 		off += (size_t)used;
 	}
 	if (used < 0 || (off == 0 && c->len == sizeof(c->buf)))

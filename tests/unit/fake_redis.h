@@ -21,6 +21,8 @@
 #include <criterion/criterion.h>
 #include <ev.h>
 
+#include "../tools/resp_cmd.h"
+
 #define FAKE_ARGS    64
 #define FAKE_BUF     (1 << 16)
 #define FAKE_CLIENTS 16
@@ -64,53 +66,6 @@ fake_sends(struct fake_cli *c, const char *s)
 	fake_send(c, s, strlen(s));
 }
 
-static inline int
-fake_is(const char *a, size_t l, const char *word)
-{
-	return l == strlen(word) && strncasecmp(a, word, l) == 0;
-}
-
-/* One command at <p>: its size, 0 if incomplete, -1 if not RESP. */
-static inline long
-fake_command(const char *p, size_t n, int *argc, const char **a, size_t *l)
-{
-	const char *end = p + n, *q = p, *e;
-	long        k;
-
-	if (n == 0)
-		return 0;
-	if (*q != '*')
-		return -1;
-	if ((e = memchr(q, '\n', (size_t)(end - q))) == NULL)
-		return 0;
-	k = strtol(q + 1, NULL, 10);
-	q = e + 1;
-	*argc = 0;
-	for (long i = 0; i < k; i++) {
-		long len;
-
-		if (q >= end)
-			return 0;
-		if (*q != '$')
-			return -1;
-		if ((e = memchr(q, '\n', (size_t)(end - q))) == NULL)
-			return 0;
-		len = strtol(q + 1, NULL, 10);
-		q = e + 1;
-		if (len < 0)
-			return -1;
-		if (end - q < len + 2)
-			return 0;
-		if (i < FAKE_ARGS) {
-			a[i] = q;
-			l[i] = (size_t)len;
-			*argc = (int)i + 1;
-		}
-		q += len + 2;
-	}
-	return q - p;
-}
-
 static inline void
 fake_cli_close(struct fake_cli *c)
 {
@@ -139,7 +94,8 @@ fake_read_cb(struct ev_loop *loop, ev_io *w, int revents)
 		return;
 	}
 	c->len += (size_t)r;
-	while ((used = fake_command(c->buf + off, c->len - off, &argc, a, l)) >
+	while ((used = resp_cmd(c->buf + off, c->len - off, FAKE_ARGS, &argc, a,
+	                       l)) >
 	       0) {
 		c->fr->handler(c->fr, c, argc, a, l);
 		off += (size_t)used;

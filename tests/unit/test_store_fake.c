@@ -89,20 +89,20 @@ send_allowed(struct fake_cli *c, int n)
 static int
 answer_setup(struct fake_cli *c, int argc, const char **a, const size_t *l)
 {
-	if (fake_is(a[0], l[0], "SCRIPT")) {
+	if (resp_is(a[0], l[0], "SCRIPT")) {
 		fake_sends(c, "$40\r\n0000000000000000000000000000000000000000"
 		              "\r\n");
 		return 1;
 	}
-	if (fake_is(a[0], l[0], "FUNCTION")) {
+	if (resp_is(a[0], l[0], "FUNCTION")) {
 		fake_sends(c, "-ERR unknown command 'FUNCTION'\r\n");
 		return 1;
 	}
-	if (fake_is(a[0], l[0], "TIME")) {
+	if (resp_is(a[0], l[0], "TIME")) {
 		fake_sends(c, "*2\r\n$10\r\n1700000000\r\n$1\r\n0\r\n");
 		return 1;
 	}
-	if (fake_is(a[0], l[0], "ASKING") || fake_is(a[0], l[0], "PING")) {
+	if (resp_is(a[0], l[0], "ASKING") || resp_is(a[0], l[0], "PING")) {
 		fake_sends(c, "+OK\r\n");
 		return 1;
 	}
@@ -112,8 +112,8 @@ answer_setup(struct fake_cli *c, int argc, const char **a, const size_t *l)
 static int
 is_script(const char *a, size_t l)
 {
-	return fake_is(a, l, "EVALSHA") || fake_is(a, l, "EVAL") ||
-	       fake_is(a, l, "FCALL");
+	return resp_is(a, l, "EVALSHA") || resp_is(a, l, "EVAL") ||
+	       resp_is(a, l, "FCALL");
 }
 
 /* ---- a Cluster node dropped while a refund is due ----------------------- */
@@ -135,7 +135,7 @@ cluster_handler(struct fake_redis *fr, struct fake_cli *c, int argc,
 
 	if (answer_setup(c, argc, a, l))
 		return;
-	if (fake_is(a[0], l[0], "CLUSTER")) {
+	if (resp_is(a[0], l[0], "CLUSTER")) {
 		st->conns++;
 		snprintf(out, sizeof(out),
 		         "*1\r\n*3\r\n:0\r\n:16383\r\n*2\r\n$9\r\n127.0.0.1"
@@ -318,7 +318,7 @@ static void
 hgetall_handler(struct fake_redis *fr, struct fake_cli *c, int argc,
                 const char **a, const size_t *l)
 {
-	if (fake_is(a[0], l[0], "HGETALL"))
+	if (resp_is(a[0], l[0], "HGETALL"))
 		/* a field, then an integer, a nil and an array for values */
 		fake_sends(c, "*6\r\n$1\r\na\r\n:5\r\n$1\r\nb\r\n$-1\r\n"
 		              "$1\r\nc\r\n*0\r\n");
@@ -383,14 +383,14 @@ sentinel_handler(struct fake_redis *fr, struct fake_cli *c, int argc,
 {
 	struct sen_state *st = fr->arg;
 
-	if (fake_is(a[0], l[0], "SUBSCRIBE")) {
+	if (resp_is(a[0], l[0], "SUBSCRIBE")) {
 		fake_sends(c, "*3\r\n$9\r\nsubscribe\r\n$14\r\n+switch-master"
 		              "\r\n:1\r\n");
 		fake_sends(c, st->bad);
 		st->subscribed++;
 		return;
 	}
-	if (fake_is(a[0], l[0], "SENTINEL")) {
+	if (resp_is(a[0], l[0], "SENTINEL")) {
 		fake_sends(c, "*-1\r\n"); /* no master known */
 		return;
 	}
