@@ -12,6 +12,66 @@
 
 /* ---- shared ------------------------------------------------------------- */
 
+/* One store on a fake Redis, both on the test's own loop. */
+struct rig {
+	struct ev_loop   *loop;
+	struct fake_redis fr;
+	struct store     *st;
+};
+
+/* Starts the fake, answering with <handler> (its state <arg>), and a
+ * store on <scheme>://127.0.0.1:<the fake's port><path>. */
+static void
+rig_open(struct rig *g,
+         void (*handler)(struct fake_redis *, struct fake_cli *, int,
+                         const char **, const size_t *),
+         void *arg, const char *scheme, const char *path)
+{
+	struct store_cfg cfg = { 0 };
+	const char      *err = NULL;
+	char             url[96];
+
+	signal(SIGPIPE, SIG_IGN);
+	memset(g, 0, sizeof(*g));
+	g->loop = ev_loop_new(EVFLAG_AUTO);
+	g->fr.handler = handler;
+	g->fr.arg = arg;
+	fake_start(&g->fr, g->loop);
+	snprintf(url, sizeof(url), "%s://127.0.0.1:%d%s", scheme, g->fr.port,
+	         path);
+	cfg.url = url;
+	cfg.connect_timeout_us = 1000000;
+	g->st = store_new(g->loop, &cfg, metrics_worker_new(), &err);
+	cr_assert_not_null(g->st, "%s", err);
+}
+
+/* Turns the loop, for 0.3 s at most, until <done> holds. */
+static int
+rig_until(struct rig *g, int (*done)(struct rig *))
+{
+	for (int i = 0; i < 300; i++) {
+		ev_run(g->loop, EVRUN_ONCE | EVRUN_NOWAIT);
+		usleep(1000);
+		if (done(g))
+			return 1;
+	}
+	return 0;
+}
+
+static int
+rig_up(struct rig *g)
+{
+	return store_up(g->st);
+}
+
+static void
+rig_close(struct rig *g)
+{
+	store_free(g->st);
+	fake_stop(&g->fr);
+	ev_loop_destroy(g->loop);
+}
+
 struct req {
 	struct store_req  sr;
 	struct check      checks[2];
@@ -152,12 +212,6 @@ cluster_handler(struct fake_redis *fr, struct fake_cli *c, int argc,
 	fake_sends(c, "-ERR fake\r\n");
 }
 
-static int
-cluster_up(struct store *st)
-{
-	return store_up(st);
-}
-
 /* A request whose two checks are in two slots of one node: the first
  * slot's call is answered (charged), the second's never is. The node is
  * dropped as stuck (LINK_STALL_S); the failed part makes the request
@@ -167,44 +221,22 @@ cluster_up(struct store *st)
  * (assert(l->ac == NULL) in lost(), an abort of the agent). */
 Test(store_fake, cluster_refund_while_its_node_is_dropped)
 {
-	struct ev_loop        *loop = ev_loop_new(EVFLAG_AUTO);
-	struct fake_redis      fr = { 0 };
-	struct cl_state        cs = { 0 };
-	struct metrics_worker *m = metrics_worker_new();
-	struct store_cfg       cfg = { 0 };
-	struct store          *st;
-	const char            *err = NULL;
-	char                   url[64];
-	struct req             r;
-	int                    up = 0;
+	struct rig      g;
+	struct cl_state cs = { 0 };
+	struct req      r;
 
-	signal(SIGPIPE, SIG_IGN);
-	fr.handler = cluster_handler;
-	fr.arg = &cs;
-	fake_start(&fr, loop);
-	snprintf(url, sizeof(url), "redis+cluster://127.0.0.1:%d", fr.port);
-	cfg.url = url;
-	cfg.connect_timeout_us = 1000000;
-	st = store_new(loop, &cfg, m, &err);
-	cr_assert_not_null(st, "%s", err);
-	for (int i = 0; i < 300 && !up; i++) {
-		ev_run(loop, EVRUN_ONCE | EVRUN_NOWAIT);
-		usleep(1000);
-		up = cluster_up(st);
-	}
-	cr_assert(up, "the map came");
+	rig_open(&g, cluster_handler, &cs, "redis+cluster", "");
+	cr_assert(rig_until(&g, rig_up), "the map came");
 	req_init(&r, 2, "rl:{a:1}", "rl:{b:2}");
 	cr_assert_neq(crc16_key_slot(r.checks[0].key, r.checks[0].keylen),
 	              crc16_key_slot(r.checks[1].key, r.checks[1].keylen));
-	cr_assert_eq(store_submit(st, &r.sr), STORE_OK);
-	store_flush(st);
+	cr_assert_eq(store_submit(g.st, &r.sr), STORE_OK);
+	store_flush(g.st);
 	/* LINK_STALL_S, then a stuck-check tick (CL_STUCK_CHECK_S) */
-	fake_run_until(loop, &r.answered, 3.0);
+	fake_run_until(g.loop, &r.answered, 3.0);
 	cr_assert_eq(r.answered, 1, "the request is answered");
 	cr_assert_eq(r.err, STORE_EIO);
-	store_free(st);
-	fake_stop(&fr);
-	ev_loop_destroy(loop);
+	rig_close(&g);
 }
 
 /* ---- a reply nobody asked for ------------------------------------------- */
@@ -234,9 +266,9 @@ single_handler(struct fake_redis *fr, struct fake_cli *c, int argc,
 }
 
 static int
-dropped(const struct fake_redis *fr)
+dropped(struct rig *g)
 {
-	return fr->ncli == 0;
+	return g->fr.ncli == 0;
 }
 
 /* One more reply than there were commands (a buggy proxy, a hostile
@@ -246,47 +278,20 @@ dropped(const struct fake_redis *fr)
 static void
 extra_reply(int kind)
 {
-	struct ev_loop        *loop = ev_loop_new(EVFLAG_AUTO);
-	struct fake_redis      fr = { 0 };
-	struct one_state       os = { .extra = kind };
-	struct metrics_worker *m = metrics_worker_new();
-	struct store_cfg       cfg = { 0 };
-	struct store          *st;
-	const char            *err = NULL;
-	char                   url[64];
-	struct req             r;
-	int                    up = 0, gone = 0;
+	struct rig       g;
+	struct one_state os = { .extra = kind };
+	struct req       r;
 
-	signal(SIGPIPE, SIG_IGN);
-	fr.handler = single_handler;
-	fr.arg = &os;
-	fake_start(&fr, loop);
-	snprintf(url, sizeof(url), "redis://127.0.0.1:%d/0", fr.port);
-	cfg.url = url;
-	cfg.connect_timeout_us = 1000000;
-	st = store_new(loop, &cfg, m, &err);
-	cr_assert_not_null(st, "%s", err);
-	for (int i = 0; i < 300 && !up; i++) {
-		ev_run(loop, EVRUN_ONCE | EVRUN_NOWAIT);
-		usleep(1000);
-		up = store_up(st);
-	}
-	cr_assert(up);
+	rig_open(&g, single_handler, &os, "redis", "/0");
+	cr_assert(rig_until(&g, rig_up));
 	req_init(&r, 1, "rl:{a:1}", NULL);
-	cr_assert_eq(store_submit(st, &r.sr), STORE_OK);
-	store_flush(st);
-	fake_run_until(loop, &r.answered, 2.0);
+	cr_assert_eq(store_submit(g.st, &r.sr), STORE_OK);
+	store_flush(g.st);
+	fake_run_until(g.loop, &r.answered, 2.0);
 	cr_assert_eq(r.answered, 1);
 	cr_assert_eq(r.err, STORE_OK);
-	for (int i = 0; i < 300 && !gone; i++) {
-		ev_run(loop, EVRUN_ONCE | EVRUN_NOWAIT);
-		usleep(1000);
-		gone = dropped(&fr);
-	}
-	cr_assert(gone, "the link that got it was dropped");
-	store_free(st);
-	fake_stop(&fr);
-	ev_loop_destroy(loop);
+	cr_assert(rig_until(&g, dropped), "the link that got it was dropped");
+	rig_close(&g);
 }
 
 Test(store_fake, an_unsolicited_status_reply_drops_the_link)
@@ -404,31 +409,14 @@ sentinel_handler(struct fake_redis *fr, struct fake_cli *c, int argc,
 static void
 bad_message(const char *bad)
 {
-	struct ev_loop        *loop = ev_loop_new(EVFLAG_AUTO);
-	struct fake_redis      fr = { 0 };
-	struct sen_state       ss = { .bad = bad };
-	struct metrics_worker *m = metrics_worker_new();
-	struct store_cfg       cfg = { 0 };
-	struct store          *st;
-	const char            *err = NULL;
-	char                   url[96];
-	int                    never = 0;
+	struct rig       g;
+	struct sen_state ss = { .bad = bad };
+	int              never = 0;
 
-	signal(SIGPIPE, SIG_IGN);
-	fr.handler = sentinel_handler;
-	fr.arg = &ss;
-	fake_start(&fr, loop);
-	snprintf(url, sizeof(url), "redis+sentinel://127.0.0.1:%d/mymaster",
-	         fr.port);
-	cfg.url = url;
-	cfg.connect_timeout_us = 1000000;
-	st = store_new(loop, &cfg, m, &err);
-	cr_assert_not_null(st, "%s", err);
-	fake_run_until(loop, &never, 1.2);
+	rig_open(&g, sentinel_handler, &ss, "redis+sentinel", "/mymaster");
+	fake_run_until(g.loop, &never, 1.2);
 	cr_assert_geq(ss.subscribed, 2, "subscribed, dropped, subscribed");
-	store_free(st);
-	fake_stop(&fr);
-	ev_loop_destroy(loop);
+	rig_close(&g);
 }
 
 Test(store_fake, a_sentinel_message_of_one_element)
