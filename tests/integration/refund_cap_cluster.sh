@@ -15,31 +15,27 @@ rcc() { redis-cli -c -h 127.0.0.1 -p "$P1" "$@" 2>/dev/null; }
 
 cluster3_up "$P1" "$P2" "$P3"
 
+# a charge: response rule of rate 1/h, burst 5: name, key prefix, algorithm
+charged_rule() {
+	cat <<YAML
+  - name: $1
+    message: rl-req
+    key: "$2:{tenant}"
+    algorithm: $3
+    rate: 1/h
+    burst: 5
+    charge: response
+    cost: "{cost}"
+    result_message: rl-res
+    fail: closed
+YAML
+}
 {
 	policy_top "$AP" "redis+cluster://127.0.0.1:$P1,127.0.0.1:$P2" 200ms 2
+	printf 'processing_timeout: 1s\nrules:\n'
+	charged_rule rg g gcra
+	charged_rule rtb b token-bucket
 	cat <<YAML
-processing_timeout: 1s
-rules:
-  - name: rg
-    message: rl-req
-    key: "g:{tenant}"
-    algorithm: gcra
-    rate: 1/h
-    burst: 5
-    charge: response
-    cost: "{cost}"
-    result_message: rl-res
-    fail: closed
-  - name: rtb
-    message: rl-req
-    key: "b:{tenant}"
-    algorithm: token-bucket
-    rate: 1/h
-    burst: 5
-    charge: response
-    cost: "{cost}"
-    result_message: rl-res
-    fail: closed
   - name: one
     message: rl-res
     key: "u:{user}"
