@@ -35,17 +35,18 @@ usage(const char *what)
 	return 2;
 }
 
+/* The whole usage, to <out>; returns <rc>. */
 static int
-usage_full(void)
+usage_full(FILE *out, int rc)
 {
-	fprintf(stderr,
+	fprintf(out,
 	        "usage: " PROG " set -f POLICY RULE ARG=VALUE... "
 	        "(--rate N/P [--burst N] | --limit N [--window D] | --allow | "
 	        "--deny) [--ttl D]\n"
 	        "       " PROG " del -f POLICY RULE ARG=VALUE...\n"
 	        "       " PROG " list -f POLICY [RULE]\n"
 	        "       (-r URL: another Redis than the policy's redis.url)\n");
-	return 2;
+	return rc;
 }
 
 /* A positive integer option. */
@@ -312,8 +313,10 @@ ovcli_main(int argc, char **argv)
 	int            rc;
 
 	if (argc < 2)
-		return usage_full();
+		return usage_full(stderr, 2);
 	cmd = argv[1];
+	if (!strcmp(cmd, "--help") || !strcmp(cmd, "-h"))
+		return usage_full(stdout, 0);
 	if (strcmp(cmd, "set") && strcmp(cmd, "del") && strcmp(cmd, "list"))
 		return usage("say set, list or del");
 	if (parse_opts(argc - 1, argv + 1, &o) != 0)

@@ -140,6 +140,16 @@ done
 for o in '-V, --version' '-h, --help' '-c, --check' '-f, --policy' '-v, --verbose'; do
 	grep -qe "^ *$o" "$TMP/out"; ok $? "--help lists $o"
 done
+for sub in 'key show|reset' 'top' 'override set|del|list'; do
+	grep -qF "spoa-ratelimit $sub" "$TMP/out"; ok $? "--help names the $sub subcommand"
+done
+"$AGENT" override --help >"$TMP/out" 2>"$TMP/err"
+expect_eq "$?" 0 "override --help: exit 0"
+grep -q '^usage: spoa-ratelimit override set -f POLICY' "$TMP/out"
+ok $? "override --help: its usage on stdout"
+"$AGENT" override >/dev/null 2>"$TMP/err"
+expect_eq "$?" 2 "override alone: a usage error"
+grep -q '^usage: spoa-ratelimit override' "$TMP/err"; ok $? "override alone: its usage on stderr"
 "$AGENT" --help >/dev/full 2>"$TMP/err"
 expect_eq "$?" 1 "--help to a full stdout: exit 1"
 grep -q 'write error' "$TMP/err"; ok $? "--help to a full stdout: says so on stderr"
