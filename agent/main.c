@@ -401,7 +401,8 @@ restart_only(const char *field, int differs)
 /* Logs each field of <p> a reload cannot apply and that differs from what
  * runs (a command-line -l, -w or -r makes the file's value moot). The
  * local tier's tables are sized at startup and hold state (fail: local
- * counts, leases): resizing them would forget it. */
+ * counts, leases): resizing them would forget it. The workers' stores
+ * take redis.* when they start. */
 static void
 warn_restart_only(const struct policy *p)
 {
@@ -416,6 +417,8 @@ warn_restart_only(const struct policy *p)
 	             str_differs(b->redis_username, p->redis_username));
 	restart_only("redis.password",
 	             str_differs(b->redis_password, p->redis_password));
+	restart_only("redis.batch_wait",
+	             b->redis_batch_wait_us != p->redis_batch_wait_us);
 	restart_only("local.max_keys", b->local_max_keys != p->local_max_keys);
 	restart_only("admin.listen", strcmp(b->admin_listen, p->admin_listen));
 }
