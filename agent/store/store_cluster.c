@@ -157,7 +157,7 @@ struct cluster {
 	ev_tstamp last_refresh;
 	/* requests */
 	struct reqq      q;
-	ev_timer         stimer; /* stuck nodes, while calls are out */
+	ev_timer         stimer; /* stuck nodes, while calls or HGETs are out */
 	struct call    **open;   /* per slot, during a flush */
 	unsigned        *touched;
 	struct batch_enc enc;
@@ -782,6 +782,14 @@ time_cb(redisAsyncContext *ac, void *r, void *privdata)
 	reply_time_us(reply, &b->at); /* else <at> stays unknown */
 }
 
+/* Something went out on a node: watch the nodes for one that stops. */
+static void
+watch_stuck(struct cluster *cl)
+{
+	if (!ev_is_active(&cl->stimer))
+		ev_timer_again(cl->loop, &cl->stimer);
+}
+
 /* Queues <b> on its node: [TIME] [ASKING] then the call (link_call:
  * FCALL, EVALSHA, or EVAL before the sha is known or after NOSCRIPT).
  * Returns -1, with nothing queued, if the node cannot take it; the caller
@@ -806,8 +814,7 @@ call_send(struct call *b)
 	              b->retried, call_cb, b, &b->fcalled) == -1)
 		return -1;
 	b->sent_us = util_monotonic_us();
-	if (!ev_is_active(&cl->stimer))
-		ev_timer_again(cl->loop, &cl->stimer);
+	watch_stuck(cl);
 	return 0;
 }
 
@@ -1150,22 +1157,27 @@ cluster_hget(void *be, const char *hash, const char *field, size_t fieldlen,
 	if (!cl->have_map || cl->closing || !node_takes(n, 1) ||
 	    breaker_is_open(&n->link.br, ev_now(cl->loop)))
 		return -1;
-	return link_hget(&n->link, hash, field, fieldlen, cb, arg, hget_moved,
-	                 cl);
+	if (link_hget(&n->link, hash, field, fieldlen, cb, arg, hget_moved,
+	              cl) == -1)
+		return -1;
+	watch_stuck(cl);
+	return 0;
 }
 
-/* Drops every node that has calls in flight and has not answered for
- * LINK_STALL_S: its calls fail now (a NULL reply each, which opens its
- * breaker), and it reconnects after its backoff. Being late but answering
- * (overload) is not stuck. From timers only. */
+/* Drops every node that has calls or HGETs out and has not answered for
+ * LINK_STALL_S: they fail now (a NULL reply each; a call's opens the
+ * node's breaker), and it reconnects after its backoff. Being late but
+ * answering (overload) is not stuck. From timers only. */
 static void
 drop_stuck(struct cluster *cl)
 {
 	for (int i = 0; i < cl->nnodes; i++) {
-		struct node *n = cl->nodes[i];
+		struct link *l = &cl->nodes[i]->link;
 
-		if (n->link.inflight > 0 && link_stalled(&n->link, 0))
-			link_drop(&n->link);
+		/* a link still in its set-up has its connect timer */
+		if ((l->inflight > 0 || l->state == LINK_UP) &&
+		    link_stalled(l, 0))
+			link_drop(l);
 	}
 }
 
@@ -1176,9 +1188,9 @@ stimer_cb(struct ev_loop *loop, ev_timer *w, int revents)
 
 	drop_stuck(cl);
 	for (int i = 0; i < cl->nnodes; i++) /* after: drops send refunds */
-		if (cl->nodes[i]->link.inflight > 0)
+		if (link_waiting(&cl->nodes[i]->link))
 			return;
-	ev_timer_stop(loop, w); /* call_send restarts it */
+	ev_timer_stop(loop, w); /* call_send and cluster_hget restart it */
 }
 
 /* A request's deadline passed: counted; a stuck node is dropped now

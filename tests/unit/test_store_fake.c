@@ -169,6 +169,19 @@ answer_setup(struct fake_cli *c, int argc, const char **a, const size_t *l)
 	return 0;
 }
 
+/* CLUSTER SLOTS: every slot on the fake itself. */
+static void
+send_one_node_map(struct fake_redis *fr, struct fake_cli *c)
+{
+	char out[256];
+
+	snprintf(out, sizeof(out),
+	         "*1\r\n*3\r\n:0\r\n:16383\r\n*2\r\n$9\r\n127.0.0.1\r\n"
+	         ":%d\r\n",
+	         fr->port);
+	fake_sends(c, out);
+}
+
 static int
 is_script(const char *a, size_t l)
 {
@@ -191,17 +204,12 @@ cluster_handler(struct fake_redis *fr, struct fake_cli *c, int argc,
                 const char **a, const size_t *l)
 {
 	struct cl_state *st = fr->arg;
-	char             out[256];
 
 	if (answer_setup(c, argc, a, l))
 		return;
 	if (resp_is(a[0], l[0], "CLUSTER")) {
 		st->conns++;
-		snprintf(out, sizeof(out),
-		         "*1\r\n*3\r\n:0\r\n:16383\r\n*2\r\n$9\r\n127.0.0.1"
-		         "\r\n:%d\r\n",
-		         fr->port);
-		fake_sends(c, out);
+		send_one_node_map(fr, c);
 		return;
 	}
 	if (is_script(a[0], l[0])) {
@@ -236,6 +244,57 @@ Test(store_fake, cluster_refund_while_its_node_is_dropped)
 	fake_run_until(g.loop, &r.answered, 3.0);
 	cr_assert_eq(r.answered, 1, "the request is answered");
 	cr_assert_eq(r.err, STORE_EIO);
+	rig_close(&g);
+}
+
+/* ---- a Cluster node holding only a plan lookup ------------------------- */
+
+/* One node holding every slot, which answers the set-up and never an
+ * HGET: stopped (SIGSTOP, a black hole) while only a plan lookup was out
+ * on it. */
+static void
+hget_silent_handler(struct fake_redis *fr, struct fake_cli *c, int argc,
+                    const char **a, const size_t *l)
+{
+	if (answer_setup(c, argc, a, l) || resp_is(a[0], l[0], "HGET"))
+		return;
+	if (resp_is(a[0], l[0], "CLUSTER")) {
+		send_one_node_map(fr, c);
+		return;
+	}
+	fake_sends(c, "-ERR fake\r\n");
+}
+
+struct looked {
+	int answered, err;
+};
+
+static void
+looked_cb(void *arg, const char *v, size_t n, int err)
+{
+	struct looked *lk = arg;
+
+	lk->answered++;
+	lk->err = err;
+}
+
+/* The node was dropped as stuck only when it had script calls out: an
+ * HGET alone on it waited for as long as TCP held, and the tenant's plan
+ * with it. It must fail after LINK_STALL_S, like a call. */
+Test(store_fake, a_cluster_node_holding_only_an_hget_is_dropped_as_stuck)
+{
+	struct rig    g;
+	struct looked lk = { 0 };
+
+	rig_open(&g, hget_silent_handler, NULL, "redis+cluster", "");
+	cr_assert(rig_until(&g, rig_up), "the map came");
+	cr_assert_eq(store_hget(g.st, "rl:plans", "acme", 4, looked_cb, &lk),
+	             0);
+	store_flush(g.st);
+	/* LINK_STALL_S, then a stuck-check tick (CL_STUCK_CHECK_S) */
+	fake_run_until(g.loop, &lk.answered, 3.0);
+	cr_assert_eq(lk.answered, 1, "the lookup is answered");
+	cr_assert_eq(lk.err, -1, "as failed");
 	rig_close(&g);
 }
 
