@@ -437,6 +437,11 @@ render_spop(struct out *o)
 	           "request holds; those beyond were decided by their rules' "
 	           "fail modes.",
 	           SUM(notify_overflows));
+	out_scalar(o, "spoa_rl_inflight_full_total", "counter",
+	           "Times an SPOP connection stopped reading because its "
+	           "worker had max_inflight requests in flight; it reads again "
+	           "as they end.",
+	           SUM(inflight_full));
 	out_scalar(o, "spoa_rl_lease_self_releases_total", "counter",
 	           "Concurrency leases the agent released itself: taken for a "
 	           "request it refused, or whose ACK HAProxy did not use, so "
@@ -473,7 +478,8 @@ render_gauges(struct out *o)
 	           keys < 0 ? 0 : (uint64_t)keys);
 	out_scalar(
 		o, "spoa_rl_requests_in_flight", "gauge",
-		"NOTIFYs being decided now (at most 64 per SPOP connection).",
+		"NOTIFYs being decided now (at most 64 per SPOP connection, "
+		"and max_inflight per worker).",
 		reqs < 0 ? 0 : (uint64_t)reqs);
 	out_scalar(o, "spoa_rl_near_cache_hits_total", "counter",
 	           "Requests denied from the near-cache without asking Redis.",

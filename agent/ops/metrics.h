@@ -89,6 +89,7 @@ struct metrics_worker {
 	_Atomic uint64_t spop_errors[METRICS_SPOP_STATUS_COUNT];
 	_Atomic uint64_t near_cache_hits;
 	_Atomic uint64_t notify_overflows;
+	_Atomic uint64_t inflight_full; /* a connection waited for room */
 	_Atomic uint64_t self_releases;
 	_Atomic uint64_t releases_lost;
 	_Atomic uint64_t conns_opened;
@@ -313,6 +314,14 @@ static inline void
 metrics_notify_overflow(struct metrics_worker *w)
 {
 	metrics__add(&w->notify_overflows, 1);
+}
+
+/* A connection stopped reading: its worker had max_inflight requests in
+ * flight (spoa_rl_inflight_full_total). */
+static inline void
+metrics_inflight_full(struct metrics_worker *w)
+{
+	metrics__add(&w->inflight_full, 1);
 }
 
 /* <n> concurrency leases the agent released itself, HAProxy being

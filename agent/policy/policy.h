@@ -200,6 +200,7 @@ struct policy {
 	int64_t redis_batch_wait_us; /* read at start only */
 	int     pool_size;
 	int     max_conns;
+	int     max_inflight; /* per worker (struct conn_budget) */
 	int64_t idle_timeout_us;
 	int64_t processing_timeout_us; /* HAProxy's, to validate against */
 	size_t  local_max_keys;
@@ -276,6 +277,9 @@ struct check {
 	             * timeout processing */
 #define POLICY_DEF_POOL_SIZE 1
 #define POLICY_DEF_MAX_CONNS 10000
+/* 4096 requests of about 14 KB: 56 MB per worker at most, and room for
+ * 40,000 decisions/s per worker each waiting 100 ms */
+#define POLICY_DEF_MAX_INFLIGHT 4096
 #define POLICY_DEF_IDLE_TIMEOUT                                                \
 	(120 * LIM_USEC_PER_SEC) /* past HAProxy's                             \
 	                          * timeout idle (30s)                         \

@@ -111,6 +111,7 @@ enum top_kw {
 	TK_REDIS,
 	TK_POOL,
 	TK_MAXCONNS,
+	TK_MAXINFLIGHT,
 	TK_IDLE,
 	TK_HEADERS,
 	TK_SHADOW,
@@ -142,6 +143,10 @@ static const struct kw top_kw[TK_COUNT] = {
 	[TK_MAXCONNS] = { "max_conns", KW_INT, FIELD(struct policy, max_conns),
 	                  1, 10000000, NULL, NULL, 0,
 	                  "HAProxy connections accepted (10000)" },
+	[TK_MAXINFLIGHT] = { "max_inflight", KW_INT,
+	                     FIELD(struct policy, max_inflight), 1, 1000000,
+	                     NULL, NULL, 0,
+	                     "requests in flight per worker; past it reads wait (4096)" },
 	[TK_PROCESSING] = { "processing_timeout", KW_DURATION,
 	                    FIELD(struct policy, processing_timeout_us),
 	                    SEC / 1000, 60 * SEC, NULL, NULL, 0,
@@ -464,6 +469,7 @@ set_defaults(struct policy *p)
 	p->redis_timeout_us = POLICY_DEF_REDIS_TIMEOUT;
 	p->pool_size = POLICY_DEF_POOL_SIZE;
 	p->max_conns = POLICY_DEF_MAX_CONNS;
+	p->max_inflight = POLICY_DEF_MAX_INFLIGHT;
 	p->idle_timeout_us = POLICY_DEF_IDLE_TIMEOUT;
 	p->processing_timeout_us = POLICY_DEF_PROCESSING;
 	p->local_max_keys = POLICY_DEF_LOCAL_KEYS;

@@ -794,8 +794,7 @@ req_start(struct req_env *e, struct conn *c, const struct spop_frame *f,
 		reqpool_put(e->pool, &r->pi);
 		return -1;
 	}
-	conn_ref(c);
-	c->inflight++;
+	conn_req_begin(c);
 	r->c = c;
 	r->sid = f->stream_id;
 	r->fid = f->frame_id;

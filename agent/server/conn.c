@@ -52,9 +52,105 @@
 #define CONN_CLOSE_S      2.0         /* to take our DISCONNECT, then cut */
 #define CONN_DRAIN_READ_S 1.0         /* a drain answers new NOTIFYs */
 #define CONN_LINGER_MAX   (64 * 1024) /* bytes dropped after DISCONNECT */
+#define CONN_FULL_LOG_US  (10LL * 1000 * 1000) /* inflight_full lines */
 
 static void conn_close(struct conn *c);
 static void conn_linger(struct conn *c);
+static void conn_resume(struct conn *c);
+
+/* ---- the owner's budget of requests ------------------------------------- */
+
+void
+conn_budget_init(struct conn_budget *b, int cap)
+{
+	assert(cap > 0);
+	memset(b, 0, sizeof(*b));
+	b->cap = cap;
+}
+
+/* Whether <c> may start the request of the NOTIFY it has decoded; if
+ * not, <c> stops reading and waits in its budget's list (once). */
+static int
+budget_room(struct conn *c)
+{
+	struct conn_budget *b = c->budget;
+	int64_t             now;
+
+	if (b->inflight < b->cap)
+		return 1;
+	ev_io_stop(c->loop, &c->rio);
+	if (c->starved)
+		return 0;
+	c->starved = 1;
+	c->next_starved = NULL;
+	c->prev_starved = b->starved_tail;
+	if (b->starved_tail != NULL)
+		b->starved_tail->next_starved = c;
+	else
+		b->starved = c;
+	b->starved_tail = c;
+	metrics_inflight_full(c->m);
+	b->waits++;
+	now = util_monotonic_us();
+	if (b->logged_us == 0 || now - b->logged_us >= CONN_FULL_LOG_US) {
+		log_warn("inflight_full", "max_inflight=%d peer=%s waits=%llu",
+		         b->cap, c->peer, (unsigned long long)b->waits);
+		b->logged_us = now;
+		b->waits = 0;
+	}
+	return 0;
+}
+
+/* Takes <c> off its budget's list. */
+static void
+budget_forget(struct conn *c)
+{
+	struct conn_budget *b = c->budget;
+
+	if (!c->starved)
+		return;
+	if (c->prev_starved != NULL)
+		c->prev_starved->next_starved = c->next_starved;
+	else
+		b->starved = c->next_starved;
+	if (c->next_starved != NULL)
+		c->next_starved->prev_starved = c->prev_starved;
+	else
+		b->starved_tail = c->prev_starved;
+	c->next_starved = c->prev_starved = NULL;
+	c->starved = 0;
+}
+
+/* While there is room, the connections that waited for it read again,
+ * oldest first. Every one is woken, not one per free slot: one that has
+ * nothing to send takes none, and the next must not wait for a request
+ * to end that may never come. One that finds no room again goes back to
+ * the end of the list, which ends the loop. */
+static void
+budget_wake(struct conn_budget *b)
+{
+	if (b->waking)
+		return; /* a request ended inside a woken connection's parse */
+	b->waking = 1;
+	while (b->starved != NULL && b->inflight < b->cap) {
+		struct conn *c = b->starved;
+
+		assert(!c->parsing); /* it went on the list as its parse ended */
+		budget_forget(c);
+		conn_ref(c);
+		conn_resume(c);
+		conn_unref(c);
+	}
+	b->waking = 0;
+}
+
+void
+conn_budget_set(struct conn_budget *b, int cap)
+{
+	assert(cap > 0);
+	b->cap = cap;
+	budget_wake(b);
+}
 
 /* ---- output ------------------------------------------------------------- */
 
@@ -308,9 +404,10 @@ conn_handle_frame(struct conn *c, const struct spop_frame *f)
 }
 
 /* Decodes and handles the whole frames in the read buffer, up to
- * CONN_MAX_INFLIGHT NOTIFYs in flight: the rest wait there until a request
- * ends (conn_req_done parses again), so the cap bounds the requests, not
- * just the reads (a 16 KB buffer holds hundreds of small NOTIFYs). */
+ * CONN_MAX_INFLIGHT NOTIFYs in flight, and while the owner's budget has
+ * room: the rest wait there until a request ends (conn_req_done parses
+ * again), so the cap bounds the requests, not just the reads (a 16 KB
+ * buffer holds hundreds of small NOTIFYs). */
 static void
 conn_parse(struct conn *c)
 {
@@ -329,6 +426,9 @@ conn_parse(struct conn *c)
 			protocol_error(c, status);
 			break;
 		}
+		if (f.type == SPOP_FRM_NOTIFY && c->state == CONN_ST_READY &&
+		    !budget_room(c))
+			break; /* it stays in the buffer */
 		off += (size_t)n;
 		if (conn_handle_frame(c, &f) == -1)
 			break;
@@ -463,7 +563,7 @@ idle_cb(struct ev_loop *loop, ev_timer *w, int revents)
 	}
 	/* Reads only note their time: the timer moves here, once per
 	 * timeout, not on every read (the libev manual's ev_timer advice). */
-	if (c->inflight > 0 || left > 0.) {
+	if (c->inflight > 0 || c->starved || left > 0.) {
 		ev_timer_set(w, left > 0. ? left : c->idle_s, 0.);
 		ev_timer_start(loop, w);
 		return;
@@ -480,8 +580,9 @@ conn_new(struct ev_loop *loop, int fd, const struct conn_cbs *cb, void *arg,
 {
 	struct conn *c = xcalloc(1, sizeof(*c));
 
-	assert(fd >= 0 && cb != NULL && o != NULL);
+	assert(fd >= 0 && cb != NULL && o != NULL && o->budget != NULL);
 	c->cb = cb;
+	c->budget = o->budget;
 	c->arg = arg;
 	c->loop = loop;
 	c->m = o->m;
@@ -510,6 +611,7 @@ conn_close(struct conn *c)
 		return;
 	assert(c->refs > 0 && c->fd >= 0); /* the socket's reference */
 	c->state = CONN_ST_CLOSED;
+	budget_forget(c);
 	ev_io_stop(c->loop, &c->rio);
 	ev_io_stop(c->loop, &c->wio);
 	ev_timer_stop(c->loop, &c->idle);
@@ -555,33 +657,50 @@ conn_unref(struct conn *c)
 	free(c);
 }
 
+/* <c> may take requests again: reads resume unless the peer shut its
+ * side or a drain stopped them, and frames that wait in the buffer (all
+ * read before either happened are answered too) are parsed. */
+static void
+conn_resume(struct conn *c)
+{
+	int reading;
+
+	if (c->state != CONN_ST_READY || c->inflight >= CONN_MAX_INFLIGHT ||
+	    c->parsing) /* the parse under way goes on */
+		return;
+	reading = !c->rd_eof &&
+	          (c->draining != CONN_DRAIN_STOPPED || c->drain_owed > 0);
+	if (reading && !ev_is_active(&c->rio)) {
+		ev_io_start(c->loop, &c->rio);
+		conn_parse(c);
+	} else if (!reading && c->rlen > 0) {
+		conn_parse(c);
+	}
+}
+
+void
+conn_req_begin(struct conn *c)
+{
+	conn_ref(c);
+	c->inflight++;
+	c->budget->inflight++;
+}
+
 void
 conn_req_done(struct conn *c)
 {
 	assert(c->inflight > 0 && c->refs > 0); /* the request's ref */
+	assert(c->budget->inflight > 0);
 	c->inflight--;
-	/* Below the cap again: frames may wait in the buffer (all read
-	 * before the peer shut its side or a drain stopped reading are
-	 * answered too), and reads resume unless one of those happened. */
-	if (c->state == CONN_ST_READY && c->inflight < CONN_MAX_INFLIGHT &&
-	    !c->parsing) { /* else the parse under way goes on */
-		int reading =
-			!c->rd_eof && (c->draining != CONN_DRAIN_STOPPED ||
-		                       c->drain_owed > 0);
-
-		if (reading && !ev_is_active(&c->rio)) {
-			ev_io_start(c->loop, &c->rio);
-			conn_parse(c);
-		} else if (!reading && c->rlen > 0) {
-			conn_parse(c);
-		}
-	}
+	c->budget->inflight--;
+	conn_resume(c);
 	if (c->rd_eof && c->inflight == 0 && c->state == CONN_ST_READY)
 		close_when_flushed(c);
 	if (c->state == CONN_ST_CLOSING && c->inflight == 0)
 		c->cb->on_output(c->arg, c);
 	if (c->draining)
 		drain_try(c);
+	budget_wake(c->budget);
 	conn_unref(c);
 }
 

@@ -41,11 +41,31 @@ struct conn_cbs {
 	void (*on_close)(void *arg, struct conn *c);
 };
 
+/* What one owner's connections share: the requests in flight across all
+ * of them, at most <cap>. A request holds about 14 KB, so without this
+ * bound max_conns connections of CONN_MAX_INFLIGHT each could hold
+ * gigabytes (a flood with a stalled Redis and a long processing_timeout).
+ * A connection that finds no room stops reading (TCP pushes back to its
+ * peer) and waits in <starved>, oldest first, until a request ends. One
+ * loop's: no locks. */
+struct conn_budget {
+	int          inflight, cap;
+	struct conn *starved, *starved_tail;
+	int          waking;    /* in conn_budget_wake: no nesting */
+	int64_t      logged_us; /* the last inflight_full line */
+	uint64_t     waits;     /* connections that waited since that line */
+};
+
+void conn_budget_init(struct conn_budget *b, int cap);
+/* A new cap (reload): connections waiting for room get it at once. */
+void conn_budget_set(struct conn_budget *b, int cap);
+
 /* The rest of what a new connection needs. */
 struct conn_opts {
 	const char            *peer;    /* for logs */
 	int64_t                idle_us; /* idle timeout */
 	struct metrics_worker *m;       /* frames, SPOP errors */
+	struct conn_budget    *budget;  /* the owner's, shared */
 };
 
 /* A drain answers the NOTIFYs that still come, and says goodbye at a
@@ -79,6 +99,8 @@ struct conn {
 	int                    draining; /* CONN_DRAIN_*: how a drain goes on */
 	size_t drain_owed;               /* CONN_DRAIN_STOPPED: left to read */
 	int    lingering;                /* DISCONNECT sent: reading to EOF */
+	int    starved;                  /* waiting for room in <budget> */
+	struct conn_budget *budget;
 	int    parsing;                  /* in conn_parse: a request that ends
 	                                  * inside it must not parse again */
 	int rd_eof;                      /* the peer shut its side: answering
@@ -95,6 +117,7 @@ struct conn {
 	size_t       wlen, woff, wcap;
 	struct conn *next, *prev; /* the owner's registry */
 	struct conn *next_dirty;  /* the owner's dirty list */
+	struct conn *next_starved, *prev_starved; /* budget->starved */
 	char         peer[64];
 };
 
@@ -118,6 +141,8 @@ conn_serving(const struct conn *c)
 	return c->state == CONN_ST_READY && !c->rd_eof;
 }
 
+/* A request of <c> has started (it holds a reference to <c>). */
+void conn_req_begin(struct conn *c);
 /* A request of <c> has finished (its ACK is queued or dropped). */
 void conn_req_done(struct conn *c);
 /* Writes pending output; called by the owner's flush (on_output). */

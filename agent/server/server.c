@@ -84,6 +84,7 @@ struct worker {
 	struct conn           *conns;  /* all connections of this worker */
 	int                    nconns;
 	struct conn           *dirty; /* connections with output to flush */
+	struct conn_budget     budget; /* requests in flight: max_inflight */
 	int                    draining;
 	int                    started;        /* thread created */
 	int64_t                refused_log_us; /* last conn_refused line */
@@ -464,7 +465,8 @@ accept_cb(struct ev_loop *loop, ev_io *io, int revents)
 	struct sockaddr_storage ss;
 	socklen_t               len;
 	char                    peer[64];
-	struct conn_opts        o = { peer, w->policy->idle_timeout_us, w->m };
+	struct conn_opts        o = { peer, w->policy->idle_timeout_us, w->m,
+		                      &w->budget };
 	int                     fd, one = 1;
 
 	for (int i = 0; i < 64; i++) { /* bounded: let other events run */
@@ -566,7 +568,8 @@ newest_policy(struct server *s)
 }
 
 /* Swaps in the newest policy; requests in flight keep their own ref.
- * A new idle_timeout applies to the open connections too. */
+ * A new idle_timeout applies to the open connections too, and a new
+ * max_inflight at once. */
 static void
 wake_cb(struct ev_loop *loop, ev_async *a, int revents)
 {
@@ -577,6 +580,8 @@ wake_cb(struct ev_loop *loop, ev_async *a, int revents)
 		if (p->idle_timeout_us != w->policy->idle_timeout_us)
 			for (struct conn *c = w->conns; c != NULL; c = c->next)
 				conn_set_idle(c, p->idle_timeout_us);
+		if (p->max_inflight != w->budget.cap)
+			conn_budget_set(&w->budget, p->max_inflight);
 		policy_pin_retire(w->env.pin);
 		w->env.pin = policy_pin_new(p);
 		w->policy = p;
@@ -619,6 +624,7 @@ worker_init(struct worker *w, struct server *s, int id, char **err)
 		return -1;
 	}
 	ev_set_userdata(w->loop, w);
+	conn_budget_init(&w->budget, w->policy->max_inflight);
 	w->m = metrics_worker_new();
 	w->env.local = s->local; /* the agent's, shared */
 	sc.url = s->redis_url ? s->redis_url : w->policy->redis_url;

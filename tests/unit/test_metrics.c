@@ -134,6 +134,7 @@ Test(metrics, counters_sum_across_workers)
 			metrics_frame(w[i], METRICS_FRM_ACK);
 			metrics_near_cache_hit(w[i]);
 			metrics_notify_overflow(w[i]);
+			metrics_inflight_full(w[i]);
 			metrics_self_release(w[i], 2);
 			metrics_release_lost(w[i]);
 			metrics_redis_error(w[i], METRICS_REDIS_TIMEOUT);
@@ -149,6 +150,7 @@ Test(metrics, counters_sum_across_workers)
 	assert_line(s, "spoa_rl_spop_frames_total{type=\"disconnect\"} 0");
 	assert_line(s, "spoa_rl_near_cache_hits_total 6");
 	assert_line(s, "spoa_rl_notify_too_many_checks_total 6");
+	assert_line(s, "spoa_rl_inflight_full_total 6");
 	assert_line(s, "spoa_rl_lease_self_releases_total 12");
 	assert_line(s, "spoa_rl_lease_releases_lost_total 6");
 	assert_line(s, "spoa_rl_redis_errors_total{kind=\"timeout\"} 6");
@@ -176,6 +178,7 @@ Test(metrics, help_and_type_lines)
 		{ "spoa_rl_spop_frames_total", "counter" },
 		{ "spoa_rl_spop_errors_total", "counter" },
 		{ "spoa_rl_notify_too_many_checks_total", "counter" },
+		{ "spoa_rl_inflight_full_total", "counter" },
 		{ "spoa_rl_lease_self_releases_total", "counter" },
 		{ "spoa_rl_lease_releases_lost_total", "counter" },
 		{ "spoa_rl_policy_reloads_total", "counter" },

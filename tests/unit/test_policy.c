@@ -198,6 +198,7 @@ Test(policy, parses_every_top_level_field)
 	cr_assert_str_eq(p->redis_username, "agent");
 	cr_assert_eq(p->pool_size, 3);
 	cr_assert_eq(p->max_conns, 500);
+	cr_assert_eq(p->max_inflight, 300);
 	cr_assert_eq(p->idle_timeout_us, 45 * LIM_USEC_PER_SEC);
 	cr_assert_eq(p->headers, HEADERS_BOTH);
 	cr_assert_eq(p->shadow_all, true);
@@ -260,7 +261,7 @@ Test(policy, parses_token_rule_fields)
 	cr_assert_eq(r->cost, 1);
 	cr_assert_null(r->cost_arg);
 	cr_assert_eq(r->index, 0);
-	cr_assert_eq(r->line, 23);
+	cr_assert_eq(r->line, 24);
 	cr_assert_eq(r->col, 5);
 
 	cr_assert_eq(p->processing_timeout_us, 3000000);
@@ -349,6 +350,7 @@ Test(policy, applies_defaults)
 	cr_assert_null(p->redis_password);
 	cr_assert_eq(p->pool_size, 1);
 	cr_assert_eq(p->max_conns, 10000);
+	cr_assert_eq(p->max_inflight, 4096);
 	cr_assert_eq(p->idle_timeout_us, 120 * LIM_USEC_PER_SEC);
 	cr_assert_eq(p->headers, HEADERS_IETF);
 	cr_assert_eq(p->shadow_all, false);

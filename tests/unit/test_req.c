@@ -203,6 +203,7 @@ static struct {
 	struct req_env    env;
 	struct req_shared shared;
 	struct conn      *c;
+	struct conn_budget budget; /* the worker's */
 	int               dirty;
 	int               peer; /* HAProxy's end of the socket pair */
 	uint64_t          fid;
@@ -369,6 +370,7 @@ start(const char *yaml)
 	h.env.local = local_new(p->local_max_keys);
 	h.env.shared = &h.shared;
 	h.env.pin = policy_pin_new(p);
+	conn_budget_init(&h.budget, p->max_inflight);
 	policy_unref(p);
 	h.env.pool = req_pool_new(h.loop, h.env.m);
 	ev_prepare_init(&h.flush, flush_cb);
@@ -377,6 +379,7 @@ start(const char *yaml)
 	             0);
 	h.peer = sv[1];
 	o.m = h.env.m;
+	o.budget = &h.budget;
 	h.c = conn_new(h.loop, sv[0], &cbs, NULL, &o);
 	conn_ref(h.c); /* the harness's, as the server's registry: h.c
 	                * outlives a close by the peer until stop() */
@@ -741,6 +744,57 @@ Test(req, a_call_never_answered_gets_the_fail_mode_by_its_deadline)
 	cr_assert_lt(a.after_s, 2., "by its deadline: %.3f s", a.after_s);
 	cr_assert_eq(h.fake.timeouts, 1, "the store hears of the timeout");
 	cr_assert_geq(h.fake.cancels, 1, "and that the call is given up");
+}
+
+/* ---- the worker's budget of requests in flight -------------------------- */
+
+#define CAPPED(n)                                                              \
+	"max_inflight: " #n "\n"                                                \
+	"redis: { url: \"redis://127.0.0.1:1/0\", timeout: 2s }\n"            \
+	"rules:\n"                                                             \
+	"  - { name: a, message: rl-request, key: \"a:{user}\", "              \
+	"rate: 60/min, burst: 10 }\n"
+
+Test(req, past_max_inflight_a_notify_waits_unread_until_a_request_ends)
+{
+	uint64_t f1, f2, f3;
+
+	start(CAPPED(2));
+	h.fake.delay_s = 0.3;
+	f1 = notify("rl-request", "user", "u1", NULL);
+	f2 = notify("rl-request", "user", "u2", NULL);
+	f3 = notify("rl-request", "user", "u3", NULL);
+	run_for(0.1);
+	cr_assert_eq(h.fake.submits, 2, "two requests, the cap: %d",
+	             h.fake.submits);
+	cr_assert_eq(h.budget.inflight, 2);
+	cr_assert(h.c->starved, "the connection waits for room");
+	cr_assert(!ev_is_active(&h.c->rio), "reading nothing meanwhile");
+	cr_assert_eq(h.env.m->inflight_full, 1, "counted once");
+	cr_assert_eq(ack_within(f1, 3.).status, 0);
+	cr_assert_eq(ack_within(f2, 3.).status, 0);
+	cr_assert_eq(ack_within(f3, 3.).status, 0, "the third, after them");
+	cr_assert_eq(h.fake.submits, 3);
+	cr_assert(!h.c->starved);
+	cr_assert_eq(h.budget.inflight, 0);
+}
+
+Test(req, a_raised_max_inflight_lets_the_waiting_notify_start_at_once)
+{
+	uint64_t f2;
+
+	start(CAPPED(1));
+	h.fake.delay_s = 1.0;
+	notify("rl-request", "user", "u1", NULL);
+	f2 = notify("rl-request", "user", "u2", NULL);
+	run_for(0.1);
+	cr_assert_eq(h.fake.submits, 1);
+	conn_budget_set(&h.budget, 2); /* a reload's */
+	run_for(0.05);
+	cr_assert_eq(h.fake.submits, 2, "started before the first ended");
+	cr_assert(!h.c->starved);
+	cr_assert_eq(ack_within(f2 - 1, 3.).status, 0);
+	cr_assert_eq(ack_within(f2, 3.).status, 0);
 }
 
 /* ---- settles Redis may or may not have applied --------------------------- */
