@@ -12,6 +12,7 @@
  * Not here: deadlines (the waiter's owner has them) and the choice of what
  * an unknown plan means (policy_tenant_plan and req.c).
  */
+#include <assert.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -28,13 +29,14 @@ enum {
 };
 
 struct entry {
-	uint64_t hash;
-	char    *tenant; /* owned; NULL: entry free */
-	size_t   tlen;
-	int64_t  expires_us; /* answer fresh until then */
-	int64_t  cache_us;   /* of the HGET in flight */
-	int64_t  retry_us;   /* the last HGET failed: no
-	                      * other before then */
+	struct plancache *pc; /* the owner, for fetched_cb */
+	uint64_t          hash;
+	char             *tenant; /* owned; NULL: entry free */
+	size_t            tlen;
+	int64_t           expires_us; /* answer fresh until then */
+	int64_t           cache_us;   /* of the HGET in flight */
+	int64_t           retry_us;   /* the last HGET failed: no
+	                               * other before then */
 	struct plancache_waiter *waiters;
 	uint8_t                  state;
 	uint8_t                  plen;
@@ -54,7 +56,8 @@ struct plancache {
 	size_t           mask;
 	size_t           max, max_bytes;
 	size_t           n, bytes;
-	size_t           hand; /* CLOCK */
+	size_t           npending; /* entries with an HGET in flight */
+	size_t           hand;     /* CLOCK */
 };
 
 static int
@@ -114,6 +117,12 @@ size_t
 plancache_bytes(const struct plancache *pc)
 {
 	return pc->bytes;
+}
+
+size_t
+plancache_pending(const struct plancache *pc)
+{
+	return pc->npending;
 }
 
 /* ---- waiters ------------------------------------------------------------ */
@@ -225,16 +234,22 @@ evict(struct plancache *pc, struct entry *e)
 }
 
 /* Evicts one entry, CLOCK order: the hand clears the bit of a used entry
- * and takes the first unused one, skipping the busy (HGET in flight or
- * waiters). Returns 0, or -1 when every entry is busy. */
+ * and takes the first unused one, skipping the busy (HGET in flight; only
+ * those have waiters). Returns 0, or -1 when every entry is busy: at
+ * once, as a stalled Redis under many new tenants makes every entry
+ * pending, and a walk of the whole table per request (65536 entries,
+ * twice) would then cost the worker more than the requests do. */
 static int
 evict_one(struct plancache *pc)
 {
+	if (pc->npending >= pc->n)
+		return -1;
 	for (size_t steps = 0; steps < 2 * pc->hi + 1; steps++) {
 		struct entry *e = &pc->ents[pc->hand];
 
 		pc->hand = (pc->hand + 1) % pc->hi;
-		if (e->tenant == NULL || e->pending || e->waiters != NULL)
+		assert(e->waiters == NULL || e->pending);
+		if (e->tenant == NULL || e->pending)
 			continue;
 		if (e->used) {
 			e->used = 0;
@@ -264,6 +279,7 @@ add(struct plancache *pc, const char *tenant, size_t len, uint64_t h, size_t i)
 	if (evicted) /* the probe run moved */
 		i = slot_of(pc, tenant, len, h);
 	e = &pc->ents[pc->nfreed > 0 ? pc->freed[--pc->nfreed] : pc->hi++];
+	e->pc = pc;
 	e->hash = h;
 	e->tenant = xmalloc(len);
 	memcpy(e->tenant, tenant, len);
@@ -315,7 +331,9 @@ fetched_cb(void *arg, const char *val, size_t len, int err)
 	struct entry *e = arg;
 	int64_t       now = util_now_us();
 
+	assert(e->pending && e->pc->npending > 0);
 	e->pending = 0;
+	e->pc->npending--;
 	if (err == 0) {
 		e->state = val != NULL && len <= PLANCACHE_PLAN_MAX ? ST_PLAN
 		                                                    : ST_ABSENT;
@@ -337,9 +355,12 @@ fetch(struct plancache *pc, struct entry *e, const struct policy *p)
 {
 	e->cache_us = p->plan_lookup.cache_us;
 	e->pending = 1;
+	pc->npending++;
 	if (pc->fetch(pc->fetch_ctx, p->plan_lookup.redis_hash, e->tenant,
-	              e->tlen, fetched_cb, e) == -1)
+	              e->tlen, fetched_cb, e) == -1) {
 		e->pending = 0;
+		pc->npending--;
+	}
 }
 
 int

@@ -93,8 +93,10 @@ int plancache_resolve(void *ctx, const struct policy *p, const char *tenant,
 /* Unparks <w> if it waits; its callback will not run. */
 void plancache_cancel(struct plancache_waiter *w);
 
-/* Entries held now, and the bytes of their tenant names. */
+/* Entries held now, the bytes of their tenant names, and the entries
+ * with an HGET in flight. */
 size_t plancache_count(const struct plancache *pc);
 size_t plancache_bytes(const struct plancache *pc);
+size_t plancache_pending(const struct plancache *pc);
 
 #endif

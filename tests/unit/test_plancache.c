@@ -310,6 +310,44 @@ Test(plancache, entries_waited_on_are_not_evicted)
 	cr_assert_eq(resolve(&c, "c"), POLICY_PLAN_WAIT, "room again");
 }
 
+/* A stalled Redis and many new tenants: every entry pending. The count
+ * of pending entries is what lets a full table refuse at once instead
+ * of walking all of it per request; it must follow every way an HGET
+ * ends: answered, failed, refused by the store, answered at once. */
+Test(plancache, pending_lookups_are_counted_until_each_ends)
+{
+	struct plancache_waiter a, b, c;
+	int                     n;
+
+	use(3, 4096);
+	plancache_waiter_init(&a, pc, wake_cb);
+	plancache_waiter_init(&b, pc, wake_cb);
+	plancache_waiter_init(&c, pc, wake_cb);
+	resolve(&a, "a");
+	resolve(&b, "b");
+	resolve(&c, "c");
+	cr_assert_eq(plancache_pending(pc), 3);
+	cr_assert_eq(resolve(&w, "d"), POLICY_PLAN_UNKNOWN, "all pending");
+	cr_assert_eq(plancache_pending(pc), 3);
+	answer(0, "pro", 0);
+	cr_assert_eq(plancache_pending(pc), 2, "answered");
+	answer(1, NULL, -1);
+	cr_assert_eq(plancache_pending(pc), 1, "failed");
+	cr_assert_eq(resolve(&w, "d"), POLICY_PLAN_WAIT, "a or b evicted");
+	cr_assert_eq(plancache_pending(pc), 2);
+	plancache_cancel(&w);
+	down = 1;
+	now += 60 * LIM_USEC_PER_SEC; /* a's answer and b's retry time past */
+	resolve(&a, "a");
+	cr_assert_eq(plancache_pending(pc), 2, "the store refused: none more");
+	down = 0;
+	sync_answer = 1;
+	n = nfetch;
+	cr_assert_eq(resolve(&a, "a"), 1, "pro");
+	cr_assert_eq(nfetch, n + 1);
+	cr_assert_eq(plancache_pending(pc), 2, "answered inside the fetch");
+}
+
 Test(plancache, tenant_bytes_are_bounded)
 {
 	char t[401];
