@@ -61,7 +61,7 @@ static struct httpd   *httpd; /* NULL: no metrics server */
 static char            httpd_addr[POLICY_ADDR_MAX]; /* where it listens */
 static struct admin   *admin;                       /* NULL: no admin API */
 static struct httpd   *admin_httpd; /* its own listener, or NULL */
-static int admin_on_metrics; /* admin served by <httpd> (same address) */
+static int  admin_on_metrics;       /* admin served by <httpd> (same address) */
 static char admin_addr[POLICY_ADDR_MAX]; /* admin.listen, until restart */
 
 /* --help: GNU style, on stdout, exit 0. */

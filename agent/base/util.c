@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
- * xmalloc and friends, the clocks, the hashes and percent-decoding. OOM is fatal by design; nothing
- * here logs through log.c so that log.c may use it.
+ * xmalloc and friends, the clocks, the hashes and percent-decoding. OOM is
+ * fatal by design; nothing here logs through log.c so that log.c may use it.
  */
 #include <errno.h>
 #include <pthread.h>

@@ -476,11 +476,10 @@ render_gauges(struct out *o)
 	out_scalar(o, "spoa_rl_local_keys", "gauge",
 	           "Keys held in the local tier and near-cache.",
 	           keys < 0 ? 0 : (uint64_t)keys);
-	out_scalar(
-		o, "spoa_rl_requests_in_flight", "gauge",
-		"NOTIFYs being decided now (at most 64 per SPOP connection, "
-		"and max_inflight per worker).",
-		reqs < 0 ? 0 : (uint64_t)reqs);
+	out_scalar(o, "spoa_rl_requests_in_flight", "gauge",
+	           "NOTIFYs being decided now (at most 64 per SPOP connection, "
+	           "and max_inflight per worker).",
+	           reqs < 0 ? 0 : (uint64_t)reqs);
 	out_scalar(o, "spoa_rl_near_cache_hits_total", "counter",
 	           "Requests denied from the near-cache without asking Redis.",
 	           SUM(near_cache_hits));

@@ -105,9 +105,9 @@ struct metrics_worker {
 	_Atomic uint64_t settles_unmatched[METRICS_MAX_RULES + 1];
 	_Atomic uint64_t settles_unconfirmed[METRICS_MAX_RULES + 1];
 	_Atomic uint64_t settles_orphaned; /* no rule left to label it */
-	_Atomic int64_t  local_keys;   /* gauge */
-	_Atomic int64_t  requests;     /* gauge: requests out of the pool */
-	_Atomic int      circuit_open; /* gauge, 0 or 1 */
+	_Atomic int64_t  local_keys;       /* gauge */
+	_Atomic int64_t  requests;         /* gauge: requests out of the pool */
+	_Atomic int      circuit_open;     /* gauge, 0 or 1 */
 };
 
 /* Upper bounds of the latency buckets in µs (rendered in seconds):

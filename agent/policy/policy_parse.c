@@ -1905,11 +1905,11 @@ check_depth(struct ctx *c, FILE *f, const char *path)
 		case YAML_SEQUENCE_START_EVENT:
 		case YAML_MAPPING_START_EVENT:
 			if (++depth > POLICY_YAML_DEPTH_MAX) {
-				yamlkw_report(&c->y.err,
-				              (int)ev.start_mark.line + 1,
-				              (int)ev.start_mark.column + 1, path,
-				              "policy: nested deeper than %d levels",
-				              POLICY_YAML_DEPTH_MAX);
+				yamlkw_report(
+					&c->y.err, (int)ev.start_mark.line + 1,
+					(int)ev.start_mark.column + 1, path,
+					"policy: nested deeper than %d levels",
+					POLICY_YAML_DEPTH_MAX);
 				c->y.nerr++;
 				rc = -1;
 				done = 1;
@@ -1960,8 +1960,7 @@ load_file(struct ctx *c, const char *path)
 		 * mark, only the byte offset: count the lines up to it */
 		if (parser.error == YAML_READER_ERROR)
 			offset_position(f, parser.problem_offset, &line, &col);
-		yamlkw_report(&c->y.err, line, col, path,
-		              "yaml: %s%s%s",
+		yamlkw_report(&c->y.err, line, col, path, "yaml: %s%s%s",
 		              parser.context ? parser.context : "",
 		              parser.context ? ": " : "",
 		              parser.problem ? parser.problem : "syntax error");

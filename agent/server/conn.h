@@ -97,16 +97,16 @@ struct conn {
 	int                    inflight;
 	int                    dirty;    /* on the owner's dirty list */
 	int                    draining; /* CONN_DRAIN_*: how a drain goes on */
-	size_t drain_owed;               /* CONN_DRAIN_STOPPED: left to read */
-	int    lingering;                /* DISCONNECT sent: reading to EOF */
-	int    starved;                  /* waiting for room in <budget> */
+	size_t              drain_owed;  /* CONN_DRAIN_STOPPED: left to read */
+	int                 lingering;   /* DISCONNECT sent: reading to EOF */
+	int                 starved;     /* waiting for room in <budget> */
 	struct conn_budget *budget;
-	int    parsing;                  /* in conn_parse: a request that ends
-	                                  * inside it must not parse again */
-	int rd_eof;                      /* the peer shut its side: answering
-	                                  * what is in flight, then closing */
-	size_t       discarded;          /* bytes read and dropped meanwhile */
-	uint32_t     max_frame;          /* negotiated */
+	int                 parsing; /* in conn_parse: a request that ends
+	                              * inside it must not parse again */
+	int rd_eof;                  /* the peer shut its side: answering
+	                              * what is in flight, then closing */
+	size_t       discarded;      /* bytes read and dropped meanwhile */
+	uint32_t     max_frame;      /* negotiated */
 	ev_io        rio, wio;
 	ev_timer     idle;    /* idle timeout; CLOSING: close deadline */
 	ev_tstamp    idle_s;  /* the idle timeout */
@@ -115,8 +115,8 @@ struct conn {
 	size_t       rlen, rcap;
 	char        *wbuf;
 	size_t       wlen, woff, wcap;
-	struct conn *next, *prev; /* the owner's registry */
-	struct conn *next_dirty;  /* the owner's dirty list */
+	struct conn *next, *prev;                 /* the owner's registry */
+	struct conn *next_dirty;                  /* the owner's dirty list */
 	struct conn *next_starved, *prev_starved; /* budget->starved */
 	char         peer[64];
 };

@@ -83,7 +83,7 @@ struct worker {
 	struct policy         *policy; /* current: env.pin->p */
 	struct conn           *conns;  /* all connections of this worker */
 	int                    nconns;
-	struct conn           *dirty; /* connections with output to flush */
+	struct conn           *dirty;  /* connections with output to flush */
 	struct conn_budget     budget; /* requests in flight: max_inflight */
 	int                    draining;
 	int                    started;        /* thread created */

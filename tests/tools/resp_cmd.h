@@ -17,8 +17,7 @@
  * incomplete, -1 if it is not RESP. Its first <max> arguments go to
  * <a>,<l>, and *<argc> says how many of them there are. */
 static inline long
-resp_cmd(const char *p, size_t n, int max, int *argc, const char **a,
-         size_t *l)
+resp_cmd(const char *p, size_t n, int max, int *argc, const char **a, size_t *l)
 {
 	const char *end = p + n, *q = p, *e;
 	long        k;

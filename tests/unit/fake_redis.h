@@ -36,9 +36,9 @@ struct fake_cli {
 };
 
 struct fake_redis {
-	struct ev_loop *loop;
-	int             lfd, port;
-	ev_io           accept_w;
+	struct ev_loop  *loop;
+	int              lfd, port;
+	ev_io            accept_w;
 	struct fake_cli *cli[FAKE_CLIENTS];
 	int              ncli;
 	/* the test's: one whole command, argv not NUL-terminated */
@@ -95,8 +95,7 @@ fake_read_cb(struct ev_loop *loop, ev_io *w, int revents)
 	}
 	c->len += (size_t)r;
 	while ((used = resp_cmd(c->buf + off, c->len - off, FAKE_ARGS, &argc, a,
-	                       l)) >
-	       0) {
+	                        l)) > 0) {
 		c->fr->handler(c->fr, c, argc, a, l);
 		off += (size_t)used;
 	}

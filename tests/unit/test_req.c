@@ -197,18 +197,18 @@ static const struct store_ops fake_ops = {
 /* ---- the worker around the request path --------------------------------- */
 
 static struct {
-	struct ev_loop   *loop;
-	ev_prepare        flush;
-	struct fake       fake;
-	struct req_env    env;
-	struct req_shared shared;
-	struct conn      *c;
+	struct ev_loop    *loop;
+	ev_prepare         flush;
+	struct fake        fake;
+	struct req_env     env;
+	struct req_shared  shared;
+	struct conn       *c;
 	struct conn_budget budget; /* the worker's */
-	int               dirty;
-	int               peer; /* HAProxy's end of the socket pair */
-	uint64_t          fid;
-	char              in[1 << 16]; /* read from the agent, unparsed */
-	size_t            inlen;
+	int                dirty;
+	int                peer; /* HAProxy's end of the socket pair */
+	uint64_t           fid;
+	char               in[1 << 16]; /* read from the agent, unparsed */
+	size_t             inlen;
 } h;
 
 static int
@@ -521,7 +521,7 @@ stop(void)
 		conn_unref(c);
 	}
 	conn_abort(c);
-	conn_unref(c); /* the harness's reference (start()) */
+	conn_unref(c);           /* the harness's reference (start()) */
 	store_free(h.env.store); /* as worker_deinit does */
 	h.env.store = NULL;
 	reqpool_stop(h.env.pool);
@@ -749,8 +749,8 @@ Test(req, a_call_never_answered_gets_the_fail_mode_by_its_deadline)
 /* ---- the worker's budget of requests in flight -------------------------- */
 
 #define CAPPED(n)                                                              \
-	"max_inflight: " #n "\n"                                                \
-	"redis: { url: \"redis://127.0.0.1:1/0\", timeout: 2s }\n"            \
+	"max_inflight: " #n "\n"                                               \
+	"redis: { url: \"redis://127.0.0.1:1/0\", timeout: 2s }\n"             \
 	"rules:\n"                                                             \
 	"  - { name: a, message: rl-request, key: \"a:{user}\", "              \
 	"rate: 60/min, burst: 10 }\n"
@@ -800,10 +800,10 @@ Test(req, a_raised_max_inflight_lets_the_waiting_notify_start_at_once)
 /* ---- settles Redis may or may not have applied --------------------------- */
 
 #define RESERVING                                                              \
-	"redis: { url: \"redis://127.0.0.1:1/0\", timeout: 50ms }\n"        \
+	"redis: { url: \"redis://127.0.0.1:1/0\", timeout: 50ms }\n"           \
 	"rules:\n"                                                             \
-	"  - { name: t, message: rl-request, key: \"t:{user}\", "             \
-	"rate: 1000/d, burst: 1000, reserve: \"{max_tokens}\", "              \
+	"  - { name: t, message: rl-request, key: \"t:{user}\", "              \
+	"rate: 1000/d, burst: 1000, reserve: \"{max_tokens}\", "               \
 	"cost: \"{cost}\", fail: open }\n"
 
 static uint64_t

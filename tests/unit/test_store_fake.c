@@ -317,8 +317,8 @@ single_handler(struct fake_redis *fr, struct fake_cli *c, int argc,
 	if (is_script(a[0], l[0])) {
 		send_allowed(c, (int)strtol(a[2], NULL, 10));
 		if (st->scripts++ == 0 && st->extra)
-			fake_sends(c, st->extra == 1 ? "+OK\r\n"
-			                             : "*1\r\n:1\r\n");
+			fake_sends(c,
+			           st->extra == 1 ? "+OK\r\n" : "*1\r\n:1\r\n");
 		return;
 	}
 	fake_sends(c, "-ERR fake\r\n");

@@ -164,8 +164,8 @@ Test(util, pct_decode_decodes_escapes_of_either_case)
 
 Test(util, pct_decode_refuses_bad_cut_off_and_nul_escapes)
 {
-	static const char *bad[] = { "%", "a%", "a%4", "%g1", "%1g", "%%41",
-		                     "%00", "x%00y", "% 1" };
+	static const char *bad[] = { "%",    "a%",  "a%4",   "%g1", "%1g",
+		                     "%%41", "%00", "x%00y", "% 1" };
 	char               out[32];
 
 	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++)
@@ -188,7 +188,8 @@ Test(util, pct_decode_needs_room_for_the_text_and_its_nul)
 static void
 drain_pair(int sv[2])
 {
-	cr_assert_eq(socketpair(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK, 0, sv), 0);
+	cr_assert_eq(socketpair(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK, 0, sv),
+	             0);
 }
 
 Test(util, drain_counts_what_it_drops_and_waits_while_the_peer_is_open)
