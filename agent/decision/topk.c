@@ -149,8 +149,11 @@ topk_merge_finish(struct topk_merge *m)
 {
 	int k = 0;
 
-	if (m->n == 0)
+	m->bound = m->floor;
+	if (m->n == 0) {
+		m->floor = 0;
 		return;
+	}
 	qsort(m->v, (size_t)m->n, sizeof(*m->v), by_key);
 	for (int i = 1; i < m->n; i++) {
 		if (by_key(&m->v[k], &m->v[i]) == 0) {

@@ -74,6 +74,9 @@ struct topk_merge {
 	 * Their items are added less it, and topk_merge_finish() adds the
 	 * sum to every key, so a count stays an upper bound. */
 	int64_t floor;
+	/* After topk_merge_finish(): the most a key <m> does not hold may
+	 * have been counted (the floor it added to the others). */
+	int64_t bound;
 };
 
 /* Adds the slots of <t> still in the minute at <now_us> to <m>. */

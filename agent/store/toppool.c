@@ -15,6 +15,8 @@
 #include "util.h"
 
 #define STALE_MS 60000
+/* The most denials a view may claim: no sum of them overflows. */
+#define COUNT_MAX 1000000000000000LL
 
 const char *
 toppool_agent_id(void)
@@ -47,8 +49,10 @@ toppool_publish(redisContext *c, const char *rule, const struct topk_merge *m,
 	redisReply  *r;
 	int          n;
 
-	n = snprintf(line, sizeof(line), "%" PRId64 " %" PRId64 "\n", now_ms,
-	             m->total);
+	/* a key past the TOPK_K listed was counted at most the last's count */
+	n = snprintf(line, sizeof(line),
+	             "%" PRId64 " %" PRId64 " %" PRId64 "\n", now_ms, m->total,
+	             m->n > TOPK_K ? m->v[TOPK_K - 1].count : m->bound);
 	jsonw_raw(&v, line, (size_t)n);
 	for (int i = 0; i < m->n && i < TOPK_K; i++) {
 		n = snprintf(line, sizeof(line),
@@ -74,7 +78,8 @@ toppool_publish(redisContext *c, const char *rule, const struct topk_merge *m,
 	return 0;
 }
 
-/* Parses one agent's value into <m>. Returns its ts_ms, or -1. */
+/* Parses one agent's value into <m> (its bound in m->bound). Returns its
+ * ts_ms, or -1. */
 static int64_t
 parse_view(const char *s, size_t len, struct topk_merge *m)
 {
@@ -87,7 +92,11 @@ parse_view(const char *s, size_t len, struct topk_merge *m)
 	if (p == s || *p != ' ')
 		return -1;
 	total = strtoll(p + 1, &p, 10);
-	if (*p != '\n' || total < 0)
+	m->bound = 0;
+	if (*p == ' ') /* absent before the bound was written */
+		m->bound = strtoll(p + 1, &p, 10);
+	if (*p != '\n' || total < 0 || total > COUNT_MAX || m->bound < 0 ||
+	    m->bound > COUNT_MAX)
 		return -1;
 	m->total += total;
 	for (s = p + 1; s < end;) {
@@ -95,7 +104,8 @@ parse_view(const char *s, size_t len, struct topk_merge *m)
 		err = strtoll(p, &p, 10);
 		klen = strtoul(p, &p, 10);
 		if (*p != ':' || klen > (unsigned long)(end - p - 1) ||
-		    klen > POLICY_KEY_MAX || count < 0 || err < 0)
+		    klen > POLICY_KEY_MAX || count < 0 || err < 0 ||
+		    count > COUNT_MAX || err > COUNT_MAX)
 			return -1;
 		topk_merge_add(m, p + 1, klen, count, err);
 		s = p + 1 + klen + 1;
@@ -128,9 +138,12 @@ toppool_read(redisContext *c, const char *rule, int64_t now_ms,
 		memset(&one, 0, sizeof(one));
 		ts = parse_view(v->str, v->len, &one);
 		if (ts >= 0 && ts > now_ms - TOPPOOL_FRESH_MS) {
+			/* less its bound, which finish adds to every key */
+			m->floor += one.bound;
 			for (int k = 0; k < one.n; k++)
 				topk_merge_add(m, one.v[k].key, one.v[k].len,
-				               one.v[k].count, one.v[k].err);
+				               one.v[k].count - one.bound,
+				               one.v[k].err - one.bound);
 			m->total += one.total;
 			agents++;
 		} else if (ts < now_ms - STALE_MS) {

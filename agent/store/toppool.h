@@ -5,13 +5,16 @@
  * Each agent with an admin: block publishes, once a second, its merged
  * summary of each rule that denied something in the last minute (topk.h)
  * as one field of the hash rl:top:{RULE}: the field is the agent's id
- * (host/pid/random), the value "ts_ms total" then one "count err len:key"
- * line per key, TOPK_K lines at most. The hash expires TOPPOOL_TTL_MS
- * after its last write. A reader (`spoa-ratelimit top`, GET /admin/top)
- * takes the fields written in the last TOPPOOL_FRESH_MS, sums each key
- * over the agents and sorts; fields older than a minute (an agent gone)
- * are deleted as it reads. Counts are Space-Saving's: at most <err> too
- * high, summed.
+ * (host/pid/random), the value "ts_ms total bound" then one "count err
+ * len:key" line per key, TOPK_K lines at most; <bound> is the most a key
+ * the agent does not list may have been denied there (its view cut at
+ * TOPK_K keys, or its summaries full), absent in an older agent's value
+ * (read as 0). The hash expires TOPPOOL_TTL_MS after its last write. A
+ * reader (`spoa-ratelimit top`, GET /admin/top) takes the fields written
+ * in the last TOPPOOL_FRESH_MS, sums each key over the agents, counting
+ * an agent's <bound> for a key it does not list, and sorts; fields older
+ * than a minute (an agent gone) are deleted as it reads. Counts are
+ * Space-Saving's: never too low, at most <err> too high, summed.
  *
  * Blocking hiredis, off the request path (the main loop, the CLI).
  */

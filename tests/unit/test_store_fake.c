@@ -405,33 +405,144 @@ serve_main(void *arg)
 	return NULL;
 }
 
+/* Serves the fake with <handler> on a thread of its own (toppool talks
+ * blocking hiredis); returns a client of it. */
+static redisContext *
+serve_start(struct served *s,
+            void (*handler)(struct fake_redis *, struct fake_cli *, int,
+                            const char **, const size_t *))
+{
+	struct timeval tv = { 2, 0 };
+	redisContext  *c;
+
+	memset(s, 0, sizeof(*s));
+	s->loop = ev_loop_new(EVFLAG_AUTO);
+	s->fr.handler = handler;
+	fake_start(&s->fr, s->loop);
+	ev_async_init(&s->stop, stop_cb);
+	ev_async_start(s->loop, &s->stop);
+	pthread_create(&s->t, NULL, serve_main, s);
+	c = redisConnectWithTimeout("127.0.0.1", s->fr.port, tv);
+	cr_assert(c != NULL && c->err == 0);
+	redisSetTimeout(c, tv);
+	return c;
+}
+
+static void
+serve_stop(struct served *s, redisContext *c)
+{
+	redisFree(c);
+	ev_async_send(s->loop, &s->stop);
+	pthread_join(s->t, NULL);
+	fake_stop(&s->fr);
+	ev_loop_destroy(s->loop);
+}
+
 /* A hostile or broken Redis answering HGETALL with values that are not
  * strings: toppool_read() read a NULL str (strtoll(NULL)) and crashed the
  * process serving GET /admin/top or `spoa-ratelimit top`. */
 Test(store_fake, toppool_read_skips_values_that_are_not_strings)
 {
-	struct served     s = { 0 };
+	struct served     s;
 	struct topk_merge m = { 0 };
 	redisContext     *c;
-	struct timeval    tv = { 2, 0 };
 
-	s.loop = ev_loop_new(EVFLAG_AUTO);
-	s.fr.handler = hgetall_handler;
-	fake_start(&s.fr, s.loop);
-	ev_async_init(&s.stop, stop_cb);
-	ev_async_start(s.loop, &s.stop);
-	pthread_create(&s.t, NULL, serve_main, &s);
-	c = redisConnectWithTimeout("127.0.0.1", s.fr.port, tv);
-	cr_assert(c != NULL && c->err == 0);
-	redisSetTimeout(c, tv);
+	c = serve_start(&s, hgetall_handler);
 	cr_assert_eq(toppool_read(c, "r", 1700000000000, &m), 0,
 	             "no agent counted");
 	topk_merge_free(&m);
-	redisFree(c);
-	ev_async_send(s.loop, &s.stop);
-	pthread_join(s.t, NULL);
-	fake_stop(&s.fr);
-	ev_loop_destroy(s.loop);
+	serve_stop(&s, c);
+}
+
+#define TOP_NOW_MS 1700000000000LL
+
+/* Two agents' views of a rule: A lists x only, and may have denied any
+ * other key up to 5 times (bound 5: its view was cut, or its summaries
+ * full); B, an agent from before the bound was written, lists y and x. */
+static void
+two_views_handler(struct fake_redis *fr, struct fake_cli *c, int argc,
+                  const char **a, const size_t *l)
+{
+	static const char va[] = "1699999999900 100 5\n10 2 1:x\n";
+	static const char vb[] = "1699999999900 50\n8 0 1:y\n3 0 1:x\n";
+	char              out[256];
+
+	if (!resp_is(a[0], l[0], "HGETALL")) {
+		fake_sends(c, ":0\r\n");
+		return;
+	}
+	snprintf(out, sizeof(out),
+	         "*4\r\n$1\r\nA\r\n$%zu\r\n%s\r\n"
+	         "$1\r\nB\r\n$%zu\r\n%s\r\n",
+	         sizeof(va) - 1, va, sizeof(vb) - 1, vb);
+	fake_sends(c, out);
+}
+
+static const struct topk_item *
+item(const struct topk_merge *m, const char *key)
+{
+	for (int i = 0; i < m->n; i++)
+		if (strcmp(m->v[i].key, key) == 0)
+			return &m->v[i];
+	cr_assert_fail("no %s", key);
+	return NULL;
+}
+
+/* A key an agent does not list was counted 0 there, so y, denied up to
+ * 5 times on A besides its 8 on B, came out at 8: too low, against
+ * "never too low". It counts A's bound, as its error does. */
+Test(store_fake, toppool_read_counts_an_agents_bound_for_keys_it_does_not_list)
+{
+	struct served     s;
+	struct topk_merge m = { 0 };
+	redisContext     *c;
+
+	c = serve_start(&s, two_views_handler);
+	cr_assert_eq(toppool_read(c, "r", TOP_NOW_MS, &m), 2);
+	cr_assert_eq(m.total, 150);
+	cr_assert_eq(m.n, 2);
+	cr_assert_eq(item(&m, "x")->count, 13, "10 on A, 3 on B");
+	cr_assert_eq(item(&m, "x")->err, 2, "B's bound is 0");
+	cr_assert_eq(item(&m, "y")->count, 13, "8 on B, at most 5 on A");
+	cr_assert_eq(item(&m, "y")->err, 5);
+	topk_merge_free(&m);
+	serve_stop(&s, c);
+}
+
+static char published[8192]; /* the last HSET's value */
+
+static void
+hset_handler(struct fake_redis *fr, struct fake_cli *c, int argc,
+             const char **a, const size_t *l)
+{
+	if (resp_is(a[0], l[0], "HSET") && argc >= 4 &&
+	    l[3] < sizeof(published))
+		snprintf(published, sizeof(published), "%.*s", (int)l[3], a[3]);
+	fake_sends(c, ":1\r\n");
+}
+
+/* A view of more keys than it lists: what it leaves out was counted at
+ * most the last listed count, and says so in its first line. */
+Test(store_fake, toppool_publish_states_the_bound_of_the_keys_it_cuts)
+{
+	struct served     s;
+	struct topk_merge m = { 0 };
+	redisContext     *c;
+	char              key[16], want[64];
+
+	for (int i = 0; i < TOPK_K + 8; i++) {
+		snprintf(key, sizeof(key), "k%d", i);
+		topk_merge_add(&m, key, strlen(key), 1000 - i, 0);
+	}
+	topk_merge_finish(&m);
+	c = serve_start(&s, hset_handler);
+	cr_assert_eq(toppool_publish(c, "r", &m, TOP_NOW_MS), 0);
+	snprintf(want, sizeof(want), "%lld %lld %d\n", TOP_NOW_MS,
+	         (long long)m.total, 1000 - (TOPK_K - 1));
+	cr_assert_eq(strncmp(published, want, strlen(want)), 0, "%s",
+	             published);
+	topk_merge_free(&m);
+	serve_stop(&s, c);
 }
 
 /* ---- a sentinel's bad pub/sub message ----------------------------------- */
