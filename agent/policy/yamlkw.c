@@ -184,7 +184,24 @@ yamlkw_node(struct yamlkw *c, int id)
 	return yaml_document_get_node(c->doc, id);
 }
 
-/* The text of a scalar node, or NULL (with an error) if <n> is not one. */
+/* YAML's null, written plain: ~, null, Null or NULL. Taken as its text it
+ * would make `key: null` one key shared by every request. */
+static int
+is_null(const yaml_node_t *n)
+{
+	static const char *const nulls[] = { "~", "null", "Null", "NULL" };
+	const char              *s = (const char *)n->data.scalar.value;
+
+	if (n->data.scalar.style != YAML_PLAIN_SCALAR_STYLE)
+		return 0;
+	for (size_t i = 0; i < ARRAY_SIZE(nulls); i++)
+		if (strcmp(s, nulls[i]) == 0)
+			return 1;
+	return 0;
+}
+
+/* The text of a scalar node, or NULL (with an error) if <n> is not one,
+ * or is a null. */
 const char *
 yamlkw_scalar(struct yamlkw *c, yaml_node_t *n, const char *path,
               const char *what)
@@ -197,6 +214,13 @@ yamlkw_scalar(struct yamlkw *c, yaml_node_t *n, const char *path,
 	if (strlen((const char *)n->data.scalar.value) !=
 	    n->data.scalar.length) {
 		yamlkw_error(c, n, path, "NUL byte in value");
+		return NULL;
+	}
+	if (is_null(n)) {
+		yamlkw_error(
+			c, n, path,
+			"expected %s, got null (quote \"%s\" for the text)",
+			what, (const char *)n->data.scalar.value);
 		return NULL;
 	}
 	return (const char *)n->data.scalar.value;

@@ -1672,7 +1672,8 @@ Test(policy, reserve_refused_at_load_with_clear_errors)
 	free(err);
 }
 
-/* ---- hostile files -------------------------------------------------------- */
+/* ---- hostile files --------------------------------------------------------
+ */
 
 /* Writes <len> bytes of <text> to a fresh file; returns its path. */
 static const char *
@@ -1692,6 +1693,33 @@ write_tmp(const char *text, size_t len)
 	return tmp;
 }
 
+/* Loads <len> bytes of <text> from a file, which must fail. Returns the
+ * error (to free) with the file's name cut out, so that its lines start
+ * at ":LINE:COL:". */
+static char *
+load_text_fails(const char *text, size_t len)
+{
+	const char    *path = write_tmp(text, len);
+	char          *err = NULL, *warn = NULL, *out, *o;
+	const char    *e, *hit;
+	struct policy *p = policy_load_with_warnings(path, &err, &warn);
+	size_t         plen = strlen(path);
+
+	cr_assert_null(p, "loaded:\n%.200s", text);
+	cr_assert_not_null(err);
+	o = out = malloc(strlen(err) + 1);
+	cr_assert_not_null(out);
+	for (e = err; (hit = strstr(e, path)) != NULL; e = hit + plen) {
+		memcpy(o, e, (size_t)(hit - e));
+		o += hit - e;
+	}
+	strcpy(o, e);
+	unlink(path);
+	free(err);
+	free(warn);
+	return out;
+}
+
 /* libyaml's reader errors (bad UTF-8, control characters) carry a byte
  * offset, not a mark: the error must still name the line they are on,
  * not 1:1. */
@@ -1700,26 +1728,19 @@ Test(policy, bad_utf8_and_control_bytes_name_their_line)
 	static const char *const bad[] = { "\xc3\x28", "\x01", "\xff" };
 
 	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
-		char           text[512], want[128], *err = NULL, *warn = NULL;
-		const char    *path;
-		struct policy *p;
-		int            n;
+		char text[512], *err;
+		int  n;
 
-		n = snprintf(text, sizeof(text),
-		             "rules:\n"
-		             "  - { name: a, message: m, key: \"{ip}\", rate: 1/s }\n"
-		             "  - { name: b, message: m, key: \"x%s{ip}\", rate: 1/s }\n",
-		             bad[i]);
-		path = write_tmp(text, (size_t)n);
-		p = policy_load_with_warnings(path, &err, &warn);
-		cr_assert_null(p);
-		cr_assert_not_null(err);
-		snprintf(want, sizeof(want), "%s:3:", path);
-		cr_assert(strncmp(err, want, strlen(want)) == 0,
-		          "want \"%s...\", got: %s", want, err);
-		unlink(path);
+		n = snprintf(
+			text, sizeof(text),
+			"rules:\n"
+			"  - { name: a, message: m, key: \"{ip}\", rate: 1/s }\n"
+			"  - { name: b, message: m, key: \"x%s{ip}\", rate: 1/s }\n",
+			bad[i]);
+		err = load_text_fails(text, (size_t)n);
+		cr_assert(strncmp(err, ":3:", 3) == 0,
+		          "want \":3:...\", got: %s", err);
 		free(err);
-		free(warn);
 	}
 }
 
@@ -1747,8 +1768,8 @@ Test(policy, deep_nesting_is_refused_quickly)
 	p = policy_load_with_warnings(path, &err, &warn);
 	cr_assert_null(p);
 	cr_assert_not_null(err);
-	cr_assert(strstr(err, ":2:") && strstr(err, "nested deeper than"),
-	          "%s", err);
+	cr_assert(strstr(err, ":2:") && strstr(err, "nested deeper than"), "%s",
+	          err);
 	unlink(path);
 	free(err);
 	free(warn);
@@ -1830,4 +1851,44 @@ Test(policy, repeated_tenant_is_refused)
 	cr_assert_eq(count_lines(err), 1, "%s", err);
 	free(err);
 	unlink(tmp);
+}
+
+/* A plain YAML null (key: null, message: ~) was taken as its text: every
+ * request of `key: null` shared one key, a global limit where a per-client
+ * one was meant. It is an error at its place; quoted, it is the text. */
+Test(policy, a_plain_yaml_null_is_an_error_at_its_place)
+{
+	static const char *const nulls[] = { "null", "~", "Null", "NULL" };
+
+	for (size_t i = 0; i < sizeof(nulls) / sizeof(nulls[0]); i++) {
+		char text[256], *err;
+		int  n;
+
+		n = snprintf(
+			text, sizeof(text),
+			"rules:\n"
+			"  - { name: a, message: m, key: %s, rate: 1/s }\n",
+			nulls[i]);
+		err = load_text_fails(text, (size_t)n);
+		cr_assert(strstr(err, ":2:33: rules[0].key: expected a string, "
+		                      "got null") != NULL,
+		          "%s: got: %s", nulls[i], err);
+		free(err);
+	}
+}
+
+Test(policy, a_quoted_null_is_the_text)
+{
+	static const char text[] =
+		"rules:\n"
+		"  - { name: a, message: m, key: \"null\", rate: 1/s }\n";
+	const char    *path = write_tmp(text, sizeof(text) - 1);
+	char          *err = NULL, *warn = NULL;
+	struct policy *p = policy_load_with_warnings(path, &err, &warn);
+
+	cr_assert_not_null(p, "%s", err);
+	cr_assert_eq(p->nrules, 1);
+	policy_unref(p);
+	free(warn);
+	unlink(path);
 }
