@@ -57,6 +57,7 @@
 static void conn_close(struct conn *c);
 static void conn_linger(struct conn *c);
 static void conn_resume(struct conn *c);
+static void conn_settle(struct conn *c);
 
 /* ---- the owner's budget of requests ------------------------------------- */
 
@@ -140,6 +141,7 @@ budget_wake(struct conn_budget *b)
 		budget_forget(c);
 		conn_ref(c);
 		conn_resume(c);
+		conn_settle(c); /* its parse may have ended what it owed */
 		conn_unref(c);
 	}
 	b->waking = 0;
@@ -471,7 +473,8 @@ peer_shut(struct conn *c)
 static void
 drain_try(struct conn *c)
 {
-	if (c->state != CONN_ST_READY || c->inflight > 0 || c->parsing)
+	if (c->state != CONN_ST_READY || c->inflight > 0 || c->parsing ||
+	    c->starved) /* NOTIFYs wait in rbuf for room: owed */
 		return; /* parsing: its caller asks again after */
 	if (c->draining == CONN_DRAIN_READING &&
 	    (c->rlen > 0 || socket_unread(c) != 0))
@@ -694,15 +697,26 @@ conn_req_done(struct conn *c)
 	assert(c->budget->inflight > 0);
 	c->inflight--;
 	c->budget->inflight--;
-	conn_resume(c);
-	if (c->rd_eof && c->inflight == 0 && c->state == CONN_ST_READY)
+	if (!c->starved) /* else it waits its turn in budget_wake */
+		conn_resume(c);
+	conn_settle(c);
+	budget_wake(c->budget);
+	conn_unref(c);
+}
+
+/* After a request ended or a wake parsed: a half-closed peer's conn
+ * closes once it owes nothing, a closing one flushes, a drain says
+ * goodbye. */
+static void
+conn_settle(struct conn *c)
+{
+	if (c->rd_eof && c->inflight == 0 && !c->starved &&
+	    c->state == CONN_ST_READY)
 		close_when_flushed(c);
 	if (c->state == CONN_ST_CLOSING && c->inflight == 0)
 		c->cb->on_output(c->arg, c);
 	if (c->draining)
 		drain_try(c);
-	budget_wake(c->budget);
-	conn_unref(c);
 }
 
 void

@@ -204,6 +204,8 @@ static struct {
 	struct req_shared  shared;
 	struct conn       *c;
 	struct conn_budget budget; /* the worker's */
+	struct conn       *c2;     /* a second conn of the worker, or NULL */
+	int                peer2;
 	int                dirty;
 	int                peer; /* HAProxy's end of the socket pair */
 	uint64_t           fid;
@@ -246,6 +248,11 @@ flush_cb(struct ev_loop *loop, ev_prepare *p, int revents)
 		h.c->dirty = 0;
 		conn_flush(h.c);
 		conn_unref(h.c);
+	}
+	if (h.c2 != NULL && h.c2->dirty) {
+		h.c2->dirty = 0;
+		conn_flush(h.c2);
+		conn_unref(h.c2);
 	}
 }
 
@@ -516,6 +523,16 @@ stop(void)
 
 	if (c == NULL)
 		return;
+	if (h.c2 != NULL) {
+		if (h.c2->dirty) {
+			h.c2->dirty = 0;
+			conn_unref(h.c2);
+		}
+		conn_abort(h.c2);
+		conn_unref(h.c2);
+		close(h.peer2);
+		h.c2 = NULL;
+	}
 	if (c->dirty) {
 		c->dirty = 0;
 		conn_unref(c);
@@ -777,6 +794,164 @@ Test(req, past_max_inflight_a_notify_waits_unread_until_a_request_ends)
 	cr_assert_eq(h.fake.submits, 3);
 	cr_assert(!h.c->starved);
 	cr_assert_eq(h.budget.inflight, 0);
+}
+
+/* A second ready conn on the same budget (HAProxy's end in h.peer2);
+ * its output is left unread in the socket. */
+static void
+open_c2(void)
+{
+	struct conn_opts o = { .peer = "test2", .idle_us = 30000000 };
+	int              sv[2], save = h.peer;
+	struct conn     *save_c = h.c;
+
+	cr_assert_eq(socketpair(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK, 0, sv),
+	             0);
+	h.peer2 = sv[1];
+	o.m = h.env.m;
+	o.budget = &h.budget;
+	h.c2 = conn_new(h.loop, sv[0], &cbs, NULL, &o);
+	conn_ref(h.c2);
+	h.peer = h.peer2; /* hello() talks to h.peer and checks h.c */
+	h.c = h.c2;
+	hello();
+	h.peer = save;
+	h.c = save_c;
+}
+
+static uint64_t
+notify_c2(const char *user)
+{
+	int      save = h.peer;
+	uint64_t fid;
+
+	h.peer = h.peer2;
+	fid = notify("rl-request", "user", user, NULL);
+	h.peer = save;
+	return fid;
+}
+
+/* A waiting conn whose own request ends is resumed from the budget's
+ * list, in its turn, and leaves it. When the NOTIFY it then parses is
+ * decided at once (here: the store down, fail open), the nested end of
+ * that request must not find it, mid-parse, still listed: it resumed
+ * itself and stayed listed before, and assert(!c->parsing) aborted. */
+Test(req, a_starved_conn_resumed_by_its_own_request_leaves_the_list)
+{
+	uint64_t f1, f2, f3;
+
+	start(CAPPED(1));
+	h.fake.delay_s = 0.3;
+	f1 = notify("rl-request", "user", "u1", NULL);
+	f2 = notify("rl-request", "user", "u2", NULL);
+	f3 = notify("rl-request", "user", "u3", NULL);
+	run_for(0.1);
+	cr_assert(h.c->starved);
+	h.fake.mode = FAKE_DOWN; /* what f1's end lets in is decided at once */
+	cr_assert_eq(ack_within(f1, 3.).status, 0);
+	cr_assert_eq(ack_within(f2, 3.).status, 0);
+	cr_assert_eq(ack_within(f3, 3.).status, 0);
+	cr_assert(!h.c->starved);
+}
+
+/* The same through the near-cache, the store up: f1 is denied by Redis,
+ * so f2 (same key), parsed when f1 ends, is denied at once. */
+Test(req, a_starved_conn_resumed_into_a_near_cache_hit_does_not_abort)
+{
+	uint64_t f1, f2;
+
+	start(CAPPED(1));
+	h.fake.delay_s = 0.3;
+	fake_denies("u1", 10000000);
+	f1 = notify("rl-request", "user", "u1", NULL);
+	f2 = notify("rl-request", "user", "u1", NULL);
+	notify("rl-request", "user", "u2", NULL);
+	run_for(0.1);
+	cr_assert(h.c->starved);
+	cr_assert_eq(ack_within(f1, 3.).status, 429);
+	cr_assert_eq(ack_within(f2, 3.).status, 429, "from the near-cache");
+}
+
+/* The same without a crash: once a conn reads again, it is not listed
+ * as waiting for room. */
+Test(req, a_conn_reading_again_is_not_listed_as_waiting)
+{
+	uint64_t f1;
+
+	start(CAPPED(1));
+	h.fake.delay_s = 0.3;
+	f1 = notify("rl-request", "user", "u1", NULL);
+	notify("rl-request", "user", "u2", NULL);
+	run_for(0.1);
+	cr_assert(h.c->starved);
+	h.fake.delay_s = 30; /* u2 stays in flight (2 s deadline) */
+	cr_assert_eq(ack_within(f1, 3.).status, 0);
+	run_for(0.05);
+	cr_assert_eq(h.budget.inflight, 1, "f2 in flight");
+	cr_assert(ev_is_active(&h.c->rio), "reading again");
+	cr_assert(!h.c->starved, "so not waiting for room");
+}
+
+/* A drain answers every NOTIFY that arrived before it stopped reading
+ * (conn.c's header), those waiting unread for room included: a conn
+ * with none of its own in flight was sent the DISCONNECT at the drain's
+ * 1 s, its NOTIFYs never answered. */
+Test(req, a_drain_answers_a_notify_that_waited_for_room)
+{
+	uint64_t          f2;
+	struct spop_frame f;
+	int               n;
+
+	start(CAPPED(1));
+	open_c2();
+	h.fake.delay_s = 1.5; /* c2's request holds the budget 1.5 s */
+	notify_c2("u1");
+	run_for(0.1);
+	cr_assert_eq(h.budget.inflight, 1);
+	f2 = notify("rl-request", "user", "u2", NULL);
+	run_for(0.1);
+	cr_assert(h.c->starved, "u2 waits for room");
+	cr_assert_eq(h.c->inflight, 0);
+	conn_drain(h.c);
+	n = next_frame(&f, 4.);
+	cr_assert_gt(n, 0, "no frame");
+	cr_assert_eq(f.type, SPOP_FRM_ACK,
+	             "u2 (frame %llu) answered before the goodbye, got frame "
+	             "type %d (AGENT-DISCONNECT is %d)",
+	             (unsigned long long)f2, f.type, SPOP_FRM_AGENT_DISCONNECT);
+	cr_assert_eq(f.frame_id, f2);
+}
+
+/* Waiters get room oldest first (conn.h). c2 waits first, h.c after it;
+ * when h.c's own request ends, the slot is c2's. Before, h.c took it:
+ * a conn with a steady backlog held the budget, and the others waited
+ * for HAProxy's timeout processing. */
+Test(req, the_oldest_waiter_gets_the_room_a_request_leaves)
+{
+	uint64_t f1;
+
+	start(CAPPED(1));
+	open_c2();
+	h.fake.delay_s = 0.3;
+	f1 = notify("rl-request", "user", "u1", NULL);
+	run_for(0.05);
+	notify_c2("v1"); /* c2 waits first */
+	run_for(0.05);
+	cr_assert(h.c2->starved);
+	for (int i = 2; i <= 4; i++) { /* h.c has a backlog */
+		char u[8];
+
+		snprintf(u, sizeof(u), "u%d", i);
+		notify("rl-request", "user", u, NULL);
+	}
+	run_for(0.05);
+	cr_assert(h.c->starved, "h.c waits after c2");
+	cr_assert_eq(ack_within(f1, 3.).status, 0);
+	run_for(0.05);
+	cr_assert_eq(h.c2->inflight, 1,
+	             "c2, waiting longest, has the slot (h.c has %d, c2 "
+	             "starved %d)",
+	             h.c->inflight, h.c2->starved);
 }
 
 Test(req, a_raised_max_inflight_lets_the_waiting_notify_start_at_once)
