@@ -77,7 +77,9 @@ budget_room(struct conn *c)
 	struct conn_budget *b = c->budget;
 	int64_t             now;
 
-	if (b->inflight < b->cap)
+	/* room left while others wait is theirs, oldest first: only the
+	 * one budget_wake resumes may take it */
+	if (b->inflight < b->cap && (b->starved == NULL || b->turn == c))
 		return 1;
 	ev_io_stop(c->loop, &c->rio);
 	if (c->starved)
@@ -140,7 +142,9 @@ budget_wake(struct conn_budget *b)
 		                      */
 		budget_forget(c);
 		conn_ref(c);
+		b->turn = c;
 		conn_resume(c);
+		b->turn = NULL;
 		conn_settle(c); /* its parse may have ended what it owed */
 		conn_unref(c);
 	}

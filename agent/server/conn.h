@@ -52,6 +52,7 @@ struct conn_budget {
 	int          inflight, cap;
 	struct conn *starved, *starved_tail;
 	int          waking;    /* in conn_budget_wake: no nesting */
+	struct conn *turn;      /* the one budget_wake resumes */
 	int64_t      logged_us; /* the last inflight_full line */
 	uint64_t     waits;     /* connections that waited since that line */
 };

@@ -954,6 +954,63 @@ Test(req, the_oldest_waiter_gets_the_room_a_request_leaves)
 	             h.c->inflight, h.c2->starved);
 }
 
+/* Sends the NOTIFYs of users u<from>.. u<from + n - 1> in one write, so
+ * that one read takes them all. */
+static void
+write_notifies(int from, int n)
+{
+	char               buf[8192];
+	size_t             len = 0;
+	struct spop_writer w;
+
+	for (int i = from; i < from + n; i++) {
+		char u[16];
+		int  k;
+
+		snprintf(u, sizeof(u), "u%d", i);
+		spop_w_begin(&w, buf + len, sizeof(buf) - len, SPOP_FRM_NOTIFY,
+		             1, ++h.fid);
+		spop_w_message(&w, "rl-request", 1);
+		spop_w_name(&w, "user", 4);
+		spop_w_str(&w, u, strlen(u));
+		k = spop_w_end(&w);
+		cr_assert_gt(k, 0);
+		len += (size_t)k;
+	}
+	write_all(buf, len);
+}
+
+/* A conn stopped at its own CONN_MAX_INFLIGHT is not on the budget's
+ * list; when one of its requests ends, the NOTIFYs left in its buffer
+ * wait behind c2, which waited longest. Before, it parsed them before
+ * budget_wake ran and took every slot it freed. */
+Test(req, a_conn_at_its_own_cap_does_not_pass_an_older_waiter)
+{
+	uint64_t f1;
+
+	start(CAPPED(64));
+	open_c2();
+	h.fake.mode = FAKE_NEVER; /* each request ends at its 2 s deadline */
+	f1 = h.fid + 1;
+	for (int i = 0; i < CONN_MAX_INFLIGHT - 1; i++) { /* ends spread */
+		write_notifies(i, 1);
+		run_for(0.01);
+	}
+	write_notifies(100, 11); /* the 64th and 10 more, read at once */
+	run_for(0.05);
+	cr_assert_eq(h.c->inflight, CONN_MAX_INFLIGHT);
+	cr_assert_gt(h.c->rlen, 0, "NOTIFYs wait in h.c's buffer");
+	cr_assert(!h.c->starved, "stopped at its own cap, not listed");
+	notify_c2("v1");
+	run_for(0.05);
+	cr_assert(h.c2->starved, "c2 waits for room");
+	cr_assert_eq(ack_within(f1, 3.).status, 0); /* one slot is free */
+	cr_assert(!h.c2->starved,
+	          "c2, the oldest waiter, has the slot (h.c has %d in "
+	          "flight, c2 %d)",
+	          h.c->inflight, h.c2->inflight);
+}
+
 Test(req, a_raised_max_inflight_lets_the_waiting_notify_start_at_once)
 {
 	uint64_t f2;
