@@ -317,6 +317,7 @@ up(struct link *l)
 {
 	ev_timer_stop(l->loop, &l->timer);
 	l->state = LINK_UP;
+	l->busy_since = ev_now(l->loop); /* the set-up waits from here */
 	l->owner->up(l);
 }
 
@@ -602,6 +603,13 @@ link_waiting(const struct link *l)
 	       (l->inflight > 0 || l->ac->replies.head != NULL);
 }
 
+void
+link_busy(struct link *l)
+{
+	if (!link_waiting(l))
+		l->busy_since = ev_now(l->loop);
+}
+
 int
 link_stalled(const struct link *l, int timed_out)
 {
@@ -655,8 +663,7 @@ link_hget(struct link *l, const char *hash, const char *field, size_t fieldlen,
 		return -1;
 	h = xmalloc(sizeof(*h));
 	*h = (struct hget){ cb, arg, moved, moved_arg };
-	if (l->inflight == 0 && ac->replies.head == NULL)
-		l->busy_since = ev_now(l->loop);
+	link_busy(l);
 	if (redisAsyncCommand(ac, hget_cb, h, "HGET %s %b", hash, field,
 	                      fieldlen) != REDIS_OK) {
 		free(h);

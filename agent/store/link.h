@@ -221,6 +221,10 @@ int link_stalled(const struct link *l, int timed_out);
 /* 1 if calls or other commands (an HGET) wait for a reply. */
 int link_waiting(const struct link *l);
 
+/* Call before queuing any command on <l> with redisAsyncCommand: an idle
+ * link starts waiting now (what link_stalled counts from). */
+void link_busy(struct link *l);
+
 /* HGET on the link; see store_hget. <moved> (may be NULL) runs first when
  * the answer is a MOVED error. Returns -1 (no call to come) when the link
  * cannot take it. */

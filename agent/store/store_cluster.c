@@ -403,6 +403,8 @@ slots_cb(redisAsyncContext *ac, void *r, void *privdata)
 		return; /* context dropped */
 	n = l->arg;
 	cl = n->cl;
+	if (reply != NULL)
+		l->last_reply = ev_now(cl->loop); /* it answers */
 	if ((uintptr_t)privdata != cl->rseq || !cl->refreshing || cl->closing)
 		return; /* an abandoned try */
 	if (reply == NULL || reply->type == REDIS_REPLY_ERROR ||
@@ -452,6 +454,7 @@ refresh_try(struct cluster *cl)
 		return;
 	}
 	cl->rnext = node_index(cl, pick);
+	link_busy(&pick->link);
 	if (redisAsyncCommand(pick->link.ac, slots_cb, (void *)++cl->rseq,
 	                      "CLUSTER SLOTS") != REDIS_OK) {
 		cl->rnext++;

@@ -17,6 +17,9 @@
 #define STALE_MS 60000
 /* The most denials a view may claim: no sum of them overflows. */
 #define COUNT_MAX 1000000000000000LL
+/* Views summed at most: with one count per key per view, no sum of
+ * COUNT_MAX each reaches INT64_MAX. */
+#define VIEWS_MAX 4096
 
 const char *
 toppool_agent_id(void)
@@ -87,6 +90,7 @@ parse_view(const char *s, size_t len, struct topk_merge *m)
 	char         *p;
 	long long     ts, total, count, err;
 	unsigned long klen;
+	int           lines = 0;
 
 	ts = strtoll(s, &p, 10);
 	if (p == s || *p != ' ')
@@ -105,12 +109,24 @@ parse_view(const char *s, size_t len, struct topk_merge *m)
 		klen = strtoul(p, &p, 10);
 		if (*p != ':' || klen > (unsigned long)(end - p - 1) ||
 		    klen > POLICY_KEY_MAX || count < 0 || err < 0 ||
-		    count > COUNT_MAX || err > COUNT_MAX)
+		    count > COUNT_MAX || err > COUNT_MAX || ++lines > TOPK_K)
 			return -1;
 		topk_merge_add(m, p + 1, klen, count, err);
 		s = p + 1 + klen + 1;
 	}
 	return ts;
+}
+
+/* 1 if <m> (at most TOPK_K items) lists a key twice. */
+static int
+has_dup(const struct topk_merge *m)
+{
+	for (int i = 0; i < m->n; i++)
+		for (int j = i + 1; j < m->n; j++)
+			if (m->v[i].len == m->v[j].len &&
+			    memcmp(m->v[i].key, m->v[j].key, m->v[i].len) == 0)
+				return 1;
+	return 0;
 }
 
 int
@@ -137,7 +153,10 @@ toppool_read(redisContext *c, const char *rule, int64_t now_ms,
 			continue; /* not what publish writes: no str to read */
 		memset(&one, 0, sizeof(one));
 		ts = parse_view(v->str, v->len, &one);
-		if (ts >= 0 && ts > now_ms - TOPPOOL_FRESH_MS) {
+		if (ts >= 0 && has_dup(&one))
+			ts = -1; /* publish lists a key once */
+		if (ts >= 0 && ts > now_ms - TOPPOOL_FRESH_MS &&
+		    agents < VIEWS_MAX) {
 			/* less its bound, which finish adds to every key */
 			m->floor += one.bound;
 			for (int k = 0; k < one.n; k++)

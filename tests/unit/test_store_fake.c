@@ -604,3 +604,133 @@ Test(store_fake, a_sentinel_unsubscribe_without_its_count)
 	bad_message("*3\r\n$11\r\nunsubscribe\r\n$14\r\n+switch-master\r\n"
 	            "$1\r\nx\r\n");
 }
+
+/* ---- a healthy, idle Cluster node is not dropped as stuck -------------- */
+
+struct slow_slots {
+	int              maps;  /* CLUSTER SLOTS asked */
+	int              hgets; /* HGETs seen */
+	struct fake_cli *held;  /* a CLUSTER SLOTS whose reply is held */
+	ev_timer         t;
+};
+
+static void
+slow_slots_cb(struct ev_loop *loop, ev_timer *w, int revents)
+{
+	struct slow_slots *ss = w->data;
+
+	if (ss->held != NULL) {
+		struct fake_redis *fr = ss->held->fr;
+		struct fake_cli   *c = ss->held;
+
+		ss->held = NULL;
+		send_one_node_map(fr, c);
+		fake_sends(c, "$1\r\nx\r\n"); /* the HGET queued behind it */
+	}
+}
+
+/* The first CLUSTER SLOTS is answered at once, the periodic ones after
+ * 300 ms (a Redis slow for a moment: a fork, a long command of another
+ * client), well under LINK_STALL_S. */
+static void
+slow_slots_handler(struct fake_redis *fr, struct fake_cli *c, int argc,
+                   const char **a, const size_t *l)
+{
+	struct slow_slots *ss = fr->arg;
+
+	if (answer_setup(c, argc, a, l))
+		return;
+	if (resp_is(a[0], l[0], "CLUSTER")) {
+		if (ss->maps++ == 0) {
+			send_one_node_map(fr, c);
+			return;
+		}
+		ss->held = c;
+		ev_timer_init(&ss->t, slow_slots_cb, 0.3, 0.);
+		ss->t.data = ss;
+		ev_timer_start(fr->loop, &ss->t);
+		return;
+	}
+	if (resp_is(a[0], l[0], "HGET")) {
+		ss->hgets++;
+		if (ss->held == NULL)
+			fake_sends(c, "$1\r\nx\r\n");
+		return; /* else answered in order, after the map */
+	}
+	fake_sends(c, "-ERR fake\r\n");
+}
+
+/* The node is idle for CL_REFRESH_EVERY_S; its periodic CLUSTER SLOTS
+ * goes out and a plan lookup follows it. Both are answered 300 ms
+ * later. The node has not been silent for LINK_STALL_S while anything
+ * waited, so it must not be dropped, and the lookup must succeed. The
+ * stuck check counted its silence from its last call before the idle
+ * time, and dropped it. */
+Test(store_fake, an_idle_cluster_node_is_not_dropped_by_its_map_refresh)
+{
+	struct rig        g;
+	struct slow_slots ss = { 0 };
+	struct looked     lk = { 0 };
+	int               never = 0;
+
+	rig_open(&g, slow_slots_handler, &ss, "redis+cluster", "");
+	cr_assert(rig_until(&g, rig_up), "the map came");
+	/* up to the periodic refresh (5 s), then the lookup right behind it */
+	for (int i = 0; i < 7000 && ss.held == NULL; i++) {
+		ev_run(g.loop, EVRUN_ONCE | EVRUN_NOWAIT);
+		usleep(1000);
+	}
+	cr_assert_not_null(ss.held, "the periodic CLUSTER SLOTS came");
+	cr_assert_eq(store_hget(g.st, "rl:plans", "acme", 4, looked_cb, &lk),
+	             0);
+	store_flush(g.st);
+	fake_run_until(g.loop, &lk.answered, 1.0);
+	cr_assert_eq(lk.answered, 1, "the lookup is answered");
+	cr_assert_eq(lk.err, 0, "with the node's value, not as failed");
+	fake_run_until(g.loop, &never, 0.2);
+	cr_assert_eq(g.fr.ncli, 1, "the link was never dropped");
+	rig_close(&g);
+}
+
+/* ---- a hostile view whose counts stay under COUNT_MAX ------------------ */
+
+#define DUPS 10000
+
+static void
+dup_lines_handler(struct fake_redis *fr, struct fake_cli *c, int argc,
+                  const char **a, const size_t *l)
+{
+	static const char head[] = "1699999999900 1000000000000000 0\n";
+	static const char line[] = "1000000000000000 0 1:x\n";
+	size_t            vlen = sizeof(head) - 1 + DUPS * (sizeof(line) - 1);
+	char              hdr[64];
+
+	if (!resp_is(a[0], l[0], "HGETALL")) {
+		fake_sends(c, ":0\r\n");
+		return;
+	}
+	snprintf(hdr, sizeof(hdr), "*2\r\n$1\r\nA\r\n$%zu\r\n", vlen);
+	fake_sends(c, hdr);
+	fake_sends(c, head);
+	for (int i = 0; i < DUPS; i++)
+		fake_sends(c, line);
+	fake_sends(c, "\r\n");
+}
+
+/* Every count is at most 10^15, but one view listing a key 10000 times
+ * summed past INT64_MAX: a view lists a key once, TOPK_K keys at most,
+ * and at most VIEWS_MAX views are summed. */
+Test(store_fake, no_sum_of_a_views_counts_overflows)
+{
+	struct served     s;
+	struct topk_merge m = { 0 };
+	redisContext     *c;
+
+	c = serve_start(&s, dup_lines_handler);
+	cr_assert_geq(toppool_read(c, "r", TOP_NOW_MS, &m), 0);
+	for (int i = 0; i < m.n; i++) /* refused, or summed right */
+		cr_expect_geq(m.v[i].count, 0, "count %lld",
+		              (long long)m.v[i].count);
+	topk_merge_free(&m);
+	serve_stop(&s, c);
+}
