@@ -420,6 +420,7 @@ warn_restart_only(const struct policy *p)
 	restart_only("redis.batch_wait",
 	             b->redis_batch_wait_us != p->redis_batch_wait_us);
 	restart_only("local.max_keys", b->local_max_keys != p->local_max_keys);
+	restart_only("overrides", b->overrides != p->overrides);
 	restart_only("admin.listen", strcmp(b->admin_listen, p->admin_listen));
 }
 

@@ -5,18 +5,19 @@
 #   2. idle_timeout: shortened by a reload, a connection opened before it
 #      is closed at the new timeout (DISCONNECT status 2), not the old;
 #      a connection opened after it too;
-#   3. listen, workers, local.max_keys, redis.batch_wait: a reload that
-#      changes them logs
+#   3. listen, workers, local.max_keys, redis.batch_wait, overrides: a
+#      reload that changes them logs
 #      needs_restart field=... for each (the running values stay), and a
 #      reload that changes none of them logs none.
 . "$(dirname "$0")/../lib.sh"
 RP=$(port 1); AP=$(port 2)
 start_redis "$RP"
-# pol MAX_CONNS IDLE MAX_KEYS WORKERS LISTEN_PORT [BATCH_WAIT]
+# pol MAX_CONNS IDLE MAX_KEYS WORKERS LISTEN_PORT [BATCH_WAIT [OVERRIDES]]
 pol() {
 	cat >"$TMP/policy.yaml" <<YAML
 listen: 127.0.0.1:$5
 workers: $4
+overrides: ${7:-true}
 max_conns: $1
 idle_timeout: $2
 local: { max_keys: $3 }
@@ -72,9 +73,9 @@ sed -i 's/rate: 100\/s/rate: 50\/s/' "$TMP/policy.yaml"
 reload
 expect_eq "$(grep -c 'msg=needs_restart' "$TMP/agent.log")" "$before" \
 	"a reload that changes only what it applies logs no needs_restart"
-pol 3 1s 5000 2 "$(port 3)" 500us
-reload; ok $? "reload changing listen, workers, local.max_keys and batch_wait is accepted"
-for f in listen workers local.max_keys redis.batch_wait; do
+pol 3 1s 5000 2 "$(port 3)" 500us false
+reload; ok $? "reload changing listen, workers, local.max_keys, batch_wait and overrides is accepted"
+for f in listen workers local.max_keys redis.batch_wait overrides; do
 	grep -q "level=warn msg=needs_restart field=$f " "$TMP/agent.log"
 	ok $? "it logs needs_restart field=$f"
 done
