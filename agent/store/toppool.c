@@ -43,19 +43,48 @@ hash_name(char *buf, size_t size, const char *rule)
 	snprintf(buf, size, "rl:top:{%s}", rule);
 }
 
+/* The hash of the agents' bounds, beside the views' (same slot). */
+static void
+bounds_name(char *buf, size_t size, const char *rule)
+{
+	snprintf(buf, size, "rl:top:{%s}:b", rule);
+}
+
+/* Reads the <n> replies of what was appended to <c>; the last, EXEC's,
+ * must be an array. Returns it (to free), or NULL if any failed. */
+static redisReply *
+transaction_replies(redisContext *c, int n)
+{
+	redisReply *r = NULL;
+	int         bad = 0;
+
+	for (int i = 0; i < n; i++) {
+		freeReplyObject(r);
+		if (redisGetReply(c, (void **)&r) != REDIS_OK)
+			return NULL;
+		bad |= r->type == REDIS_REPLY_ERROR;
+	}
+	if (bad || r->type != REDIS_REPLY_ARRAY) {
+		freeReplyObject(r);
+		return NULL;
+	}
+	return r;
+}
+
 int
 toppool_publish(redisContext *c, const char *rule, const struct topk_merge *m,
                 int64_t now_ms)
 {
-	char         name[POLICY_NAME_MAX + 16], line[64];
+	char         name[POLICY_NAME_MAX + 16], bname[POLICY_NAME_MAX + 16];
+	char         line[64];
 	struct jsonw v = { 0 }; /* a bounded buffer, not JSON here */
 	redisReply  *r;
 	int          n;
+	/* a key past the TOPK_K listed was counted at most the last's */
+	int64_t bound = m->n > TOPK_K ? m->v[TOPK_K - 1].count : m->bound;
 
-	/* a key past the TOPK_K listed was counted at most the last's count */
-	n = snprintf(line, sizeof(line),
-	             "%" PRId64 " %" PRId64 " %" PRId64 "\n", now_ms, m->total,
-	             m->n > TOPK_K ? m->v[TOPK_K - 1].count : m->bound);
+	n = snprintf(line, sizeof(line), "%" PRId64 " %" PRId64 "\n", now_ms,
+	             m->total);
 	jsonw_raw(&v, line, (size_t)n);
 	for (int i = 0; i < m->n && i < TOPK_K; i++) {
 		n = snprintf(line, sizeof(line),
@@ -66,23 +95,48 @@ toppool_publish(redisContext *c, const char *rule, const struct topk_merge *m,
 		jsonw_raw(&v, "\n", 1);
 	}
 	hash_name(name, sizeof(name), rule);
+	bounds_name(bname, sizeof(bname), rule);
+	redisAppendCommand(c, "MULTI");
 	redisAppendCommand(c, "HSET %s %s %b", name, toppool_agent_id(), v.buf,
 	                   v.len);
 	redisAppendCommand(c, "PEXPIRE %s %d", name, TOPPOOL_TTL_MS);
+	redisAppendCommand(c, "HSET %s %s %lld", bname, toppool_agent_id(),
+	                   (long long)bound);
+	redisAppendCommand(c, "PEXPIRE %s %d", bname, TOPPOOL_TTL_MS);
+	redisAppendCommand(c, "EXEC");
 	free(v.buf);
-	for (int i = 0; i < 2; i++) {
-		if (redisGetReply(c, (void **)&r) != REDIS_OK)
-			return -1;
-		n = r->type == REDIS_REPLY_ERROR;
-		freeReplyObject(r);
-		if (n)
-			return -1;
+	r = transaction_replies(c, 6);
+	n = r != NULL && r->elements == 4;
+	for (size_t i = 0; n && i < r->elements; i++)
+		n = r->element[i]->type != REDIS_REPLY_ERROR;
+	freeReplyObject(r);
+	return n ? 0 : -1;
+}
+
+/* The bound <bounds> (HGETALL's array) holds for the agent <f>, or 0
+ * (an agent from before bounds were written). */
+static int64_t
+bound_of(const redisReply *bounds, const redisReply *f)
+{
+	for (size_t i = 0; i + 1 < bounds->elements; i += 2) {
+		const redisReply *k = bounds->element[i];
+		const redisReply *v = bounds->element[i + 1];
+		long long         b;
+		char             *end;
+
+		if (k->type != REDIS_REPLY_STRING || k->len != f->len ||
+		    memcmp(k->str, f->str, f->len) != 0 ||
+		    v->type != REDIS_REPLY_STRING)
+			continue;
+		b = strtoll(v->str, &end, 10);
+		return end != v->str && *end == '\0' && b > 0 && b <= COUNT_MAX
+		               ? b
+		               : 0;
 	}
 	return 0;
 }
 
-/* Parses one agent's value into <m> (its bound in m->bound). Returns its
- * ts_ms, or -1. */
+/* Parses one agent's value into <m>. Returns its ts_ms, or -1. */
 static int64_t
 parse_view(const char *s, size_t len, struct topk_merge *m)
 {
@@ -96,11 +150,7 @@ parse_view(const char *s, size_t len, struct topk_merge *m)
 	if (p == s || *p != ' ')
 		return -1;
 	total = strtoll(p + 1, &p, 10);
-	m->bound = 0;
-	if (*p == ' ') /* absent before the bound was written */
-		m->bound = strtoll(p + 1, &p, 10);
-	if (*p != '\n' || total < 0 || total > COUNT_MAX || m->bound < 0 ||
-	    m->bound > COUNT_MAX)
+	if (*p != '\n' || total < 0 || total > COUNT_MAX)
 		return -1;
 	m->total += total;
 	for (s = p + 1; s < end;) {
@@ -133,18 +183,27 @@ int
 toppool_read(redisContext *c, const char *rule, int64_t now_ms,
              struct topk_merge *m)
 {
-	char              name[POLICY_NAME_MAX + 16];
+	char name[POLICY_NAME_MAX + 16], bname[POLICY_NAME_MAX + 16];
 	struct topk_merge one;
-	redisReply       *r, *f, *v;
-	int64_t           ts;
+	redisReply       *x, *r, *b, *f, *v;
+	int64_t           ts, bound;
 	int               agents = 0;
 
 	hash_name(name, sizeof(name), rule);
-	r = redisCommand(c, "HGETALL %s", name);
-	if (r == NULL || r->type != REDIS_REPLY_ARRAY) {
-		freeReplyObject(r);
+	bounds_name(bname, sizeof(bname), rule);
+	redisAppendCommand(c, "MULTI");
+	redisAppendCommand(c, "HGETALL %s", name);
+	redisAppendCommand(c, "HGETALL %s", bname);
+	redisAppendCommand(c, "EXEC");
+	x = transaction_replies(c, 4);
+	if (x == NULL || x->elements != 2 ||
+	    x->element[0]->type != REDIS_REPLY_ARRAY ||
+	    x->element[1]->type != REDIS_REPLY_ARRAY) {
+		freeReplyObject(x);
 		return -1;
 	}
+	r = x->element[0];
+	b = x->element[1];
 	for (size_t i = 0; i + 1 < r->elements; i += 2) {
 		f = r->element[i];
 		v = r->element[i + 1];
@@ -158,20 +217,23 @@ toppool_read(redisContext *c, const char *rule, int64_t now_ms,
 		if (ts >= 0 && ts > now_ms - TOPPOOL_FRESH_MS &&
 		    agents < VIEWS_MAX) {
 			/* less its bound, which finish adds to every key */
-			m->floor += one.bound;
+			bound = bound_of(b, f);
+			m->floor += bound;
 			for (int k = 0; k < one.n; k++)
 				topk_merge_add(m, one.v[k].key, one.v[k].len,
-				               one.v[k].count - one.bound,
-				               one.v[k].err - one.bound);
+				               one.v[k].count - bound,
+				               one.v[k].err - bound);
 			m->total += one.total;
 			agents++;
 		} else if (ts < now_ms - STALE_MS) {
 			freeReplyObject(redisCommand(c, "HDEL %s %b", name,
 			                             f->str, f->len));
+			freeReplyObject(redisCommand(c, "HDEL %s %b", bname,
+			                             f->str, f->len));
 		}
 		topk_merge_free(&one);
 	}
-	freeReplyObject(r);
+	freeReplyObject(x);
 	topk_merge_finish(m);
 	return agents;
 }

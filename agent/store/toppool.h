@@ -5,14 +5,16 @@
  * Each agent with an admin: block publishes, once a second, its merged
  * summary of each rule that denied something in the last minute (topk.h)
  * as one field of the hash rl:top:{RULE}: the field is the agent's id
- * (host/pid/random), the value "ts_ms total bound" then one "count err
- * len:key" line per key, TOPK_K lines at most; <bound> is the most a key
- * the agent does not list may have been denied there (its view cut at
- * TOPK_K keys, or its summaries full), absent in an older agent's value
- * (read as 0). The hash expires TOPPOOL_TTL_MS after its last write. A
- * reader (`spoa-ratelimit top`, GET /admin/top) takes the fields written
+ * (host/pid/random), the value "ts_ms total" then one "count err len:key"
+ * line per key, TOPK_K lines at most. In the same transaction it writes
+ * its bound to the hash rl:top:{RULE}:b, same field: the most a key it
+ * does not list may have been denied there (its view cut at TOPK_K keys,
+ * or its summaries full). The views keep the format older agents read;
+ * an older agent writes no bound (read as 0). Both hashes expire
+ * TOPPOOL_TTL_MS after the last write. A reader (`spoa-ratelimit top`,
+ * GET /admin/top) reads both in one transaction, takes the views written
  * in the last TOPPOOL_FRESH_MS, sums each key over the agents, counting
- * an agent's <bound> for a key it does not list, and sorts; fields older
+ * an agent's bound for a key it does not list, and sorts; fields older
  * than a minute (an agent gone) are deleted as it reads. Counts are
  * Space-Saving's: never too low, at most <err> too high, summed.
  *

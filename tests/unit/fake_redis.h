@@ -4,6 +4,8 @@
  * loopback listener whose commands go to the test's handler, which
  * answers them (fake_send), or not. For the store tests that need a Redis
  * misbehaving at one exact point (one reply held, one extra reply sent).
+ * It plays MULTI/EXEC itself: between them each command's reply (one per
+ * command, from the handler) is queued, and EXEC sends them as one array.
  * Header-only: each suite including it gets its own copy.
  */
 #ifndef FAKE_REDIS_H
@@ -33,6 +35,10 @@ struct fake_cli {
 	size_t             len;
 	char               buf[FAKE_BUF];
 	struct fake_redis *fr;
+	int                tx;  /* in MULTI: replies are queued */
+	int                ntx; /* commands queued */
+	char              *txbuf;
+	size_t             txlen;
 };
 
 struct fake_redis {
@@ -48,16 +54,30 @@ struct fake_redis {
 };
 
 static inline void
-fake_send(struct fake_cli *c, const char *s, size_t n)
+fake_write(int fd, const char *s, size_t n)
 {
 	while (n > 0) {
-		ssize_t w = write(c->fd, s, n);
+		ssize_t w = write(fd, s, n);
 
 		if (w <= 0)
 			return;
 		s += w;
 		n -= (size_t)w;
 	}
+}
+
+/* Sends <s,n> to <c>, or queues it in a MULTI. */
+static inline void
+fake_send(struct fake_cli *c, const char *s, size_t n)
+{
+	if (!c->tx) {
+		fake_write(c->fd, s, n);
+		return;
+	}
+	c->txbuf = realloc(c->txbuf, c->txlen + n);
+	cr_assert_not_null(c->txbuf);
+	memcpy(c->txbuf + c->txlen, s, n);
+	c->txlen += n;
 }
 
 static inline void
@@ -76,7 +96,36 @@ fake_cli_close(struct fake_cli *c)
 	for (int i = 0; i < fr->ncli; i++)
 		if (fr->cli[i] == c)
 			fr->cli[i] = fr->cli[--fr->ncli];
+	free(c->txbuf);
 	free(c);
+}
+
+/* One command of <c>: MULTI and EXEC are played here, the rest goes to
+ * the test's handler. */
+static inline void
+fake_command(struct fake_cli *c, int argc, const char **a, const size_t *l)
+{
+	char head[32];
+
+	if (argc > 0 && resp_is(a[0], l[0], "MULTI")) {
+		fake_sends(c, "+OK\r\n");
+		c->tx = 1;
+		c->ntx = 0;
+		c->txlen = 0;
+	} else if (argc > 0 && resp_is(a[0], l[0], "EXEC") && c->tx) {
+		c->tx = 0;
+		snprintf(head, sizeof(head), "*%d\r\n", c->ntx);
+		fake_sends(c, head);
+		fake_write(c->fd, c->txbuf, c->txlen);
+	} else if (c->tx) {
+		c->fr->handler(c->fr, c, argc, a, l);
+		c->ntx++;
+		c->tx = 0;
+		fake_sends(c, "+QUEUED\r\n");
+		c->tx = 1;
+	} else {
+		c->fr->handler(c->fr, c, argc, a, l);
+	}
 }
 
 static inline void
@@ -96,7 +145,7 @@ fake_read_cb(struct ev_loop *loop, ev_io *w, int revents)
 	c->len += (size_t)r;
 	while ((used = resp_cmd(c->buf + off, c->len - off, FAKE_ARGS, &argc, a,
 	                        l)) > 0) {
-		c->fr->handler(c->fr, c, argc, a, l);
+		fake_command(c, argc, a, l);
 		off += (size_t)used;
 	}
 	cr_assert_geq(used, 0, "fake redis: not RESP");

@@ -457,13 +457,14 @@ Test(store_fake, toppool_read_skips_values_that_are_not_strings)
 #define TOP_NOW_MS 1700000000000LL
 
 /* Two agents' views of a rule: A lists x only, and may have denied any
- * other key up to 5 times (bound 5: its view was cut, or its summaries
- * full); B, an agent from before the bound was written, lists y and x. */
+ * other key up to 5 times (its bound, beside the views: its view was cut,
+ * or its summaries full); B, an agent from before bounds were written,
+ * lists y and x. */
 static void
 two_views_handler(struct fake_redis *fr, struct fake_cli *c, int argc,
                   const char **a, const size_t *l)
 {
-	static const char va[] = "1699999999900 100 5\n10 2 1:x\n";
+	static const char va[] = "1699999999900 100\n10 2 1:x\n";
 	static const char vb[] = "1699999999900 50\n8 0 1:y\n3 0 1:x\n";
 	char              out[256];
 
@@ -471,6 +472,11 @@ two_views_handler(struct fake_redis *fr, struct fake_cli *c, int argc,
 		fake_sends(c, ":0\r\n");
 		return;
 	}
+	if (resp_is(a[1], l[1], "rl:top:{r}:b")) {
+		fake_sends(c, "*2\r\n$1\r\nA\r\n$1\r\n5\r\n");
+		return;
+	}
+	cr_assert(resp_is(a[1], l[1], "rl:top:{r}"));
 	snprintf(out, sizeof(out),
 	         "*4\r\n$1\r\nA\r\n$%zu\r\n%s\r\n"
 	         "$1\r\nB\r\n$%zu\r\n%s\r\n",
@@ -509,20 +515,28 @@ Test(store_fake, toppool_read_counts_an_agents_bound_for_keys_it_does_not_list)
 	serve_stop(&s, c);
 }
 
-static char published[8192]; /* the last HSET's value */
+static char published[8192]; /* the last HSET's value of the views */
+static char published_b[64]; /* of the bounds */
 
 static void
 hset_handler(struct fake_redis *fr, struct fake_cli *c, int argc,
              const char **a, const size_t *l)
 {
-	if (resp_is(a[0], l[0], "HSET") && argc >= 4 &&
-	    l[3] < sizeof(published))
-		snprintf(published, sizeof(published), "%.*s", (int)l[3], a[3]);
+	if (resp_is(a[0], l[0], "HSET") && argc >= 4) {
+		int b = resp_is(a[1], l[1], "rl:top:{r}:b");
+
+		cr_assert(b || resp_is(a[1], l[1], "rl:top:{r}"));
+		snprintf(b ? published_b : published,
+		         b ? sizeof(published_b) : sizeof(published), "%.*s",
+		         (int)l[3], a[3]);
+	}
 	fake_sends(c, ":1\r\n");
 }
 
 /* A view of more keys than it lists: what it leaves out was counted at
- * most the last listed count, and says so in its first line. */
+ * most the last listed count, written beside the views. The view keeps
+ * the first line an older reader takes ("ts total"): a view it cannot
+ * parse, it counts as none and deletes as stale. */
 Test(store_fake, toppool_publish_states_the_bound_of_the_keys_it_cuts)
 {
 	struct served     s;
@@ -537,10 +551,12 @@ Test(store_fake, toppool_publish_states_the_bound_of_the_keys_it_cuts)
 	topk_merge_finish(&m);
 	c = serve_start(&s, hset_handler);
 	cr_assert_eq(toppool_publish(c, "r", &m, TOP_NOW_MS), 0);
-	snprintf(want, sizeof(want), "%lld %lld %d\n", TOP_NOW_MS,
-	         (long long)m.total, 1000 - (TOPK_K - 1));
+	snprintf(want, sizeof(want), "%lld %lld\n%d 0 2:k0\n", TOP_NOW_MS,
+	         (long long)m.total, 1000);
 	cr_assert_eq(strncmp(published, want, strlen(want)), 0, "%s",
 	             published);
+	snprintf(want, sizeof(want), "%d", 1000 - (TOPK_K - 1));
+	cr_assert_str_eq(published_b, want);
 	topk_merge_free(&m);
 	serve_stop(&s, c);
 }
