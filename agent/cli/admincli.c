@@ -191,7 +191,7 @@ topcli(struct cli *o, struct policy *p, int argc, char **argv)
 		fprintf(stderr, "spoa-ratelimit: %s\n", err);
 		return 1;
 	}
-	agents = toppool_read(c, argv[0], util_wall_us() / 1000, &m);
+	agents = toppool_read(&c, argv[0], util_wall_us() / 1000, &m);
 	redisFree(c);
 	if (agents < 0) {
 		fprintf(stderr,

@@ -220,7 +220,7 @@ publish_cb(struct ev_loop *loop, ev_timer *w, int revents)
 		topk_merge_finish(&m);
 		if (m.total > 0)
 			failed = redis(a, err) == NULL ||
-			         toppool_publish(a->redis, a->p->rules[i].name,
+			         toppool_publish(&a->redis, a->p->rules[i].name,
 			                         &m,
 			                         util_wall_us() / 1000) == -1;
 		topk_merge_free(&m);
@@ -256,7 +256,7 @@ admin_top(struct admin *a, const struct adminreq *q, struct jsonw *w)
 	if (!known)
 		return error_body(w, 404, "unknown rule");
 	if (redis(a, err) == NULL ||
-	    (agents = toppool_read(a->redis, rule->value, util_wall_us() / 1000,
+	    (agents = toppool_read(&a->redis, rule->value, util_wall_us() / 1000,
 	                           &m)) < 0) {
 		redis_drop(a);
 		topk_merge_free(&m);

@@ -358,10 +358,8 @@ keyop_connect(const struct policy *p, const char *url, int64_t tmo, char *err)
 	return c;
 }
 
-/* A Cluster's "MOVED <slot> <host>:<port>" in <r>: reconnects <*c> there.
- * Returns 1 when it did (send again), 0 otherwise. */
-static int
-follow_moved(redisContext **c, const redisReply *r, char *err)
+int
+keyop_follow_moved(redisContext **c, const redisReply *r, char *err)
 {
 	char          host[256];
 	const char   *sp, *colon;
@@ -394,7 +392,7 @@ argv_cmd(redisContext **c, int argc, const char **argv, const size_t *lens,
 {
 	redisReply *r = redisCommandArgv(*c, argc, argv, lens);
 
-	if (follow_moved(c, r, err)) {
+	if (keyop_follow_moved(c, r, err)) {
 		freeReplyObject(r);
 		r = redisCommandArgv(*c, argc, argv, lens);
 	}

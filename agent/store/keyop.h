@@ -65,6 +65,11 @@ int keyop_from_raw(const struct policy *p, const char *raw, struct check *out,
 redisContext *keyop_connect(const struct policy *p, const char *url,
                             int64_t timeout_us, char *err);
 
+/* A Cluster's "MOVED <slot> <host>:<port>" in <r> (a reply on a context
+ * of keyop_connect()'s, on this thread): reconnects <*c> there. Returns 1
+ * when it did (send again), 0 otherwise. */
+int keyop_follow_moved(redisContext **c, const redisReply *r, char *err);
+
 /* Fills <st> (free its raw.buf). Returns 0 or -1 with <err>; <*c> may be
  * replaced (a Cluster redirect). */
 int keyop_show(redisContext **c, const struct check *ck, struct keyop_state *st,

@@ -11,6 +11,7 @@
 #include <unistd.h>
 
 #include "adminreq.h"
+#include "keyop.h"
 #include "toppool.h"
 #include "util.h"
 
@@ -51,34 +52,53 @@ bounds_name(char *buf, size_t size, const char *rule)
 }
 
 /* Reads the <n> replies of what was appended to <c>; the last, EXEC's,
- * must be an array. Returns it (to free), or NULL if any failed. */
+ * must be an array. Returns it (to free), or NULL if any failed. A
+ * Cluster node's MOVED among them is left in <*moved> (to free). */
 static redisReply *
-transaction_replies(redisContext *c, int n)
+transaction_replies(redisContext *c, int n, redisReply **moved)
 {
 	redisReply *r = NULL;
 	int         bad = 0;
 
+	*moved = NULL;
 	for (int i = 0; i < n; i++) {
 		freeReplyObject(r);
 		if (redisGetReply(c, (void **)&r) != REDIS_OK)
 			return NULL;
 		bad |= r->type == REDIS_REPLY_ERROR;
+		if (r->type == REDIS_REPLY_ERROR && *moved == NULL &&
+		    strncmp(r->str, "MOVED ", 6) == 0) {
+			*moved = r;
+			r = NULL;
+		}
 	}
-	if (bad || r->type != REDIS_REPLY_ARRAY) {
+	if (bad || r == NULL || r->type != REDIS_REPLY_ARRAY) {
 		freeReplyObject(r);
 		return NULL;
 	}
 	return r;
 }
 
+/* After a transaction on <*c>: 1 if it is to be sent again, <*c> now on
+ * the node of its <moved> (freed), as keyop follows one MOVED. */
+static int
+again_on(redisContext **c, redisReply *moved, int first)
+{
+	char err[KEYOP_ERR_MAX];
+	int again = first && moved != NULL && keyop_follow_moved(c, moved, err);
+
+	freeReplyObject(moved);
+	return again;
+}
+
 int
-toppool_publish(redisContext *c, const char *rule, const struct topk_merge *m,
+toppool_publish(redisContext **c, const char *rule, const struct topk_merge *m,
                 int64_t now_ms)
 {
 	char         name[POLICY_NAME_MAX + 16], bname[POLICY_NAME_MAX + 16];
 	char         line[64];
 	struct jsonw v = { 0 }; /* a bounded buffer, not JSON here */
-	redisReply  *r;
+	redisReply  *r, *moved;
 	int          n;
 	/* a key past the TOPK_K listed was counted at most the last's */
 	int64_t bound = m->n > TOPK_K ? m->v[TOPK_K - 1].count : m->bound;
@@ -96,16 +116,20 @@ toppool_publish(redisContext *c, const char *rule, const struct topk_merge *m,
 	}
 	hash_name(name, sizeof(name), rule);
 	bounds_name(bname, sizeof(bname), rule);
-	redisAppendCommand(c, "MULTI");
-	redisAppendCommand(c, "HSET %s %s %b", name, toppool_agent_id(), v.buf,
-	                   v.len);
-	redisAppendCommand(c, "PEXPIRE %s %d", name, TOPPOOL_TTL_MS);
-	redisAppendCommand(c, "HSET %s %s %lld", bname, toppool_agent_id(),
-	                   (long long)bound);
-	redisAppendCommand(c, "PEXPIRE %s %d", bname, TOPPOOL_TTL_MS);
-	redisAppendCommand(c, "EXEC");
+	for (int first = 1;; first = 0) {
+		redisAppendCommand(*c, "MULTI");
+		redisAppendCommand(*c, "HSET %s %s %b", name,
+		                   toppool_agent_id(), v.buf, v.len);
+		redisAppendCommand(*c, "PEXPIRE %s %d", name, TOPPOOL_TTL_MS);
+		redisAppendCommand(*c, "HSET %s %s %lld", bname,
+		                   toppool_agent_id(), (long long)bound);
+		redisAppendCommand(*c, "PEXPIRE %s %d", bname, TOPPOOL_TTL_MS);
+		redisAppendCommand(*c, "EXEC");
+		r = transaction_replies(*c, 6, &moved);
+		if (!again_on(c, moved, first && r == NULL))
+			break;
+	}
 	free(v.buf);
-	r = transaction_replies(c, 6);
 	n = r != NULL && r->elements == 4;
 	for (size_t i = 0; n && i < r->elements; i++)
 		n = r->element[i]->type != REDIS_REPLY_ERROR;
@@ -133,6 +157,18 @@ bound_of(const redisReply *bounds, const redisReply *f)
 		               ? b
 		               : 0;
 	}
+	return 0;
+}
+
+/* 1 if the HGETALL array <h> has the field <f>. */
+static int
+has_field(const redisReply *h, const redisReply *f)
+{
+	for (size_t i = 0; i + 1 < h->elements; i += 2)
+		if (h->element[i]->type == REDIS_REPLY_STRING &&
+		    h->element[i]->len == f->len &&
+		    memcmp(h->element[i]->str, f->str, f->len) == 0)
+			return 1;
 	return 0;
 }
 
@@ -180,22 +216,26 @@ has_dup(const struct topk_merge *m)
 }
 
 int
-toppool_read(redisContext *c, const char *rule, int64_t now_ms,
+toppool_read(redisContext **c, const char *rule, int64_t now_ms,
              struct topk_merge *m)
 {
 	char name[POLICY_NAME_MAX + 16], bname[POLICY_NAME_MAX + 16];
 	struct topk_merge one;
-	redisReply       *x, *r, *b, *f, *v;
+	redisReply       *x, *r, *b, *f, *v, *moved;
 	int64_t           ts, bound;
 	int               agents = 0;
 
 	hash_name(name, sizeof(name), rule);
 	bounds_name(bname, sizeof(bname), rule);
-	redisAppendCommand(c, "MULTI");
-	redisAppendCommand(c, "HGETALL %s", name);
-	redisAppendCommand(c, "HGETALL %s", bname);
-	redisAppendCommand(c, "EXEC");
-	x = transaction_replies(c, 4);
+	for (int first = 1;; first = 0) {
+		redisAppendCommand(*c, "MULTI");
+		redisAppendCommand(*c, "HGETALL %s", name);
+		redisAppendCommand(*c, "HGETALL %s", bname);
+		redisAppendCommand(*c, "EXEC");
+		x = transaction_replies(*c, 4, &moved);
+		if (!again_on(c, moved, first && x == NULL))
+			break;
+	}
 	if (x == NULL || x->elements != 2 ||
 	    x->element[0]->type != REDIS_REPLY_ARRAY ||
 	    x->element[1]->type != REDIS_REPLY_ARRAY) {
@@ -226,13 +266,21 @@ toppool_read(redisContext *c, const char *rule, int64_t now_ms,
 			m->total += one.total;
 			agents++;
 		} else if (ts < now_ms - STALE_MS) {
-			freeReplyObject(redisCommand(c, "HDEL %s %b", name,
+			freeReplyObject(redisCommand(*c, "HDEL %s %b", name,
 			                             f->str, f->len));
-			freeReplyObject(redisCommand(c, "HDEL %s %b", bname,
+			freeReplyObject(redisCommand(*c, "HDEL %s %b", bname,
 			                             f->str, f->len));
 		}
 		topk_merge_free(&one);
 	}
+	/* a bound whose view is gone (deleted by a reader that knows no
+	 * bounds, or its HDEL lost): both are written in one transaction */
+	for (size_t i = 0; i + 1 < b->elements; i += 2)
+		if (b->element[i]->type == REDIS_REPLY_STRING &&
+		    !has_field(r, b->element[i]))
+			freeReplyObject(redisCommand(*c, "HDEL %s %b", bname,
+			                             b->element[i]->str,
+			                             b->element[i]->len));
 	freeReplyObject(x);
 	topk_merge_finish(m);
 	return agents;

@@ -34,13 +34,15 @@
 const char *toppool_agent_id(void);
 
 /* Writes <m> (finished) as this agent's view of <rule> at <now_ms>.
- * Returns 0 or -1 (Redis failed). */
-int toppool_publish(redisContext *c, const char *rule,
+ * Returns 0 or -1 (Redis failed). <*c> (keyop_connect()'s) may be
+ * replaced: a Cluster's MOVED is followed once. */
+int toppool_publish(redisContext **c, const char *rule,
                     const struct topk_merge *m, int64_t now_ms);
 
 /* Reads and merges the pool's views of <rule> at <now_ms> into <m>
- * (finished). Returns the number of agents counted, or -1. */
-int toppool_read(redisContext *c, const char *rule, int64_t now_ms,
+ * (finished). Returns the number of agents counted, or -1. <*c> as for
+ * toppool_publish(). */
+int toppool_read(redisContext **c, const char *rule, int64_t now_ms,
                  struct topk_merge *m);
 
 /* {"rule", "window_s", "agents", "denied", "keys": [{"key", "denied",

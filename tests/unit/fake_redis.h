@@ -35,8 +35,10 @@ struct fake_cli {
 	size_t             len;
 	char               buf[FAKE_BUF];
 	struct fake_redis *fr;
-	int                tx;  /* in MULTI: replies are queued */
-	int                ntx; /* commands queued */
+	int                tx;      /* in MULTI: replies are queued */
+	int                ntx;     /* commands queued */
+	int                dirty;   /* a command refused in the MULTI */
+	int                refused; /* the handler refused this command */
 	char              *txbuf;
 	size_t             txlen;
 };
@@ -86,6 +88,17 @@ fake_sends(struct fake_cli *c, const char *s)
 	fake_send(c, s, strlen(s));
 }
 
+/* Refuses the command now, as Redis does before running one (a Cluster
+ * node's MOVED, an unknown command): even in a MULTI, whose EXEC then
+ * fails with EXECABORT. */
+static inline void
+fake_refuse(struct fake_cli *c, const char *s)
+{
+	c->dirty |= c->tx;
+	c->refused = 1;
+	fake_write(c->fd, s, strlen(s));
+}
+
 static inline void
 fake_cli_close(struct fake_cli *c)
 {
@@ -112,13 +125,22 @@ fake_command(struct fake_cli *c, int argc, const char **a, const size_t *l)
 		c->tx = 1;
 		c->ntx = 0;
 		c->txlen = 0;
+		c->dirty = 0;
 	} else if (argc > 0 && resp_is(a[0], l[0], "EXEC") && c->tx) {
 		c->tx = 0;
+		if (c->dirty) {
+			fake_sends(c, "-EXECABORT Transaction discarded "
+			              "because of previous errors.\r\n");
+			return;
+		}
 		snprintf(head, sizeof(head), "*%d\r\n", c->ntx);
 		fake_sends(c, head);
 		fake_write(c->fd, c->txbuf, c->txlen);
 	} else if (c->tx) {
+		c->refused = 0;
 		c->fr->handler(c->fr, c, argc, a, l);
+		if (c->refused)
+			return;
 		c->ntx++;
 		c->tx = 0;
 		fake_sends(c, "+QUEUED\r\n");

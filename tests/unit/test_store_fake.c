@@ -448,7 +448,7 @@ Test(store_fake, toppool_read_skips_values_that_are_not_strings)
 	redisContext     *c;
 
 	c = serve_start(&s, hgetall_handler);
-	cr_assert_eq(toppool_read(c, "r", 1700000000000, &m), 0,
+	cr_assert_eq(toppool_read(&c, "r", 1700000000000, &m), 0,
 	             "no agent counted");
 	topk_merge_free(&m);
 	serve_stop(&s, c);
@@ -504,7 +504,7 @@ Test(store_fake, toppool_read_counts_an_agents_bound_for_keys_it_does_not_list)
 	redisContext     *c;
 
 	c = serve_start(&s, two_views_handler);
-	cr_assert_eq(toppool_read(c, "r", TOP_NOW_MS, &m), 2);
+	cr_assert_eq(toppool_read(&c, "r", TOP_NOW_MS, &m), 2);
 	cr_assert_eq(m.total, 150);
 	cr_assert_eq(m.n, 2);
 	cr_assert_eq(item(&m, "x")->count, 13, "10 on A, 3 on B");
@@ -550,7 +550,7 @@ Test(store_fake, toppool_publish_states_the_bound_of_the_keys_it_cuts)
 	}
 	topk_merge_finish(&m);
 	c = serve_start(&s, hset_handler);
-	cr_assert_eq(toppool_publish(c, "r", &m, TOP_NOW_MS), 0);
+	cr_assert_eq(toppool_publish(&c, "r", &m, TOP_NOW_MS), 0);
 	snprintf(want, sizeof(want), "%lld %lld\n%d 0 2:k0\n", TOP_NOW_MS,
 	         (long long)m.total, 1000);
 	cr_assert_eq(strncmp(published, want, strlen(want)), 0, "%s",
@@ -716,7 +716,7 @@ static void
 dup_lines_handler(struct fake_redis *fr, struct fake_cli *c, int argc,
                   const char **a, const size_t *l)
 {
-	static const char head[] = "1699999999900 1000000000000000 0\n";
+	static const char head[] = "1699999999900 1000000000000000\n";
 	static const char line[] = "1000000000000000 0 1:x\n";
 	size_t            vlen = sizeof(head) - 1 + DUPS * (sizeof(line) - 1);
 	char              hdr[64];
@@ -743,10 +743,110 @@ Test(store_fake, no_sum_of_a_views_counts_overflows)
 	redisContext     *c;
 
 	c = serve_start(&s, dup_lines_handler);
-	cr_assert_geq(toppool_read(c, "r", TOP_NOW_MS, &m), 0);
+	cr_assert_geq(toppool_read(&c, "r", TOP_NOW_MS, &m), 0);
 	for (int i = 0; i < m.n; i++) /* refused, or summed right */
 		cr_expect_geq(m.v[i].count, 0, "count %lld",
 		              (long long)m.v[i].count);
+	topk_merge_free(&m);
+	serve_stop(&s, c);
+}
+
+/* ---- toppool on a Cluster node that does not hold the rule's slot ------ */
+
+#include "keyop.h"
+
+static int owner_port;
+
+/* A Cluster node without slot {r}: it refuses every keyed command with a
+ * MOVED to the owner, before running it (in a MULTI too: EXECABORT). */
+static void
+wrong_node_handler(struct fake_redis *fr, struct fake_cli *c, int argc,
+                   const char **a, const size_t *l)
+{
+	char out[96];
+
+	snprintf(out, sizeof(out), "-MOVED 5061 127.0.0.1:%d\r\n", owner_port);
+	fake_refuse(c, out);
+}
+
+static void
+owner_handler(struct fake_redis *fr, struct fake_cli *c, int argc,
+              const char **a, const size_t *l)
+{
+	if (resp_is(a[0], l[0], "HGETALL"))
+		two_views_handler(fr, c, argc, a, l);
+	else
+		hset_handler(fr, c, argc, a, l);
+}
+
+/* admin.c and `top` talk to the first seed of a redis+cluster:// URL (or
+ * to whichever node a key show was last redirected to); the rule's slot
+ * is most often elsewhere. keyop follows one MOVED; toppool did not, so
+ * on a Cluster publish failed (and with it every rule after it, for
+ * ADMIN_BACKOFF_S) and GET /admin/top answered 503. */
+Test(store_fake, toppool_follows_a_cluster_redirect)
+{
+	struct served     owner, wrong;
+	struct policy     p = { 0 };
+	struct topk_merge m = { 0 }, pub = { 0 };
+	redisContext     *c, *oc;
+	char              url[64], err[KEYOP_ERR_MAX];
+
+	oc = serve_start(&owner, owner_handler);
+	owner_port = owner.fr.port;
+	redisFree(serve_start(&wrong, wrong_node_handler));
+	snprintf(url, sizeof(url), "redis://127.0.0.1:%d", wrong.fr.port);
+	c = keyop_connect(&p, url, 1000000, err);
+	cr_assert_not_null(c, "%s", err);
+	topk_merge_add(&pub, "x", 1, 5, 0);
+	topk_merge_finish(&pub);
+	published[0] = '\0';
+	cr_expect_eq(toppool_publish(&c, "r", &pub, TOP_NOW_MS), 0,
+	             "published on the slot's node");
+	cr_expect_neq(published[0], '\0');
+	cr_expect_eq(toppool_read(&c, "r", TOP_NOW_MS, &m), 2,
+	             "read from the slot's node");
+	topk_merge_free(&pub);
+	topk_merge_free(&m);
+	serve_stop(&wrong, c);
+	serve_stop(&owner, oc);
+}
+
+/* ---- a bound left without its view ------------------------------------- */
+
+static char hdel_b[64]; /* the field last HDEL'ed from the bounds */
+
+/* Agent A's view was deleted as stale by a reader that knows no bounds
+ * (an older agent, during the upgrade), or the reader's second HDEL was
+ * lost: the bound stays. */
+static void
+orphan_bound_handler(struct fake_redis *fr, struct fake_cli *c, int argc,
+                     const char **a, const size_t *l)
+{
+	if (resp_is(a[0], l[0], "HGETALL"))
+		fake_sends(c, resp_is(a[1], l[1], "rl:top:{r}:b")
+		                      ? "*2\r\n$1\r\nA\r\n$1\r\n5\r\n"
+		                      : "*0\r\n");
+	else {
+		if (resp_is(a[0], l[0], "HDEL") &&
+		    resp_is(a[1], l[1], "rl:top:{r}:b"))
+			snprintf(hdel_b, sizeof(hdel_b), "%.*s", (int)l[2],
+			         a[2]);
+		fake_sends(c, ":1\r\n");
+	}
+}
+
+/* Publishers keep rl:top:{r}:b from expiring: a bound whose view is gone
+ * was kept for ever. */
+Test(store_fake, toppool_read_deletes_a_bound_without_its_view)
+{
+	struct served     s;
+	struct topk_merge m = { 0 };
+	redisContext     *c;
+
+	c = serve_start(&s, orphan_bound_handler);
+	cr_assert_eq(toppool_read(&c, "r", TOP_NOW_MS, &m), 0);
+	cr_expect_str_eq(hdel_b, "A");
 	topk_merge_free(&m);
 	serve_stop(&s, c);
 }
