@@ -138,8 +138,8 @@ budget_wake(struct conn_budget *b)
 	while (b->starved != NULL && b->inflight < b->cap) {
 		struct conn *c = b->starved;
 
-		assert(!c->parsing); /* it went on the list as its parse ended
-		                      */
+		/* it went on the list as its parse ended */
+		assert(!c->parsing);
 		budget_forget(c);
 		conn_ref(c);
 		b->turn = c;
