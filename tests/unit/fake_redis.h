@@ -40,7 +40,7 @@ struct fake_cli {
 	int                dirty;   /* a command refused in the MULTI */
 	int                refused; /* the handler refused this command */
 	char              *txbuf;
-	size_t             txlen;
+	size_t             txlen, txcap;
 };
 
 struct fake_redis {
@@ -76,8 +76,12 @@ fake_send(struct fake_cli *c, const char *s, size_t n)
 		fake_write(c->fd, s, n);
 		return;
 	}
-	c->txbuf = realloc(c->txbuf, c->txlen + n);
-	cr_assert_not_null(c->txbuf);
+	if (c->txlen + n > c->txcap) { /* doubling: big replies come in bits */
+		while (c->txlen + n > c->txcap)
+			c->txcap = c->txcap ? 2 * c->txcap : 4096;
+		c->txbuf = realloc(c->txbuf, c->txcap);
+		cr_assert_not_null(c->txbuf);
+	}
 	memcpy(c->txbuf + c->txlen, s, n);
 	c->txlen += n;
 }
