@@ -137,39 +137,31 @@ toppool_publish(redisContext **c, const char *rule, const struct topk_merge *m,
 	return n ? 0 : -1;
 }
 
-/* The bound <bounds> (HGETALL's array) holds for the agent <f>, or 0
- * (an agent from before bounds were written). */
-static int64_t
-bound_of(const redisReply *bounds, const redisReply *f)
-{
-	for (size_t i = 0; i + 1 < bounds->elements; i += 2) {
-		const redisReply *k = bounds->element[i];
-		const redisReply *v = bounds->element[i + 1];
-		long long         b;
-		char             *end;
-
-		if (k->type != REDIS_REPLY_STRING || k->len != f->len ||
-		    memcmp(k->str, f->str, f->len) != 0 ||
-		    v->type != REDIS_REPLY_STRING)
-			continue;
-		b = strtoll(v->str, &end, 10);
-		return end != v->str && *end == '\0' && b > 0 && b <= COUNT_MAX
-		               ? b
-		               : 0;
-	}
-	return 0;
-}
-
-/* 1 if the HGETALL array <h> has the field <f>. */
-static int
-has_field(const redisReply *h, const redisReply *f)
+/* The value of field <f> in the HGETALL array <h>, or NULL. */
+static const redisReply *
+field_value(const redisReply *h, const redisReply *f)
 {
 	for (size_t i = 0; i + 1 < h->elements; i += 2)
 		if (h->element[i]->type == REDIS_REPLY_STRING &&
 		    h->element[i]->len == f->len &&
 		    memcmp(h->element[i]->str, f->str, f->len) == 0)
-			return 1;
-	return 0;
+			return h->element[i + 1];
+	return NULL;
+}
+
+/* The bound <bounds> (HGETALL's array) holds for the agent <f>, or 0
+ * (an agent from before bounds were written). */
+static int64_t
+bound_of(const redisReply *bounds, const redisReply *f)
+{
+	const redisReply *v = field_value(bounds, f);
+	long long         b;
+	char             *end;
+
+	if (v == NULL || v->type != REDIS_REPLY_STRING)
+		return 0;
+	b = strtoll(v->str, &end, 10);
+	return end != v->str && *end == '\0' && b > 0 && b <= COUNT_MAX ? b : 0;
 }
 
 /* Parses one agent's value into <m>. Returns its ts_ms, or -1. */
@@ -277,7 +269,7 @@ toppool_read(redisContext **c, const char *rule, int64_t now_ms,
 	 * bounds, or its HDEL lost): both are written in one transaction */
 	for (size_t i = 0; i + 1 < b->elements; i += 2)
 		if (b->element[i]->type == REDIS_REPLY_STRING &&
-		    !has_field(r, b->element[i]))
+		    field_value(r, b->element[i]) == NULL)
 			freeReplyObject(redisCommand(*c, "HDEL %s %b", bname,
 			                             b->element[i]->str,
 			                             b->element[i]->len));
