@@ -10,14 +10,14 @@
 . "$(dirname "$0")/../lib.sh"
 RP=$(port 1); AP=$(port 2)
 start_redis "$RP"
-cat >"$TMP/policy.yaml" <<YAML
-listen: 127.0.0.1:$AP
-workers: 4
-redis: { url: "redis://127.0.0.1:$RP/0", timeout: 100ms }
+{
+	policy_top "$AP" "redis://127.0.0.1:$RP/0" 100ms 4
+	cat <<YAML
 processing_timeout: 1s
 rules:
   - { name: login, message: rl-request, key: "u:{user}", rate: 2/h, burst: 2 }
 YAML
+} >"$TMP/policy.yaml"
 # exec_wait: until the agent's process runs the agent (a signal before
 # its exec would hit the forked shell, not the agent).
 exec_wait() {

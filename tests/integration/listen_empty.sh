@@ -7,14 +7,14 @@
 . "$(dirname "$0")/../lib.sh"
 RP=$(port 1); AP=$(port 2)
 start_redis "$RP"
-cat >"$TMP/policy.yaml" <<YAML
-listen: 127.0.0.1:$AP
-workers: 1
-redis: { url: "redis://127.0.0.1:$RP/0", timeout: 100ms }
+{
+	policy_top "$AP" "redis://127.0.0.1:$RP/0" 100ms 1
+	cat <<YAML
 processing_timeout: 1s
 rules:
   - { name: login, message: rl-request, key: "u:{user}", rate: 2/h, burst: 2 }
 YAML
+} >"$TMP/policy.yaml"
 for l in "" "," " , "; do
 	: >"$TMP/agent.log"
 	timeout 5 "$AGENT" -f "$TMP/policy.yaml" -l "$l" >"$TMP/agent.log" 2>&1
