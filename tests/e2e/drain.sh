@@ -13,7 +13,11 @@
 #      connections HAProxy opens to it meanwhile are refused and, thanks to
 #      `option redispatch 1` in be_spoa_rl, retried at once on agent 1:
 #      no error either but that race (without it, every stream sent to rl2 in that window
-#      waited out timeout processing: 141 on 3.2.0 in one run).
+#      waited out timeout processing: 141 on 3.2.0 in one run). On 3.1+
+#      the streams rl2 refuses in the instant the check marks it DOWN
+#      wait a turn-around of timeout connect before their retry on rl1
+#      (one agent left): be_spoa_rl's 25ms keeps that inside timeout
+#      processing (with 1s: up to 6 errors, in 2 runs of 4 on 3.2.0).
 #   2. HAProxy reloaded (SIGUSR2 to the master): a new worker takes over,
 #      the old one finishes its /slow requests and exits, every request is
 #      answered 200 without an SPOE error.
