@@ -227,7 +227,9 @@ vetoed(const struct check *checks, const struct outcome *out, int n)
 }
 
 /* An allowed check of a vetoed request was evaluated as if charged, and
- * was not: report what it really has left. */
+ * was not: report what it really has left, and, given back to a full
+ * budget, no time to wait (limiter.h: next_us is 0 when the budget is
+ * full; a fixed window's stays the end of its window). */
 static struct lim_result
 as_uncharged(const struct check *c, const struct lim_params *lim,
              struct lim_result r)
@@ -242,8 +244,11 @@ as_uncharged(const struct check *c, const struct lim_params *lim,
 		add = 0; /* a slot ahead: its remaining was held at
 		          * 0, and nothing was left before it */
 	r.remaining += add;
-	if (r.remaining > q)
+	if (r.remaining >= q) {
 		r.remaining = q;
+		if (lim->algo != LIM_FIXED_WINDOW)
+			r.next_us = r.full_us = 0;
+	}
 	return r;
 }
 
@@ -320,10 +325,9 @@ decide(const struct check *checks, const struct outcome *out, int n,
 
 		d->has_limits = 1;
 		d->limit = lim_quota(lim);
-		d->remaining = r->remaining > 0 ? r->remaining : 0;
 		if (veto && !best_denies)
-			d->remaining =
-				as_uncharged(&checks[best], lim, *r).remaining;
+			eb = as_uncharged(&checks[best], lim, eb);
+		d->remaining = r->remaining > 0 ? r->remaining : 0;
 		d->reset = decide_ceil_s(r->next_us);
 		if (best_denies || d->policy == NULL)
 			d->policy = checks[best].rule->name;

@@ -50,6 +50,16 @@ res(int allowed, int64_t remaining, int64_t retry_us, int64_t next_us)
 
 TestSuite(decide, .init = setup);
 
+/* Checks 0 (ip) and 1 (tenant) are CHECKs of cost 1, and ip denies: the
+ * request is vetoed, and tenant's allowed answer was never charged. */
+static void
+ip_vetoes(void)
+{
+	checks[0].op = checks[1].op = LIM_OP_CHECK;
+	checks[0].cost = checks[1].cost = 1;
+	out[0].res = res(0, 0, 2000000, 2000000);
+}
+
 Test(decide, all_allowed_reports_smallest_remaining)
 {
 	struct decision d;
@@ -362,13 +372,57 @@ Test(decide, a_vetoed_request_reports_the_others_uncharged)
 {
 	struct decision d;
 
-	checks[0].op = checks[1].op = LIM_OP_CHECK;
-	checks[0].cost = checks[1].cost = 1;
-	out[0].res = res(0, 0, 2000000, 2000000); /* ip denies */
-	out[1].res = res(1, 6, 0, 1000000);       /* tenant: 6 after a charge */
+	ip_vetoes();
+	out[1].res = res(1, 6, 0, 1000000); /* tenant: 6 after a charge */
 	decide(checks, out, 2, HEADERS_IETF, &d);
 	cr_assert_eq(d.status, 429);
 	cr_assert_str_eq(d.ratelimit, "\"ip\";r=0;t=2, \"tenant\";r=7;t=1");
+}
+
+/* Given back to a full budget, a rule has nothing to wait for: its t is
+ * 0 ("0 when the budget is full"), not the charge's refill time. */
+Test(decide, a_vetoed_request_given_back_to_a_full_budget_waits_nothing)
+{
+	struct decision d;
+
+	ip_vetoes();
+	out[1].res = res(1, 9, 0, 6000000); /* tenant (q 10): 9 after */
+	decide(checks, out, 2, HEADERS_IETF, &d);
+	cr_assert_str_eq(d.ratelimit, "\"ip\";r=0;t=2, \"tenant\";r=10;t=0");
+}
+
+/* A fixed window's t is the end of its window, full or not. */
+Test(decide, a_vetoed_request_keeps_a_fixed_windows_end)
+{
+	struct decision d;
+	const char     *err;
+
+	ip_vetoes();
+	checks[1].lim.algo = LIM_FIXED_WINDOW;
+	checks[1].lim.rate = 10;
+	checks[1].lim.burst = 0;
+	cr_assert_eq(lim_params_init(&checks[1].lim, &err), 0);
+	out[1].res = res(1, 9, 0, 42000000);
+	decide(checks, out, 2, HEADERS_IETF, &d);
+	cr_assert_str_eq(d.ratelimit, "\"ip\";r=0;t=2, \"tenant\";r=10;t=42");
+}
+
+/* The deciding rule's reset follows the same give-back: here a rule that
+ * fails closed (Redis down) vetoes, and tenant is the only rule left to
+ * report. */
+Test(decide, a_vetoed_request_resets_the_reported_rule_when_full)
+{
+	struct decision d;
+
+	checks[0].op = checks[1].op = LIM_OP_CHECK;
+	checks[0].cost = checks[1].cost = 1;
+	out[0].src = SRC_FAIL_CLOSED;
+	out[1].res = res(1, 9, 0, 6000000);
+	decide(checks, out, 2, HEADERS_IETF, &d);
+	cr_assert_eq(d.status, 503);
+	cr_assert_str_eq(d.policy, "ip");
+	cr_assert_eq(d.remaining, 10);
+	cr_assert_eq(d.reset, 0, "reset %lld", (long long)d.reset);
 }
 
 /* Under fail: local a rule runs on its share of the pool: the limit and
@@ -431,9 +485,7 @@ Test(decide, a_vetoed_request_gives_back_one_lease_not_its_cost)
 	struct decision d;
 	const char     *err;
 
-	checks[0].op = checks[1].op = LIM_OP_CHECK;
-	checks[0].cost = 1;
-	out[0].res = res(0, 0, 2000000, 2000000); /* ip denies */
+	ip_vetoes();
 	checks[1].lim.algo = LIM_CONCURRENCY;
 	checks[1].lim.rate = 3;
 	checks[1].lim.burst = 0;
@@ -450,9 +502,7 @@ Test(decide, a_vetoed_request_gives_nothing_back_to_a_delayed_slot)
 {
 	struct decision d;
 
-	checks[0].op = checks[1].op = LIM_OP_CHECK;
-	checks[0].cost = checks[1].cost = 1;
-	out[0].res = res(0, 0, 2000000, 2000000); /* ip denies */
+	ip_vetoes();
 	leaky_delay_slot(1);
 	decide(checks, out, 2, HEADERS_IETF, &d);
 	cr_assert_eq(d.status, 429);
