@@ -131,7 +131,7 @@ FUZZ_BINS = $(patsubst tests/fuzz/%.c,$(BUILD)/fuzz/%,$(FUZZ_SRCS))
 FUZZ_MODS = spop policy policy_parse yamlkw keys cidr policy_allow override decide \
 	util log lim_common \
 	lim_gcra lim_log lim_window lim_block httpd metrics results store_url \
-	adminreq
+	adminreq topk topview
 FUZZ_LIB_SRCS = $(foreach m,$(FUZZ_MODS),$(wildcard agent/*/$(m).c))
 $(BUILD)/fuzz/%: tests/fuzz/%.c $(FUZZ_LIB_SRCS) $(AGENT_HDRS)
 	@mkdir -p $(dir $@)

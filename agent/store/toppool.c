@@ -1,7 +1,8 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
- * The pool's top lists in Redis (see toppool.h): a text format written
- * and read here only, and the merge of the agents' views.
+ * The pool's top lists in Redis (see toppool.h): the transactions that
+ * write one agent's view and read them all. The views' text and their
+ * sum are topview.c's.
  */
 #include <inttypes.h>
 #include <stdio.h>
@@ -13,13 +14,12 @@
 #include "adminreq.h"
 #include "keyop.h"
 #include "toppool.h"
+#include "topview.h"
 #include "util.h"
 
 #define STALE_MS 60000
-/* The most denials a view may claim: no sum of them overflows. */
-#define COUNT_MAX 1000000000000000LL
 /* Views summed at most: with one count per key per view, no sum of
- * COUNT_MAX each reaches INT64_MAX. */
+ * TOPVIEW_COUNT_MAX each reaches INT64_MAX. */
 #define VIEWS_MAX 4096
 
 const char *
@@ -95,41 +95,29 @@ int
 toppool_publish(redisContext **c, const char *rule, const struct topk_merge *m,
                 int64_t now_ms)
 {
-	char         name[POLICY_NAME_MAX + 16], bname[POLICY_NAME_MAX + 16];
-	char         line[64];
-	struct jsonw v = { 0 }; /* a bounded buffer, not JSON here */
-	redisReply  *r, *moved;
-	int          n;
-	/* a key past the TOPK_K listed was counted at most the last's */
-	int64_t bound = m->n > TOPK_K ? m->v[TOPK_K - 1].count : m->bound;
+	char        name[POLICY_NAME_MAX + 16], bname[POLICY_NAME_MAX + 16];
+	size_t      len;
+	char       *view = topview_format(m, now_ms, &len);
+	redisReply *r, *moved;
+	int         n;
 
-	n = snprintf(line, sizeof(line), "%" PRId64 " %" PRId64 "\n", now_ms,
-	             m->total);
-	jsonw_raw(&v, line, (size_t)n);
-	for (int i = 0; i < m->n && i < TOPK_K; i++) {
-		n = snprintf(line, sizeof(line),
-		             "%" PRId64 " %" PRId64 " %zu:", m->v[i].count,
-		             m->v[i].err, m->v[i].len);
-		jsonw_raw(&v, line, (size_t)n);
-		jsonw_raw(&v, m->v[i].key, m->v[i].len);
-		jsonw_raw(&v, "\n", 1);
-	}
 	hash_name(name, sizeof(name), rule);
 	bounds_name(bname, sizeof(bname), rule);
 	for (int first = 1;; first = 0) {
 		redisAppendCommand(*c, "MULTI");
 		redisAppendCommand(*c, "HSET %s %s %b", name,
-		                   toppool_agent_id(), v.buf, v.len);
+		                   toppool_agent_id(), view, len);
 		redisAppendCommand(*c, "PEXPIRE %s %d", name, TOPPOOL_TTL_MS);
 		redisAppendCommand(*c, "HSET %s %s %lld", bname,
-		                   toppool_agent_id(), (long long)bound);
+		                   toppool_agent_id(),
+		                   (long long)topview_bound(m));
 		redisAppendCommand(*c, "PEXPIRE %s %d", bname, TOPPOOL_TTL_MS);
 		redisAppendCommand(*c, "EXEC");
 		r = transaction_replies(*c, 6, &moved);
 		if (!again_on(c, moved, first && r == NULL))
 			break;
 	}
-	free(v.buf);
+	free(view);
 	n = r != NULL && r->elements == 4;
 	for (size_t i = 0; n && i < r->elements; i++)
 		n = r->element[i]->type != REDIS_REPLY_ERROR;
@@ -161,50 +149,9 @@ bound_of(const redisReply *bounds, const redisReply *f)
 	if (v == NULL || v->type != REDIS_REPLY_STRING)
 		return 0;
 	b = strtoll(v->str, &end, 10);
-	return end != v->str && *end == '\0' && b > 0 && b <= COUNT_MAX ? b : 0;
-}
-
-/* Parses one agent's value into <m>. Returns its ts_ms, or -1. */
-static int64_t
-parse_view(const char *s, size_t len, struct topk_merge *m)
-{
-	const char   *end = s + len;
-	char         *p;
-	long long     ts, total, count, err;
-	unsigned long klen;
-	int           lines = 0;
-
-	ts = strtoll(s, &p, 10);
-	if (p == s || *p != ' ')
-		return -1;
-	total = strtoll(p + 1, &p, 10);
-	if (*p != '\n' || total < 0 || total > COUNT_MAX)
-		return -1;
-	m->total += total;
-	for (s = p + 1; s < end;) {
-		count = strtoll(s, &p, 10);
-		err = strtoll(p, &p, 10);
-		klen = strtoul(p, &p, 10);
-		if (*p != ':' || klen > (unsigned long)(end - p - 1) ||
-		    klen > POLICY_KEY_MAX || count < 0 || err < 0 ||
-		    count > COUNT_MAX || err > COUNT_MAX || ++lines > TOPK_K)
-			return -1;
-		topk_merge_add(m, p + 1, klen, count, err);
-		s = p + 1 + klen + 1;
-	}
-	return ts;
-}
-
-/* 1 if <m> (at most TOPK_K items) lists a key twice. */
-static int
-has_dup(const struct topk_merge *m)
-{
-	for (int i = 0; i < m->n; i++)
-		for (int j = i + 1; j < m->n; j++)
-			if (m->v[i].len == m->v[j].len &&
-			    memcmp(m->v[i].key, m->v[j].key, m->v[i].len) == 0)
-				return 1;
-	return 0;
+	return end != v->str && *end == '\0' && b > 0 && b <= TOPVIEW_COUNT_MAX
+	               ? b
+	               : 0;
 }
 
 int
@@ -214,7 +161,7 @@ toppool_read(redisContext **c, const char *rule, int64_t now_ms,
 	char name[POLICY_NAME_MAX + 16], bname[POLICY_NAME_MAX + 16];
 	struct topk_merge one;
 	redisReply       *x, *r, *b, *f, *v, *moved;
-	int64_t           ts, bound;
+	int64_t           ts;
 	int               agents = 0;
 
 	hash_name(name, sizeof(name), rule);
@@ -243,19 +190,10 @@ toppool_read(redisContext **c, const char *rule, int64_t now_ms,
 		    v->type != REDIS_REPLY_STRING)
 			continue; /* not what publish writes: no str to read */
 		memset(&one, 0, sizeof(one));
-		ts = parse_view(v->str, v->len, &one);
-		if (ts >= 0 && has_dup(&one))
-			ts = -1; /* publish lists a key once */
+		ts = topview_parse(v->str, v->len, &one);
 		if (ts >= 0 && ts > now_ms - TOPPOOL_FRESH_MS &&
 		    agents < VIEWS_MAX) {
-			/* less its bound, which finish adds to every key */
-			bound = bound_of(b, f);
-			m->floor += bound;
-			for (int k = 0; k < one.n; k++)
-				topk_merge_add(m, one.v[k].key, one.v[k].len,
-				               one.v[k].count - bound,
-				               one.v[k].err - bound);
-			m->total += one.total;
+			topview_add(m, &one, bound_of(b, f));
 			agents++;
 		} else if (ts < now_ms - STALE_MS) {
 			freeReplyObject(redisCommand(*c, "HDEL %s %b", name,
