@@ -1111,24 +1111,29 @@ releases_unanswered(const struct req *r, int *orphan)
 static int
 give_back(struct req *r)
 {
-	int      orphan[REQ_MAX_CHECKS], lost;
+	int      orphan[REQ_MAX_CHECKS], lost, again;
 	uint64_t n = 0;
 
 	memset(orphan, 0, sizeof(orphan));
+	/* rl-done's lost releases, flagged before the orphans below become
+	 * releases too: both go in the one call */
+	again = releases_unanswered(r, orphan);
 	lost = !conn_serving(r->c) ||
 	       util_loop_us() - r->start_us >= r->policy->processing_timeout_us;
 	if (r->d.status != 0 || (lost && r->d.release)) {
 		for (int i = 0; i < r->n; i++) {
-			orphan[i] = decide_orphan(&r->checks[i], &r->out[i],
-			                          r->d.status, lost);
-			if (orphan[i] != 0) {
+			int what = decide_orphan(&r->checks[i], &r->out[i],
+			                         r->d.status, lost);
+
+			if (what != 0) {
+				orphan[i] |= what;
 				r->checks[i].op = LIM_OP_RELEASE;
 				r->checks[i].cost = 0;
 				n++;
 			}
 		}
 	}
-	if (n == 0 && releases_unanswered(r, orphan) == 0)
+	if (n == 0 && again == 0)
 		return 0;
 	if (n > 0) {
 		metrics_self_release(r->e->m, n);
@@ -1156,6 +1161,40 @@ delay_cb(struct ev_loop *loop, ev_timer *t, int revents)
 	req_answer(container_of(t, struct req, timer));
 }
 
+/* Seconds <r>'s ACK may still be held: <delay_us>, or less when draining. */
+static double
+hold_s(const struct req *r, int64_t delay_us)
+{
+	int64_t left = r->e->hold_until_us - util_loop_us();
+
+	if (r->e->hold_until_us != 0 && delay_us > left)
+		delay_us = left > 0 ? left : 0;
+	return (double)delay_us / 1e6;
+}
+
+static void
+drain_held(struct reqpool_item *it, void *arg)
+{
+	struct req *r = container_of(it, struct req, pi);
+	double      s;
+
+	if (r->c == NULL || !ev_is_active(&r->timer) ||
+	    ev_cb(&r->timer) != delay_cb)
+		return; /* not an ACK on hold */
+	s = hold_s(r, (int64_t)(ev_timer_remaining(r->e->loop, &r->timer) *
+	                        1e6));
+	ev_timer_stop(r->e->loop, &r->timer);
+	ev_timer_set(&r->timer, s, 0.);
+	ev_timer_start(r->e->loop, &r->timer);
+}
+
+void
+req_drain(struct req_env *e, int64_t until_us)
+{
+	e->hold_until_us = until_us > 0 ? until_us : 1;
+	reqpool_each_live(e->pool, drain_held, NULL);
+}
+
 static void
 req_finish(struct req *r)
 {
@@ -1165,7 +1204,7 @@ req_finish(struct req *r)
 	count_decisions(r);
 	note_reservations(r);
 	if (r->d.delay_us > 0 && r->d.status == 0) {
-		ev_timer_init(&r->timer, delay_cb, (double)r->d.delay_us / 1e6,
+		ev_timer_init(&r->timer, delay_cb, hold_s(r, r->d.delay_us),
 		              0.);
 		ev_timer_start(r->e->loop, &r->timer);
 		return;

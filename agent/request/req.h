@@ -53,12 +53,21 @@ struct req_env {
 	struct req_shared     *shared;
 	struct policy_pin     *pin;  /* the current policy's */
 	struct reqpool        *pool; /* req_pool_new() */
+	int64_t                hold_until_us; /* draining: no ACK held
+	                                      * past it (0: none) */
 };
 
 /* Starts the request for NOTIFY <f> on <c>. Returns 0, or -1 with an SPOP
  * status in <*status> when the payload is malformed (no request made). */
 int req_start(struct req_env *e, struct conn *c, const struct spop_frame *f,
               int *status);
+
+/* The worker drains and exits at its deadline: an ACK a leaky bucket in
+ * delay mode holds, now or later, goes by <until_us> (util_loop_us()'s
+ * clock) at the latest; one due before keeps its delay. Else it would
+ * never be sent: HAProxy fails such a NOTIFY, and a lease the request
+ * took is never released. */
+void req_drain(struct req_env *e, int64_t until_us);
 
 /* The pool of a worker's requests (reqpool.h), their Redis deadlines
  * included. */

@@ -85,6 +85,15 @@ reqpool_stop(struct reqpool *pool)
 	deadlines_stop(&pool->deadlines);
 }
 
+void
+reqpool_each_live(struct reqpool *pool,
+                  void (*fn)(struct reqpool_item *it, void *arg), void *arg)
+{
+	for (struct reqpool_item *it = pool->all; it != NULL; it = it->next_all)
+		if (it->live)
+			fn(it, arg);
+}
+
 int
 reqpool_retry_begin(struct reqpool *pool, struct reqpool_item *it)
 {

@@ -48,6 +48,12 @@ void reqpool_deadline(struct reqpool *pool, struct deadline *d, int64_t at);
 /* No deadline passes any more (the worker is exiting). */
 void reqpool_stop(struct reqpool *pool);
 
+/* Calls <fn> on each live item (an item <fn> puts back is not reached
+ * again). */
+void reqpool_each_live(struct reqpool *pool,
+                       void (*fn)(struct reqpool_item *it, void *arg),
+                       void *arg);
+
 /* <it> starts retrying: 1, or 0 if it was not retrying and the cap is
  * reached. Already retrying: 1. */
 int reqpool_retry_begin(struct reqpool *pool, struct reqpool_item *it);

@@ -61,6 +61,7 @@
 #define SERVER_MAX_LISTEN     8
 #define SERVER_BACKLOG        1024
 #define SERVER_DRAIN_S        5.0
+#define SERVER_DRAIN_HOLD_S   4.0 /* held ACKs (delay mode) go by then */
 #define SERVER_ACCEPT_RETRY_S 0.1 /* after accept4() ran out of fds */
 
 /* One worker thread: its loop, its listeners' watchers, its connections
@@ -549,6 +550,8 @@ worker_start_drain(struct worker *w)
 		next = c->next;
 		conn_drain(c);
 	}
+	req_drain(&w->env,
+	          util_loop_us() + (int64_t)(SERVER_DRAIN_HOLD_S * 1e6));
 	ev_timer_init(&w->drain_timer, drain_timeout_cb, SERVER_DRAIN_S, 0.);
 	ev_timer_start(w->loop, &w->drain_timer);
 }

@@ -14,26 +14,27 @@
 #   The held connections: 48 of them, opened 50 ms apart so that each is
 # a wakeup of its own and both workers take some (whichever accepts
 # first: often 1 in 5 go to one of them; the suite checks both did), each
-# with 16 NOTIFYs to its own leaky bucket in delay mode (one slot a
-# second): ACKs held up to 15 s, past the drain deadline.
+# with 16 NOTIFYs waiting on a stopped Redis (redis.timeout 10 s): in
+# flight past the drain deadline. (A leaky bucket in delay mode no longer
+# holds a connection that long: a drain sends held ACKs by its 4th s.)
 . "$(dirname "$0")/../lib.sh"
 RP=$(port 1); AP=$(port 2); BP=$(port 3)
 CONNS=48
-redis_agent_up 2 100ms <<YAML
+redis_agent_up 2 10s <<YAML
 processing_timeout: 30s
 rules:
   - name: slow
     message: rl-slow
     key: "slow:{tenant}"
-    algorithm: leaky-bucket
-    mode: delay
-    rate: 1/s
-    burst: 1
-    max_delay: 20s
-    store: local
+    algorithm: gcra
+    rate: 100/s
+    burst: 100
+    fail: open
 YAML
 ok $? "agent up"
 
+eval "RPID=\$REDIS_PID_$RP"
+kill -STOP "$RPID"
 for k in $(seq $CONNS); do
 	"$CLIENT" -a "127.0.0.1:$AP" -n 16 -P 16 -v -t 30000 rl-slow tenant=s:k$k \
 		>"$TMP/held.$k" 2>&1 &
@@ -54,6 +55,7 @@ timeouts=$(sed -n 's/.*msg=drain_timeout worker=\([0-9]*\).*/\1/p' "$TMP/agent.l
 expect_eq "$timeouts" "0 1 " "both workers still held a connection at their drain deadline"
 [ "$ms" -ge 4500 ] && [ "$ms" -lt 8000 ]
 ok $? "the agent exits at one 5 s drain deadline, not one per worker (${ms} ms)"
+kill -CONT "$RPID"
 
 # Redis stopped: 64 NOTIFYs wait for it (the cap of one connection), 16
 # more wait unread in the socket; SIGTERM; each Redis call times out after

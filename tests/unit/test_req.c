@@ -62,6 +62,8 @@ struct fake {
 	} says[4];
 	int               nsays;
 	int               submits, releases, flushes, cancels, timeouts;
+	const char       *rel_key;   /* releases of keys holding this */
+	int               rel_key_n; /* ... counted here */
 	int               answered, stale;
 	int               nqueued, ncalls;
 	struct store_req *queued[FAKE_MAX];
@@ -113,8 +115,15 @@ f_submit(void *be, struct store_req *sr)
 	struct fake *f = be;
 
 	f->submits++;
-	for (int j = 0; j < sr->n; j++)
-		f->releases += sr->checks[sr->index[j]].op == LIM_OP_RELEASE;
+	for (int j = 0; j < sr->n; j++) {
+		const struct check *c = &sr->checks[sr->index[j]];
+
+		f->releases += c->op == LIM_OP_RELEASE;
+		if (c->op == LIM_OP_RELEASE && f->rel_key != NULL &&
+		    memmem(c->key, c->keylen, f->rel_key, strlen(f->rel_key)) !=
+		            NULL)
+			f->rel_key_n++;
+	}
 	if (f->mode == FAKE_DOWN)
 		return STORE_EDOWN;
 	cr_assert_lt(f->nqueued, FAKE_MAX);
@@ -1320,4 +1329,65 @@ Test(req, a_small_frame_still_asks_for_the_release_of_a_lease)
 	             "the deciding rule still fits");
 	no_more_frames(0.05);
 	cr_assert_eq(h.fake.releases, 0, "HAProxy's to release, not ours");
+}
+
+/* One NOTIFY of two messages: rl-request (a concurrency CHECK, u1) and
+ * rl-done (the release of u2's lease, from an earlier request). Redis
+ * never answers the call: fail: closed refuses (503), the CHECK's lease
+ * is an orphan Redis may hold (give_back sends its release), and the
+ * rl-done release was lost with the call: it must be sent again too, as
+ * it is when the NOTIFY carries rl-done alone (releases_unanswered), or
+ * u2's slot stays taken for the whole lease (10 min). */
+Test(req, a_lost_rl_done_release_is_sent_again_beside_an_orphan_lease)
+{
+	char               buf[1024];
+	struct spop_writer w;
+	struct ack         a;
+	uint64_t           fid = ++h.fid;
+	int                len;
+
+	start(CONC_RULE("redis, fail: closed", ""));
+	h.fake.mode = FAKE_NEVER;
+	h.fake.rel_key = "u2";
+	spop_w_begin(&w, buf, sizeof(buf), SPOP_FRM_NOTIFY, 1, fid);
+	spop_w_message(&w, "rl-request", 2);
+	spop_w_name(&w, "user", 4);
+	spop_w_str(&w, "u1", 2);
+	spop_w_name(&w, "id", 2);
+	spop_w_str(&w, "r1", 2);
+	spop_w_message(&w, "rl-done", 2);
+	spop_w_name(&w, "user", 4);
+	spop_w_str(&w, "u2", 2);
+	spop_w_name(&w, "id", 2);
+	spop_w_str(&w, "r0", 2);
+	len = spop_w_end(&w);
+	cr_assert_gt(len, 0);
+	write_all(buf, (size_t)len);
+	a = ack_within(fid, 3.);
+	cr_assert_eq(a.status, 503);
+	cr_assert_geq(h.fake.rel_key_n, 1, "rl-done's release, in the call");
+	h.fake.mode = FAKE_ANSWER; /* Redis is back for the retries */
+	run_for(1.0);
+	cr_assert_geq(h.fake.releases, 3,
+	              "u1's orphan lease was given back: releases %d",
+	              h.fake.releases);
+	cr_assert_geq(h.fake.rel_key_n, 2,
+	              "the lost rl-done release of u2 is sent again (u2 "
+	              "releases sent: %d, all releases: %d)",
+	              h.fake.rel_key_n, h.fake.releases);
+}
+
+/* The control: rl-done alone, its call lost, is sent again. */
+Test(req, a_lost_rl_done_release_alone_is_sent_again)
+{
+	struct ack a;
+
+	start(CONC_RULE("redis, fail: closed", ""));
+	h.fake.mode = FAKE_NEVER;
+	h.fake.rel_key = "u2";
+	a = ASK("rl-done", "user", "u2", "id", "r0");
+	cr_assert_eq(a.status, 503);
+	h.fake.mode = FAKE_ANSWER;
+	run_for(1.0);
+	cr_assert_geq(h.fake.rel_key_n, 2, "sent again: %d", h.fake.rel_key_n);
 }
