@@ -106,7 +106,9 @@ void
 lim__log_commit(const struct lim_params *p, struct lim_state *s, int op,
                 int64_t cost, int64_t now)
 {
-	uint32_t first, lim = (uint32_t)p->rate, add, i, pos;
+	/* L may be 2^32 (LIM_COST_MAX): not a uint32_t */
+	int64_t  lim = p->rate;
+	uint32_t first, add, i, pos;
 
 	if (op == LIM_OP_RELEASE || cost <= 0)
 		return;
@@ -115,9 +117,9 @@ lim__log_commit(const struct lim_params *p, struct lim_state *s, int op,
 		memmove(s->ts, s->ts + first, (s->n - first) * sizeof(*s->ts));
 		s->n -= first;
 	}
-	add = cost > lim ? lim : (uint32_t)cost;
-	if (s->n + add > lim) { /* FORCE: keep the newest L */
-		uint32_t drop = s->n + add - lim;
+	add = (uint32_t)(cost > lim ? lim : cost);
+	if ((int64_t)s->n + add > lim) { /* FORCE: keep the newest L */
+		uint32_t drop = (uint32_t)((int64_t)s->n + add - lim);
 
 		if (drop > s->n)
 			drop = s->n;
@@ -229,7 +231,8 @@ void
 lim__conc_commit(const struct lim_params *p, struct lim_state *s, int op,
                  int64_t cost, uint64_t member, int64_t now)
 {
-	uint32_t i, j, lim = (uint32_t)p->rate, low;
+	uint32_t i, j, low;
+	int64_t  lim = p->rate; /* may be 2^32: not a uint32_t */
 
 	for (i = j = 0; i < s->n; i++) { /* drop expired, and the member */
 		if (s->ts[i] <= now || s->ids[i] == member)
@@ -240,7 +243,7 @@ lim__conc_commit(const struct lim_params *p, struct lim_state *s, int op,
 	s->n = j;
 	if (op == LIM_OP_RELEASE || cost <= 0)
 		return;
-	if (s->n >= lim) { /* FORCE: drop the earliest */
+	if ((int64_t)s->n >= lim) { /* FORCE: drop the earliest */
 		low = 0;
 		for (i = 1; i < s->n; i++)
 			if (s->ts[i] < s->ts[low])

@@ -60,6 +60,8 @@ struct stripe {
 	uint32_t        *index; /* slot + 1, 0 = empty */
 	size_t           mask;
 	size_t           hand;
+	int64_t          last_us; /* the latest <now> evaluated under the
+	                           * write lock: never goes back (below) */
 	char             pad[64]; /* no false sharing between locks */
 };
 
@@ -525,8 +527,26 @@ unlock_set(struct local *l, uint64_t set)
 			pthread_rwlock_unlock(&l->s[i].lock);
 }
 
+/* Workers read the clock before they wait for a stripe's lock, so a
+ * request stamped earlier may be evaluated after one stamped later: on a
+ * window boundary it would see the newer window's state as another
+ * window's and overwrite it (fixed and sliding windows). Under the lock,
+ * <*now> is raised to the latest time the stripes have seen, as the
+ * script has one clock for every call; with <commit> the stripes keep
+ * it. A few µs at most between workers. */
+static void
+stripes_now(struct local *l, uint64_t set, int64_t *now, int commit)
+{
+	for (size_t i = 0; i < l->nstripes; i++)
+		if (set >> i & 1 && l->s[i].last_us > *now)
+			*now = l->s[i].last_us;
+	for (size_t i = 0; commit && i < l->nstripes; i++)
+		if (set >> i & 1)
+			l->s[i].last_us = *now;
+}
+
 static int
-locked(struct local *l, struct local_check *c, size_t n, int64_t now,
+locked(struct local *l, struct local_check *c, size_t n, int64_t *now,
        int commit)
 {
 	uint64_t set = 0;
@@ -536,9 +556,10 @@ locked(struct local *l, struct local_check *c, size_t n, int64_t now,
 		if (c[i].keylen <= LOCAL_KEY_MAX)
 			set |= (uint64_t)1 << stripe_of(l, c[i].hash);
 	lock_set(l, set, commit);
-	veto = eval_all(l, c, n, now);
+	stripes_now(l, set, now, commit);
+	veto = eval_all(l, c, n, *now);
 	if (commit && !veto)
-		commit_all(l, c, n, now);
+		commit_all(l, c, n, *now);
 	unlock_set(l, set);
 	return !veto;
 }
@@ -629,24 +650,27 @@ box_offend(struct local *l, struct local_check *c, size_t n, int64_t now)
 }
 
 static int run_plain(struct local *l, struct local_check *c, size_t n,
-                     int64_t now, int commit);
+                     int64_t *now, int commit);
 
 /* A request with a boxed check: its blocked keys answer with their
  * block and are charged nothing (a blocked CHECK or PEEK vetoes the
  * request, box_mark()), the rest runs as any request, and the offences
  * among its results start blocks, whatever the request's fate, as in the
- * script (when <commit>: a peek records nothing). */
+ * script (when <commit>, or when the peek vetoes: a peek that passes
+ * records nothing, its commit will). */
 static int
-run_boxed(struct local *l, struct local_check *c, size_t n, int64_t now,
+run_boxed(struct local *l, struct local_check *c, size_t n, int64_t *now,
           int commit)
 {
 	int rc;
 
 	pthread_mutex_lock(&l->box_lock);
-	box_mark(l, c, n, now);
+	box_mark(l, c, n, *now);
 	rc = run_plain(l, c, n, now, commit);
-	if (commit)
-		box_offend(l, c, n, now);
+	/* a peek that vetoes is its request's end (req.c denies it and
+	 * never evaluates it again): its offences are the request's */
+	if (commit || !rc)
+		box_offend(l, c, n, *now);
 	pthread_mutex_unlock(&l->box_lock);
 	return rc;
 }
@@ -744,6 +768,7 @@ settle_one(struct local *l, struct local_check *c, int64_t now, int commit)
 		return;
 	s = &l->s[stripe_of(l, c->hash)];
 	pthread_rwlock_wrlock(&s->lock);
+	stripes_now(l, (uint64_t)1 << stripe_of(l, c->hash), &now, 1);
 	e = lookup(s, c->hash, c->key, c->keylen);
 	if (e == NULL && c->cost > held)
 		e = insert(s, c->hash, c->key, c->keylen, now);
@@ -793,9 +818,9 @@ run(struct local *l, struct local_check *c, size_t n, int64_t now, int commit)
 	if (settle_all(l, c, n, now, commit))
 		return 1;
 	if (has_box(c, n))
-		rc = run_boxed(l, c, n, now, commit);
+		rc = run_boxed(l, c, n, &now, commit);
 	else
-		rc = run_plain(l, c, n, now, commit);
+		rc = run_plain(l, c, n, &now, commit);
 	if (commit && rc)
 		reserve_all(l, c, n, now);
 	return rc;
@@ -814,14 +839,14 @@ local_reservations(struct local *l)
 }
 
 static int
-run_plain(struct local *l, struct local_check *c, size_t n, int64_t now,
+run_plain(struct local *l, struct local_check *c, size_t n, int64_t *now,
           int commit)
 {
 	int rc;
 
 	if (n == 1 && !c->settle && !c->held && is_tat(c->params->algo) &&
 	    c->keylen <= LOCAL_KEY_MAX &&
-	    (rc = cas_one(l, c, now, commit)) >= 0)
+	    (rc = cas_one(l, c, *now, commit)) >= 0)
 		return rc;
 	return locked(l, c, n, now, commit);
 }
@@ -862,6 +887,12 @@ local_share(struct lim_params *p, int pool_size)
 	q.rate = share(q.rate, pool_size);
 	if (q.burst > 0)
 		q.burst = share(q.burst, pool_size);
+	/* the emission interval may grow more than the burst shrinks (3/d
+	 * over 2 agents is 1/d): keep the tolerance in range with a smaller
+	 * burst, never the whole limit */
+	if (lim_params_init(&q, &err) == -1 && q.ei_us >= 1 &&
+	    q.burst > LIM_TIME_MAX / q.ei_us)
+		q.burst = LIM_TIME_MAX / q.ei_us;
 	if (lim_params_init(&q, &err) == 0)
 		*p = q;
 }

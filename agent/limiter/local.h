@@ -52,7 +52,8 @@
  * block record first (a blocked key answers with its block and is charged
  * nothing; a blocked CHECK or PEEK that is not shadow vetoes its request,
  * a blocked FORCE or shadow check does not) and records the offences
- * after (local_eval_request only: a peek records nothing), with
+ * after (local_eval_request, or a peek that vetoes: req.c ends such a
+ * request there; a peek that passes records nothing), with
  * lim_block.c's arithmetic, as the script does. At most 16384 records (a
  * fixed table made on first use, 512 KiB). Requests without such a check
  * never take the mutex.

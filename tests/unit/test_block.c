@@ -439,7 +439,8 @@ Test(block, local_tier_a_blocked_key_vetoes_its_request_and_charges_nothing)
 	local_free(l);
 }
 
-Test(block, local_tier_a_peek_starts_no_block_and_a_shadow_check_never_vetoes)
+Test(block,
+     local_tier_only_a_vetoing_peek_records_its_offence_and_a_shadow_check_never_vetoes)
 {
 	struct lim_params  p = boxed(60, 0);
 	struct local      *l = local_new(100);
@@ -448,9 +449,22 @@ Test(block, local_tier_a_peek_starts_no_block_and_a_shadow_check_never_vetoes)
 	char               got[16];
 
 	requests(l, &p, "k", 5, 1000 * S, got, &r);
+	/* a peek that vetoes ends its request (req.c never evaluates it
+	 * again): its offence is recorded, as the script records it */
 	cr_expect_eq(local_peek_request(l, &c, 1, 1000 * S), 0);
 	requests(l, &p, "k", 1, 1000 * S + p.ei_us, got, &r);
-	cr_expect_str_eq(got, "1", "the peek recorded no offence");
+	cr_expect_str_eq(got, "0", "the vetoing peek's offence blocks");
+	cr_expect_eq(r.retry_after_us, 60 * S - p.ei_us);
+	/* a peek that passes records nothing: its commit will (a table
+	 * of its own: the one above has seen 1000 s + EI already) */
+	local_free(l);
+	l = local_new(100);
+	c = lc(&p, "q");
+	c.shadow = 1;
+	requests(l, &p, "q", 5, 1000 * S, got, &r);
+	cr_expect_eq(local_peek_request(l, &c, 1, 1000 * S), 1);
+	requests(l, &p, "q", 1, 1000 * S + p.ei_us, got, &r);
+	cr_expect_str_eq(got, "1", "the passing peek recorded no offence");
 	c = lc(&p, "s");
 	c.shadow = 1;
 	requests(l, &p, "s", 6, 1000 * S, got, &r);

@@ -648,3 +648,120 @@ Test(local, token_bucket_word_decides_as_its_state_twin)
 	lim_state_deinit(&st);
 	local_free(l);
 }
+/* Workers read the clock (util_now_us) before they take the stripe's
+ * lock: under contention a request stamped a µs before a window boundary
+ * can be committed after one stamped just after it. The local tier must
+ * not let that request overwrite the newer window's state: the sliding
+ * window then forgets the whole previous window (its prev weight). */
+Test(local, sliding_window_stale_stamp_at_a_boundary_forgets_the_window,
+     .timeout = 10)
+{
+	struct local     *l = local_new(100);
+	struct lim_params p = mk(LIM_SLIDING_WINDOW, 10, 3600 * S, 0);
+	int64_t           b = 1000 * 3600 * S; /* a window boundary */
+	struct lim_result r;
+	int               rc;
+
+	rc = local_eval(l, &p, "sw", 2, LIM_OP_CHECK, 8, NULL, 0, b - 10 * S,
+	                &r);
+	cr_assert_eq(rc, 1);
+	/* worker B, stamped b + 1, commits first */
+	rc = local_eval(l, &p, "sw", 2, LIM_OP_CHECK, 1, NULL, 0, b + 1, &r);
+	cr_assert_eq(rc, 1);
+	/* worker A, stamped b - 1 before B, commits second */
+	rc = local_eval(l, &p, "sw", 2, LIM_OP_CHECK, 1, NULL, 0, b - 1, &r);
+	cr_assert_eq(rc, 1, "9 of 10 in the old window");
+	/* truth: prev = 9, cur = 1: the estimate at b + 2 is 10, full */
+	rc = local_eval(l, &p, "sw", 2, LIM_OP_CHECK, 1, NULL, 0, b + 2, &r);
+	cr_expect_eq(rc, 0,
+	             "the limit is spent (prev 9 at full weight + cur 1), "
+	             "yet allowed with remaining %lld",
+	             (long long)r.remaining);
+	local_free(l);
+}
+
+/* The same for the fixed window: a request stamped in a window already
+ * closed is counted against a fresh count (the newer window's state is
+ * not its own), and the newer window's count is then lost. */
+Test(local, fixed_window_stale_stamp_at_a_boundary_loses_the_new_count,
+     .timeout = 10)
+{
+	struct local     *l = local_new(100);
+	struct lim_params p = mk(LIM_FIXED_WINDOW, 3, 3600 * S, 0);
+	int64_t           b = 1000 * 3600 * S;
+	struct lim_result r;
+	int               rc;
+
+	rc = local_eval(l, &p, "fw", 2, LIM_OP_CHECK, 3, NULL, 0, b - 10 * S,
+	                &r);
+	cr_assert_eq(rc, 1);
+	rc = local_eval(l, &p, "fw", 2, LIM_OP_CHECK, 3, NULL, 0, b + 1,
+	                &r); /* B */
+	cr_assert_eq(rc, 1);
+	rc = local_eval(l, &p, "fw", 2, LIM_OP_CHECK, 1, NULL, 0, b - 1,
+	                &r); /* A */
+	cr_expect_eq(rc, 0, "the old window was full (3 of 3)");
+	rc = local_eval(l, &p, "fw", 2, LIM_OP_CHECK, 1, NULL, 0, b + 2, &r);
+	cr_expect_eq(rc, 0,
+	             "the new window holds 3 of 3, yet allowed with "
+	             "remaining %lld",
+	             (long long)r.remaining);
+	local_free(l);
+}
+
+/* limit: 4294967296 (LIM_COST_MAX) passes lim_params_init(), and the
+ * policy's limit: range (up to 1e12); lim_log.c casts it to uint32_t:
+ * 0. A concurrency lease on a fresh key then reads ts[n - 1] with n = 0
+ * (index UINT32_MAX of a NULL array) and wraps n: the agent crashes on
+ * the first request of a store: local (or fail: local) rule. */
+Test(local, concurrency_limit_two_to_the_32_takes_a_lease, .timeout = 10)
+{
+	struct local     *l = local_new(100);
+	struct lim_params p = mk(LIM_CONCURRENCY, LIM_COST_MAX, 60 * S, 0);
+	struct lim_result r;
+	int               rc;
+
+	rc = local_eval(l, &p, "c", 1, LIM_OP_CHECK, 1, "req-1", 5, 1000 * S,
+	                &r);
+	cr_expect_eq(rc, 1);
+	rc = local_eval(l, &p, "c", 1, LIM_OP_CHECK, 0, "peek", 4, 1000 * S,
+	                &r);
+	cr_expect_eq(r.remaining, LIM_COST_MAX - 1, "one lease held: %lld",
+	             (long long)r.remaining);
+	local_free(l);
+}
+
+/* The same limit on a sliding log: the twin never records an entry, so
+ * it reports and decides as if nothing was ever charged (the script's
+ * ZADD records them). */
+Test(local, sliding_log_limit_two_to_the_32_records_its_entries, .timeout = 10)
+{
+	struct lim_params p = mk(LIM_SLIDING_LOG, LIM_COST_MAX, 60 * S, 0);
+	struct lim_state  s;
+	struct lim_result r;
+
+	lim_state_init(&s);
+	cr_assert(lim_eval(&p, &s, LIM_OP_CHECK, 3, 0, 1000 * S, &r));
+	lim_commit(&p, &s, LIM_OP_CHECK, 3, 0, 1000 * S);
+	lim_eval(&p, &s, LIM_OP_CHECK, 0, 0, 1000 * S, &r);
+	cr_expect_eq(r.remaining, LIM_COST_MAX - 3, "3 charged: %lld",
+	             (long long)r.remaining);
+	lim_state_deinit(&s);
+}
+
+/* fail: local divides rate and burst by pool_size; when the divided
+ * parameters fail lim_params_init() (the emission interval grows by more
+ * than the burst shrinks: 3/d over 2 agents is 1/d), local_share() keeps
+ * the WHOLE limit for every agent: the pool admits pool_size times it. */
+Test(local, share_never_falls_back_to_the_whole_limit, .timeout = 10)
+{
+	struct lim_params p = mk(LIM_GCRA, 3, 86400 * S, 9000);
+	struct lim_params q = p;
+
+	local_share(&q, 2);
+	cr_expect_leq(q.burst * 2, p.burst,
+	              "each of 2 agents may burst %lld of %lld",
+	              (long long)q.burst, (long long)p.burst);
+	cr_expect_leq(2 * p.period_us / q.ei_us, p.rate,
+	              "rate per agent * 2 within the rule's");
+}

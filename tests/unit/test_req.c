@@ -1391,3 +1391,67 @@ Test(req, a_lost_rl_done_release_alone_is_sent_again)
 	run_for(1.0);
 	cr_assert_geq(h.fake.rel_key_n, 2, "sent again: %d", h.fake.rel_key_n);
 }
+
+/* ---- the local tier: its penalty box and its largest limit ------------- */
+
+#define BOXED_LOCAL(extra)                                                     \
+	"redis: { url: \"redis://127.0.0.1:1/0\", timeout: 200ms }\n"          \
+	"rules:\n"                                                             \
+	"  - { name: l, message: rl-request, key: \"l:{user}\", "              \
+	"rate: 1/min, burst: 1, block: 1h, store: local }\n" extra
+
+/* Control: alone on its message, the local rule's denial is an offence
+ * and blocks the key for block: (1 h). */
+Test(req, a_local_rule_denial_blocks_the_key)
+{
+	struct ack a;
+
+	start(BOXED_LOCAL(""));
+	a = ASK("rl-request", "user", "u1");
+	cr_assert_eq(a.status, 0);
+	a = ASK("rl-request", "user", "u1");
+	cr_assert_eq(a.status, 429);
+	cr_expect_eq(a.retry_after, 3600, "blocked 1 h: %lld",
+	             (long long)a.retry_after);
+}
+
+/* The same rule beside a Redis rule on the same message: the local
+ * checks are only peeked before Redis is asked, and a vetoing peek ends
+ * the request. That peek's offence must still start the block; when a
+ * peek recorded none, the abuser was only rate limited (60 s), whatever
+ * block: said. */
+Test(req, a_local_rule_denial_blocks_the_key_beside_a_redis_rule)
+{
+	struct ack a;
+
+	start(BOXED_LOCAL("  - { name: r, message: rl-request, "
+	                  "key: \"r:{user}\", rate: 60/min, burst: 10 }\n"));
+	a = ASK("rl-request", "user", "u1");
+	cr_assert_eq(a.status, 0);
+	a = ASK("rl-request", "user", "u1");
+	cr_assert_eq(a.status, 429);
+	cr_assert_str_eq(a.policy, "l");
+	cr_expect_eq(a.retry_after, 3600, "blocked 1 h, got retry_after %lld",
+	             (long long)a.retry_after);
+	a = ASK("rl-request", "user", "u1");
+	cr_expect_eq(a.retry_after, 3600, "still blocked: %lld",
+	             (long long)a.retry_after);
+}
+
+/* limit: 4294967296 passes policy_load (and -c): the first lease of a
+ * store: local concurrency rule must not bring the agent down. */
+Test(req, a_local_concurrency_limit_of_two_to_the_32_takes_leases)
+{
+	struct ack a;
+
+	start("rules:\n"
+	      "  - { name: x, message: rl-request, key: \"x:{user}\", "
+	      "algorithm: concurrency, limit: 4294967296, lease: 10m, "
+	      "id: \"{id}\", release: rl-done, store: local }\n");
+	a = ASK("rl-request", "user", "u1", "id", "r1");
+	cr_assert_eq(a.status, 0);
+	a = ASK("rl-request", "user", "u1", "id", "r2");
+	cr_assert_eq(a.status, 0);
+	cr_expect_eq(a.remaining, 4294967294LL, "two leases held: %lld",
+	             (long long)a.remaining);
+}
