@@ -238,11 +238,27 @@ as_uncharged(const struct check *c, const struct lim_params *lim,
 
 	if (r.allowed != 1 || c->op != LIM_OP_CHECK || c->cost <= 0)
 		return r;
-	if (lim->algo == LIM_CONCURRENCY)
+	if (lim->algo == LIM_CONCURRENCY) {
 		add = 1; /* one lease a request, whatever its cost */
-	else if (lim_delay_us(lim, &r) > 0)
-		add = 0; /* a slot ahead: its remaining was held at
-		          * 0, and nothing was left before it */
+	} else if (lim_delay_us(lim, &r) > 0) {
+		/* a slot ahead: its remaining was held at 0; before the
+		 * charge the TAT was cost emission intervals earlier */
+		int64_t left = lim->dvt_us - (r.full_us - c->cost * lim->ei_us);
+
+		add = left > 0 ? left / lim->ei_us : 0;
+	} else if (lim->algo == LIM_SLIDING_WINDOW &&
+	           r.next_us > r.full_us - lim->period_us) {
+		/* no previous window (its share would make next <= W - e
+		 * = full - W): the units are the current window's count,
+		 * and the next one goes as that count decays in the next
+		 * window (lim_window.c, sw_until) */
+		int64_t cur = lim_quota(lim) - r.remaining - c->cost;
+
+		if (cur > 0)
+			r.next_us = r.full_us - lim_muldiv(cur - 1,
+			                                   lim->period_us, cur,
+			                                   NULL);
+	}
 	r.remaining += add;
 	if (r.remaining >= q) {
 		r.remaining = q;
