@@ -703,9 +703,18 @@ static void
 req_go(struct req *r)
 {
 	if (decide_at_once(r) || r->nredis == 0) {
-		for (int j = 0; j < r->nredis; j++) /* denied: charge nothing */
-			r->out[r->redis_idx[j]].src = SRC_NOT_RUN;
-		r->nredis = 0;
+		int k = 0;
+
+		/* denied: charge nothing; rl-done's releases stay listed,
+		 * unanswered, for give_back to send after the ACK */
+		for (int j = 0; j < r->nredis; j++) {
+			int i = r->redis_idx[j];
+
+			r->out[i].src = SRC_NOT_RUN;
+			if (r->checks[i].op == LIM_OP_RELEASE)
+				r->redis_idx[k++] = i;
+		}
+		r->nredis = k;
 		req_finish(r);
 	} else if (r->plan_failed) {
 		apply_fail_modes(r, 0); /* nothing left for Redis */
@@ -1096,8 +1105,10 @@ releases_unanswered(const struct req *r, int *orphan)
 	for (int j = 0; j < r->nredis; j++) {
 		int i = r->redis_idx[j];
 
+		/* a denied request's releases: the script charges none of
+		 * its checks, its releases included */
 		if (r->checks[i].op == LIM_OP_RELEASE &&
-		    r->out[i].src != SRC_STORE) {
+		    (r->out[i].src != SRC_STORE || r->d.status != 0)) {
 			orphan[i] |= DECIDE_FREE_REDIS;
 			n++;
 		}
@@ -1118,6 +1129,11 @@ give_back(struct req *r)
 	/* rl-done's lost releases, flagged before the orphans below become
 	 * releases too: both go in the one call */
 	again = releases_unanswered(r, orphan);
+	for (int i = 0; r->d.status != 0 && i < r->n; i++)
+		if (r->checks[i].op == LIM_OP_RELEASE && is_local(r, i)) {
+			orphan[i] |= DECIDE_FREE_LOCAL; /* vetoed with the rest */
+			again++;
+		}
 	lost = !conn_serving(r->c) ||
 	       util_loop_us() - r->start_us >= r->policy->processing_timeout_us;
 	if (r->d.status != 0 || (lost && r->d.release)) {
@@ -1135,10 +1151,9 @@ give_back(struct req *r)
 	}
 	if (n == 0 && again == 0)
 		return 0;
-	if (n > 0) {
+	if (n > 0)
 		metrics_self_release(r->e->m, n);
-		release_local(r, orphan);
-	}
+	release_local(r, orphan);
 	conn_req_done(r->c);
 	r->c = NULL;
 	return release_redis(r, orphan);

@@ -1331,6 +1331,34 @@ Test(req, a_small_frame_still_asks_for_the_release_of_a_lease)
 	cr_assert_eq(h.fake.releases, 0, "HAProxy's to release, not ours");
 }
 
+/* One NOTIFY of two messages: rl-request for <user> with request id
+ * <id>, and rl-done releasing u2's lease r0 (taken by an earlier
+ * request). Returns its ACK. */
+static struct ack
+ask_with_done(const char *user, const char *id)
+{
+	char               buf[1024];
+	struct spop_writer w;
+	uint64_t           fid = ++h.fid;
+	int                len;
+
+	spop_w_begin(&w, buf, sizeof(buf), SPOP_FRM_NOTIFY, 1, fid);
+	spop_w_message(&w, "rl-request", 2);
+	spop_w_name(&w, "user", 4);
+	spop_w_str(&w, user, strlen(user));
+	spop_w_name(&w, "id", 2);
+	spop_w_str(&w, id, strlen(id));
+	spop_w_message(&w, "rl-done", 2);
+	spop_w_name(&w, "user", 4);
+	spop_w_str(&w, "u2", 2);
+	spop_w_name(&w, "id", 2);
+	spop_w_str(&w, "r0", 2);
+	len = spop_w_end(&w);
+	cr_assert_gt(len, 0);
+	write_all(buf, (size_t)len);
+	return ack_within(fid, 3.);
+}
+
 /* One NOTIFY of two messages: rl-request (a concurrency CHECK, u1) and
  * rl-done (the release of u2's lease, from an earlier request). Redis
  * never answers the call: fail: closed refuses (503), the CHECK's lease
@@ -1340,30 +1368,12 @@ Test(req, a_small_frame_still_asks_for_the_release_of_a_lease)
  * u2's slot stays taken for the whole lease (10 min). */
 Test(req, a_lost_rl_done_release_is_sent_again_beside_an_orphan_lease)
 {
-	char               buf[1024];
-	struct spop_writer w;
-	struct ack         a;
-	uint64_t           fid = ++h.fid;
-	int                len;
+	struct ack a;
 
 	start(CONC_RULE("redis, fail: closed", ""));
 	h.fake.mode = FAKE_NEVER;
 	h.fake.rel_key = "u2";
-	spop_w_begin(&w, buf, sizeof(buf), SPOP_FRM_NOTIFY, 1, fid);
-	spop_w_message(&w, "rl-request", 2);
-	spop_w_name(&w, "user", 4);
-	spop_w_str(&w, "u1", 2);
-	spop_w_name(&w, "id", 2);
-	spop_w_str(&w, "r1", 2);
-	spop_w_message(&w, "rl-done", 2);
-	spop_w_name(&w, "user", 4);
-	spop_w_str(&w, "u2", 2);
-	spop_w_name(&w, "id", 2);
-	spop_w_str(&w, "r0", 2);
-	len = spop_w_end(&w);
-	cr_assert_gt(len, 0);
-	write_all(buf, (size_t)len);
-	a = ack_within(fid, 3.);
+	a = ask_with_done("u1", "r1");
 	cr_assert_eq(a.status, 503);
 	cr_assert_geq(h.fake.rel_key_n, 1, "rl-done's release, in the call");
 	h.fake.mode = FAKE_ANSWER; /* Redis is back for the retries */
@@ -1454,4 +1464,45 @@ Test(req, a_local_concurrency_limit_of_two_to_the_32_takes_leases)
 	cr_assert_eq(a.status, 0);
 	cr_expect_eq(a.remaining, 4294967294LL, "two leases held: %lld",
 	             (long long)a.remaining);
+}
+
+/* The same NOTIFY, its rl-request denied at once in process (a store:
+ * local rule's unit is spent): no Redis call is made for the request,
+ * and rl-done's release of u2's lease must still reach Redis. */
+Test(req, an_rl_done_release_beside_a_request_denied_at_once_reaches_redis)
+{
+	struct ack a;
+
+	start(CONC_RULE("redis", "  - { name: loc, message: rl-request, "
+	                         "key: \"l:{user}\", algorithm: gcra, rate: "
+	                         "1/h, burst: 1, store: local }\n"));
+	h.fake.rel_key = "u2";
+	a = ASK("rl-request", "user", "u9", "id", "r9");
+	cr_assert_eq(a.status, 0);
+	a = ask_with_done("u9", "r1"); /* loc's one unit is spent */
+	cr_assert_eq(a.status, 429);
+	run_for(0.5);
+	cr_assert_geq(h.fake.rel_key_n, 1,
+	              "u2's release never reached Redis (releases sent: %d)",
+	              h.fake.releases);
+}
+
+/* The same with store: local leases: rl-done's release of u2's local
+ * lease, in a NOTIFY whose rl-request is denied, frees u2's slot. */
+Test(req, an_rl_done_release_beside_a_denied_request_frees_a_local_lease)
+{
+	struct ack a;
+
+	start(CONC_RULE("local", "  - { name: loc, message: rl-request, "
+	                         "key: \"l:{id}\", algorithm: gcra, rate: "
+	                         "1/h, burst: 1, store: local }\n"));
+	a = ASK("rl-request", "user", "u2", "id", "r0");
+	cr_assert_eq(a.status, 0, "u2 takes its one slot");
+	a = ASK("rl-request", "user", "u9", "id", "r1");
+	cr_assert_eq(a.status, 0, "r1 spends loc's unit");
+	a = ask_with_done("u8", "r1"); /* loc's l:r1 is spent */
+	cr_assert_eq(a.status, 429);
+	a = ASK("rl-request", "user", "u2", "id", "r5");
+	cr_assert_eq(a.status, 0, "u2's slot was released (status %d)",
+	             (int)a.status);
 }
