@@ -83,6 +83,8 @@ struct req {
 	int             plan_failed; /* ... came too late for Redis */
 	int             unconfirmed; /* the call reached Redis, its answer
 	                              * did not: Redis may have run it */
+	int             local_charged; /* run_local committed: its
+	                                * releases are applied */
 	uint32_t        plan_lost;   /* checks whose plan could not
 	                              * be had (bit i: check i) */
 	uint32_t ov_deny;            /* checks a deny override
@@ -305,6 +307,7 @@ run_local(struct req *r, int commit)
 		return 0;
 	pass = commit ? local_eval_request(l, part.lc, part.n, now)
 	              : local_peek_request(l, part.lc, part.n, now);
+	r->local_charged = commit && pass;
 	for (size_t j = 0; j < part.n; j++)
 		if (r->checks[part.idx[j]].lim.algo != LIM_CONCURRENCY ||
 		    !redis_answered(r, part.idx[j]))
@@ -793,7 +796,7 @@ req_start(struct req_env *e, struct conn *c, const struct spop_frame *f,
 	r->pin = policy_pin(e->pin);
 	r->policy = r->pin->p;
 	r->waited_us = 0;
-	r->unconfirmed = 0;
+	r->unconfirmed = r->local_charged = 0;
 	plancache_waiter_init(&r->pw, e->plans, plan_cb);
 	if (build_checks(r, f, status) == -1) {
 		plancache_cancel(&r->pw);
@@ -1105,10 +1108,12 @@ releases_unanswered(const struct req *r, int *orphan)
 	for (int j = 0; j < r->nredis; j++) {
 		int i = r->redis_idx[j];
 
-		/* a denied request's releases: the script charges none of
-		 * its checks, its releases included */
+		/* a vetoed call's releases: the script charges none of its
+		 * checks, its releases included. Not d.status: a FORCE over
+		 * its limit, or a local veto after Redis, denies the request
+		 * after the script applied the release */
 		if (r->checks[i].op == LIM_OP_RELEASE &&
-		    (r->out[i].src != SRC_STORE || r->d.status != 0)) {
+		    (r->out[i].src != SRC_STORE || redis_vetoed(r))) {
 			orphan[i] |= DECIDE_FREE_REDIS;
 			n++;
 		}
@@ -1129,7 +1134,7 @@ give_back(struct req *r)
 	/* rl-done's lost releases, flagged before the orphans below become
 	 * releases too: both go in the one call */
 	again = releases_unanswered(r, orphan);
-	for (int i = 0; r->d.status != 0 && i < r->n; i++)
+	for (int i = 0; !r->local_charged && i < r->n; i++)
 		if (r->checks[i].op == LIM_OP_RELEASE && is_local(r, i)) {
 			orphan[i] |= DECIDE_FREE_LOCAL; /* vetoed with the rest */
 			again++;

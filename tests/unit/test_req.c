@@ -1506,3 +1506,54 @@ Test(req, an_rl_done_release_beside_a_denied_request_frees_a_local_lease)
 	cr_assert_eq(a.status, 0, "u2's slot was released (status %d)",
 	             (int)a.status);
 }
+
+/* rl-response carries a count: response charge (a FORCE) and the release
+ * of the request's lease (release: rl-response). The FORCE over its limit
+ * reports allowed 0, so decide answers 429; but a FORCE never vetoes
+ * (lim_vetoes, the script): Redis answered and applied the release in the
+ * call, which is not to be sent again after the ACK. */
+Test(req, a_release_redis_applied_beside_a_denied_force_is_not_sent_again)
+{
+	struct ack a;
+
+	start("redis: { url: \"redis://127.0.0.1:1/0\", timeout: 200ms }\n"
+	      "rules:\n"
+	      "  - { name: x, message: rl-request, key: \"x:{user}\", "
+	      "algorithm: concurrency, limit: 5, lease: 10m, id: \"{id}\", "
+	      "release: rl-response }\n"
+	      "  - { name: e, message: rl-request, key: \"e:{user}\", "
+	      "rate: 10/min, burst: 10, count: response, status: 5xx }\n");
+	h.fake.nsays = 1;
+	h.fake.says[0].in_key = "e:";
+	h.fake.says[0].res =
+		(struct lim_result){ 0, 0, 6000000, 6000000, 60000000 };
+	a = ASK("rl-response", "user", "u1", "id", "r1", "status", "503");
+	cr_assert_eq(a.status, 429, "the FORCE over its limit: %d",
+	             (int)a.status);
+	run_for(0.2);
+	cr_expect_eq(h.fake.submits, 1, "calls: %d", h.fake.submits);
+	cr_expect_eq(h.fake.releases, 1,
+	             "the release went %d times; Redis applied it in the "
+	             "first call (no check vetoed)",
+	             h.fake.releases);
+}
+
+/* Control: the script vetoes the call (g is spent): rl-done's release in
+ * it was not applied and goes again after the ACK. */
+Test(req, a_release_in_a_call_redis_vetoed_is_sent_again)
+{
+	struct ack a;
+
+	start(CONC_RULE("redis", "  - { name: g, message: rl-request, "
+	                         "key: \"g:{user}\", rate: 1/h, burst: 1 }\n"));
+	h.fake.rel_key = "u2";
+	h.fake.nsays = 1;
+	h.fake.says[0].in_key = "g:";
+	h.fake.says[0].res =
+		(struct lim_result){ 0, 0, 6000000, 6000000, 60000000 };
+	a = ask_with_done("u1", "r1");
+	cr_assert_eq(a.status, 429);
+	run_for(0.2);
+	cr_expect_eq(h.fake.rel_key_n, 2, "in the call, then again: %d",
+	             h.fake.rel_key_n);
+}
