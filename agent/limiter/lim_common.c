@@ -67,6 +67,11 @@ lim_params_init(struct lim_params *p, const char **err)
 		return *err = "rate/limit must be positive", -1;
 	if (p->rate > LIM_COST_MAX)
 		return *err = "rate/limit too large", -1;
+	if (p->algo == LIM_SLIDING_LOG && p->rate > LIM_LOG_MAX)
+		return *err = "sliding-log limit above 1000000: it keeps one "
+		              "entry per unit (memory, and a Redis call each); "
+		              "use sliding-window",
+		       -1;
 	if (p->burst < 0)
 		return *err = "burst must not be negative", -1;
 	if (p->max_delay_us < 0)

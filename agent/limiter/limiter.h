@@ -225,6 +225,9 @@ int         lim_algo_from_name(const char *s); /* -1 if unknown */
  */
 
 #define LIM_COST_MAX (1LL << 32)
+/* The largest sliding-log limit: an entry per unit charged, in the local
+ * tier (8 bytes) and in Redis (a ZADD each, in one script call). */
+#define LIM_LOG_MAX 1000000
 #define LIM_TIME_MAX (1LL << 48) /* longest tolerance/window, µs (~8.9y) */
 #define LIM_MICRO    1000000LL   /* token-bucket: millionths of a unit */
 #define LIM_MONTH_US (30LL * 86400 * LIM_USEC_PER_SEC)

@@ -731,20 +731,27 @@ Test(local, concurrency_limit_two_to_the_32_takes_a_lease, .timeout = 10)
 	local_free(l);
 }
 
-/* The same limit on a sliding log: the twin never records an entry, so
- * it reports and decides as if nothing was ever charged (the script's
- * ZADD records them). */
-Test(local, sliding_log_limit_two_to_the_32_records_its_entries, .timeout = 10)
+/* A sliding log keeps an entry per unit charged: its limit stops at
+ * LIM_LOG_MAX (one of 2^32 made the local tier's capacity doubling wrap
+ * and spin, and the script loop over billions of ZADDs), and below it
+ * the twin records every unit. */
+Test(local, sliding_log_limit_is_capped_and_records_its_entries, .timeout = 10)
 {
-	struct lim_params p = mk(LIM_SLIDING_LOG, LIM_COST_MAX, 60 * S, 0);
+	struct lim_params p = { .algo = LIM_SLIDING_LOG,
+		                .rate = LIM_LOG_MAX + 1,
+		                .period_us = 60 * S };
 	struct lim_state  s;
 	struct lim_result r;
+	const char       *err;
 
+	cr_assert_eq(lim_params_init(&p, &err), -1);
+	cr_assert(strstr(err, "sliding-window") != NULL, "%s", err);
+	p = mk(LIM_SLIDING_LOG, LIM_LOG_MAX, 60 * S, 0);
 	lim_state_init(&s);
-	cr_assert(lim_eval(&p, &s, LIM_OP_CHECK, 3, 0, 1000 * S, &r));
-	lim_commit(&p, &s, LIM_OP_CHECK, 3, 0, 1000 * S);
+	cr_assert(lim_eval(&p, &s, LIM_OP_FORCE, LIM_LOG_MAX, 0, 1000 * S, &r));
+	lim_commit(&p, &s, LIM_OP_FORCE, LIM_LOG_MAX, 0, 1000 * S);
 	lim_eval(&p, &s, LIM_OP_CHECK, 0, 0, 1000 * S, &r);
-	cr_expect_eq(r.remaining, LIM_COST_MAX - 3, "3 charged: %lld",
+	cr_expect_eq(r.remaining, 0, "all charged: %lld",
 	             (long long)r.remaining);
 	lim_state_deinit(&s);
 }

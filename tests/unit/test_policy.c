@@ -1720,6 +1720,21 @@ load_text_fails(const char *text, size_t len)
 	return out;
 }
 
+/* A sliding-log limit past LIM_LOG_MAX is an error at its rule, which
+ * names the way out. */
+Test(policy, a_sliding_log_limit_past_the_cap_is_refused)
+{
+	static const char text[] =
+		"rules:\n"
+		"  - { name: a, message: m, key: \"{ip}\", "
+		"algorithm: sliding-log, limit: 1000001, window: 1h }\n";
+	char *err = load_text_fails(text, sizeof(text) - 1);
+
+	cr_assert(strstr(err, ":2:") && strstr(err, "sliding-window"), "%s",
+	          err);
+	free(err);
+}
+
 /* libyaml's reader errors (bad UTF-8, control characters) carry a byte
  * offset, not a mark: the error must still name the line they are on,
  * not 1:1. */
