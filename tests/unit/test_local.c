@@ -653,8 +653,7 @@ Test(local, token_bucket_word_decides_as_its_state_twin)
  * can be committed after one stamped just after it. The local tier must
  * not let that request overwrite the newer window's state: the sliding
  * window then forgets the whole previous window (its prev weight). */
-Test(local, sliding_window_stale_stamp_at_a_boundary_forgets_the_window,
-     .timeout = 10)
+Test(local, sliding_window_stale_stamp_at_a_boundary_forgets_the_window)
 {
 	struct local     *l = local_new(100);
 	struct lim_params p = mk(LIM_SLIDING_WINDOW, 10, 3600 * S, 0);
@@ -683,8 +682,7 @@ Test(local, sliding_window_stale_stamp_at_a_boundary_forgets_the_window,
 /* The same for the fixed window: a request stamped in a window already
  * closed is counted against a fresh count (the newer window's state is
  * not its own), and the newer window's count is then lost. */
-Test(local, fixed_window_stale_stamp_at_a_boundary_loses_the_new_count,
-     .timeout = 10)
+Test(local, fixed_window_stale_stamp_at_a_boundary_loses_the_new_count)
 {
 	struct local     *l = local_new(100);
 	struct lim_params p = mk(LIM_FIXED_WINDOW, 3, 3600 * S, 0);
@@ -714,7 +712,7 @@ Test(local, fixed_window_stale_stamp_at_a_boundary_loses_the_new_count,
  * 0. A concurrency lease on a fresh key then reads ts[n - 1] with n = 0
  * (index UINT32_MAX of a NULL array) and wraps n: the agent crashes on
  * the first request of a store: local (or fail: local) rule. */
-Test(local, concurrency_limit_two_to_the_32_takes_a_lease, .timeout = 10)
+Test(local, concurrency_limit_two_to_the_32_takes_a_lease)
 {
 	struct local     *l = local_new(100);
 	struct lim_params p = mk(LIM_CONCURRENCY, LIM_COST_MAX, 60 * S, 0);
@@ -735,7 +733,7 @@ Test(local, concurrency_limit_two_to_the_32_takes_a_lease, .timeout = 10)
  * LIM_LOG_MAX (one of 2^32 made the local tier's capacity doubling wrap
  * and spin, and the script loop over billions of ZADDs), and below it
  * the twin records every unit. */
-Test(local, sliding_log_limit_is_capped_and_records_its_entries, .timeout = 10)
+Test(local, sliding_log_limit_is_capped_and_records_its_entries)
 {
 	struct lim_params p = { .algo = LIM_SLIDING_LOG,
 		                .rate = LIM_LOG_MAX + 1,
@@ -760,7 +758,7 @@ Test(local, sliding_log_limit_is_capped_and_records_its_entries, .timeout = 10)
  * parameters fail lim_params_init() (the emission interval grows by more
  * than the burst shrinks: 3/d over 2 agents is 1/d), local_share() keeps
  * the WHOLE limit for every agent: the pool admits pool_size times it. */
-Test(local, share_never_falls_back_to_the_whole_limit, .timeout = 10)
+Test(local, share_never_falls_back_to_the_whole_limit)
 {
 	struct lim_params p = mk(LIM_GCRA, 3, 86400 * S, 9000);
 	struct lim_params q = p;
