@@ -205,9 +205,16 @@ topcli(struct cli *o, struct policy *p, int argc, char **argv)
 	} else {
 		printf("rule %s: %lld denied in the last minute, %d agents\n",
 		       argv[0], (long long)m.total, agents);
-		for (int i = 0; i < m.n && i < o->n; i++)
-			printf("%10lld  %.*s\n", (long long)m.v[i].count,
-			       (int)m.v[i].len, m.v[i].key);
+		for (int i = 0; i < m.n && i < o->n; i++) {
+			/* client bytes: escaped as the logs do */
+			char   k[4 * POLICY_KEY_MAX + 1];
+			size_t off = 0;
+
+			log_put_escaped(k, sizeof(k), &off, m.v[i].key,
+			                (size_t)m.v[i].len);
+			k[off] = '\0';
+			printf("%10lld  %s\n", (long long)m.v[i].count, k);
+		}
 	}
 	topk_merge_free(&m);
 	return 0;

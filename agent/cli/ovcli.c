@@ -138,12 +138,13 @@ parse_opts(int argc, char **argv, struct ovopts *o)
 }
 
 static redisContext *
-connect_redis(const char *url)
+connect_redis(const struct policy *p, const char *url)
 {
 	struct store_addr a;
 	struct timeval    tv = { 2, 0 };
 	redisContext     *c;
 	redisReply       *r;
+	const char       *user, *pass;
 
 	if (store_parse_url(url, &a) == -1) {
 		fprintf(stderr,
@@ -161,10 +162,14 @@ connect_redis(const char *url)
 		return NULL;
 	}
 	redisSetTimeout(c, tv);
-	r = !a.pass[0]  ? NULL
-	    : a.user[0] ? redisCommand(c, "AUTH %s %s", a.user, a.pass)
-	                : redisCommand(c, "AUTH %s", a.pass);
-	if (a.pass[0] && (!r || r->type == REDIS_REPLY_ERROR)) {
+	/* the policy's credentials (password_env, ...) win, as for the
+	 * agent and `key` (keyop_connect) */
+	user = p->redis_username ? p->redis_username : a.user;
+	pass = p->redis_password ? p->redis_password : a.pass;
+	r = !pass[0]  ? NULL
+	    : user[0] ? redisCommand(c, "AUTH %s %s", user, pass)
+	              : redisCommand(c, "AUTH %s", pass);
+	if (pass[0] && (!r || r->type == REDIS_REPLY_ERROR)) {
 		fprintf(stderr, PROG ": %s: AUTH failed\n", url);
 		freeReplyObject(r);
 		redisFree(c);
@@ -328,7 +333,7 @@ ovcli_main(int argc, char **argv)
 		return 2;
 	}
 	free(warn);
-	c = connect_redis(o.url ? o.url : p->redis_url);
+	c = connect_redis(p, o.url ? o.url : p->redis_url);
 	argc -= optind + 1;
 	argv += optind + 1;
 	if (strcmp(cmd, "list") == 0)

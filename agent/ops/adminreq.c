@@ -168,7 +168,7 @@ static size_t
 utf8_len(const unsigned char *s, size_t n)
 {
 	size_t l = s[0] >= 0xf0 && s[0] <= 0xf4  ? 4
-	           : s[0] >= 0xe0                ? 3
+	           : s[0] >= 0xe0 && s[0] < 0xf0 ? 3
 	           : s[0] >= 0xc2 && s[0] < 0xe0 ? 2
 	                                         : 0;
 

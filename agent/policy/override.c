@@ -375,15 +375,20 @@ ov_rule_key(const struct policy *p, const char *name, const char *const *pairs,
 	if (pairs_message(&m, pairs, n, err, errsize) == -1)
 		return NULL;
 	for (int i = 0; i < m.nargs; i++)
-		if (!names_arg(r->key, &m.args[i])) {
+		if (!names_arg(r->key, &m.args[i]) &&
+		    !(r->fallback && names_arg(r->fallback, &m.args[i]))) {
 			snprintf(err, errsize,
 			         "rule %s's key \"%s\" has no {%.*s}", r->name,
 			         keys_source(r->key), (int)m.args[i].name.len,
 			         m.args[i].name.ptr);
 			return NULL;
 		}
+	/* as policy.c's build_key: the key, else its fallback (missing:) */
 	if (keys_expand(r->key, &m, r->key_prefix, "}", key, POLICY_KEY_MAX,
-	                keylen) != 0) {
+	                keylen) != 0 &&
+	    (r->missing != MISSING_FALLBACK || r->fallback == NULL ||
+	     keys_expand(r->fallback, &m, r->key_prefix, "}", key,
+	                 POLICY_KEY_MAX, keylen) != 0)) {
 		snprintf(err, errsize,
 		         "rule %s's key \"%s\" needs every one of "
 		         "its {args}",
@@ -457,39 +462,44 @@ ov_make(const struct rule *r, const struct ov_request *q, struct ov_value *v,
 #define XSTR(x) STR(x)
 #define STR(x)  #x
 
+/* Expired entries go first, so that they never count against OV_MAX; the
+ * cap counts "o:" fields only ("all", "gen", "resets" are no overrides);
+ * the entry being set or deleted is left to its op (a "del" of an expired
+ * one still finds it). */
 const char ov_script[] =
 	"local h, op, k = KEYS[1], ARGV[1], ARGV[2]\n"
 	"local t = redis.call('TIME')\n"
 	"local now = tonumber(t[1]) * 1000000 + tonumber(t[2])\n"
-	"local r = 1\n"
+	"local r, live, kv = 1, {}, redis.call('HGETALL', h)\n"
+	"for i = 1, #kv, 2 do\n"
+	"  local f = kv[i]\n"
+	"  if string.sub(f, 1, 2) == 'o:' and f ~= 'o:' .. k then\n"
+	"    local e = tonumber(string.match(kv[i + 1], '^%a+ (%d+)'))\n"
+	"    if e and e ~= 0 and e <= now then\n"
+	"      redis.call('HDEL', h, f)\n"
+	"    else\n"
+	"      live[#live + 1] = { string.sub(f, 3), kv[i + 1] }\n"
+	"    end\n"
+	"  end\n"
+	"end\n"
 	"if op == 'set' then\n"
 	"  local v, ttl = ARGV[3], tonumber(ARGV[4])\n"
-	"  if redis.call('HEXISTS', h, 'o:' .. k) == 0 and\n"
-	"     redis.call('HLEN', h) >= " XSTR(
-		OV_MAX) " + 2 then\n"
-			"    return redis.error_reply('too many overrides')\n"
-			"  end\n"
-			"  if ttl > 0 then\n"
-			"    v = string.gsub(v, '^(%a+) 0', '%1 ' ..\n"
-			"        string.format('%d', now + ttl), 1)\n"
-			"  end\n"
-			"  redis.call('HSET', h, 'o:' .. k, v)\n"
-			"else\n"
-			"  r = redis.call('HDEL', h, 'o:' .. k)\n"
-			"end\n"
-			"local all, kv = {}, redis.call('HGETALL', h)\n"
-			"for i = 1, #kv, 2 do\n"
-			"  local f = kv[i]\n"
-			"  if string.sub(f, 1, 2) == 'o:' then\n"
-			"    local e = tonumber(string.match(kv[i + 1], '^%a+ (%d+)'))\n"
-			"    if e and e ~= 0 and e <= now then\n"
-			"      redis.call('HDEL', h, f)\n"
-			"    else\n"
-			"      local key = string.sub(f, 3)\n"
-			"      all[#all + 1] = #key .. ' ' .. key .. ' ' .. kv[i + 1] .. '\\n'\n"
-			"    end\n"
-			"  end\n"
-			"end\n"
-			"redis.call('HSET', h, 'all', table.concat(all))\n"
-			"redis.call('HINCRBY', h, 'gen', 1)\n"
-			"return r\n";
+	"  if #live >= " XSTR(OV_MAX) " then\n"
+	"    return redis.error_reply('too many overrides')\n"
+	"  end\n"
+	"  if ttl > 0 then\n"
+	"    v = string.gsub(v, '^(%a+) 0', '%1 ' ..\n"
+	"        string.format('%d', now + ttl), 1)\n"
+	"  end\n"
+	"  redis.call('HSET', h, 'o:' .. k, v)\n"
+	"  live[#live + 1] = { k, v }\n"
+	"else\n"
+	"  r = redis.call('HDEL', h, 'o:' .. k)\n"
+	"end\n"
+	"local all = {}\n"
+	"for _, e in ipairs(live) do\n"
+	"  all[#all + 1] = #e[1] .. ' ' .. e[1] .. ' ' .. e[2] .. '\\n'\n"
+	"end\n"
+	"redis.call('HSET', h, 'all', table.concat(all))\n"
+	"redis.call('HINCRBY', h, 'gen', 1)\n"
+	"return r\n";

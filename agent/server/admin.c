@@ -21,6 +21,8 @@ struct admin {
 	struct ev_loop *loop;
 	ev_timer        publish;
 	struct policy  *p;
+	struct policy  *boot;  /* redis.url and credentials: restart-only */
+	char           *token; /* the last policy's that had one */
 	char           *url;   /* NULL: the policy's */
 	redisContext   *redis; /* NULL until needed, or after an error */
 };
@@ -36,7 +38,10 @@ admin_new(struct ev_loop *loop, struct policy *p, const char *url)
 
 	a->loop = loop;
 	a->p = policy_ref(p);
+	a->boot = policy_ref(p);
+	a->token = xstrdup(p->admin_token);
 	a->url = url ? xstrdup(url) : NULL;
+	keyop_dns_cached(1); /* never a blocking lookup on the main loop */
 	ev_timer_init(&a->publish, publish_cb, ADMIN_PUBLISH_S,
 	              ADMIN_PUBLISH_S);
 	ev_timer_start(loop, &a->publish);
@@ -50,6 +55,9 @@ admin_free(struct admin *a)
 		return;
 	ev_timer_stop(a->loop, &a->publish);
 	policy_unref(a->p);
+	policy_unref(a->boot);
+	explicit_bzero(a->token, strlen(a->token));
+	free(a->token);
 	redisFree(a->redis);
 	free(a->url);
 	free(a);
@@ -61,6 +69,13 @@ admin_set_policy(struct admin *a, struct policy *p)
 	policy_ref(p);
 	policy_unref(a->p);
 	a->p = p;
+	/* no admin: block any more: the API runs on until a restart
+	 * (needs_restart), with the token it has */
+	if (p->admin_token != NULL) {
+		explicit_bzero(a->token, strlen(a->token));
+		free(a->token);
+		a->token = xstrdup(p->admin_token);
+	}
 }
 
 int
@@ -79,7 +94,7 @@ authorized(const struct admin *a, const struct httpd_req *rq)
 	size_t      vlen;
 	const char *v =
 		httpd_header(rq->head, rq->hlen, "Authorization", &vlen);
-	const char *tok = a->p->admin_token;
+	const char *tok = a->token;
 
 	if (v == NULL || tok == NULL || vlen < 7 ||
 	    strncasecmp(v, "Bearer ", 7))
@@ -125,7 +140,7 @@ static redisContext **
 redis(struct admin *a, char *err)
 {
 	if (a->redis == NULL)
-		a->redis = keyop_connect(a->p, a->url, ADMIN_REDIS_TIMEOUT_US,
+		a->redis = keyop_connect(a->boot, a->url, ADMIN_REDIS_TIMEOUT_US,
 		                         err);
 	return a->redis ? &a->redis : NULL;
 }

@@ -19,6 +19,7 @@
 #include "keys.h"
 #include "override.h"
 #include "reply.h"
+#include "resolve.h"
 #include "results.h"
 #include "store.h"
 #include "util.h"
@@ -203,13 +204,31 @@ keyop_from_raw(const struct policy *p, const char *raw, struct check *out,
 
 /* ---- Redis -------------------------------------------------------------- */
 
+static int dns_cached;
+
+void
+keyop_dns_cached(int on)
+{
+	dns_cached = on;
+}
+
 static redisContext *
 connect_to(const char *host, int port, const char *path, int64_t tmo, char *err)
 {
 	struct timeval tv = { tmo / 1000000, tmo % 1000000 };
-	redisContext  *c = path != NULL && path[0] != '\0'
-	                           ? redisConnectUnixWithTimeout(path, tv)
-	                           : redisConnectWithTimeout(host, port, tv);
+	char           buf[RESOLVE_ADDR_MAX];
+	const char    *addr = host, *why = NULL;
+	redisContext  *c;
+
+	if (dns_cached && (path == NULL || path[0] == '\0') &&
+	    (addr = resolve_addr(host, buf, &why)) == NULL) {
+		fail(err, "redis %s:%d: %s", host, port,
+		     why ? why : "resolving the host name");
+		return NULL;
+	}
+	c = path != NULL && path[0] != '\0'
+	            ? redisConnectUnixWithTimeout(path, tv)
+	            : redisConnectWithTimeout(addr, port, tv);
 
 	if (c == NULL || c->err) {
 		fail(err, "redis %s:%d: %s", path && *path ? path : host, port,
@@ -580,16 +599,70 @@ block_state(redisContext **c, const struct check *ck, struct keyop_state *st,
 	return 0;
 }
 
+/* The override of <ck>'s key, if one is live, applied as the agents do
+ * (ov_apply() on a one-entry table): st->ov_kind, <ck>'s limit replaced
+ * for OV_LIMIT, <*deny> filled for OV_DENY. */
+static int
+override_state(redisContext **c, struct check *ck, struct keyop_state *st,
+               struct lim_result *deny, char *err)
+{
+	char             field[POLICY_KEY_MAX + 3], *line;
+	const char      *argv[3] = { "HGET", OV_HASH, field };
+	size_t           lens[3] = { 4, strlen(OV_HASH), ck->keylen + 2 };
+	struct check     probe = *ck;
+	struct ov_table *t;
+	redisReply      *r;
+	int64_t          now;
+	int              bad, n;
+
+	memcpy(field, "o:", 2);
+	memcpy(field + 2, ck->key, ck->keylen);
+	if ((r = argv_cmd(c, 3, argv, lens, err)) == NULL)
+		return -1;
+	if (r->type != REDIS_REPLY_STRING || r->len >= OV_VALUE_MAX) {
+		freeReplyObject(r);
+		return 0;
+	}
+	line = xmalloc(ck->keylen + r->len + 32);
+	n = sprintf(line, "%zu ", ck->keylen);
+	memcpy(line + n, ck->key, ck->keylen);
+	n += (int)ck->keylen;
+	line[n++] = ' ';
+	memcpy(line + n, r->str, r->len);
+	n += (int)r->len;
+	line[n++] = '\n';
+	freeReplyObject(r);
+	t = ov_table_parse(line, (size_t)n, &bad);
+	free(line);
+	if (redis_now(c, &now, err) == -1) {
+		ov_table_free(t);
+		return -1;
+	}
+	probe.op = LIM_OP_PEEK;
+	st->ov_kind = (int)ov_apply(t, &probe, now, deny);
+	ov_table_free(t);
+	if (st->ov_kind == OV_LIMIT)
+		ck->lim = probe.lim;
+	return 0;
+}
+
 int
-keyop_show(redisContext **c, const struct check *ck, struct keyop_state *st,
+keyop_show(redisContext **c, struct check *ck, struct keyop_state *st,
            char *err)
 {
-	redisReply *r;
+	struct lim_result deny;
+	redisReply       *r;
 
 	memset(st, 0, sizeof(*st));
-	if (peek(c, ck, &st->res, err) == -1 ||
+	if (override_state(c, ck, st, &deny, err) == -1 ||
+	    peek(c, ck, &st->res, err) == -1 ||
 	    block_state(c, ck, st, err) == -1)
 		return -1;
+	if (st->ov_kind == OV_DENY)
+		st->res = deny;
+	else if (st->ov_kind == OV_ALLOW)
+		st->res = (struct lim_result){ .allowed = 1,
+			                       .remaining = lim_quota(&ck->lim) - 1 };
 	/* PEEK says what is left after one more request: the key has one
 	 * more than that now, when one more would pass */
 	st->res.remaining = st->res.allowed == 1 ? st->res.remaining + 1 : 0;
@@ -638,6 +711,12 @@ keyop_reset(redisContext **c, const struct check *ck, long long *deleted,
 
 /* ---- output ------------------------------------------------------------- */
 
+static const char *
+ov_kind_name(int k)
+{
+	return k == OV_LIMIT ? "limit" : k == OV_ALLOW ? "allow" : "deny";
+}
+
 static int64_t
 ms_up(int64_t us)
 {
@@ -661,6 +740,12 @@ keyop_json(struct jsonw *w, const struct check *ck,
 	          st->res.allowed == 1 ? 4 : 5);
 	jsonw_kint(w, "reset_ms", ms_up(st->res.full_us));
 	jsonw_kint(w, "retry_after_ms", ms_up(st->res.retry_after_us));
+	jsonw_key(w, "override");
+	if (st->ov_kind == OV_NONE)
+		jsonw_raw(w, "null", 4);
+	else
+		jsonw_str(w, ov_kind_name(st->ov_kind),
+		          strlen(ov_kind_name(st->ov_kind)));
 	jsonw_key(w, "block");
 	if (st->has_block) {
 		jsonw_open(w, '{');
@@ -699,6 +784,9 @@ keyop_text(FILE *f, const struct check *ck, const struct keyop_state *st)
 	fprintf(f, "reset:       %.3fs\n", ms_up(st->res.full_us) / 1000.0);
 	fprintf(f, "retry_after: %.3fs\n",
 	        ms_up(st->res.retry_after_us) / 1000.0);
+	if (st->ov_kind != OV_NONE)
+		fprintf(f, "override:    %s (spoa-ratelimit override list)\n",
+		        ov_kind_name(st->ov_kind));
 	if (st->has_block && st->block_left_us > 0)
 		fprintf(f,
 		        "block:       blocked for %.3fs more (offence %lld; "

@@ -46,6 +46,10 @@ struct keyop_state {
 	int64_t   block_left_us;   /* > 0 while blocked (res says so too) */
 	long long block_offences;  /* 0: none remembered */
 	long long block_forget_ms; /* PTTL of the record; -2: none */
+	/* a runtime override of the key (override.h), as the agents
+	 * apply it: OV_NONE, or the kind (OV_LIMIT: the check's limit
+	 * was replaced before the PEEK) */
+	int ov_kind;
 };
 
 /* Builds the check of rule <rule> from <n> pairs <names>/<values>.
@@ -62,6 +66,12 @@ int keyop_from_raw(const struct policy *p, const char *raw, struct check *out,
 
 /* Connects to <url> (NULL: the policy's redis.url) with the policy's
  * credentials, <timeout_us> per connect and command. NULL with <err>. */
+/* <on> 1: host names are taken from the agent's resolver (resolve.h),
+ * never looked up in the calling thread, so that a dead DNS server cannot
+ * hold a loop for the resolver's timeout (the admin API, on the main
+ * loop); a name not resolved yet fails at once. 0 (the default, the CLI):
+ * getaddrinfo() in place. */
+void keyop_dns_cached(int on);
 redisContext *keyop_connect(const struct policy *p, const char *url,
                             int64_t timeout_us, char *err);
 
@@ -70,9 +80,11 @@ redisContext *keyop_connect(const struct policy *p, const char *url,
  * when it did (send again), 0 otherwise. */
 int keyop_follow_moved(redisContext **c, const redisReply *r, char *err);
 
-/* Fills <st> (free its raw.buf). Returns 0 or -1 with <err>; <*c> may be
- * replaced (a Cluster redirect). */
-int keyop_show(redisContext **c, const struct check *ck, struct keyop_state *st,
+/* Fills <st> (free its raw.buf). A live override of the key applies as
+ * on the agents: a limit replaces <ck>'s (shown and peeked), a deny or an
+ * allow gives the answer the agents give. Returns 0 or -1 with <err>;
+ * <*c> may be replaced (a Cluster redirect). */
+int keyop_show(redisContext **c, struct check *ck, struct keyop_state *st,
                char *err);
 
 /* DELs the key and its block record (<*deleted>: how many existed) and

@@ -82,3 +82,17 @@ Test(adminreq, the_token_compare_tells_equal_from_unequal)
 	cr_assert(!admin_token_equal("secret-token-x", 14, "secret-token", 12));
 	cr_assert(!admin_token_equal("", 0, "secret-token", 12));
 }
+
+/* Review: lead bytes 0xf5..0xff never start UTF-8 (RFC 3629); a key
+ * holding one (a client's header value, listed by /admin/top) must not
+ * reach the JSON raw, or the answer is not UTF-8 and not JSON. */
+Test(adminreq, json_strings_escape_lead_bytes_f5_to_ff)
+{
+	struct jsonw w = { 0 };
+
+	jsonw_str(&w, "\xf5\x80\x80|\xff\x80\x80|\xf8\x88\x80\x80", 12);
+	cr_assert_str_eq(w.buf, "\"\\u00f5\\u0080\\u0080|\\u00ff\\u0080\\u0080|"
+	                        "\\u00f8\\u0088\\u0080\\u0080\"",
+	                 "got %s", w.buf);
+	free(w.buf);
+}
