@@ -27,7 +27,9 @@
 #define SPOP_MIN_FRAME_SIZE 256
 #define SPOP_MAX_FRAME_SIZE 16380 /* HAProxy's default tune.bufsize - 4 */
 #define SPOP_FRAME_HDR_MAX  (4 + 1 + 4 + 10 + 10)
-#define SPOP_MAX_ARGS       32 /* args kept per message; more are skipped */
+/* Args kept per message: all of them. NB-ARGS is one byte, and an arg past
+ * a smaller cap would look missing to a rule keyed on it (denied). */
+#define SPOP_MAX_ARGS       255
 
 #define SPOP_FL_FIN   0x00000001u
 #define SPOP_FL_ABORT 0x00000002u
@@ -203,8 +205,8 @@ bool spop_list_has(struct spop_str list, const char *word);
 int spop_next_kv(struct spop_iter *it, struct spop_str *key,
                  struct spop_data *value, int *status);
 
-/* Decodes the next message of a NOTIFY payload into <*m>. Args past
- * SPOP_MAX_ARGS are validated and skipped. Returns 1 when a message was
+/* Decodes the next message of a NOTIFY payload into <*m>, every arg
+ * (NB-ARGS is one byte: at most SPOP_MAX_ARGS). Returns 1 when a message was
  * read, 0 at the end of the payload, -1 with <*status> on bad input. */
 int spop_next_message(struct spop_iter *it, struct spop_message *m,
                       int *status);

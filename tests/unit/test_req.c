@@ -1557,3 +1557,37 @@ Test(req, a_release_in_a_call_redis_vetoed_is_sent_again)
 	cr_expect_eq(h.fake.rel_key_n, 2, "in the call, then again: %d",
 	             h.fake.rel_key_n);
 }
+
+/* ---- a message with many args ------------------------------------------- */
+
+/* NB-ARGS is one byte: HAProxy sends up to 255 args per message (a
+ * spoe-message "args" line of any length). The rule's key arg is the
+ * 40th: it is present, so the request is checked against the store, not
+ * denied as if the arg were missing. */
+Test(req, a_key_arg_past_the_32nd_is_found)
+{
+	char               buf[4096], name[8];
+	struct spop_writer w;
+	struct ack         a;
+	int                len;
+
+	start("rules:\n"
+	      "  - { name: m, message: rl-request, key: \"m:{user}\", "
+	      "rate: 60/min, burst: 10, missing: deny }\n");
+	spop_w_begin(&w, buf, sizeof(buf), SPOP_FRM_NOTIFY, 1, ++h.fid);
+	spop_w_message(&w, "rl-request", 40);
+	for (int i = 0; i < 39; i++) {
+		snprintf(name, sizeof(name), "a%d", i);
+		spop_w_name(&w, name, strlen(name));
+		spop_w_str(&w, "v", 1);
+	}
+	spop_w_name(&w, "user", 4);
+	spop_w_str(&w, "u1", 2);
+	len = spop_w_end(&w);
+	cr_assert_gt(len, 0);
+	write_all(buf, (size_t)len);
+	a = ack_within(h.fid, 3.);
+	cr_assert_eq(a.status, 0, "the 40th arg is the key: allowed, got %lld",
+	             (long long)a.status);
+	cr_assert_eq(h.fake.submits, 1, "checked in the store");
+}
