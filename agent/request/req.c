@@ -89,6 +89,8 @@ struct req {
 	                              * be had (bit i: check i) */
 	uint32_t ov_deny;            /* checks a deny override
 	                              * refuses (bit i; out[i].res) */
+	uint32_t settled;            /* local settles applied (bit i):
+	                              * once, whatever the others say */
 	struct plancache_waiter pw;
 	char                   *held; /* the payload, kept while waiting */
 	size_t                  held_len, held_cap;
@@ -285,6 +287,17 @@ local_result(struct req *r, const struct local_part *part, size_t j)
 	}
 }
 
+/* 1 if <c> settles a reservation (a reserving rule's FORCE with the
+ * request id: local.c's reserving()). */
+static int
+is_settle(const struct check *c)
+{
+	return c->kind == CHECK_EVAL && c->rule->reserves &&
+	       c->op == LIM_OP_FORCE && c->memberlen > 0 &&
+	       c->lim.reserve_lease_us > 0 &&
+	       lim_reserve_supported(c->lim.algo);
+}
+
 /* Evaluates the request's in-process checks as one request of the local
  * tier: charged together, and only when <commit> and none of them vetoes,
  * so that a denied request is charged nowhere. The agent's workers share
@@ -299,9 +312,24 @@ run_local(struct req *r, int commit)
 	int64_t           now = util_now_us();
 	int               pass;
 
+	/* The settles first, applied at once and once, whatever the other
+	 * checks say (limiter.h), as the script applies a Redis one: a peek
+	 * here, or a veto from Redis, must not leave them unapplied. */
 	part.n = 0;
 	for (int i = 0; i < r->n; i++)
-		if (is_local(r, i))
+		if (is_local(r, i) && is_settle(&r->checks[i]) &&
+		    !(r->settled & (UINT32_C(1) << i))) {
+			r->settled |= UINT32_C(1) << i;
+			local_add(&part, r, i);
+		}
+	if (part.n > 0) {
+		local_eval_request(l, part.lc, part.n, now);
+		for (size_t j = 0; j < part.n; j++)
+			local_result(r, &part, j);
+	}
+	part.n = 0;
+	for (int i = 0; i < r->n; i++)
+		if (is_local(r, i) && !(r->settled & (UINT32_C(1) << i)))
 			local_add(&part, r, i);
 	if (part.n == 0)
 		return 0;
@@ -576,6 +604,7 @@ build_checks(struct req *r, const struct spop_frame *f, int *status)
 	r->plan_wait = r->plan_failed = 0;
 	r->plan_lost = 0;
 	r->ov_deny = 0;
+	r->settled = 0;
 	while ((rc = spop_next_message(&it, &m, status)) == 1) {
 		int plan = -1, first = r->n;
 
