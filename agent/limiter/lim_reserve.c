@@ -8,11 +8,13 @@
  *  - actual A > reserved R: A - R (at most LIM_COST_MAX) charged as a
  *    FORCE now;
  *  - A < R: R - A given back, bounded by the state as it is now: a GCRA
- *    TAT moved back, never below now (at or below now: a fresh key);
+ *    TAT moved back by R - A emission intervals of the reservation's
+ *    rate, never below now (at or below now: a fresh key);
  *    token-bucket tokens given back, never past the burst; the counter of
  *    the window the reservation went to lowered, never below 0 (a window
  *    already gone gets nothing back);
- *  - A < 0 (a malformed cost) or A = R: nothing changes.
+ *  - A < 0 (a malformed cost) or A = R: nothing changes; nor is anything
+ *    given back when the rule's algorithm changed since the reservation.
  */
 #include <assert.h>
 
@@ -30,6 +32,8 @@ lim_reserve_index(const struct lim_params *p, int64_t now_us)
 {
 	int64_t start, end;
 
+	if (p->algo == LIM_GCRA)
+		return p->ei_us; /* what one unit held moved the TAT */
 	if (p->algo != LIM_FIXED_WINDOW && p->algo != LIM_SLIDING_WINDOW)
 		return 0;
 	return lim_window_bounds(p, now_us, &start, &end);
@@ -44,13 +48,21 @@ refund(const struct lim_params *p, struct lim_state *s, int64_t d, int64_t idx,
 
 	assert(d > 0);
 	switch (p->algo) {
-	case LIM_GCRA:
+	case LIM_GCRA: {
+		/* the reservation's own emission interval (<idx>): a rate
+		 * changed since (reload, override) must not re-price it */
+		int64_t ei = idx > 0 ? idx : p->ei_us;
+
 		if (s->v[0] <= now)
 			return; /* fresh: nothing held any more */
-		s->v[0] -= p->ei_us * d;
+		if (d >= (s->v[0] - now + ei - 1) / ei)
+			s->v[0] = 0;
+		else
+			s->v[0] -= ei * d;
 		if (s->v[0] <= now)
 			s->v[0] = 0;
 		return;
+	}
 	case LIM_TOKEN_BUCKET:
 		if (!s->v[2])
 			return;
@@ -79,7 +91,7 @@ refund(const struct lim_params *p, struct lim_state *s, int64_t d, int64_t idx,
 
 void
 lim_settle(const struct lim_params *p, struct lim_state *s, int64_t held,
-           int64_t idx, int64_t cost, int64_t now_us)
+           int64_t idx, int algo, int64_t cost, int64_t now_us)
 {
 	struct lim_result r;
 	int64_t           d;
@@ -88,7 +100,10 @@ lim_settle(const struct lim_params *p, struct lim_state *s, int64_t held,
 	if (cost < 0 || cost == held)
 		return;
 	if (cost < held) {
-		refund(p, s, held - cost, idx, now_us);
+		/* held by another algorithm (a reload changed it): its units
+		 * went to state this one does not keep */
+		if (algo == (int)p->algo)
+			refund(p, s, held - cost, idx, now_us);
 		return;
 	}
 	d = cost - held;

@@ -44,13 +44,17 @@
  *   - A CHECK with a non-empty member (the request id) is the
  *     reservation: decided and charged as any CHECK with its cost (the
  *     units reserved); when its request passes, the script also writes
- *     the record "<base>:r:<member>" = "<cost>:<window index>" (same hash
- *     tag, so the same slot) with PX lease.
+ *     the record "<base>:r:<member>" (same hash tag, so the same slot)
+ *     with PX lease: "<cost>:<window index>" (fixed and sliding
+ *     windows), "<cost>:<emission interval>:0" (gcra), "<cost>:0:1"
+ *     (token bucket).
  *   - A FORCE with a non-empty member is the settle, applied at once,
  *     whatever the other checks of its request say: the record is read
  *     and deleted; none found changes nothing. Found, with the actual
  *     cost A and the reserved R: A > R charges A - R as a FORCE now;
- *     A < R refunds R - A (a GCRA TAT moved back, never below now; tokens
+ *     A < R refunds R - A, unless the rule's algorithm is no longer the
+ *     record's (a GCRA TAT moved back by R - A of the record's emission
+ *     intervals, never below now; tokens
  *     given back, never past the burst; the counter of the window the
  *     reservation went to lowered, never below 0); A < 0 (a malformed
  *     cost) keeps the reservation as the charge. Its result is allowed 1,
@@ -351,15 +355,18 @@ void lim__conc_commit(const struct lim_params *, struct lim_state *, int,
 /* 1 if rules of <algo> may reserve (the script settles them). */
 int lim_reserve_supported(int algo);
 
-/* The window index a reservation made at <now_us> under <p> went to
- * (fixed and sliding windows; 0 for the others), as the record holds it. */
+/* What a reservation's record holds beside its units, for one made at
+ * <now_us> under <p>: the window index it went to (fixed and sliding
+ * windows), the emission interval it was charged at (gcra), 0 (token
+ * bucket). */
 int64_t lim_reserve_index(const struct lim_params *p, int64_t now_us);
 
-/* Settles on <s> at <now_us> a reservation that held <held> (>= 0) units
- * in window <idx>, with the actual <cost>: charges cost - held, or
- * refunds held - cost, bounded, exactly as the script (lim_reserve.c). */
+/* Settles on <s> at <now_us> a reservation of algorithm <algo> that held
+ * <held> (>= 0) units with <idx> (lim_reserve_index()), with the actual
+ * <cost>: charges cost - held, or refunds held - cost, bounded (nothing
+ * when <algo> is not p's), exactly as the script (lim_reserve.c). */
 void lim_settle(const struct lim_params *p, struct lim_state *s, int64_t held,
-                int64_t idx, int64_t cost, int64_t now_us);
+                int64_t idx, int algo, int64_t cost, int64_t now_us);
 
 /* ---- penalty box (lim_block.c) ---------------------------------------
  *

@@ -89,8 +89,9 @@ struct res_slot {
 	uint64_t hash;   /* the key's */
 	uint64_t member; /* the request id's */
 	int64_t  units;
-	int64_t  idx;
+	int64_t  idx;      /* lim_reserve_index() */
 	int64_t  until_us; /* the lease ends; 0: free */
+	int32_t  algo;     /* the rule's when it reserved */
 };
 
 struct local {
@@ -731,6 +732,7 @@ reserve_all(struct local *l, struct local_check *c, size_t n, int64_t now)
 		r->member = m;
 		r->units = c[i].cost > 0 ? c[i].cost : 0;
 		r->idx = lim_reserve_index(c[i].params, now);
+		r->algo = (int32_t)c[i].params->algo;
 		r->until_us = now + c[i].params->reserve_lease_us;
 		pthread_mutex_unlock(&l->res_lock);
 	}
@@ -748,6 +750,7 @@ settle_one(struct local *l, struct local_check *c, int64_t now, int commit)
 	struct entry            *e;
 	struct lim_state         tmp;
 	int64_t                  held, idx;
+	int                      algo;
 
 	c->result = (struct lim_result){ .allowed = 1, .remaining = -1 };
 	c->charge = 0;
@@ -756,6 +759,7 @@ settle_one(struct local *l, struct local_check *c, int64_t now, int commit)
 	if (r != NULL) {
 		held = r->units;
 		idx = r->idx;
+		algo = r->algo;
 		if (commit)
 			memset(r, 0, sizeof(*r));
 	}
@@ -776,10 +780,11 @@ settle_one(struct local *l, struct local_check *c, int64_t now, int commit)
 		refresh(e, p, now);
 		if (is_tat(p->algo)) {
 			word_to_state(p, atomic_load(&e->word), now, &tmp);
-			lim_settle(p, &tmp, held, idx, c->cost, now);
+			lim_settle(p, &tmp, held, idx, algo, c->cost, now);
 			atomic_store(&e->word, state_to_word(p, &tmp));
 		} else {
-			lim_settle(p, &e->st, held, idx, c->cost, now);
+			lim_settle(p, &e->st, held, idx, algo, c->cost,
+			           now);
 			atomic_store(&e->word,
 			             lim_state_idle_at(p, &e->st, now));
 		}

@@ -67,7 +67,7 @@
  * with lim_settle() (lim_reserve.c), under the key's stripe write lock.
  * No record (never reserved, settled already, lease over, evicted):
  * nothing changes, remaining -1. At most LOCAL_RES_SLOTS records (a
- * fixed table of 40 B each, 2.5 MiB, made on first use, under one
+ * fixed table of 48 B each, 3 MiB, made on first use, under one
  * mutex); when a probe window is full of live records, the one whose
  * lease ends soonest is given up: its reservation stays charged in full.
  *
@@ -85,7 +85,7 @@
 #include "limiter.h"
 
 #define LOCAL_KEY_MAX   1024
-#define LOCAL_RES_SLOTS 65536 /* reservation records (40 B each) */
+#define LOCAL_RES_SLOTS 65536 /* reservation records (48 B each) */
 #define LOCAL_RES_PROBE 8
 
 struct local;

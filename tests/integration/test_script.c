@@ -1542,6 +1542,60 @@ Test(script, a_vetoed_reservation_leaves_no_record)
 	redisFree(c);
 }
 
+/* A settle after the rule's limit changed (reload, override) gives back
+ * what its reservation took from the state, not its units re-priced at
+ * the new limit; after an algorithm change (same rule, same key), nothing:
+ * the units went to state the new algorithm does not keep. The script and
+ * the local tier alike. */
+static void
+settle_after_change(const struct lim_params *p1, const struct lim_params *p2,
+                    int64_t held, int64_t other, int64_t want)
+{
+	redisContext *c = setup();
+	struct local *l = local_new(16);
+	char          key[96];
+	struct chk    res = { p1, key, LIM_OP_CHECK, held, 0, "c1" };
+	struct chk    chg = { p2, key, LIM_OP_CHECK, other, 0, NULL };
+	struct chk    settle = { p2, key, LIM_OP_FORCE, 0, 0, "c1" };
+	struct chk    peek = { p2, key, LIM_OP_CHECK, 0, 0, NULL };
+	int64_t       now = redis_time(c);
+
+	unique_key(key, sizeof(key), "rsv-change");
+	cr_assert_eq(script_one(c, &res).allowed, 1);
+	cr_assert_eq(script_one(c, &chg).allowed, 1);
+	cr_assert_eq(script_one(c, &settle).remaining, held);
+	cr_expect_eq(script_one(c, &peek).remaining, want,
+	             "script: %" PRId64 " left, want %" PRId64,
+	             script_one(c, &peek).remaining, want);
+	cr_assert_eq(local_one(l, &res, now).allowed, 1);
+	cr_assert_eq(local_one(l, &chg, now).allowed, 1);
+	cr_assert_eq(local_one(l, &settle, now).remaining, held);
+	cr_expect_eq(local_one(l, &peek, now).remaining, want,
+	             "local tier: %" PRId64 " left, want %" PRId64,
+	             local_one(l, &peek, now).remaining, want);
+	local_free(l);
+	redisFree(c);
+}
+
+Test(script, a_settle_after_a_rate_cut_gives_back_only_what_was_held)
+{
+	struct lim_params g1 = mk(LIM_GCRA, 1000, 86400 * S, 1000);
+	struct lim_params g2 = mk(LIM_GCRA, 100, 86400 * S, 100);
+
+	g1.reserve_lease_us = g2.reserve_lease_us = HOUR;
+	/* 10 x 86.4 s held = 1 unit of 100/d; 1 more charged; 0 spent */
+	settle_after_change(&g1, &g2, 10, 1, 99);
+}
+
+Test(script, a_settle_after_an_algorithm_change_gives_back_nothing)
+{
+	struct lim_params t = mk(LIM_TOKEN_BUCKET, 10, 86400 * S, 10);
+	struct lim_params g = mk(LIM_GCRA, 10, 86400 * S, 10);
+
+	t.reserve_lease_us = g.reserve_lease_us = HOUR;
+	settle_after_change(&t, &g, 10, 5, 5);
+}
+
 /* ---- the penalty box: the script and the local tier agree ----------------
  * A blocked key answers with its block and is charged nothing; only a
  * blocked CHECK or PEEK that is not shadow vetoes its request (a FORCE,

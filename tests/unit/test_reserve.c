@@ -208,3 +208,46 @@ Test(reserve, the_records_stay_bounded, .timeout = 60)
 	cr_assert_eq(local_reservations(l), 0);
 	local_free(l);
 }
+
+/* A settle gives back what its reservation took, in the state's own unit,
+ * not the units re-priced at the limit in force at the settle. An
+ * override (or a reload) that cuts a gcra rule from 1000/d to 100/d
+ * between a reservation of 10 (10 x 86.4 s of TAT) and its settle at 0
+ * must give back those 864 s (one unit at the new rate), not 10 x 864 s:
+ * that wiped the unit another request was charged since. */
+Test(reserve, a_refund_after_a_rate_cut_gives_back_only_what_was_held)
+{
+	struct local     *l = local_new(100);
+	struct lim_params g1 =
+		mk_lease(LIM_GCRA, 1000, 86400 * S, 1000, 600 * S);
+	struct lim_params g2 = mk_lease(LIM_GCRA, 100, 86400 * S, 100, 600 * S);
+
+	cr_assert_eq(one(l, &g1, LIM_OP_CHECK, 10, "r1", T0).allowed, 1);
+	/* the limit is cut: the 864 s held are one unit of 100/d */
+	cr_assert_eq(left(l, &g2, T0), 99);
+	cr_assert_eq(one(l, &g2, LIM_OP_CHECK, 1, "", T0).allowed, 1);
+	cr_assert_eq(left(l, &g2, T0), 98);
+	cr_assert_eq(one(l, &g2, LIM_OP_FORCE, 0, "r1", T0).remaining, 10);
+	cr_assert_eq(left(l, &g2, T0), 99,
+	             "the other request's unit stays charged");
+	local_free(l);
+}
+
+/* A reload that changes a reserving rule's algorithm (same name, same
+ * key) leaves the reservations made under the old one: their units went
+ * to state the new algorithm dropped, so a settle has nothing to give
+ * back. It gave back 10 gcra units it never took. */
+Test(reserve, a_refund_after_an_algorithm_change_gives_back_nothing)
+{
+	struct local     *l = local_new(100);
+	struct lim_params f =
+		mk_lease(LIM_FIXED_WINDOW, 10, 86400 * S, 0, 600 * S);
+	struct lim_params g = mk_lease(LIM_GCRA, 10, 86400 * S, 10, 600 * S);
+
+	cr_assert_eq(one(l, &f, LIM_OP_CHECK, 10, "r1", T0).allowed, 1);
+	cr_assert_eq(one(l, &g, LIM_OP_CHECK, 5, "", T0).allowed, 1);
+	cr_assert_eq(left(l, &g, T0), 5);
+	one(l, &g, LIM_OP_FORCE, 0, "r1", T0);
+	cr_assert_eq(left(l, &g, T0), 5, "the 5 gcra units stay charged");
+	local_free(l);
+}

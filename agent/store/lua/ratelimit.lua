@@ -598,13 +598,23 @@ end
 local function reserve_key(ki, member) return KEY[ki] .. ':r:' .. member end
 
 -- The record of a reservation of <cost> that passed: the units and the
--- window index they went to (fixed and sliding windows; 0 otherwise).
+-- window index they went to (fixed and sliding windows: "<cost>:<idx>");
+-- GCRA and token bucket add the algorithm, GCRA with the emission
+-- interval the units were charged at ("<cost>:<ei>:0", "<cost>:0:1"), so
+-- that a settle after a reload or an override changed the rule's rate or
+-- algorithm gives back what was taken, from the state it went to. (The
+-- windows' form is the one older scripts read: they ignore the middle
+-- field of the others.)
 local function reserve_record(ki, r, cost, member, c)
-	local idx = 0
-	if c and c.idx and (ralgo[r] == FW or ralgo[r] == SW) then idx = c.idx end
-	local ms = max(1, ceil_ms(rres[r]))
-	call('SET', reserve_key(ki, member), s(cost) .. ':' .. s(idx), 'PX',
-		s(ms))
+	local v
+	if ralgo[r] == GCRA or ralgo[r] == TB then
+		local ei = 0
+		if ralgo[r] == GCRA then ei = rp1[r] end
+		v = s(cost) .. ':' .. s(ei) .. ':' .. s(ralgo[r])
+	else
+		v = s(cost) .. ':' .. s(c.idx)
+	end
+	call('SET', reserve_key(ki, member), v, 'PX', s(max(1, ceil_ms(rres[r]))))
 end
 
 -- The GCRA TAT of check <ki> as this call sees it (nil: fresh).
@@ -622,7 +632,9 @@ local function settle_refund(ki, r, d, idx)
 	if algo == GCRA then
 		local tat = gcra_tat(ki)
 		if not tat or tat <= now then return end
-		local new = tat - rp1[r] * d
+		local ei = rp1[r]	-- the reservation's own (idx), if recorded
+		if idx and idx > 0 then ei = idx end
+		local new = tat - ei * d
 		if new <= now then
 			call('DEL', key)
 			seen_[key] = now
@@ -671,13 +683,25 @@ local function settle(ki, r, cost, member)
 	local v = call('GET', rk)
 	if not v then return end
 	call('DEL', rk)
+	-- reserve_record()'s forms; "<held>:0" is an older script's GCRA or
+	-- token bucket record (refunded at the rule's rate, as it did)
 	local sep = string.find(v, ':', 1, true)
-	local held, idx = tonumber(string.sub(v, 1, sep - 1)),
-		tonumber(string.sub(v, sep + 1))
+	local rest = string.sub(v, sep + 1)
+	local sep2 = string.find(rest, ':', 1, true)
+	local held, idx = tonumber(string.sub(v, 1, sep - 1)), nil
+	local algo, same = ralgo[r], true
+	if sep2 then
+		idx = tonumber(string.sub(rest, 1, sep2 - 1))
+		same = tonumber(string.sub(rest, sep2 + 1)) == algo
+	else
+		idx = tonumber(rest)
+		if idx > 0 then same = algo == FW or algo == SW end
+		if algo == GCRA then idx = 0 end
+	end
 	out[o + 2] = held
 	if cost < 0 or cost == held then return end
 	if cost > held then settle_charge(ki, r, cost - held)
-	else settle_refund(ki, r, held - cost, idx) end
+	elseif same then settle_refund(ki, r, held - cost, idx) end
 end
 
 -- KEYS and ARGV as agent/limiter/limiter.h says; the reply is five integers per
