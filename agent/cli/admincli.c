@@ -140,7 +140,7 @@ key_cmd(struct cli *o, struct policy *p, int argc, char **argv)
 		return 1;
 	}
 	rc = reset ? keyop_reset(&c, &ck, &n, err)
-	           : keyop_show(&c, &ck, &st, err);
+	           : keyop_show(&c, &ck, p->overrides, &st, err);
 	redisFree(c);
 	if (rc == -1) {
 		fprintf(stderr, "spoa-ratelimit: %s\n", err);

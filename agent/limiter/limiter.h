@@ -46,8 +46,8 @@
  *     units reserved); when its request passes, the script also writes
  *     the record "<base>:r:<member>" (same hash tag, so the same slot)
  *     with PX lease: "<cost>:<window index>" (fixed and sliding
- *     windows), "<cost>:<emission interval>:0" (gcra), "<cost>:0:1"
- *     (token bucket).
+ *     windows), "<cost>:-<emission interval>" (gcra), "<cost>:-0"
+ *     (token bucket); a record the script cannot read is taken as none.
  *   - A FORCE with a non-empty member is the settle, applied at once,
  *     whatever the other checks of its request say: the record is read
  *     and deleted; none found changes nothing. Found, with the actual

@@ -309,6 +309,12 @@ ov_apply(const struct ov_table *t, struct check *c, int64_t now_us,
 		deny_result(&e->v, &c->lim, now_us, res);
 		return OV_DENY;
 	case OV_ALLOW:
+		/* a settle (a reserving rule's FORCE with the request id) is
+		 * applied whatever its request says (limiter.h): dropped, its
+		 * reservation stayed charged past the override */
+		if (c->op == LIM_OP_FORCE && c->memberlen > 0 &&
+		    c->lim.reserve_lease_us > 0)
+			return OV_NONE;
 		return OV_ALLOW;
 	default:
 		return OV_NONE;

@@ -197,7 +197,8 @@ key_route(struct admin *a, const struct adminreq *q, int del, struct jsonw *w)
 		      503);
 		return error_body(w, 503, err);
 	}
-	rc = del ? keyop_reset(c, &ck, &n, err) : keyop_show(c, &ck, &st, err);
+	rc = del ? keyop_reset(c, &ck, &n, err)
+	         : keyop_show(c, &ck, a->boot->overrides, &st, err);
 	if (rc == -1) {
 		redis_drop(a);
 		audit(action, ck.rule->name, ck.key, ck.keylen, "redis_error",

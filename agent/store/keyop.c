@@ -647,14 +647,14 @@ override_state(redisContext **c, struct check *ck, struct keyop_state *st,
 }
 
 int
-keyop_show(redisContext **c, struct check *ck, struct keyop_state *st,
-           char *err)
+keyop_show(redisContext **c, struct check *ck, int overrides,
+           struct keyop_state *st, char *err)
 {
 	struct lim_result deny;
 	redisReply       *r;
 
 	memset(st, 0, sizeof(*st));
-	if (override_state(c, ck, st, &deny, err) == -1 ||
+	if ((overrides && override_state(c, ck, st, &deny, err) == -1) ||
 	    peek(c, ck, &st->res, err) == -1 ||
 	    block_state(c, ck, st, err) == -1)
 		return -1;

@@ -80,12 +80,13 @@ redisContext *keyop_connect(const struct policy *p, const char *url,
  * when it did (send again), 0 otherwise. */
 int keyop_follow_moved(redisContext **c, const redisReply *r, char *err);
 
-/* Fills <st> (free its raw.buf). A live override of the key applies as
- * on the agents: a limit replaces <ck>'s (shown and peeked), a deny or an
- * allow gives the answer the agents give. Returns 0 or -1 with <err>;
- * <*c> may be replaced (a Cluster redirect). */
-int keyop_show(redisContext **c, struct check *ck, struct keyop_state *st,
-               char *err);
+/* Fills <st> (free its raw.buf). When <overrides> (the policy's
+ * overrides:, restart-only: the agents' own), a live override of the key
+ * applies as on the agents: a limit replaces <ck>'s (shown and peeked), a
+ * deny or an allow gives the answer the agents give. Returns 0 or -1 with
+ * <err>; <*c> may be replaced (a Cluster redirect). */
+int keyop_show(redisContext **c, struct check *ck, int overrides,
+               struct keyop_state *st, char *err);
 
 /* DELs the key and its block record (<*deleted>: how many existed) and
  * bumps the pool's reset counter (OV_RESETS). Returns 0 or -1. */

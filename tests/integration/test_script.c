@@ -1854,3 +1854,150 @@ Test(script, refund_of_the_same_key_twice_restores_the_key)
 	refund_same_key_twice(LIM_GCRA, "refund-twice-gcra");
 	refund_same_key_twice(LIM_TOKEN_BUCKET, "refund-twice-tb");
 }
+
+/* ---- review: reservation records across versions and malformed ones -----
+ * A settle never fails its whole batch: not on a record an older (or
+ * newer) script wrote, not on one another algorithm's state holds the key
+ * of, not on a record it cannot parse. */
+
+static void
+set_raw(redisContext *c, const char *k, const char *v)
+{
+	redisReply *r = redisCommand(c, "SET %s %s PX 60000", k, v);
+
+	cr_assert(r && r->type == REDIS_REPLY_STATUS);
+	freeReplyObject(r);
+}
+
+static char *
+get_raw(redisContext *c, const char *k)
+{
+	redisReply *r = redisCommand(c, "GET %s", k);
+	char *s = r && r->type == REDIS_REPLY_STRING ? strdup(r->str) : NULL;
+
+	freeReplyObject(r);
+	return s;
+}
+
+/* An older agent's script (d5d43a2^, OLD_RATELIMIT_LUA) settles, after a
+ * reload turned a token bucket into a fixed window (same rule, same key),
+ * a reservation this script recorded: "<units>:0:1". */
+Test(script, an_older_script_settles_a_new_token_bucket_record)
+{
+	const char       *path = getenv("OLD_RATELIMIT_LUA");
+	struct lim_params t = mk(LIM_TOKEN_BUCKET, 10, 86400 * S, 10);
+	struct lim_params f = mk(LIM_FIXED_WINDOW, 10, 86400 * S, 0);
+	redisContext     *c;
+	char              key[96], rk[128], newsha[64], *text, *rec;
+	struct chk        res = { &t, key, LIM_OP_CHECK, 10, 0, "m1" };
+	struct chk        settle = { &f, key, LIM_OP_FORCE, 0, 0, "m1" };
+	struct call       k;
+	struct lim_result out;
+	redisReply       *r;
+	FILE             *fp;
+	long              n;
+
+	if (path == NULL || env_is("SCRIPT_FCALL"))
+		cr_skip_test("OLD_RATELIMIT_LUA not set (or FCALL run)");
+	t.reserve_lease_us = f.reserve_lease_us = HOUR;
+	c = setup();
+	unique_key(key, sizeof(key), "rsv-old");
+	snprintf(rk, sizeof(rk), "%s:r:m1", key);
+	cr_assert_eq(script_one(c, &res).allowed, 1);
+	rec = get_raw(c, rk);
+	cr_log_info("record: %s", rec ? rec : "(none)");
+	free(rec);
+	fp = fopen(path, "r");
+	cr_assert_not_null(fp);
+	fseek(fp, 0, SEEK_END);
+	n = ftell(fp);
+	rewind(fp);
+	text = calloc(1, (size_t)n + 1);
+	cr_assert_eq(fread(text, 1, (size_t)n, fp), (size_t)n);
+	fclose(fp);
+	r = redisCommand(c, "SCRIPT LOAD %s", text);
+	free(text);
+	cr_assert(r && r->type == REDIS_REPLY_STRING);
+	snprintf(newsha, sizeof(newsha), "%s", sha);
+	snprintf(sha, sizeof(sha), "%s", r->str); /* the older script */
+	freeReplyObject(r);
+	call_begin(&k, 1);
+	call_request(&k, &settle, 1);
+	call_send(c, &k, &out, 1); /* asserts a reply, not an error */
+	snprintf(sha, sizeof(sha), "%s", newsha);
+	cr_expect_eq(out.remaining, 10, "the older script found the record");
+	redisFree(c);
+}
+
+/* A settle whose record this script cannot read answers "no record" and
+ * leaves the other requests of its call alone. */
+static void
+settle_malformed(const char *v)
+{
+	struct lim_params g = mk(LIM_GCRA, 10, 86400 * S, 10);
+	redisContext     *c = setup();
+	char              key[96], rk[128];
+	struct chk        settle = { &g, key, LIM_OP_FORCE, 0, 0, "m1" };
+	struct chk        other = { &g, key, LIM_OP_CHECK, 1, 0, NULL };
+	struct call       k;
+	struct lim_result out[2];
+
+	g.reserve_lease_us = HOUR;
+	settle.p = other.p = &g;
+	unique_key(key, sizeof(key), "rsv-bad");
+	snprintf(rk, sizeof(rk), "%s:r:m1", key);
+	set_raw(c, rk, v);
+	call_begin(&k, 2);
+	call_request(&k, &settle, 1);
+	call_request(&k, &other, 1);
+	call_send(c, &k, out, 2); /* asserts a reply, not an error */
+	cr_expect_eq(out[1].allowed, 1, "the other request is decided");
+	redisFree(c);
+}
+
+Test(script, a_record_with_an_empty_index_fails_no_batch)
+{
+	settle_malformed("5:");
+}
+
+Test(script, a_record_with_a_word_for_index_fails_no_batch)
+{
+	settle_malformed("5:x");
+}
+
+/* An older agent's gcra reservation ("<units>:0", its TAT a string key),
+ * settled by this script after a reload made the rule a token bucket or
+ * a fixed window, before any check of the new algorithm touched the key:
+ * the refund must not read the string as a hash (WRONGTYPE fails the
+ * whole call). */
+static void
+legacy_gcra_then(enum lim_algo a)
+{
+	struct lim_params g = mk(LIM_GCRA, 10, 86400 * S, 10);
+	struct lim_params n =
+		mk(a, 10, 86400 * S, a == LIM_TOKEN_BUCKET ? 10 : 0);
+	redisContext     *c = setup();
+	char              key[96], rk[128];
+	struct chk        charge = { &g, key, LIM_OP_CHECK, 5, 0, NULL };
+	struct chk        settle = { &n, key, LIM_OP_FORCE, 0, 0, "m1" };
+	struct lim_result r;
+
+	g.reserve_lease_us = n.reserve_lease_us = HOUR;
+	unique_key(key, sizeof(key), "rsv-legacy");
+	snprintf(rk, sizeof(rk), "%s:r:m1", key);
+	cr_assert_eq(script_one(c, &charge).allowed, 1); /* the TAT string */
+	set_raw(c, rk, "5:0");                           /* older form */
+	r = script_one(c, &settle); /* asserts a reply, not an error */
+	cr_expect_eq(r.remaining, 5);
+	redisFree(c);
+}
+
+Test(script, a_legacy_gcra_record_settled_as_a_token_bucket)
+{
+	legacy_gcra_then(LIM_TOKEN_BUCKET);
+}
+
+Test(script, a_legacy_gcra_record_settled_as_a_fixed_window)
+{
+	legacy_gcra_then(LIM_FIXED_WINDOW);
+}

@@ -126,6 +126,24 @@ Test(override, allow_and_deny_and_their_ops)
 	ov_table_free(t);
 }
 
+/* A settle (a reserving rule's FORCE with the request id) is applied
+ * whatever its request says: an allow override on its key must not drop
+ * it (the reservation stayed charged once the override was gone); a plain
+ * FORCE of that key is allowed away as before. */
+Test(override, allow_keeps_a_settle)
+{
+	struct ov_table  *t = table("5 rl:{a allow 0\n");
+	struct check      s = check_of("rl:{a", LIM_GCRA, LIM_OP_FORCE);
+	struct check      f = check_of("rl:{a", LIM_GCRA, LIM_OP_FORCE);
+	struct lim_result res;
+
+	s.lim.reserve_lease_us = 3600 * SEC;
+	s.memberlen = (size_t)snprintf(s.member, sizeof(s.member), "req-1");
+	cr_assert_eq(ov_apply(t, &s, 1, &res), OV_NONE, "the settle runs");
+	cr_assert_eq(ov_apply(t, &f, 1, &res), OV_ALLOW);
+	ov_table_free(t);
+}
+
 Test(override, deny_retry_counts_down_to_the_expiry_then_ends)
 {
 	struct ov_table  *t = table("5 rl:{d deny 100000000\n");

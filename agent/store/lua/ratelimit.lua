@@ -598,22 +598,18 @@ end
 local function reserve_key(ki, member) return KEY[ki] .. ':r:' .. member end
 
 -- The record of a reservation of <cost> that passed: the units and the
--- window index they went to (fixed and sliding windows: "<cost>:<idx>");
--- GCRA and token bucket add the algorithm, GCRA with the emission
--- interval the units were charged at ("<cost>:<ei>:0", "<cost>:0:1"), so
--- that a settle after a reload or an override changed the rule's rate or
--- algorithm gives back what was taken, from the state it went to. (The
--- windows' form is the one older scripts read: they ignore the middle
--- field of the others.)
+-- window index they went to (fixed and sliding windows: "<cost>:<idx>",
+-- idx > 0); GCRA "<cost>:-<ei>" (the emission interval the units were
+-- charged at), token bucket "<cost>:-0", so that a settle after a reload
+-- or an override changed the rule's rate or algorithm gives back what was
+-- taken, from the state it went to. Every form is "<number>:<number>":
+-- an older script reads the middle field with tonumber() and formats it
+-- as a window field, so a third field (nil there) failed its whole call.
 local function reserve_record(ki, r, cost, member, c)
 	local v
-	if ralgo[r] == GCRA or ralgo[r] == TB then
-		local ei = 0
-		if ralgo[r] == GCRA then ei = rp1[r] end
-		v = s(cost) .. ':' .. s(ei) .. ':' .. s(ralgo[r])
-	else
-		v = s(cost) .. ':' .. s(c.idx)
-	end
+	if ralgo[r] == GCRA then v = s(cost) .. ':-' .. s(rp1[r])
+	elseif ralgo[r] == TB then v = s(cost) .. ':-0'
+	else v = s(cost) .. ':' .. s(c.idx) end
 	call('SET', reserve_key(ki, member), v, 'PX', s(max(1, ceil_ms(rres[r]))))
 end
 
@@ -623,6 +619,15 @@ local function gcra_tat(ki)
 	if cur then return cur end
 	local v = val_[ki]
 	return v and tonumber(v) or nil
+end
+
+-- A field of the hash at <key> as a number; nil when the key holds another
+-- algorithm's state (a reload changed the rule's algorithm): nothing of
+-- this algorithm to give back, and no WRONGTYPE to fail the call.
+local function hget_state(key, f)
+	local v = redis.pcall('HGET', key, f)
+	if type(v) == 'table' then return nil end
+	return num(v)
 end
 
 -- Gives back <d> units charged to check <ki> (the window <idx> for
@@ -643,14 +648,14 @@ local function settle_refund(ki, r, d, idx)
 			seen_[key] = new
 		end
 	elseif algo == TB then
-		local tok = num(call('HGET', key, 't'))
+		local tok = hget_state(key, 't')
 		if not tok then return end
 		local full = rp3[r] * MICRO
 		local new = min(tok + d * MICRO, full)
 		call('HSET', key, 't', s(new))
 	else	-- FW, SW: the counter the reservation went to
 		local f = s(idx)
-		local n = num(call('HGET', key, f))
+		local n = hget_state(key, f)
 		if not n or n <= 0 then return end
 		call('HINCRBY', key, f, s(-min(d, n)))
 	end
@@ -684,20 +689,27 @@ local function settle(ki, r, cost, member)
 	if not v then return end
 	call('DEL', rk)
 	-- reserve_record()'s forms; "<held>:0" is an older script's GCRA or
-	-- token bucket record (refunded at the rule's rate, as it did)
+	-- token bucket record (refunded at the rule's rate, as it did), and
+	-- "<held>:<ei>:<algo>" the form of d5d43a2's. A record this script
+	-- cannot read is dropped as none: never an error that fails the call.
 	local sep = string.find(v, ':', 1, true)
-	local rest = string.sub(v, sep + 1)
+	local held = sep and tonumber(string.sub(v, 1, sep - 1))
+	local rest = sep and string.sub(v, sep + 1) or ''
 	local sep2 = string.find(rest, ':', 1, true)
-	local held, idx = tonumber(string.sub(v, 1, sep - 1)), nil
-	local algo, same = ralgo[r], true
+	local algo, idx, same = ralgo[r], nil, false
 	if sep2 then
 		idx = tonumber(string.sub(rest, 1, sep2 - 1))
 		same = tonumber(string.sub(rest, sep2 + 1)) == algo
+	elseif rest == '-0' then
+		idx, same = 0, algo == TB
 	else
 		idx = tonumber(rest)
-		if idx > 0 then same = algo == FW or algo == SW end
-		if algo == GCRA then idx = 0 end
+		if not idx then
+		elseif idx < 0 then idx, same = -idx, algo == GCRA
+		elseif idx > 0 then same = algo == FW or algo == SW
+		else same = algo == GCRA or algo == TB end
 	end
+	if not held or held < 0 or not idx then return end
 	out[o + 2] = held
 	if cost < 0 or cost == held then return end
 	if cost > held then settle_charge(ki, r, cost - held)
