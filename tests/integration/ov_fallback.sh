@@ -6,14 +6,14 @@
 . "$(dirname "$0")/../lib.sh"
 RP=$(port 1); AP=$(port 2)
 start_redis "$RP"
-cat >"$TMP/p.yaml" <<YAML
-listen: 127.0.0.1:$AP
-workers: 1
-redis: { url: "redis://127.0.0.1:$RP/0", timeout: 100ms }
+{
+	policy_top "$AP" "redis://127.0.0.1:$RP/0" 100ms 1
+	cat <<YAML
 processing_timeout: 1s
 rules:
   - { name: api, message: rl-request, key: "t:{tenant}", missing: "ip:{ip}", algorithm: fixed-window, limit: 100, window: 1h }
 YAML
+} >"$TMP/p.yaml"
 agent_up "$TMP/p.yaml"
 expect_eq "$(timeout 5 "$CLIENT" -a "127.0.0.1:$AP" rl-request ip=s:203.0.113.9 | field status)" 0 \
 	"a client without tenant is charged by its ip"

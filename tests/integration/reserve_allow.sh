@@ -7,14 +7,14 @@
 . "$(dirname "$0")/../lib.sh"
 RP=$(port 1); AP=$(port 2)
 start_redis "$RP"
-cat >"$TMP/p.yaml" <<YAML
-listen: 127.0.0.1:$AP
-workers: 1
-redis: { url: "redis://127.0.0.1:$RP/0", timeout: 200ms }
+{
+	policy_top "$AP" "redis://127.0.0.1:$RP/0" 200ms 1
+	cat <<YAML
 processing_timeout: 1s
 rules:
   - { name: g, message: rl-g, key: "t:{tenant}", algorithm: gcra, rate: 1000/d, burst: 1000, reserve: "{max_tokens}", cost: "{cost}", lease: 1h, result_message: rl-g-res }
 YAML
+} >"$TMP/p.yaml"
 agent_up "$TMP/p.yaml"
 c() { timeout 10 "$CLIENT" -a "127.0.0.1:$AP" "$@" | grep '^ack'; }
 expect_eq "$(c rl-g tenant=s:a id=s:x1 max_tokens=s:300 | field remaining)" 700 "300 reserved"

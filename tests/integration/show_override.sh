@@ -5,14 +5,14 @@
 . "$(dirname "$0")/../lib.sh"
 RP=$(port 1); AP=$(port 2)
 start_redis "$RP"
-cat >"$TMP/p.yaml" <<YAML
-listen: 127.0.0.1:$AP
-workers: 1
-redis: { url: "redis://127.0.0.1:$RP/0", timeout: 100ms }
+{
+	policy_top "$AP" "redis://127.0.0.1:$RP/0" 100ms 1
+	cat <<YAML
 processing_timeout: 1s
 rules:
   - { name: tenant, message: rl-request, key: "t:{tenant}", algorithm: fixed-window, limit: 3, window: 1h }
 YAML
+} >"$TMP/p.yaml"
 agent_up "$TMP/p.yaml"
 timeout 10 "$AGENT" override set -f "$TMP/p.yaml" tenant tenant=acme --limit 6 >/dev/null
 ok $? "override: acme may do 6"
