@@ -6,14 +6,7 @@
 # request must not freeze that loop for the resolver's whole timeout
 # (here 3 s x 2): a liveness probe of /healthz would kill the agent.
 # Private network and mount namespace, as dns_hang.sh.
-if [ "${1:-}" != --inside ]; then
-	if ! unshare -mn --propagation private true 2>/dev/null; then
-		echo "# skip: unshare -mn is not allowed here (needs root)"
-		echo "$(basename "$0"): 0 passed, 0 failed"
-		exit 0
-	fi
-	exec unshare -mn --propagation private bash "$0" --inside
-fi
+. "$(dirname "$0")/../netns.sh"
 . "$(dirname "$0")/../lib.sh"
 ip link set lo up
 RP=$(port 1); AP=$(port 2); AM=$(port 3)

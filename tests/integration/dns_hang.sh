@@ -10,14 +10,7 @@
 # Runs in a private network and mount namespace (unshare, as root) with
 # its own resolv.conf pointing at a UDP port nobody reads; skipped where
 # unshare is not allowed.
-if [ "${1:-}" != --inside ]; then
-	if ! unshare -mn --propagation private true 2>/dev/null; then
-		echo "# skip: unshare -mn is not allowed here (needs root)"
-		echo "$(basename "$0"): 0 passed, 0 failed"
-		exit 0
-	fi
-	exec unshare -mn --propagation private bash "$0" --inside
-fi
+. "$(dirname "$0")/../netns.sh"
 . "$(dirname "$0")/../lib.sh"
 ip link set lo up
 RP=$(port 1); AP=$(port 2)

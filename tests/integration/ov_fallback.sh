@@ -5,21 +5,16 @@
 # client cannot be banned nor raised.
 . "$(dirname "$0")/../lib.sh"
 RP=$(port 1); AP=$(port 2)
-start_redis "$RP"
-{
-	policy_top "$AP" "redis://127.0.0.1:$RP/0" 100ms 1
-	cat <<YAML
+redis_agent_up 1 100ms <<YAML
 processing_timeout: 1s
 rules:
   - { name: api, message: rl-request, key: "t:{tenant}", missing: "ip:{ip}", algorithm: fixed-window, limit: 100, window: 1h }
 YAML
-} >"$TMP/p.yaml"
-agent_up "$TMP/p.yaml"
 expect_eq "$(timeout 5 "$CLIENT" -a "127.0.0.1:$AP" rl-request ip=s:203.0.113.9 | field status)" 0 \
 	"a client without tenant is charged by its ip"
-timeout 10 "$AGENT" key show -f "$TMP/p.yaml" api ip=203.0.113.9 >"$TMP/s" 2>&1
+timeout 10 "$AGENT" key show -f "$TMP/policy.yaml" api ip=203.0.113.9 >"$TMP/s" 2>&1
 ok $? "key show takes the fallback's arg ($(grep '^key:' "$TMP/s"))"
-timeout 10 "$AGENT" override set -f "$TMP/p.yaml" api ip=203.0.113.9 --deny >"$TMP/o" 2>&1
+timeout 10 "$AGENT" override set -f "$TMP/policy.yaml" api ip=203.0.113.9 --deny >"$TMP/o" 2>&1
 expect_eq "$?" 0 "override set takes it too ($(cat "$TMP/o"))"
 sleep 1.2
 expect_eq "$(timeout 5 "$CLIENT" -a "127.0.0.1:$AP" rl-request ip=s:203.0.113.9 | field status)" 429 \
