@@ -2,7 +2,8 @@
 # SPDX-License-Identifier: Apache-2.0
 # A short, bounded run of each fuzz target (FUZZ_SECONDS each, default 20;
 # the SPOP frame decoder, fuzz_spop, gets 30), seeded from
-# tests/fuzz/corpus-<name>/. Any crash fails that target and the run.
+# tests/fuzz/corpus-<name>/ (fuzz_policy: from policies/). Any crash
+# fails that target and the run.
 build=$1; shift
 pass=0; fail=0
 for f in "$@"; do
@@ -12,6 +13,8 @@ for f in "$@"; do
 	corpus="$build/fuzz/corpus-$name"
 	mkdir -p "$corpus"
 	[ -d "tests/fuzz/corpus-$name" ] && cp tests/fuzz/corpus-"$name"/* "$corpus"/ 2>/dev/null
+	# the policy parser starts from the shipped example policies
+	[ "$name" = fuzz_policy ] && cp policies/*.yaml "$corpus"/
 	echo "== $name for ${secs}s"
 	if "$f" -max_total_time="$secs" -rss_limit_mb=1024 -print_final_stats=1 \
 		-artifact_prefix="$build/fuzz/" "$corpus" 2>"$build/fuzz/$name.log"; then
