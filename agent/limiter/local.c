@@ -657,11 +657,12 @@ static int run_plain(struct local *l, struct local_check *c, size_t n,
  * block and are charged nothing (a blocked CHECK or PEEK vetoes the
  * request, box_mark()), the rest runs as any request, and the offences
  * among its results start blocks, whatever the request's fate, as in the
- * script (when <commit>, or when the peek vetoes: a peek that passes
- * records nothing, its commit will). */
+ * script (when <commit>, when the peek vetoes, or when <ends>: the peek
+ * of a request another check refused; a peek that passes records
+ * nothing, its commit will). */
 static int
 run_boxed(struct local *l, struct local_check *c, size_t n, int64_t *now,
-          int commit)
+          int commit, int ends)
 {
 	int rc;
 
@@ -670,7 +671,7 @@ run_boxed(struct local *l, struct local_check *c, size_t n, int64_t *now,
 	rc = run_plain(l, c, n, now, commit);
 	/* a peek that vetoes is its request's end (req.c denies it and
 	 * never evaluates it again): its offences are the request's */
-	if (commit || !rc)
+	if (commit || !rc || ends)
 		box_offend(l, c, n, *now);
 	pthread_mutex_unlock(&l->box_lock);
 	return rc;
@@ -812,7 +813,8 @@ settle_all(struct local *l, struct local_check *c, size_t n, int64_t now,
 }
 
 static int
-run(struct local *l, struct local_check *c, size_t n, int64_t now, int commit)
+run(struct local *l, struct local_check *c, size_t n, int64_t now, int commit,
+    int ends)
 {
 	int rc;
 
@@ -823,7 +825,7 @@ run(struct local *l, struct local_check *c, size_t n, int64_t now, int commit)
 	if (settle_all(l, c, n, now, commit))
 		return 1;
 	if (has_box(c, n))
-		rc = run_boxed(l, c, n, &now, commit);
+		rc = run_boxed(l, c, n, &now, commit, ends);
 	else
 		rc = run_plain(l, c, n, &now, commit);
 	if (commit && rc)
@@ -860,14 +862,21 @@ int
 local_eval_request(struct local *l, struct local_check *c, size_t n,
                    int64_t now_us)
 {
-	return run(l, c, n, now_us, 1);
+	return run(l, c, n, now_us, 1, 1);
 }
 
 int
 local_peek_request(struct local *l, struct local_check *c, size_t n,
                    int64_t now_us)
 {
-	return run(l, c, n, now_us, 0);
+	return run(l, c, n, now_us, 0, 0);
+}
+
+int
+local_refused_request(struct local *l, struct local_check *c, size_t n,
+                      int64_t now_us)
+{
+	return run(l, c, n, now_us, 0, 1);
 }
 
 /* One agent's part of <v>: rounded down, so that the pool together never

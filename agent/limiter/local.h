@@ -52,8 +52,9 @@
  * block record first (a blocked key answers with its block and is charged
  * nothing; a blocked CHECK or PEEK that is not shadow vetoes its request,
  * a blocked FORCE or shadow check does not) and records the offences
- * after (local_eval_request, or a peek that vetoes: req.c ends such a
- * request there; a peek that passes records nothing), with
+ * after (local_eval_request, a peek that vetoes: req.c ends such a
+ * request there, or local_refused_request; a peek that passes records
+ * nothing), with
  * lim_block.c's arithmetic, as the script does. At most 16384 records (a
  * fixed table made on first use, 512 KiB). Requests without such a check
  * never take the mutex.
@@ -129,6 +130,13 @@ int local_eval_request(struct local *l, struct local_check *c, size_t n,
  * has not vetoed either (req.c), by a local_eval_request() then. */
 int local_peek_request(struct local *l, struct local_check *c, size_t n,
                        int64_t now_us);
+
+/* local_peek_request() for a request that ends uncharged because another
+ * check (Redis, a fail: closed rule) refused it: the same results, and
+ * the offences among them (penalty box) recorded, as the script records
+ * those of a request it refuses, a shadow check's included. */
+int local_refused_request(struct local *l, struct local_check *c, size_t n,
+                          int64_t now_us);
 
 /* Reservation records held now, live or past their lease but not yet
  * reused (<= LOCAL_RES_SLOTS; a snapshot). */

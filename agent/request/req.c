@@ -300,12 +300,15 @@ is_settle(const struct check *c)
 
 /* Evaluates the request's in-process checks as one request of the local
  * tier: charged together, and only when <commit> and none of them vetoes,
- * so that a denied request is charged nowhere. The agent's workers share
- * one local tier, so the fail: local fallback's limits are divided among
- * the pool's agents only: the whole pool then never admits more than the
- * limit. Returns 1 if one of them vetoes. */
+ * so that a denied request is charged nowhere. <ends>: they will not be
+ * evaluated again (the request is decided), so the offences among them
+ * count even uncharged, as the script counts those of a request it
+ * refuses. The agent's workers share one local tier, so the fail: local
+ * fallback's limits are divided among the pool's agents only: the whole
+ * pool then never admits more than the limit. Returns 1 if one of them
+ * vetoes. */
 static int
-run_local(struct req *r, int commit)
+run_local(struct req *r, int commit, int ends)
 {
 	struct local     *l = r->e->local;
 	struct local_part part;
@@ -333,14 +336,29 @@ run_local(struct req *r, int commit)
 			local_add(&part, r, i);
 	if (part.n == 0)
 		return 0;
-	pass = commit ? local_eval_request(l, part.lc, part.n, now)
-	              : local_peek_request(l, part.lc, part.n, now);
+	if (commit)
+		pass = local_eval_request(l, part.lc, part.n, now);
+	else if (ends)
+		pass = local_refused_request(l, part.lc, part.n, now);
+	else
+		pass = local_peek_request(l, part.lc, part.n, now);
 	r->local_charged = commit && pass;
 	for (size_t j = 0; j < part.n; j++)
 		if (r->checks[part.idx[j]].lim.algo != LIM_CONCURRENCY ||
 		    !redis_answered(r, part.idx[j]))
 			local_result(r, &part, j);
 	return !pass;
+}
+
+/* 1 if one of the request's in-process checks is of a rule with a
+ * penalty box (block:). */
+static int
+local_boxed(const struct req *r)
+{
+	for (int i = 0; i < r->n; i++)
+		if (is_local(r, i) && r->checks[i].lim.block_us > 0)
+			return 1;
+	return 0;
 }
 
 /* 1 if one of the Redis checks, as answered, vetoes the request. */
@@ -379,7 +397,7 @@ apply_fail_modes(struct req *r, int sent)
 	if (sent)
 		decide_mark_leases(r->checks, r->out, r->redis_idx, r->nredis,
 		                   0);
-	run_local(r, !redis_vetoed(r));
+	run_local(r, !redis_vetoed(r), 1);
 }
 
 /* ---- Redis -------------------------------------------------------------- */
@@ -413,7 +431,9 @@ store_done_cb(struct store_req *sr, int err)
 		decide_mark_leases(r->checks, r->out, r->redis_idx, r->nredis,
 		                   1);
 		if (!redis_vetoed(r))
-			run_local(r, 1);
+			run_local(r, 1, 1);
+		else if (local_boxed(r))
+			run_local(r, 0, 1); /* its offences, uncharged */
 	}
 	req_finish(r);
 }
@@ -721,7 +741,9 @@ decide_at_once(struct req *r)
 		}
 	}
 	assert(r->nredis <= r->n);
-	return run_local(r, !denied && r->nredis == 0) | denied;
+	return run_local(r, !denied && r->nredis == 0,
+	                 denied || r->nredis == 0) |
+	       denied;
 }
 
 /* ---- waiting for a tenant's plan ---------------------------------------- */

@@ -1448,6 +1448,43 @@ Test(req, a_local_rule_denial_blocks_the_key_beside_a_redis_rule)
 	             (long long)a.retry_after);
 }
 
+/* A shadow local rule with block: beside a Redis rule that refuses the
+ * request. The script records an offence of a check it denies whatever
+ * the request's fate, shadow or not (limiter.h, "Penalty box"), and the
+ * local tier does so for a request of its own; the local checks of a
+ * request Redis vetoed are only peeked, and a shadow denial does not veto
+ * the peek: its offence was lost, and the block started only with the
+ * next request Redis let through. */
+Test(req, a_shadow_local_offence_counts_when_redis_vetoes_the_request)
+{
+	struct ack a;
+
+	start("redis: { url: \"redis://127.0.0.1:1/0\", timeout: 200ms }\n"
+	      "rules:\n"
+	      "  - { name: l, message: rl-request, key: \"l:{user}\", "
+	      "rate: 1/min, burst: 1, block: 1h, store: local, "
+	      "shadow: true }\n"
+	      "  - { name: r, message: rl-request, key: \"r:{user}\", "
+	      "rate: 60/min, burst: 10 }\n");
+	a = ASK("rl-request", "user", "u1");
+	cr_assert_eq(a.status, 0);
+	fake_denies("r:", 5000000);
+	a = ASK("rl-request", "user", "u1");
+	cr_assert_eq(a.status, 429);
+	cr_assert_str_eq(a.policy, "r");
+	cr_assert_eq(a.shadow, 1, "l would have denied");
+	h.fake.nsays = 0; /* Redis allows again */
+	run_for(1.2);     /* past the near-cache's hold of r's denial */
+	a = ASK("rl-request", "user", "u1");
+	cr_assert_eq(a.status, 0);
+	cr_assert_eq(a.shadow, 1);
+	/* blocked since the second request, 1.2 s ago (an offence only
+	 * now, by this request, would say 3600) */
+	cr_expect(strstr(a.ratelimit, "\"l\";r=0;t=3599") != NULL,
+	          "the second request's offence blocked l's key: %s",
+	          a.ratelimit);
+}
+
 /* limit: 4294967296 passes policy_load (and -c): the first lease of a
  * store: local concurrency rule must not bring the agent down. */
 Test(req, a_local_concurrency_limit_of_two_to_the_32_takes_leases)
