@@ -661,12 +661,14 @@ call_fail(struct call *b, int err)
 
 /* What the script charged for a check of a part that was not vetoed
  * (ratelimit.lua: eval_check and the *_eval functions). Releases are not
- * refunded: a lease cannot be given back with its old expiry. */
+ * refunded: a lease cannot be given back with its old expiry. A peek
+ * charged nothing: "refunded", it gave back a unit another request had
+ * spent (a counted failure, per refused request). */
 static int
 was_charged(const struct xcheck *c)
 {
-	if (c->op == LIM_OP_RELEASE || c->cost <= 0 || c->cost > LIM_COST_MAX ||
-	    c->algo < 0 || c->algo >= LIM_ALGO_COUNT)
+	if (c->op == LIM_OP_RELEASE || c->op == LIM_OP_PEEK || c->cost <= 0 ||
+	    c->cost > LIM_COST_MAX || c->algo < 0 || c->algo >= LIM_ALGO_COUNT)
 		return 0;
 	/* a settle is applied whatever its request says: never undone */
 	if (c->op == LIM_OP_FORCE && c->p[5] > 0 && c->memberlen > 0)
@@ -701,8 +703,12 @@ part_deliver(struct call *b, struct part *p, size_t k)
 
 		results_get(rs, k + (size_t)i, &c->res);
 		c->at = b->at;
-		if (c->op == LIM_OP_CHECK && !(c->flags & LIM_FL_SHADOW) &&
-		    c->res.allowed != 1)
+		/* as the script vetoes: a peek that refuses too (count:
+		 * response, count: failures), else the other slots kept
+		 * the charges, leases and reservations of a refused
+		 * request */
+		if (lim_vetoes(c->op, (c->flags & LIM_FL_SHADOW) != 0,
+		               &c->res))
 			veto = 1;
 	}
 	for (int i = 0; i < p->n && !veto; i++)
