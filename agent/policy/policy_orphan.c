@@ -1,10 +1,11 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
  * Settles orphaned by a reload (policy_orphan.h): at a reload, the
- * result messages of the reserving rules the new policy dropped, when it
- * binds no rule to them, are recorded in the new policy with the time
- * their reservations can still be settled (the longest lease); the
- * request path looks a message up there only when no rule took it.
+ * result messages of the old policy's reserving rules, when the new one
+ * binds no rule to them (the rule removed, or kept without reserve:),
+ * are recorded in the new policy with the time their reservations can
+ * still be settled (the longest lease); the request path looks a
+ * message up there only when no rule took it.
  *
  * It does not settle anything: the removed rule's key, parameters and
  * record are gone with the old policy, and its reservations lapse at
@@ -16,15 +17,6 @@
 
 #include "log.h"
 #include "policy_orphan.h"
-
-static int
-has_rule(const struct policy *p, const char *name)
-{
-	for (int i = 0; i < p->nrules; i++)
-		if (strcmp(p->rules[i].name, name) == 0)
-			return 1;
-	return 0;
-}
 
 /* 1 if some rule of <p> takes message <msg>. */
 static int
@@ -84,8 +76,11 @@ policy_note_orphans(struct policy *p, const struct policy *old, int64_t now_us)
 	for (int i = 0; i < old->nrules; i++) {
 		const struct rule *r = &old->rules[i];
 
+		/* whether <p> still has a rule of that name does not
+		 * matter: one that no longer reserves (or settles on
+		 * another message) leaves these settles to no rule */
 		if (!r->reserves || r->result_message == NULL ||
-		    has_rule(p, r->name) || binds(p, r->result_message))
+		    binds(p, r->result_message))
 			continue;
 		if ((o = orphan_slot(p, r->result_message)) != NULL)
 			orphan_add(o, r->name,
