@@ -1,11 +1,11 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
  * Settles orphaned by a reload: a reserving rule removed from the policy
- * (or kept under its name without reserve:) leaves reservations in Redis whose settles (its result message, rl-
- * response by default) still come, from requests admitted before the
- * reload. When the new policy binds no rule at all to that message, no
- * rule can take them: the agent counts them
- * (spoa_rl_reserve_settles_orphaned_total) and logs them instead of
+ * (or kept under its name without reserve:) leaves reservations in Redis
+ * whose settles (its result message, rl-response by default) still come,
+ * from requests admitted before the reload. When the new policy binds no
+ * rule at all to that message, no rule can take them: the agent counts
+ * them (spoa_rl_reserve_settles_orphaned_total) and logs them instead of
  * dropping them silently. The reservations stay charged until their
  * lease ends; nothing here touches Redis.
  *
@@ -23,8 +23,8 @@
 
 /* Records in <p> (new, not yet shared with a worker) the result messages
  * of <old>'s reserving rules to which <p> binds no rule (whether or not
- * <p> keeps a rule of that name), each until <now_us> plus the longest lease of
- * those rules; and carries over <old>'s own records still running at
+ * <p> keeps a rule of that name), each until <now_us> plus the longest
+ * lease of those rules; and carries over <old>'s own records still running at
  * <now_us> whose message <p> binds to no rule either. At most
  * POLICY_MAX_ORPHANS messages; more are dropped (logged). <old> NULL: a
  * no-op. */
