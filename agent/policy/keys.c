@@ -9,8 +9,10 @@
  * seed), so a key too long for Redis keeps a readable prefix and ends with
  * a 128-bit digest of the full text without a scratch buffer. A key that
  * fits is never hashed. Values are never
- * escaped beyond '{', '}' and '%' (percent-encoded so values cannot break
- * the "rl:{...}" hash tag and distinct values stay distinct).
+ * escaped beyond '{', '}', '%' and '~' (percent-encoded so values cannot
+ * break the "rl:{...}" hash tag, distinct values stay distinct, and no
+ * value spells out the "~<digest>" tail of a hashed key: the digest has
+ * no secret, so such a value would share the key of a long one).
  *
  * Deliberately not here: rule matching and missing: modes (policy.c).
  * Compiled templates are immutable; expansion is reentrant and touches
@@ -393,6 +395,8 @@ put_string(struct sink *s, const struct spop_str *v, int prefix)
 			sink_put(s, "%7D", 3);
 		else if (c == '%')
 			sink_put(s, "%25", 3);
+		else if (c == '~') /* only a hashed key's tail has one */
+			sink_put(s, "%7E", 3);
 		else
 			sink_putc(s, c);
 	}

@@ -10,9 +10,10 @@
  * two distinct long values never share a key by truncation.
  *
  * How a value becomes text (see keys_expand()):
- *   string   copied byte for byte, except '{', '}' and '%', written as
- *            %7B, %7D and %25 so no value can open or close the Redis
- *            Cluster hash tag and the mapping stays one-to-one; a string
+ *   string   copied byte for byte, except '{', '}', '%' and '~', written
+ *            as %7B, %7D, %25 and %7E so no value can open or close the
+ *            Redis Cluster hash tag or spell out a hashed key's "~" tail,
+ *            and the mapping stays one-to-one; a string
  *            that inet_pton() reads as an address is treated as one
  *   int      decimal; bool "true"/"false"; binary lowercase hex
  *   ipv4     dotted quad (IPv4 is always the whole /32)

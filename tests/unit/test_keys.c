@@ -388,3 +388,30 @@ Test(keys, arg_int_parses_ints_and_decimal_strings)
 	cr_assert_eq(keys_arg_int(&msg, "big", &v), -1);
 	cr_assert_eq(keys_arg_int(&msg, "absent", &v), -1);
 }
+
+/* A hashed key ends with "~" and its digest, which anyone can compute (the
+ * hash has no secret): a value spelling out a long value's hashed key
+ * must not map to that key, or a client would spend the quota of whoever
+ * sends the long value (a long user name, a user agent). */
+Test(keys, value_spelling_a_hashed_key_is_another_key)
+{
+	struct tmpl *t = compile_ok("u:{user}");
+	char         v[400], k1[256], k2[256];
+	size_t       l1, l2, pre = strlen("rl:{login:u:");
+
+	memset(v, 'a', sizeof(v) - 1);
+	v[sizeof(v) - 1] = '\0';
+	msg_reset();
+	add_str("user", v);
+	cr_assert_eq(keys_expand(t, &msg, "rl:{login:", "}", k1, 200, &l1), 0);
+	cr_assert_eq(l1, 200);
+	/* the value: the hashed key's text between prefix and suffix */
+	memcpy(v, k1 + pre, l1 - pre - 1);
+	v[l1 - pre - 1] = '\0';
+	msg_reset();
+	add_str("user", v);
+	cr_assert_eq(keys_expand(t, &msg, "rl:{login:", "}", k2, 200, &l2), 0);
+	cr_assert_str_neq(k1, k2, "\"%s\" and a 400-byte value share a key",
+	                  v);
+	keys_free(t);
+}
