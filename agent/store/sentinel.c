@@ -241,6 +241,15 @@ sentinel_discover(struct sentinel *s)
 	arm(s, &s->qtimer, 0.);
 }
 
+void
+sentinel_distrust(struct sentinel *s)
+{
+	if (s->querying)
+		return;
+	q_close(s);
+	s->qidx = (s->qidx + 1) % s->t.nseeds;
+}
+
 /* ---- +switch-master ---------------------------------------------------- */
 
 static void sub_open(struct sentinel *s);

@@ -34,6 +34,12 @@ struct sentinel *sentinel_new(struct ev_loop *loop, const struct store_topo *t,
  * running joins it. */
 void sentinel_discover(struct sentinel *s);
 
+/* The master the last discovery found was not one (ROLE said replica, or
+ * it could not be reached): the next discovery starts with the next
+ * sentinel, not the one that gave it, which may be stale for as long as
+ * it likes. Not from inside <found>; a no-op while a discovery runs. */
+void sentinel_distrust(struct sentinel *s);
+
 /* Stops everything; no callback runs after it. NULL is a no-op. */
 void sentinel_free(struct sentinel *s);
 

@@ -22,7 +22,9 @@
  *
  * Sentinel: the master is found through sentinel.h, verified with ROLE by
  * the link, and followed on +switch-master; a READONLY or MASTERDOWN reply
- * (a demoted master) sends the link back to the sentinels.
+ * (a demoted master) sends the link back to the sentinels. A master that
+ * never came up (ROLE said replica, no connection) sends the next
+ * discovery to another sentinel first: the one that named it may be stale.
  */
 #include <assert.h>
 #include <stdio.h>
@@ -73,6 +75,7 @@ struct single {
 	struct reqq            q;   /* queued, not sent */
 	struct sentinel       *sen; /* NULL for a plain URL */
 	int                    discovering;
+	int                    unproven; /* a found master not up yet */
 	int                    closing;
 	struct call           *pool;
 	int                    npool;
@@ -389,7 +392,10 @@ single_note_timeout(void *be)
 static void
 link_up_cb(struct link *l)
 {
-	single_flush(l->arg);
+	struct single *s = l->arg;
+
+	s->unproven = 0;
+	single_flush(s);
 }
 
 static void
@@ -411,6 +417,10 @@ link_retry_cb(struct link *l)
 	}
 	if (!s->discovering) {
 		s->discovering = 1;
+		/* the last sentinel's master was none: ask another */
+		if (s->unproven)
+			sentinel_distrust(s->sen);
+		s->unproven = 0;
 		sentinel_discover(s->sen);
 	}
 }
@@ -435,6 +445,7 @@ found_cb(void *arg, const char *host, int port)
 		return;
 	}
 	link_set_addr(&s->link, host, port);
+	s->unproven = 1;
 	link_connect(&s->link);
 }
 
