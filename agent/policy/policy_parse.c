@@ -1489,6 +1489,21 @@ parse_units(struct rule_ctx *rc, int kw, const char *src, int64_t max,
 	keys_free(t);
 }
 
+/* 1 if some value could make key template <key> expand to a text that
+ * fallback template <fb> gives too: neither starts with text the other
+ * does not (values may hold any text but "{}%~"). With key "{user}" and
+ * missing "{ip}", the user "10.0.0.1" would share, and could spend, the
+ * bucket of every request from 10.0.0.1 without a user. */
+static int
+fallback_overlaps(const char *key, const char *fb)
+{
+	size_t kl = strcspn(key, "{"), fl = strcspn(fb, "{");
+
+	if (key[kl] == '\0' || (fb[fl] == '\0' && fl <= kl))
+		return 0; /* never missing; or shorter than any key */
+	return memcmp(key, fb, kl < fl ? kl : fl) == 0;
+}
+
 /* missing: and cost:. */
 static void
 rule_missing_cost(struct rule_ctx *rc)
@@ -1505,6 +1520,11 @@ rule_missing_cost(struct rule_ctx *rc)
 		         "\"%s\" is not a mode: deny, skip, or a fallback key "
 		         "such as \"ip:{ip}\"",
 		         s->missing);
+	} else if (s->key && fallback_overlaps(s->key, s->missing)) {
+		error_at(rc->c, rnode(rc, RK_MISSING), rpath(rc, RK_MISSING),
+		         "fallback key \"%s\" could be a key of \"%s\": start "
+		         "them with different text, such as \"ip:{ip}\"",
+		         s->missing, s->key);
 	} else if ((r->fallback = compile_tmpl(rc, RK_MISSING, s->missing))) {
 		r->missing = MISSING_FALLBACK;
 	}

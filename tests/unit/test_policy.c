@@ -542,6 +542,22 @@ Test(policy, reports_a_missing_mode_that_does_not_exist)
 	free(err);
 }
 
+/* A fallback key (missing:) that a key value could spell is refused: with
+ * key "{user}" and missing "{ip}", the user "10.0.0.1" shared the bucket of
+ * every request from 10.0.0.1 without a user, and so could spend it. The
+ * key and its fallback must start with different text. */
+Test(policy, refuses_a_fallback_key_a_key_could_equal)
+{
+	char *err = load_fails("missing-overlap.yaml");
+
+	has_error(err, "missing-overlap.yaml", "6:14", "rules[0].missing",
+	          "could be a key of \"{user}\"");
+	has_error(err, "missing-overlap.yaml", "11:14", "rules[1].missing",
+	          "could be a key of \"u{user}\"");
+	cr_assert_eq(count_lines(err), 2, "got:\n%s", err);
+	free(err);
+}
+
 Test(policy, reports_fields_meaningless_for_the_algorithm)
 {
 	char *err = load_fails("errors.yaml");
