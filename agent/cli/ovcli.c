@@ -176,7 +176,16 @@ connect_redis(const struct policy *p, const char *url)
 		return NULL;
 	}
 	freeReplyObject(r);
+	/* a refused SELECT (no such db, an ACL) must not leave the change
+	 * to db 0, which no agent of this URL reads */
 	r = a.db ? redisCommand(c, "SELECT %d", a.db) : NULL;
+	if (a.db && (!r || r->type == REDIS_REPLY_ERROR)) {
+		fprintf(stderr, PROG ": %s: SELECT %d failed: %s\n", url, a.db,
+		        r ? r->str : c->errstr);
+		freeReplyObject(r);
+		redisFree(c);
+		return NULL;
+	}
 	freeReplyObject(r);
 	return c;
 }
