@@ -329,6 +329,28 @@ sentinel_master(const struct store_topo *t, char *host, int *port, char *err)
 	return fail(err, "no sentinel knows master %s", t->master);
 }
 
+/* The first seed of Cluster <t> that answers (a MOVED leads from it to
+ * the key's node): any seed may be down, as for the workers. */
+static redisContext *
+cluster_seed(const struct policy *p, const struct store_topo *t, char *err)
+{
+	redisContext *c;
+
+	fail(err, "redis: no cluster seed"); /* each try says its own */
+	if (p->redis_username != NULL)
+		cinfo.user = p->redis_username;
+	if (p->redis_password != NULL)
+		cinfo.pass = p->redis_password;
+	for (int i = 0; i < t->nseeds; i++) {
+		c = connect_to(t->seeds[i].host, t->seeds[i].port, NULL,
+		               cinfo.tmo, err);
+		if (c != NULL && login(c, cinfo.user, cinfo.pass, 0, err) == 0)
+			return c;
+		redisFree(c);
+	}
+	return NULL;
+}
+
 redisContext *
 keyop_connect(const struct policy *p, const char *url, int64_t tmo, char *err)
 {
@@ -350,8 +372,7 @@ keyop_connect(const struct policy *p, const char *url, int64_t tmo, char *err)
 				return NULL;
 			db = t.db;
 		} else {
-			snprintf(host, sizeof(host), "%s", t.seeds[0].host);
-			port = t.seeds[0].port;
+			return cluster_seed(p, &t, err);
 		}
 	} else if (store_parse_url(url, &a) == 0) {
 		snprintf(host, sizeof(host), "%s", a.host);
