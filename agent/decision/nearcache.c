@@ -228,9 +228,16 @@ nearcache_learn(struct nearcache *nc, const struct check *c,
 }
 
 void
-nearcache_watch_resets(struct nearcache *nc, int on)
+nearcache_watch_resets(struct nearcache *nc, int on, int64_t now_us)
 {
 	nc->watched = on;
+	if (on)
+		return;
+	for (int s = 0; s < NEARCACHE_SETS; s++)
+		for (int i = 0; i < NEARCACHE_WAYS; i++)
+			if (nc->e[s][i].block &&
+			    nc->e[s][i].hold_us > now_us + NEARCACHE_HOLD_US)
+				nc->e[s][i].hold_us = now_us + NEARCACHE_HOLD_US;
 }
 
 void

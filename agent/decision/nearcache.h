@@ -87,8 +87,10 @@ int nearcache_once(struct nearcache *nc, const struct check *c, int64_t now_us,
 size_t nearcache_count(const struct nearcache *nc, int64_t now_us);
 
 /* <on> 1: this worker sees every pool reset within a second (its reset
- * poll answers), so blocks may be held to their end; 0: it may not. */
-void nearcache_watch_resets(struct nearcache *nc, int on);
+ * poll answers), so blocks may be held to their end; 0: it may not, and
+ * the blocks held longer are held NEARCACHE_HOLD_US from <now_us> at most
+ * (a reset the failed poll missed is seen as soon as that). */
+void nearcache_watch_resets(struct nearcache *nc, int on, int64_t now_us);
 
 /* A key was reset somewhere in the pool: forgets every held block, and
  * any block learnt from a request sent before <now_us> (util_loop_us()). */

@@ -84,7 +84,7 @@ resets_cb(void *arg, const char *val, size_t len, int err)
 
 	oc->rbusy = 0;
 	if (err != 0 || len >= GEN_MAX - 1) {
-		nearcache_watch_resets(oc->near, 0);
+		nearcache_watch_resets(oc->near, 0, util_loop_us());
 		return;
 	}
 	if (!val) { /* never bumped */
@@ -97,7 +97,7 @@ resets_cb(void *arg, const char *val, size_t len, int err)
 	oc->resets[0] = '=';
 	memcpy(oc->resets + 1, val, len);
 	oc->resets[len + 1] = '\0';
-	nearcache_watch_resets(oc->near, 1);
+	nearcache_watch_resets(oc->near, 1, util_loop_us());
 }
 
 static void
@@ -105,10 +105,13 @@ poll_cb(struct ev_loop *loop, ev_timer *t, int revents)
 {
 	struct ovcache *oc = t->data;
 
-	if (oc->near != NULL && !oc->rbusy &&
-	    store_hget(oc->st, OV_HASH, OV_RESETS, strlen(OV_RESETS), resets_cb,
-	               oc) == 0)
-		oc->rbusy = 1;
+	if (oc->near != NULL && !oc->rbusy) {
+		if (store_hget(oc->st, OV_HASH, OV_RESETS, strlen(OV_RESETS),
+		               resets_cb, oc) == 0)
+			oc->rbusy = 1;
+		else /* not sent (the link is down): a failed poll */
+			nearcache_watch_resets(oc->near, 0, util_loop_us());
+	}
 	if (oc->busy)
 		return;
 	if (store_hget(oc->st, OV_HASH, "gen", 3, gen_cb, oc) == 0)

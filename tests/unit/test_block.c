@@ -189,7 +189,7 @@ cache_with_block(int watch, struct check *c)
 	struct lim_params p = boxed(600, 0);
 
 	*c = check_of(&p, LIM_GCRA, LIM_OP_CHECK, 1);
-	nearcache_watch_resets(nc, watch);
+	nearcache_watch_resets(nc, watch, 10 * S);
 	nearcache_learn(nc, c, &blocked600, 10 * S);
 	return nc;
 }
@@ -219,6 +219,21 @@ Test(block, an_unwatched_block_is_held_as_briefly_as_any_denial)
 	cr_expect(nearcache_lookup(nc, &c, 10 * S + NEARCACHE_HOLD_US - 1, &r));
 	cr_expect_not(nearcache_lookup(nc, &c, 10 * S + NEARCACHE_HOLD_US, &r),
 	              "no reset watch: a reset must still be seen in 1 s");
+	nearcache_free(nc);
+}
+
+Test(block, a_failed_poll_cuts_held_blocks_to_the_brief_hold)
+{
+	struct check      c;
+	struct nearcache *nc = cache_with_block(1, &c);
+	struct lim_result r;
+
+	/* held to 70 s while the poll answered; it fails at 20 s: a reset
+	 * it misses must still be seen within a second */
+	nearcache_watch_resets(nc, 0, 20 * S);
+	cr_expect(nearcache_lookup(nc, &c, 20 * S + NEARCACHE_HOLD_US - 1, &r));
+	cr_expect_not(nearcache_lookup(nc, &c, 20 * S + NEARCACHE_HOLD_US, &r),
+	              "cut back to NEARCACHE_HOLD_US");
 	nearcache_free(nc);
 }
 
@@ -259,7 +274,7 @@ Test(block, every_algorithm_cost_and_peek_of_a_boxed_rule_uses_the_cache)
 	cr_expect_not(nearcache_eligible(&force));
 	cr_expect_not(nearcache_eligible(&shadow));
 	cr_expect_not(nearcache_eligible(&nosw), "without block: as before");
-	nearcache_watch_resets(nc, 1);
+	nearcache_watch_resets(nc, 1, 10 * S);
 	nearcache_learn(nc, &big, &blocked600, 10 * S);
 	cr_expect(nearcache_lookup(nc, &big, 11 * S, &r),
 	          "a block is learnt from any cost (even one above the burst)");
