@@ -13,6 +13,7 @@
 #include "adminreq.h"
 #include "keyop.h"
 #include "log.h"
+#include "ratelog.h"
 #include "topk.h"
 #include "toppool.h"
 #include "util.h"
@@ -134,6 +135,25 @@ audit(const char *action, const char *rule, const char *key, size_t klen,
 	         "action=%s rule=%s key=\"%s\" result=%s status=%d%s", action,
 	         r, k, result, status,
 	         strlen(rule) > 64 ? " truncated=1" : "");
+}
+
+/* A 401's audit line, at most one per RATELOG_INTERVAL_US with the
+ * count of those not logged since (suppressed=N), as the fail-mode lines:
+ * anyone who can connect can send bad tokens, and one line per request
+ * would flood the log (and push the agent's other lines out of a rate
+ * limited journal). Main loop only. */
+static void
+audit_unauthorized(void)
+{
+	static struct ratelog rl;
+	uint64_t              suppressed;
+
+	if (!ratelog_allow(&rl, 0, util_now_us(), &suppressed))
+		return;
+	log_info("admin",
+	         "action=auth rule=- key=\"\" result=unauthorized status=401 "
+	         "suppressed=%llu",
+	         (unsigned long long)suppressed);
 }
 
 static redisContext **
@@ -326,7 +346,7 @@ admin_handle(void *arg, const struct httpd_req *rq, char **body, size_t *blen,
 	int           status;
 
 	if (!authorized(a, rq)) {
-		audit("auth", NULL, NULL, 0, "unauthorized", 401);
+		audit_unauthorized();
 		status = error_body(&w, 401,
 		                    "unauthorized: send "
 		                    "Authorization: Bearer <token>");

@@ -13,7 +13,8 @@
  * Every request needs "Authorization: Bearer <token>", compared in
  * constant time: 401 without it or with a wrong one. Answers are JSON;
  * a bad request is a 4xx with {"error": "<one line>"}. Every action is
- * logged at info (action, rule, key, result), never the token.
+ * logged at info (action, rule, key, result), never the token; a 401
+ * at most once per RATELOG_INTERVAL_US, with the count not logged.
  *
  * Runs on the main loop: its Redis calls block that loop (ADMIN_REDIS_
  * TIMEOUT_US at most per command), never a worker, so no request waits.
