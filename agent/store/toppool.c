@@ -21,6 +21,12 @@
 /* Views summed at most: with one count per key per view, no sum of
  * TOPVIEW_COUNT_MAX each reaches INT64_MAX. */
 #define VIEWS_MAX 4096
+/* toppool_json(): a key's element past its key's text, at most ({"key":
+ * , "denied": and "error": with two 20-digit numbers), and what follows
+ * the last one (the array's end, "truncated":true, the object's end, the
+ * API's line end). */
+#define TOPJSON_ELEM 96
+#define TOPJSON_TAIL 64
 
 const char *
 toppool_agent_id(void)
@@ -220,6 +226,8 @@ void
 toppool_json(struct jsonw *w, const char *rule, const struct topk_merge *m,
              int agents, int n)
 {
+	int cut = 0;
+
 	jsonw_open(w, '{');
 	jsonw_kstr(w, "rule", rule);
 	jsonw_kint(w, "window_s", TOPK_SLOTS * TOPK_SLOT_US / 1000000);
@@ -228,6 +236,14 @@ toppool_json(struct jsonw *w, const char *rule, const struct topk_merge *m,
 	jsonw_key(w, "keys");
 	jsonw_open(w, '[');
 	for (int i = 0; i < m->n && i < n; i++) {
+		/* the most this key's element takes (each byte escaped), and
+		 * room for the end: past JSONW_MAX the writer would fail the
+		 * whole answer (a 500, or cut JSON from the CLI) */
+		if (w->len + 6 * m->v[i].len + TOPJSON_ELEM + TOPJSON_TAIL >
+		    JSONW_MAX) {
+			cut = 1;
+			break;
+		}
 		jsonw_elem(w);
 		jsonw_open(w, '{');
 		jsonw_key(w, "key");
@@ -237,5 +253,9 @@ toppool_json(struct jsonw *w, const char *rule, const struct topk_merge *m,
 		jsonw_close(w, '}');
 	}
 	jsonw_close(w, ']');
+	if (cut) {
+		jsonw_key(w, "truncated");
+		jsonw_raw(w, "true", 4);
+	}
 	jsonw_close(w, '}');
 }

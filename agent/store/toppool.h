@@ -46,7 +46,8 @@ int toppool_read(redisContext **c, const char *rule, int64_t now_ms,
                  struct topk_merge *m);
 
 /* {"rule", "window_s", "agents", "denied", "keys": [{"key", "denied",
- * "error"}...]} of the first <n> keys of <m>. */
+ * "error"}...]} of the first <n> keys of <m>, as many as fit in
+ * JSONW_MAX; when that cuts the list, "truncated": true after it. */
 struct jsonw;
 void toppool_json(struct jsonw *w, const char *rule, const struct topk_merge *m,
                   int agents, int n);
