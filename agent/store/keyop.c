@@ -681,12 +681,16 @@ keyop_show(redisContext **c, struct check *ck, int overrides,
 		return -1;
 	if (st->ov_kind == OV_DENY)
 		st->res = deny;
-	else if (st->ov_kind == OV_ALLOW)
-		st->res = (struct lim_result){ .allowed = 1,
-			                       .remaining = lim_quota(&ck->lim) - 1 };
 	/* PEEK says what is left after one more request: the key has one
 	 * more than that now, when one more would pass */
 	st->res.remaining = st->res.allowed == 1 ? st->res.remaining + 1 : 0;
+	/* an allow passes every request and charges nothing: the key keeps
+	 * what it holds (remaining, reset), and holds it again at the
+	 * override's end; no full budget is made up */
+	if (st->ov_kind == OV_ALLOW) {
+		st->res.allowed = 1;
+		st->res.retry_after_us = 0;
+	}
 	if ((r = key_cmd(c, "TYPE", ck, err)) == NULL)
 		return -1;
 	snprintf(st->type, sizeof(st->type), "%s",
@@ -801,7 +805,11 @@ keyop_text(FILE *f, const struct check *ck, const struct keyop_state *st)
 	        (long long)lim_quota(&ck->lim),
 	        (long long)lim_window_s(&ck->lim));
 	fprintf(f, "remaining:   %lld%s\n", (long long)st->res.remaining,
-	        st->res.allowed == 1 ? "" : " (the next request is denied)");
+	        st->ov_kind == OV_ALLOW
+	                ? " (the allow override passes every request; the key "
+	                  "holds this again when it ends)"
+	        : st->res.allowed == 1 ? ""
+	                               : " (the next request is denied)");
 	fprintf(f, "reset:       %.3fs\n", ms_up(st->res.full_us) / 1000.0);
 	fprintf(f, "retry_after: %.3fs\n",
 	        ms_up(st->res.retry_after_us) / 1000.0);
