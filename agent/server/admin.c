@@ -4,10 +4,12 @@
  * JSON answers and the audit log lines. Key work is keyop.c's, the top
  * list topk.c's; this file only wires them to HTTP.
  */
+#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include <sys/socket.h>
 
 #include "admin.h"
 #include "adminreq.h"
@@ -156,9 +158,23 @@ audit_unauthorized(void)
 	         (unsigned long long)suppressed);
 }
 
+/* 1 when <c>, idle since its last reply, can no longer be used: the
+ * peer closed it (Redis' timeout for idle clients, a restart, a proxy)
+ * or something is waiting on it that no command asked for. */
+static int
+stale(const redisContext *c)
+{
+	char    b;
+	ssize_t n = recv(c->fd, &b, 1, MSG_PEEK | MSG_DONTWAIT);
+
+	return n >= 0 || (errno != EAGAIN && errno != EWOULDBLOCK);
+}
+
 static redisContext **
 redis(struct admin *a, char *err)
 {
+	if (a->redis != NULL && stale(a->redis))
+		redis_drop(a); /* else the request fails: connect again */
 	if (a->redis == NULL)
 		a->redis = keyop_connect(a->boot, a->url, ADMIN_REDIS_TIMEOUT_US,
 		                         err);
