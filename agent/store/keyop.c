@@ -15,6 +15,7 @@
 #include <hiredis/hiredis.h>
 
 #include "batch.h"
+#include "cidr.h"
 #include "keyop.h"
 #include "keys.h"
 #include "override.h"
@@ -111,6 +112,23 @@ check_args(const struct rule *r, const char *const *names, int n, char *err)
 	return 0;
 }
 
+/* The value of the allow: arg among <names>/<values> when it reads as an
+ * address in <r>'s allow: ranges (policy.c builds no check for it), or
+ * NULL. */
+static const char *
+allow_listed(const struct rule *r, const char *const *names,
+             const char *const *values, int n)
+{
+	uint8_t addr[16];
+
+	for (int i = 0; r->nallow > 0 && i < n; i++)
+		if (strcmp(names[i], POLICY_ALLOW_ARG) == 0 &&
+		    cidr_addr_text(values[i], strlen(values[i]), addr) == 0 &&
+		    cidr_match_any(r->allow, r->nallow, addr))
+			return values[i];
+	return NULL;
+}
+
 int
 keyop_from_args(const struct policy *p, const char *rule,
                 const char *const *names, const char *const *values, int n,
@@ -119,6 +137,7 @@ keyop_from_args(const struct policy *p, const char *rule,
 	static _Thread_local struct check cks[POLICY_MAX_CHECKS];
 	struct spop_message               m = { 0 };
 	const struct rule                *r = find_rule(p, rule, err);
+	const char                       *ip;
 	int                               k;
 
 	if (r == NULL || check_args(r, names, n, err) == -1)
@@ -128,6 +147,11 @@ keyop_from_args(const struct policy *p, const char *rule,
 	for (int i = 0; i < n; i++)
 		add_arg(&m, names[i], values[i]);
 	add_filler(&m, r);
+	if ((ip = allow_listed(r, names, values, n)) != NULL)
+		return fail(err,
+		            "%s=%.64s is in rule %s's allow: list: the agents "
+		            "never check it, so it has no key",
+		            POLICY_ALLOW_ARG, ip, r->name);
 	k = policy_build_checks(p, &m, cks, POLICY_MAX_CHECKS);
 	for (int i = 0; i < k; i++) {
 		if (cks[i].rule != r || cks[i].op == LIM_OP_RELEASE)
