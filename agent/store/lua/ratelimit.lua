@@ -486,6 +486,33 @@ local rres = {}
 -- floor(tol / EI), and the most one charge adds, floor(2 tol / EI) + 1
 local rfit, rcmax = {}, {}
 
+-- A GCRA / leaky bucket value, "<tat>.0<ei>" (the emission interval it
+-- was charged at, as the digits after ".0"), as a TAT under rule <r>'s
+-- interval. The TAT is the units spent times the interval: when a plan,
+-- an override or a reload changes the rate, the units are kept, not the
+-- time (3 units spent at 20 s each read as 600 at 0.1 s would refuse a
+-- tenant whose limit was just raised), bounded by the most a charge
+-- leaves, now + 2 tol. An older script's tonumber() reads the value as
+-- exactly <tat> (a fraction below 0.1 is under half the spacing of
+-- doubles near Redis TIME in µs: 0.25 from 2^50 µs, 2005, to 2^51, 2041),
+-- as it did before; a bare "<tat>", which it writes, is of an unknown
+-- interval and read as it is.
+local function gcra_read(v, r)
+	if not v then return nil end
+	local sep = string.find(v, '.', 1, true)
+	if not sep then return tonumber(v) end
+	local tat, was = tonumber(string.sub(v, 1, sep - 1)),
+		tonumber(string.sub(v, sep + 2))
+	local ei = rp1[r]
+	if not tat or not was or was <= 0 then return nil end
+	if was == ei or tat <= now then return tat end
+	local d, cap = tat - now, 2 * rtol[r]
+	if idiv(d, was) > idiv(cap, ei) then return now + cap end
+	d = muldiv_ceil(d, ei, was)
+	if d > cap then d = cap end
+	return now + d
+end
+
 -- The GCRA / leaky bucket charge of check <ki> under rule <r> (ALGORITHMS.md;
 -- the C twin is lim_gcra.c), from the TAT its evaluation read.
 local function gcra_commit(ki, tat, cost, r)
@@ -507,7 +534,7 @@ local function gcra_commit(ki, tat, cost, r)
 	if f == f then ms = ms - f end
 	if ms * 1000 > a then ms = ms - 1
 	elseif (ms + 1) * 1000 <= a then ms = ms + 1 end
-	call('SET', key, format('%d', new), 'PX', format('%d', ms))
+	call('SET', key, format('%d.0%d', new, ei), 'PX', format('%d', ms))
 end
 
 -- The values of every base key, in KEYS order (nil for a key of another
@@ -613,12 +640,12 @@ local function reserve_record(ki, r, cost, member, c)
 	call('SET', reserve_key(ki, member), v, 'PX', s(max(1, ceil_ms(rres[r]))))
 end
 
--- The GCRA TAT of check <ki> as this call sees it (nil: fresh).
-local function gcra_tat(ki)
+-- The GCRA TAT of check <ki> under rule <r> as this call sees it (nil:
+-- fresh).
+local function gcra_tat(ki, r)
 	local cur = seen_[KEY[ki]]
 	if cur then return cur end
-	local v = val_[ki]
-	return v and tonumber(v) or nil
+	return gcra_read(val_[ki], r)
 end
 
 -- A field of the hash at <key> as a number; nil when the key holds another
@@ -635,16 +662,21 @@ end
 local function settle_refund(ki, r, d, idx)
 	local key, algo = KEY[ki], ralgo[r]
 	if algo == GCRA then
-		local tat = gcra_tat(ki)
+		local tat = gcra_tat(ki, r)
 		if not tat or tat <= now then return end
-		local ei = rp1[r]	-- the reservation's own (idx), if recorded
-		if idx and idx > 0 then ei = idx end
+		-- gcra_read() gave the TAT at the rule's interval; a bare one (an
+		-- older script's) is at the reservation's own (idx), if recorded
+		local ei, v = rp1[r], not seen_[key] and val_[ki]
+		if v and not string.find(v, '.', 1, true) and idx and idx > 0 then
+			ei = idx
+		end
 		local new = tat - ei * d
 		if new <= now then
 			call('DEL', key)
 			seen_[key] = now
 		else
-			call('SET', key, s(new), 'PX', s(ceil_ms(new - now)))
+			call('SET', key, s(new) .. '.0' .. s(rp1[r]), 'PX',
+				s(ceil_ms(new - now)))
 			seen_[key] = new
 		end
 	elseif algo == TB then
@@ -665,7 +697,7 @@ end
 local function settle_charge(ki, r, d)
 	if d > COST_MAX then d = COST_MAX end
 	if ralgo[r] == GCRA then
-		local tat = gcra_tat(ki) or now
+		local tat = gcra_tat(ki, r) or now
 		if tat < now then tat = now end
 		gcra_commit(ki, tat, d, r)
 		return
@@ -802,7 +834,7 @@ local function batch(keys, argv)
 				-- read and the cost to charge kept for gcra_commit()
 				local ei, tol = rp1[r], rtol[r]
 				local v = val_[ki]	-- false for a key that is not there
-				tat = seen_[KEY[ki]] or v and tonumber(v) or 0
+				tat = seen_[KEY[ki]] or v and gcra_read(v, r) or 0
 				if tat < now then tat = now end
 				local retry, T = 0, tat
 				allowed, charge = 1, op == FORCE

@@ -64,16 +64,27 @@ local function window_field(c)
 	return s(idiv(c.at, c.p2))
 end
 
+-- The value is "<tat>.0<ei>" (ratelimit.lua's gcra_read()), or a bare
+-- "<tat>" of an older script. <taken> is µs at the charge's interval, p1;
+-- a TAT kept at another one (another agent's plan or override in
+-- between) gives back the same units at its own.
 local function gcra(c)
-	local tat = tonumber(redis.call('GET', c.key) or '')
-	if not tat then return end
+	local v = redis.call('GET', c.key) or ''
+	local sep = string.find(v, '.', 1, true)
+	local tat = tonumber(sep and string.sub(v, 1, sep - 1) or v)
+	local ei = sep and tonumber(string.sub(v, sep + 2)) or c.p1
+	if not tat or ei <= 0 then return end
 	local back = c.taken
 	if back < 0 then
 		back = c.p1 * math.min(c.cost, idiv(2 * (c.p2 + c.p3), c.p1) + 1)
 	end
+	if ei ~= c.p1 then back = math.floor(back / c.p1 * ei) end
 	local new = tat - back
 	if new <= now then
 		redis.call('DEL', c.key)
+	elseif sep then
+		redis.call('SET', c.key, s(new) .. '.0' .. s(ei), 'PX',
+			s(ceil_ms(new - now)))
 	else
 		redis.call('SET', c.key, s(new), 'PX', s(ceil_ms(new - now)))
 	end
