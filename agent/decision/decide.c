@@ -14,7 +14,7 @@
  *
  * Header values follow draft-ietf-httpapi-ratelimit-headers (-10, RFC 9651
  * structured fields): `"name";r=R;t=T` and `"name";q=Q;w=W`, members joined
- * by ", ", one per rule with headers on. A member that would overflow the
+ * by ", ", one per rule with headers on that is not in shadow mode. A member that would overflow the
  * buffer is left out whole, never cut. The legacy X-RateLimit-Limit,
  * -Remaining and -Reset are limit, remaining and reset themselves: the
  * agent only says whether HAProxy should send them (var legacy).
@@ -321,7 +321,11 @@ decide(const struct check *checks, const struct outcome *out, int n,
 				lim_of(c, o),
 				&er); /* a shadow
 			               * rule never holds traffic */
-		if (headers == HEADERS_IETF || headers == HEADERS_BOTH) {
+		/* a shadow rule is reported to the operator (shadow,
+		 * metrics, logs), not to the client, who would stop at an
+		 * r=0 never enforced: as for the legacy fields (best) */
+		if (!shadow &&
+		    (headers == HEADERS_IETF || headers == HEADERS_BOTH)) {
 			const struct lim_params *lim = lim_of(c, o);
 			struct lim_result        r =
                                 veto ? as_uncharged(c, lim, er) : er;

@@ -118,6 +118,10 @@ Test(decide, shadow_denial_reports_but_allows)
 	cr_assert_eq(d.status, 0);
 	cr_assert_eq(d.shadow, 1);
 	cr_assert_str_eq(d.policy, "tenant");
+	/* reported to the operator, not to the client (the legacy fields
+	 * come from tenant too) */
+	cr_assert_str_eq(d.ratelimit, "\"tenant\";r=5;t=1");
+	cr_assert_str_eq(d.ratelimit_policy, "\"tenant\";q=10;w=10");
 }
 
 /* A leaky bucket in delay mode allowed with a slot 150 ms ahead: the ACK
