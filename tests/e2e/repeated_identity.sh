@@ -1,0 +1,81 @@
+#!/bin/bash
+# SPDX-License-Identifier: Apache-2.0
+# The identities the limits are keyed by (X-Api-Key, X-Login-User, the
+# username form field, X-Tenant), sent twice or with a comma, through the
+# shipped haproxy.cfg. req.hdr() takes the last comma-separated value,
+# req.body_param() the first field, while an application may read the
+# first header line (Go's Header.Get, Java's getHeader) or the last form
+# field (PHP): a client that adds a junk second X-Api-Key, or a junk first
+# username, got a fresh bucket on every request while the application
+# authenticated the real one, past its per-key or per-account limit.
+#   - a repeated X-Api-Key, X-Login-User or X-Tenant, or a repeated
+#     username field in a login form: 400, never reaching the application,
+#     never an SPOE error or a 500 (RFC 9110 5.3: these are not lists);
+#   - a comma inside one X-Api-Key or X-Login-User is part of the value:
+#     "smith, john" and "doe, john" are two accounts, not both "john";
+#   - a single X-Api-Key is still limited (2/min: 2 pass, then 429).
+. "$(dirname "$0")/../lib.sh"
+. "$(dirname "$0")/lib-e2e.bash"
+need_agent
+
+{
+	policy_head 50ms
+	cat <<EOF
+rules:
+  - name: key
+    message: rl-request
+    key: "k:{key}"
+    rate: 2/min
+    burst: 2
+    missing: skip
+  - name: login-account
+    message: rl-login
+    key: "login:user:{user}"
+    algorithm: sliding-log
+    limit: 2
+    window: 15m
+    count: failures
+    missing: deny
+EOF
+} >"$POLICY"
+policy_valid "the policy is valid"
+start_stack
+ok $? "stack up, agent UP"
+
+# ---- repeated identities: 400 ----------------------------------------------------
+codes=""
+for i in 1 2 3 4; do
+	codes="$codes $(req -H 'X-Api-Key: K' -H "X-Api-Key: junk$i" "$URL/")"
+done
+expect_eq "$codes" " 400 400 400 400" "X-Api-Key twice (K, then a junk one): 400, not a fresh bucket per request"
+expect_eq "$(req -H 'X-Tenant: a' -H 'X-Tenant: b' "$URL/")" 400 "X-Tenant twice: 400"
+codes=""
+for i in 1 2 3; do
+	codes="$codes $(req -X POST -H 'X-Login-User: victim' -H "X-Login-User: r$i" "$URL/login")"
+done
+expect_eq "$codes" " 400 400 400" "X-Login-User twice: 400"
+codes=""
+for i in 1 2 3; do
+	codes="$codes $(req -X POST -d "username=r$i&password=x&username=victim" "$URL/login")"
+done
+expect_eq "$codes" " 400 400 400" "a login form with username twice: 400"
+expect_eq "$(grep -c 'be_app/app1' "$TMP/haproxy.log")" 0 "none of them reached the application"
+
+# ---- a comma is part of the value ---------------------------------------------
+codes=""
+for i in 1 2; do codes="$codes $(req -X POST -H 'X-Login-User: smith, john' "$URL/login")"; done
+codes="$codes $(req -X POST -H 'X-Login-User: doe, john' "$URL/login")"
+expect_eq "$codes" " 401 401 401" "2 failures of 'smith, john' do not lock 'doe, john' (limit 2)"
+expect_eq "$(req -X POST -H 'X-Login-User: smith, john' "$URL/login")" 429 "'smith, john' is locked after its 2 failures"
+
+# ---- one X-Api-Key: limited as before ---------------------------------------------
+codes=""
+for i in 1 2 3; do codes="$codes $(req -H 'X-Api-Key: K' "$URL/")"; done
+expect_eq "$codes" " 200 200 429" "a single X-Api-Key K: 2 pass, then 429"
+
+! grep -q 'SPOE: \[rl-agent\].*st=[1-9]' "$TMP/haproxy.log"
+ok $? "no SPOE processing errors in the haproxy log"
+! grep -qE '" 5[0-9][0-9] |fe_api [^ ]+ [^ ]+ 5[0-9][0-9] ' "$TMP/haproxy.log"
+ok $? "no 5xx"
+
+finish
