@@ -13,6 +13,12 @@
  * ours is ever interleaved with another. A peer that stops reading is cut off
  * once CONN_WBUF_MAX bytes wait for it.
  *
+ * The idle timer counts from the last whole frame, not the last byte: a
+ * peer that drips a frame a byte at a time does not hold its socket and
+ * its max_conns slot past idle_timeout. Before its HELLO a connection has
+ * CONN_HELLO_S at most: HAProxy sends the HELLO at connect and gives up on
+ * its own `timeout hello`, so a quiet new connection is no HAProxy.
+ *
  * Protocol errors are answered with AGENT-DISCONNECT carrying the SPOP
  * status, then the connection closes; other connections are untouched.
  * Once an AGENT-DISCONNECT is queued (errors, idle timeout, drain) the
@@ -50,6 +56,7 @@
 #define CONN_RBUF_MIN     2048 /* what most connections need */
 #define CONN_ACK_MAX      (2 * DECIDE_HDR_MAX + 512) /* ACK of any decision */
 #define CONN_CLOSE_S      2.0         /* to take our DISCONNECT, then cut */
+#define CONN_HELLO_S      5.0         /* from accept to a whole HELLO */
 #define CONN_DRAIN_READ_S 1.0         /* a drain answers new NOTIFYs */
 #define CONN_LINGER_MAX   (64 * 1024) /* bytes dropped after DISCONNECT */
 #define CONN_FULL_LOG_US  (10LL * 1000 * 1000) /* inflight_full lines */
@@ -437,6 +444,7 @@ conn_parse(struct conn *c)
 		    !budget_room(c))
 			break; /* it stays in the buffer */
 		off += (size_t)n;
+		c->last_rx = ev_now(c->loop); /* a whole frame: not idle */
 		if (conn_handle_frame(c, &f) == -1)
 			break;
 	}
@@ -529,7 +537,6 @@ read_cb(struct ev_loop *loop, ev_io *w, int revents)
 			break;
 		}
 		c->rlen += (size_t)n;
-		c->last_rx = ev_now(loop);
 		if (c->draining == CONN_DRAIN_STOPPED &&
 		    (c->drain_owed -= (size_t)n) == 0)
 			ev_io_stop(loop, &c->rio);
@@ -544,11 +551,21 @@ read_cb(struct ev_loop *loop, ev_io *w, int revents)
 	conn_unref(c);
 }
 
+/* How long <c> may go without a whole frame: idle_timeout, and no more
+ * than CONN_HELLO_S before its HELLO. */
+static ev_tstamp
+idle_limit(const struct conn *c)
+{
+	if (c->state == CONN_ST_HELLO && c->idle_s > CONN_HELLO_S)
+		return CONN_HELLO_S;
+	return c->idle_s;
+}
+
 static void
 idle_cb(struct ev_loop *loop, ev_timer *w, int revents)
 {
 	struct conn *c = container_of(w, struct conn, idle);
-	ev_tstamp    left = c->last_rx + c->idle_s - ev_now(loop);
+	ev_tstamp    left = c->last_rx + idle_limit(c) - ev_now(loop);
 
 	if (c->state == CONN_ST_CLOSING) { /* the close deadline */
 		if (!c->lingering)
@@ -569,15 +586,18 @@ idle_cb(struct ev_loop *loop, ev_timer *w, int revents)
 		drain_try(c);
 		return;
 	}
-	/* Reads only note their time: the timer moves here, once per
-	 * timeout, not on every read (the libev manual's ev_timer advice). */
+	/* Frames only note their time: the timer moves here, once per
+	 * timeout, not on every frame (the libev manual's ev_timer advice). */
 	if (c->inflight > 0 || c->starved || left > 0.) {
-		ev_timer_set(w, left > 0. ? left : c->idle_s, 0.);
+		ev_timer_set(w, left > 0. ? left : idle_limit(c), 0.);
 		ev_timer_start(loop, w);
 		return;
 	}
-	log_debug("conn_idle_timeout", "peer=%s", c->peer);
-	send_disconnect(c, SPOP_ST_TIMEOUT, "idle timeout");
+	log_debug("conn_idle_timeout", "peer=%s hello=%d", c->peer,
+	          c->state == CONN_ST_HELLO);
+	send_disconnect(c, SPOP_ST_TIMEOUT,
+	                c->state == CONN_ST_HELLO ? "hello timeout"
+	                                          : "idle timeout");
 }
 
 /* ---- lifecycle ---------------------------------------------------------- */
@@ -605,7 +625,7 @@ conn_new(struct ev_loop *loop, int fd, const struct conn_cbs *cb, void *arg,
 	ev_io_init(&c->wio, write_cb, fd, EV_WRITE);
 	c->idle_s = (double)o->idle_us / 1e6;
 	c->last_rx = ev_now(loop);
-	ev_timer_init(&c->idle, idle_cb, c->idle_s, 0.);
+	ev_timer_init(&c->idle, idle_cb, idle_limit(c), 0.);
 	ev_io_start(loop, &c->rio);
 	ev_timer_start(loop, &c->idle);
 	return c;
@@ -738,7 +758,7 @@ conn_set_idle(struct conn *c, int64_t idle_us)
 	if (c->state == CONN_ST_CLOSING || c->state == CONN_ST_CLOSED ||
 	    c->draining)
 		return;
-	left = c->last_rx + c->idle_s - ev_now(c->loop);
+	left = c->last_rx + idle_limit(c) - ev_now(c->loop);
 	idle_in(c, left > 0. ? left : 0.);
 }
 

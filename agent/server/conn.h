@@ -111,7 +111,7 @@ struct conn {
 	ev_io        rio, wio;
 	ev_timer     idle;    /* idle timeout; CLOSING: close deadline */
 	ev_tstamp    idle_s;  /* the idle timeout */
-	ev_tstamp    last_rx; /* last read, for the idle timer */
+	ev_tstamp    last_rx; /* last whole frame, for the idle timer */
 	char        *rbuf;
 	size_t       rlen, rcap;
 	char        *wbuf;
@@ -154,7 +154,7 @@ void conn_drain(struct conn *c);
 /* Closes the socket now, whatever is in flight. */
 void conn_abort(struct conn *c);
 /* A reload's idle_timeout for an open connection, counted from its last
- * read; a closing one keeps its close deadline. */
+ * whole frame; a closing one keeps its close deadline. */
 void conn_set_idle(struct conn *c, int64_t idle_us);
 
 #endif
