@@ -60,8 +60,10 @@ from=$(($(wc -l <"$TMP/haproxy.log") + 1))
 check 5 "agent DOWN"
 tail -n +"$from" "$TMP/haproxy.log" | grep ' rl_status=' >"$TMP/down.log"
 expect_eq "$(grep -c . "$TMP/down.log")" 10 "agent DOWN: 10 request log lines"
-expect_eq "$(grep -vc " rl_error=$down_err rl_ms=[0-9] " "$TMP/down.log")" 0 \
-	"with the agent DOWN every error is $down_err (no agent up on $(haproxy_version)), within 10 ms"
+# At once, not after timeout processing (100 ms): under 50 ms, so that a
+# busy shared machine's scheduling delay does not read as a wait.
+expect_eq "$(grep -vcE " rl_error=$down_err rl_ms=[0-4]?[0-9] " "$TMP/down.log")" 0 \
+	"with the agent DOWN every error is $down_err (no agent up on $(haproxy_version)), at once (under half of timeout processing)"
 c=$(req -H 'X-Tenant: t2' "$URL/api/orders")
 expect_eq "$c" 200 "any other route is fail-open too"
 
