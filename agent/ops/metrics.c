@@ -40,6 +40,9 @@ static _Atomic int nworkers; /* slots reserved, may exceed the max */
 static pthread_mutex_t names_lock = PTHREAD_MUTEX_INITIALIZER;
 static char       *rule_names[METRICS_MAX_RULES]; /* written before nnames */
 static _Atomic int nnames;
+/* A rule of the policy is named "_other" (a valid name): it counts in the
+ * overflow slot, whose label it is, and is listed before it counts. */
+static _Atomic bool other_named;
 
 static _Atomic uint64_t reloads_ok;
 static _Atomic uint64_t reloads_err;
@@ -93,6 +96,12 @@ metrics_rule_slot(const char *name)
 {
 	int i, n, slot = METRICS_RULE_OTHER;
 
+	/* Its own slot would be exported with the overflow's label: two
+	 * samples of one series, invalid exposition. */
+	if (strcmp(name, "_other") == 0) {
+		atomic_store(&other_named, true);
+		return METRICS_RULE_OTHER;
+	}
 	pthread_mutex_lock(&names_lock);
 	n = atomic_load_explicit(&nnames, memory_order_relaxed);
 	for (i = 0; i < n; i++)
@@ -142,6 +151,7 @@ metrics_reset(void)
 		rule_names[i] = NULL;
 	}
 	atomic_store(&nnames, 0);
+	atomic_store(&other_named, false);
 	atomic_store(&reloads_ok, 0);
 	atomic_store(&reloads_err, 0);
 	atomic_store(&last_reload_us, 0);
@@ -299,8 +309,10 @@ render_decisions(struct out *o)
 			                       (size_t)k);
 			any = any || v[k] != 0;
 		}
-		/* "_other" only shows up once something was counted there. */
-		if (s == METRICS_RULE_OTHER && !any)
+		/* "_other" only shows up once something was counted there,
+		 * or a rule has that name. */
+		if (s == METRICS_RULE_OTHER && !any &&
+		    !atomic_load(&other_named))
 			continue;
 		for (int k = 0; k < METRICS_OUTCOME_COUNT; k++) {
 			out_printf(o, "%s{rule=\"", name);
@@ -325,7 +337,8 @@ render_per_rule(struct out *o, const char *name, const char *help, size_t off)
 		uint64_t v = sum_at(off + (size_t)s * sizeof(_Atomic uint64_t));
 
 		if ((s >= n && s != METRICS_RULE_OTHER) ||
-		    (s == METRICS_RULE_OTHER && v == 0))
+		    (s == METRICS_RULE_OTHER && v == 0 &&
+		     !atomic_load(&other_named)))
 			continue;
 		out_printf(o, "%s{rule=\"", name);
 		out_label_value(o, s == METRICS_RULE_OTHER ? "_other"

@@ -129,7 +129,8 @@ void metrics_init(const char *version);
 
 /* Returns the stable slot (0..METRICS_MAX_RULES-1) of rule <name>,
  * interning it on first use; once METRICS_MAX_RULES names are known, new
- * names get METRICS_RULE_OTHER (exported as rule="_other"). Thread-safe
+ * names get METRICS_RULE_OTHER (exported as rule="_other"), and so does a
+ * rule named "_other" (one series with the overflow's). Thread-safe
  * (a mutex: call it at policy load, not per request). */
 int metrics_rule_slot(const char *name);
 

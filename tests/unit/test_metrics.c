@@ -362,6 +362,63 @@ Test(metrics, out_of_range_slots_count_as_other)
 	free(s);
 }
 
+/* The number of lines of <text> that are exactly <line>. */
+static int
+count_lines(const char *text, const char *line)
+{
+	size_t n = strlen(line);
+	int    k = 0;
+
+	for (const char *p = text; (p = strstr(p, line)) != NULL; p++)
+		if ((p == text || p[-1] == '\n') &&
+		    (p[n] == '\n' || p[n] == '\0'))
+			k++;
+	return k;
+}
+
+/* A policy may name a rule "_other" (a valid name): it must not get a
+ * series of its own beside the overflow's, which has that same label
+ * once more than METRICS_MAX_RULES names are known. Two samples of one
+ * series in a scrape are invalid exposition (Prometheus drops one as a
+ * duplicate), so the rule counts in the overflow series, and is listed
+ * at 0 before it counts like any rule. */
+Test(metrics, rule_named_other_is_one_series_with_the_overflow)
+{
+	struct metrics_worker *w = metrics_worker_new();
+	const char            *v[] = { "_other" };
+	char                   name[32];
+	char                  *s;
+	int                    slot;
+
+	metrics_set_rules(v, 1);
+	s = render();
+	assert_line(
+		s,
+		"spoa_rl_decisions_total{rule=\"_other\",outcome=\"allowed\"} 0");
+	free(s);
+	slot = metrics_rule_slot("_other");
+	/* one name more than the table holds: r256 overflows */
+	for (int i = 0; i <= METRICS_MAX_RULES; i++) {
+		snprintf(name, sizeof(name), "r%d", i);
+		metrics_rule_slot(name);
+	}
+	metrics_decision_slot(w, slot, METRICS_ALLOWED);
+	metrics_decision_slot(w, metrics_rule_slot("r256"), METRICS_ALLOWED);
+	metrics_blocked(w, slot);
+	metrics_blocked(w, metrics_rule_slot("r256"));
+	s = render();
+	cr_assert_eq(count_lines(s, "spoa_rl_decisions_total{rule=\"_other\","
+	                            "outcome=\"allowed\"} 2"),
+	             1, "one _other series, counting both:\n%s", s);
+	cr_assert_eq(count_lines(s, "spoa_rl_decisions_total{rule=\"_other\","
+	                            "outcome=\"denied\"} 0"),
+	             1, "one _other series:\n%s", s);
+	cr_assert_eq(count_lines(s, "spoa_rl_blocked_total{rule=\"_other\"} 2"),
+	             1, "one _other series, counting both:\n%s", s);
+	check_format(s);
+	free(s);
+}
+
 Test(metrics, rule_names_bounded)
 {
 	char name[32];
