@@ -869,30 +869,66 @@ req_start(struct req_env *e, struct conn *c, const struct spop_frame *f,
 	return 0;
 }
 
+/* 1 when rule <index> may log one more shadow_deny line at <now> (at
+ * most SHADOW_LOG_LINES per RATELOG_INTERVAL_US), with <*suppressed> set
+ * to the lines it left out since its last one. Under <s>'s shadow_lock. */
+static int
+shadow_budget(struct req_shared *s, int index, int64_t now,
+              uint64_t *suppressed)
+{
+	int i = index < 0 || index >= RATELOG_MAX_RULES ? RATELOG_MAX_RULES - 1
+	                                                : index;
+
+	if (s->shadow_win_us[i] == 0 ||
+	    now - s->shadow_win_us[i] >= RATELOG_INTERVAL_US) {
+		s->shadow_win_us[i] = now != 0 ? now : 1;
+		s->shadow_lines[i] = 0;
+	}
+	if (s->shadow_lines[i] >= SHADOW_LOG_LINES) {
+		s->shadow_suppressed[i]++;
+		return 0;
+	}
+	s->shadow_lines[i]++;
+	*suppressed = s->shadow_suppressed[i];
+	s->shadow_suppressed[i] = 0;
+	return 1;
+}
+
 /* A shadow rule that would have denied: one log line per key per window,
- * so an operator sees who it would hit without a line per request. */
+ * so an operator sees who it would hit without a line per request; and
+ * at most SHADOW_LOG_LINES per rule per interval, as a client that sends
+ * a new key (user name, tenant) each time would get one line per request
+ * otherwise. */
 static void
 shadow_log(struct req *r, int i)
 {
 	const struct check *c = &r->checks[i];
 	struct req_shared  *s = r->e->shared;
 	int64_t             now = util_now_us();
-	char   key[4 * 120 + 1]; /* 120 key bytes, each at worst \xHH */
-	size_t klen = 0;
-	int    first;
+	char     key[4 * 120 + 1]; /* 120 key bytes, each at worst \xHH */
+	char     more[40] = "";
+	size_t   klen = 0;
+	uint64_t suppressed = 0;
+	int      first;
 
+	if (log_level < LOG_INFO)
+		return;
 	pthread_mutex_lock(&s->shadow_lock);
 	first = nearcache_once(s->shadow_seen, c, now,
-	                       now + lim_window_s(&c->lim) * LIM_USEC_PER_SEC);
+	                       now + lim_window_s(&c->lim) * LIM_USEC_PER_SEC) &&
+	        shadow_budget(s, c->rule->index, now, &suppressed);
 	pthread_mutex_unlock(&s->shadow_lock);
-	if (!first || log_level < LOG_INFO)
+	if (!first)
 		return;
 	/* the key carries client values: escaped as the decision log's */
 	log_put_escaped(key, sizeof(key), &klen, c->key,
 	                c->keylen > 120 ? 120 : c->keylen);
 	key[klen] = '\0';
-	log_info("shadow_deny", "rule=%s key=\"%s\" remaining=%lld",
-	         c->rule->name, key, (long long)r->out[i].res.remaining);
+	if (suppressed != 0)
+		snprintf(more, sizeof(more), " suppressed=%llu",
+		         (unsigned long long)suppressed);
+	log_info("shadow_deny", "rule=%s key=\"%s\" remaining=%lld%s",
+	         c->rule->name, key, (long long)r->out[i].res.remaining, more);
 }
 
 /* ---- reserve, then settle: the units held, charged and refunded -------

@@ -18,6 +18,7 @@
 
 #include <ev.h>
 
+#include "ratelog.h"
 #include "spop.h"
 
 struct conn;
@@ -32,11 +33,20 @@ struct store;
 
 /* What every worker's requests share (the server owns it): the shadow
  * denials already logged, under its lock. */
+/* shadow_deny lines per rule per RATELOG_INTERVAL_US, all workers: a
+ * key is logged once per window, but keys are the client's to choose. */
+#define SHADOW_LOG_LINES 10
+
 struct req_shared {
 	/* Shadow denials logged, one set for all workers (HAProxy spreads
 	 * a key's requests over them); locked only on a would-be denial. */
 	pthread_mutex_t   shadow_lock;
 	struct nearcache *shadow_seen;
+	/* per rule index (as ratelog.h): the interval's start, its lines,
+	 * and the new keys not logged since the rule's last line */
+	int64_t  shadow_win_us[RATELOG_MAX_RULES];
+	int      shadow_lines[RATELOG_MAX_RULES];
+	uint64_t shadow_suppressed[RATELOG_MAX_RULES];
 };
 
 /* What the requests of one worker work with; the worker fills it and
