@@ -477,6 +477,8 @@ render_gauges(struct out *o)
 	FOREACH_WORKER(w)
 	{
 		keys += atomic_load_explicit(&w->local_keys,
+		                             memory_order_relaxed) +
+		        atomic_load_explicit(&w->near_keys,
 		                             memory_order_relaxed);
 		reqs += atomic_load_explicit(&w->requests,
 		                             memory_order_relaxed);

@@ -106,6 +106,7 @@ struct metrics_worker {
 	_Atomic uint64_t settles_unconfirmed[METRICS_MAX_RULES + 1];
 	_Atomic uint64_t settles_orphaned; /* no rule left to label it */
 	_Atomic int64_t  local_keys;       /* gauge */
+	_Atomic int64_t  near_keys;        /* gauge: this worker's near-cache */
 	_Atomic int64_t  requests;         /* gauge: requests out of the pool */
 	_Atomic int      circuit_open;     /* gauge, 0 or 1 */
 };
@@ -369,6 +370,13 @@ static inline void
 metrics_local_keys(struct metrics_worker *w, int64_t n)
 {
 	atomic_store_explicit(&w->local_keys, n, memory_order_relaxed);
+}
+
+/* Also in spoa_rl_local_keys: <n> keys live in this worker's near-cache. */
+static inline void
+metrics_near_keys(struct metrics_worker *w, int64_t n)
+{
+	atomic_store_explicit(&w->near_keys, n, memory_order_relaxed);
 }
 
 /* spoa_rl_requests_in_flight: the sum over blocks of <n>, this worker's

@@ -79,6 +79,7 @@ struct worker {
 	ev_prepare             flush;         /* once per loop iteration */
 	ev_check               tick; /* after each poll: util_loop_tick */
 	ev_timer               drain_timer;
+	ev_timer               near_count; /* spoa_rl_local_keys, 1/s */
 	struct req_env         env;    /* store, tables, pin, request pool */
 	struct metrics_worker *m;      /* env.m */
 	struct policy         *policy; /* current: env.pin->p */
@@ -594,6 +595,18 @@ wake_cb(struct ev_loop *loop, ev_async *a, int revents)
 		worker_start_drain(w);
 }
 
+/* The near-cache's live keys for spoa_rl_local_keys: a scan of its
+ * table (NEARCACHE_SETS x NEARCACHE_WAYS), so once a second, not per
+ * loop iteration; a timer, so that an idle worker's count drops too. */
+static void
+near_count_cb(struct ev_loop *loop, ev_timer *t, int revents)
+{
+	struct worker *w = container_of(t, struct worker, near_count);
+
+	metrics_near_keys(w->m, (int64_t)nearcache_count(w->env.near,
+	                                                 util_now_us()));
+}
+
 static void
 tick_cb(struct ev_loop *loop, ev_check *c, int revents)
 {
@@ -657,6 +670,8 @@ worker_init(struct worker *w, struct server *s, int id, char **err)
 	ev_prepare_start(w->loop, &w->flush);
 	/* checks run after the poll, before the I/O callbacks of the same or
 	 * lower priority: the clock is read before any request is handled */
+	ev_timer_init(&w->near_count, near_count_cb, 1., 1.);
+	ev_timer_start(w->loop, &w->near_count);
 	ev_check_init(&w->tick, tick_cb);
 	ev_set_priority(&w->tick, EV_MAXPRI);
 	ev_check_start(w->loop, &w->tick);
