@@ -50,6 +50,7 @@
 #include "decide.h"
 #include "log.h"
 #include "metrics.h"
+#include "ratelog.h"
 #include "util.h"
 
 #define CONN_RBUF_SIZE    (SPOP_MAX_FRAME_SIZE + 4) /* most a frame can need */
@@ -248,12 +249,22 @@ send_disconnect(struct conn *c, int status, const char *message)
 	close_when_flushed(c);
 }
 
-/* A protocol error from the peer: say why, then close. */
+/* A protocol error from the peer: say why, then close. The line at most
+ * once per status per RATELOG_INTERVAL_US on this worker (the thread's
+ * own state), with the count of those not logged since: anything that
+ * reaches the port can open connections in a loop. */
 static void
 protocol_error(struct conn *c, int status)
 {
-	log_warn("spop_error", "peer=%s status=%d reason=\"%s\"", c->peer,
-	         status, spop_strstatus(status));
+	static _Thread_local struct ratelog rl; /* indexed by status */
+	uint64_t                            suppressed;
+
+	if (log_level >= LOG_WARN &&
+	    ratelog_allow(&rl, status, util_now_us(), &suppressed))
+		log_warn("spop_error",
+		         "peer=%s status=%d reason=\"%s\" suppressed=%llu",
+		         c->peer, status, spop_strstatus(status),
+		         (unsigned long long)suppressed);
 	metrics_spop_error(c->m, status);
 	send_disconnect(c, status, spop_strstatus(status));
 }
