@@ -2001,3 +2001,86 @@ Test(script, a_legacy_gcra_record_settled_as_a_fixed_window)
 {
 	legacy_gcra_then(LIM_FIXED_WINDOW);
 }
+
+/* ---- a rate change (b1551ca): the units a key spent, kept -------------- */
+
+/* A key charged 20 units at 1 ms each (1000/s burst 100: its TAT 20 ms
+ * ahead), read under 1/min burst 1 (a deleted override, a lowered plan):
+ * 20 units of 60 s, capped at twice the tolerance, 120 s. The denial
+ * must hold after the 20 ms: read again, the key may not be fresh because
+ * its TAT, kept at 1 ms, ran out at the old rate. */
+Test(script, a_lowered_rate_keeps_the_units_through_denials)
+{
+	struct lim_params hi = mk(LIM_GCRA, 1000, S, 100);
+	struct lim_params lo = mk(LIM_GCRA, 1, 60 * S, 1);
+	redisContext     *c = setup();
+	char              key[96];
+	struct chk        spend = { &hi, key, LIM_OP_CHECK, 20, 0, NULL };
+	struct chk        one = { &lo, key, LIM_OP_CHECK, 1, 0, NULL };
+	struct lim_result r;
+
+	unique_key(key, sizeof(key), "rate-lowered");
+	cr_assert_eq(script_one(c, &spend).allowed, 1);
+	r = script_one(c, &one);
+	cr_assert_eq(r.allowed, 0, "20 units of 60 s: denied");
+	cr_expect_gt(r.retry_after_us, 50 * S, "retry %" PRId64,
+	             r.retry_after_us);
+	usleep(60000); /* past the TAT at 1 ms a unit */
+	r = script_one(c, &one);
+	cr_expect_eq(r.allowed, 0, "still denied 60 ms on (retry %" PRId64 ")",
+	             r.retry_after_us);
+	cr_expect_gt(r.retry_after_us, 50 * S);
+	redisFree(c);
+}
+
+/* The same through peeks: a rule that counts failures asks "would one
+ * more pass?" with a PEEK on each request and charges only the response
+ * of a failure (policy.c), so a key it denies sees nothing but peeks. */
+Test(script, a_lowered_rate_keeps_the_units_through_peeks)
+{
+	struct lim_params hi = mk(LIM_GCRA, 1000, S, 100);
+	struct lim_params lo = mk(LIM_GCRA, 1, 60 * S, 1);
+	redisContext     *c = setup();
+	char              key[96];
+	struct chk        spend = { &hi, key, LIM_OP_FORCE, 20, 0, NULL };
+	struct chk        one = { &lo, key, LIM_OP_PEEK, 1, 0, NULL };
+	struct lim_result r;
+
+	unique_key(key, sizeof(key), "rate-lowered-peek");
+	script_one(c, &spend);
+	r = script_one(c, &one);
+	cr_assert_eq(r.allowed, 0, "20 units of 60 s: denied");
+	usleep(60000); /* past the TAT at 1 ms a unit */
+	r = script_one(c, &one);
+	cr_expect_eq(r.allowed, 0, "still denied 60 ms on (retry %" PRId64 ")",
+	             r.retry_after_us);
+	cr_expect_gt(r.retry_after_us, 50 * S);
+	redisFree(c);
+}
+
+/* A key FORCEd to twice the tolerance at 1/s burst 10 (20 units: TAT
+ * 20 s ahead), read under 10/s burst 1: 20 units of 100 ms, capped at
+ * 200 ms. Denied for 200 ms, then allowed: the spent units run out at
+ * the new rate, not the old one (20 s). */
+Test(script, a_raised_rate_drains_the_units_at_the_new_rate)
+{
+	struct lim_params slow = mk(LIM_GCRA, 1, S, 10);
+	struct lim_params fast = mk(LIM_GCRA, 10, S, 1);
+	redisContext     *c = setup();
+	char              key[96];
+	struct chk        force = { &slow, key, LIM_OP_FORCE, 20, 0, NULL };
+	struct chk        one = { &fast, key, LIM_OP_CHECK, 1, 0, NULL };
+	struct lim_result r;
+
+	unique_key(key, sizeof(key), "rate-raised");
+	script_one(c, &force);
+	r = script_one(c, &one);
+	cr_assert_eq(r.allowed, 0, "20 units of 100 ms, capped at 200 ms");
+	cr_expect_leq(r.retry_after_us, 200000, "retry %" PRId64,
+	              r.retry_after_us);
+	usleep(400000);
+	r = script_one(c, &one);
+	cr_expect_eq(r.allowed, 1, "allowed 400 ms on (retry %" PRId64 ")",
+	             r.retry_after_us);
+	redisFree(c);
+}

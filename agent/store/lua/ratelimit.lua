@@ -496,7 +496,9 @@ local rfit, rcmax = {}, {}
 -- exactly <tat> (a fraction below 0.1 is under half the spacing of
 -- doubles near Redis TIME in µs: 0.25 from 2^50 µs, 2005, to 2^51, 2041),
 -- as it did before; a bare "<tat>", which it writes, is of an unknown
--- interval and read as it is.
+-- interval and read as it is. The second result is true when the TAT was
+-- rescaled: kept at the old interval, it would run out at the old rate
+-- (a denial writes nothing), so the caller writes it back at the new one.
 local function gcra_read(v, r)
 	if not v then return nil end
 	local sep = string.find(v, '.', 1, true)
@@ -507,10 +509,10 @@ local function gcra_read(v, r)
 	if not tat or not was or was <= 0 then return nil end
 	if was == ei or tat <= now then return tat end
 	local d, cap = tat - now, 2 * rtol[r]
-	if idiv(d, was) > idiv(cap, ei) then return now + cap end
+	if idiv(d, was) > idiv(cap, ei) then return now + cap, true end
 	d = muldiv_ceil(d, ei, was)
 	if d > cap then d = cap end
-	return now + d
+	return now + d, true
 end
 
 -- The GCRA / leaky bucket charge of check <ki> under rule <r> (ALGORITHMS.md;
@@ -834,7 +836,16 @@ local function batch(keys, argv)
 				-- read and the cost to charge kept for gcra_commit()
 				local ei, tol = rp1[r], rtol[r]
 				local v = val_[ki]	-- false for a key that is not there
-				tat = seen_[KEY[ki]] or v and gcra_read(v, r) or 0
+				tat = seen_[KEY[ki]]
+				if not tat and v then
+					local moved
+					tat, moved = gcra_read(v, r)
+					-- rescaled: kept so at once, charged or not (a peek
+					-- too: a rule counting failures only peeks until a
+					-- response fails, and a denied request has none)
+					if moved then gcra_commit(ki, tat, 0, r) end
+				end
+				tat = tat or 0
 				if tat < now then tat = now end
 				local retry, T = 0, tat
 				allowed, charge = 1, op == FORCE
