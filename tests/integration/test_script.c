@@ -2084,3 +2084,62 @@ Test(script, a_raised_rate_drains_the_units_at_the_new_rate)
 	             r.retry_after_us);
 	redisFree(c);
 }
+
+/* A GCRA value that is no TAT below 2^53 (an operator's SET of "inf",
+ * "nan", "1e300", in either form, or an interval of "nan"): the key is
+ * read as fresh, as a word is, and the call is answered. Read as a
+ * number, a FORCE (a CHECK, for nan) wrote it back with a PX Redis
+ * refuses, and the error failed every request of the call. */
+Test(script, a_gcra_value_that_is_no_tat_fails_no_batch)
+{
+	struct lim_params g = mk(LIM_GCRA, 10, S, 10); /* EI 100 ms */
+	redisContext     *c = setup();
+	char              key[96], k2[96], v[64], w[64];
+	const char       *bad[] = { "inf", "nan", "1e300", "inf.0100000",
+		                    "nan.0100000", "1e300.0100000", v, w };
+	int               ops[] = { LIM_OP_CHECK, LIM_OP_FORCE };
+	struct call       k;
+	struct lim_result out[2];
+
+	snprintf(v, sizeof(v), "%" PRId64 ".0nan",
+	         (int64_t)(redis_time(c) + HOUR));
+	snprintf(w, sizeof(w), "%" PRId64 ".0inf",
+	         (int64_t)(redis_time(c) + HOUR));
+	for (int i = 0; i < ARRAY_LEN(bad); i++)
+		for (int j = 0; j < ARRAY_LEN(ops); j++) {
+			struct chk a = { &g, key, ops[j], 3, 0, NULL };
+			struct chk b = { &g, k2, LIM_OP_CHECK, 1, 0, NULL };
+
+			unique_key(key, sizeof(key), "no-tat");
+			unique_key(k2, sizeof(k2), "no-tat-other");
+			set_raw(c, key, bad[i]);
+			cr_log_info("%s, op %d", bad[i], ops[j]);
+			call_begin(&k, 2);
+			call_request(&k, &a, 1);
+			call_request(&k, &b, 1);
+			call_send(c, &k, out, 2); /* asserts a reply */
+			cr_expect_eq(out[0].allowed, 1, "%s: read as fresh", bad[i]);
+			cr_expect_eq(out[1].allowed, 1, "the other request");
+		}
+	redisFree(c);
+}
+
+/* refund.lua on such a value: the refund is answered. */
+Test(script, a_refund_on_a_gcra_value_that_is_no_tat_is_answered)
+{
+	struct lim_params g = mk(LIM_GCRA, 10, S, 10);
+	redisContext     *c = setup();
+	char              key[96];
+	const char       *bad[] = { "inf", "nan", "inf.0100000", "nan.0100000",
+		                    "5.0nan" };
+	struct chk        ck = { &g, key, LIM_OP_CHECK, 1, 0, "" };
+	struct lim_result r = { .allowed = 1, .full_us = 100000 };
+
+	for (int i = 0; i < ARRAY_LEN(bad); i++) {
+		unique_key(key, sizeof(key), "no-tat-refund");
+		set_raw(c, key, bad[i]);
+		cr_log_info("%s", bad[i]);
+		refund_one(c, &ck, &r); /* asserts an integer reply */
+	}
+	redisFree(c);
+}

@@ -499,14 +499,24 @@ local rfit, rcmax = {}, {}
 -- interval and read as it is. The second result is true when the TAT was
 -- rescaled: kept at the old interval, it would run out at the old rate
 -- (a denial writes nothing), so the caller writes it back at the new one.
+-- A value that is no TAT below 2^53 (inf, nan, an operator's SET) or of
+-- no interval above 0 and below 2^53 is none: written back, it failed
+-- the whole call.
 local function gcra_read(v, r)
 	if not v then return nil end
 	local sep = string.find(v, '.', 1, true)
-	if not sep then return tonumber(v) end
+	if not sep then
+		local tat = tonumber(v)
+		if tat and tat < TWO53 then return tat end
+		return nil
+	end
 	local tat, was = tonumber(string.sub(v, 1, sep - 1)),
 		tonumber(string.sub(v, sep + 2))
 	local ei = rp1[r]
-	if not tat or not was or was <= 0 then return nil end
+	if not tat or not was or not (tat < TWO53 and was > 0 and was < TWO53)
+	then
+		return nil
+	end
 	if was == ei or tat <= now then return tat end
 	local d, cap = tat - now, 2 * rtol[r]
 	if idiv(d, was) > idiv(cap, ei) then return now + cap, true end

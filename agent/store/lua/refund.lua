@@ -73,7 +73,8 @@ local function gcra(c)
 	local sep = string.find(v, '.', 1, true)
 	local tat = tonumber(sep and string.sub(v, 1, sep - 1) or v)
 	local ei = sep and tonumber(string.sub(v, sep + 2)) or c.p1
-	if not tat or ei <= 0 then return end
+	-- inf, nan (an operator's SET): no TAT to give back to
+	if not tat or not (tat < 9007199254740992 and ei > 0) then return end
 	local back = c.taken
 	if back < 0 then
 		back = c.p1 * math.min(c.cost, idiv(2 * (c.p2 + c.p3), c.p1) + 1)
