@@ -2130,16 +2130,72 @@ Test(script, a_refund_on_a_gcra_value_that_is_no_tat_is_answered)
 	struct lim_params g = mk(LIM_GCRA, 10, S, 10);
 	redisContext     *c = setup();
 	char              key[96];
+	char              v[64];
 	const char       *bad[] = { "inf", "nan", "inf.0100000", "nan.0100000",
-		                    "5.0nan" };
+		                    "5.0nan", v };
 	struct chk        ck = { &g, key, LIM_OP_CHECK, 1, 0, "" };
 	struct lim_result r = { .allowed = 1, .full_us = 100000 };
 
+	snprintf(v, sizeof(v), "%" PRId64 ".0inf",
+	         (int64_t)(redis_time(c) + HOUR));
 	for (int i = 0; i < ARRAY_LEN(bad); i++) {
 		unique_key(key, sizeof(key), "no-tat-refund");
 		set_raw(c, key, bad[i]);
 		cr_log_info("%s", bad[i]);
 		refund_one(c, &ck, &r); /* asserts an integer reply */
 	}
+	redisFree(c);
+}
+
+/* refund.lua on a TAT kept at another interval (another agent's rate in
+ * between) gives back the units taken at that interval, rounded down:
+ * 23452 µs taken at 166 µs a unit is 122063421686746.98 µs at 10 days a
+ * unit, and floor(23452 / 166 * 864000000000) in doubles is one more. */
+Test(script, a_refund_at_another_interval_rounds_down)
+{
+	struct lim_params g = mk(LIM_GCRA, 6000, S, 10); /* EI 166 µs */
+	redisContext     *c = setup();
+	char              key[96], v[64], tat[32], want[64], *got;
+	int64_t           pp[LIM_SCRIPT_PARAMS], t;
+	char              a[6][32];
+	const char       *argv[3 + 1 + 9];
+	redisReply       *rep;
+
+	lim_script_params(&g, pp);
+	cr_assert_eq(pp[0], 166);
+	unique_key(key, sizeof(key), "refund-ei");
+	t = redis_time(c) + 200000000000000LL; /* 2e14 µs ahead */
+	snprintf(tat, sizeof(tat), "%" PRId64, t);
+	snprintf(v, sizeof(v), "%s.0864000000000", tat);
+	set_raw(c, key, v);
+	snprintf(a[0], 32, "%d", (int)LIM_GCRA);
+	snprintf(a[1], 32, "%" PRId64, pp[0]);
+	snprintf(a[2], 32, "%" PRId64, pp[1]);
+	snprintf(a[3], 32, "%" PRId64, pp[2]);
+	snprintf(a[4], 32, "%" PRId64, redis_time(c));
+	snprintf(a[5], 32, "%d", 23452);
+	argv[0] = "EVAL";
+	argv[1] = lua_refund;
+	argv[2] = "1";
+	argv[3] = key;
+	argv[4] = a[0];
+	argv[5] = "0"; /* CHECK */
+	argv[6] = "142";
+	argv[7] = a[1];
+	argv[8] = a[2];
+	argv[9] = a[3];
+	argv[10] = "";
+	argv[11] = a[4];
+	argv[12] = a[5];
+	rep = redisCommandArgv(c, 13, argv, NULL);
+	cr_assert(rep && rep->type == REDIS_REPLY_INTEGER && rep->integer == 1,
+	          "refund: %s",
+	          rep && rep->type == REDIS_REPLY_ERROR ? rep->str : "?");
+	freeReplyObject(rep);
+	snprintf(want, sizeof(want), "%" PRId64 ".0864000000000",
+	         (int64_t)(t - 122063421686746LL));
+	got = get_raw(c, key);
+	cr_expect_str_eq(got ? got : "(none)", want);
+	free(got);
 	redisFree(c);
 }

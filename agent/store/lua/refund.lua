@@ -41,6 +41,31 @@ end
 
 local function ceil_ms(us) return idiv(us + 999, 1000) end
 
+-- Exact floor(a * b / c) for a, b, c < 2^53 and a result below 2^53
+-- (ratelimit.lua's muldiv(), without the remainder).
+local TWO53 = 9007199254740992
+local function muldiv(a, b, c)
+	local p = a * b
+	if p < TWO53 then return idiv(p, c) end
+	local qb = idiv(b, c)
+	local rb = b - qb * c
+	local bits, x = {}, a
+	while x > 0 do
+		local h = x % 2
+		bits[#bits + 1] = h
+		x = (x - h) / 2
+	end
+	local q, r = 0, 0
+	for i = #bits, 1, -1 do
+		q = q * 2
+		if r >= c - r then r = r - (c - r); q = q + 1 else r = r + r end
+		if bits[i] == 1 then
+			if r >= c - rb then r = r - (c - rb); q = q + 1 else r = r + rb end
+		end
+	end
+	return a * qb + q
+end
+
 local function civil(z)
 	z = z + 719468
 	local era = idiv(z, 146097)
@@ -74,12 +99,13 @@ local function gcra(c)
 	local tat = tonumber(sep and string.sub(v, 1, sep - 1) or v)
 	local ei = sep and tonumber(string.sub(v, sep + 2)) or c.p1
 	-- inf, nan (an operator's SET): no TAT to give back to
-	if not tat or not (tat < 9007199254740992 and ei > 0) then return end
+	if not tat or not (tat < TWO53 and ei > 0 and ei < TWO53) then return end
 	local back = c.taken
 	if back < 0 then
 		back = c.p1 * math.min(c.cost, idiv(2 * (c.p2 + c.p3), c.p1) + 1)
 	end
-	if ei ~= c.p1 then back = math.floor(back / c.p1 * ei) end
+	-- the same units at ei, rounded down (in doubles, one µs up at times)
+	if ei ~= c.p1 then back = muldiv(back, ei, c.p1) end
 	local new = tat - back
 	if new <= now then
 		redis.call('DEL', c.key)
