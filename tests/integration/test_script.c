@@ -2199,3 +2199,43 @@ Test(script, a_refund_at_another_interval_rounds_down)
 	free(got);
 	redisFree(c);
 }
+
+/* Two requests of one key in one call under two rates (a plan, an
+ * override or a reload changed it between them: the agent batches
+ * requests, each with its own rule): the second reads the TAT the first
+ * wrote in this call at the first's interval, as it would read it from
+ * Redis. 20 units at 1 ms, read under 1/min, are 120 s owed (capped). */
+Test(script, a_second_rate_in_one_call_reads_the_units_the_first_charged)
+{
+	struct lim_params hi = mk(LIM_GCRA, 1000, S, 100);
+	struct lim_params lo = mk(LIM_GCRA, 1, 60 * S, 1);
+	redisContext     *c = setup();
+	char              key[96];
+	struct chk        spend = { &hi, key, LIM_OP_CHECK, 20, 0, NULL };
+	struct chk        one = { &lo, key, LIM_OP_CHECK, 1, 0, NULL };
+	struct call       k;
+	struct lim_result out[2];
+
+	unique_key(key, sizeof(key), "rate-in-call");
+	call_begin(&k, 2);
+	call_request(&k, &spend, 1);
+	call_request(&k, &one, 1);
+	call_send(c, &k, out, 2);
+	cr_assert_eq(out[0].allowed, 1);
+	cr_expect_eq(out[1].allowed, 0, "20 units of 60 s: denied");
+	cr_expect_gt(out[1].retry_after_us, 50 * S, "retry %" PRId64,
+	             out[1].retry_after_us);
+	/* and the other way: 20 units at 1 ms each read as 20 ms */
+	unique_key(key, sizeof(key), "rate-in-call-back");
+	one.op = LIM_OP_FORCE;
+	spend.op = LIM_OP_CHECK;
+	spend.cost = 1;
+	call_begin(&k, 2);
+	call_request(&k, &one, 1);
+	call_request(&k, &spend, 1);
+	call_send(c, &k, out, 2);
+	cr_expect_eq(out[1].allowed, 1, "one unit of 60 s is 1 ms at 1000/s");
+	cr_expect_eq(out[1].remaining, 98, "remaining %" PRId64,
+	             out[1].remaining);
+	redisFree(c);
+}

@@ -35,6 +35,10 @@ local MARGIN_MS = 1000
 -- (committed: the keys a token bucket charge wrote in this call, made on
 -- the first; a table made once would grow for the library's life.)
 local KEY, ARG, now, out, o, val_, seen_, committed
+-- seenei_: the interval of each TAT in seen_, in a call whose GCRA / leaky
+-- bucket rules are of several (nil in the others: every TAT is at its
+-- key's one)
+local seenei_
 
 -- Integers as decimal strings. '%d' formats a C long (exact below 2^53
 -- here); '%.0f' and passing numbers to redis.call (%.17g) go through the
@@ -502,6 +506,7 @@ local rfit, rcmax = {}, {}
 -- A value that is no TAT below 2^53 (inf, nan, an operator's SET) or of
 -- no interval above 0 and below 2^53 is none: written back, it failed
 -- the whole call.
+local gcra_scale
 local function gcra_read(v, r)
 	if not v then return nil end
 	local sep = string.find(v, '.', 1, true)
@@ -512,11 +517,16 @@ local function gcra_read(v, r)
 	end
 	local tat, was = tonumber(string.sub(v, 1, sep - 1)),
 		tonumber(string.sub(v, sep + 2))
-	local ei = rp1[r]
 	if not tat or not was or not (tat < TWO53 and was > 0 and was < TWO53)
 	then
 		return nil
 	end
+	return gcra_scale(tat, was, r)
+end
+
+-- TAT <tat>, charged at interval <was>, under rule <r>'s (gcra_read()).
+function gcra_scale(tat, was, r)
+	local ei = rp1[r]
 	if was == ei or tat <= now then return tat end
 	local d, cap = tat - now, 2 * rtol[r]
 	if idiv(d, was) > idiv(cap, ei) then return now + cap, true end
@@ -525,13 +535,25 @@ local function gcra_read(v, r)
 	return now + d, true
 end
 
+-- <tat>, which this call wrote to <key>, under rule <r>'s interval: two
+-- requests of one key in a call can be of two rates (a plan, an override
+-- or a reload changed it between them).
+local function gcra_seen(key, tat, r)
+	local was = seenei_ and seenei_[key]
+	if was and was ~= rp1[r] then return gcra_scale(tat, was, r) end
+	return tat
+end
+
 -- The GCRA / leaky bucket charge of check <ki> under rule <r> (ALGORITHMS.md;
 -- the C twin is lim_gcra.c), from the TAT its evaluation read.
 local function gcra_commit(ki, tat, cost, r)
 	local key, ei = KEY[ki], rp1[r]
 	-- the same key charged earlier in this call: charge on top of it
 	local cur = seen_[key]
-	if cur and cur > tat then tat = cur end
+	if cur then
+		cur = gcra_seen(key, cur, r)
+		if cur > tat then tat = cur end
+	end
 	local cmax = rcmax[r]
 	if cost > cmax then cost = cmax end
 	local new = tat + ei * cost
@@ -539,6 +561,7 @@ local function gcra_commit(ki, tat, cost, r)
 	if tat > cap then cap = tat end
 	if new > cap then new = cap end
 	seen_[key] = new
+	if seenei_ then seenei_[key] = ei end
 	-- the TTL in ms, ceil((new - now) / 1000) = idiv(new - now + 999, 1000)
 	local a = new - now + 999
 	local ms = a / 1000
@@ -565,7 +588,8 @@ end
 -- The rule tuples: algo p1 p2 p3 block block_max (tol = p2 + p3 for GCRA /
 -- leaky bucket). Returns where the requests start in ARGV.
 local function read_rules()
-	local a = 3
+	local a, ei = 3, nil
+	seenei_ = nil
 	for r = 1, tonumber(ARG[2]) do
 		ralgo[r], rp1[r] = tonumber(ARG[a]), tonumber(ARG[a + 1])
 		rp2[r], rp3[r] = tonumber(ARG[a + 2]), tonumber(ARG[a + 3])
@@ -575,6 +599,8 @@ local function read_rules()
 		if ralgo[r] == GCRA or ralgo[r] == LEAKY then
 			rfit[r] = idiv(rtol[r], rp1[r])
 			rcmax[r] = idiv(2 * rtol[r], rp1[r]) + 1
+			if ei and ei ~= rp1[r] then seenei_ = {} end
+			ei = rp1[r]
 		end
 		a = a + 7
 	end
@@ -656,7 +682,7 @@ end
 -- fresh).
 local function gcra_tat(ki, r)
 	local cur = seen_[KEY[ki]]
-	if cur then return cur end
+	if cur then return (gcra_seen(KEY[ki], cur, r)) end
 	return gcra_read(val_[ki], r)
 end
 
@@ -691,6 +717,7 @@ local function settle_refund(ki, r, d, idx)
 				s(ceil_ms(new - now)))
 			seen_[key] = new
 		end
+		if seenei_ then seenei_[key] = rp1[r] end
 	elseif algo == TB then
 		local tok = hget_state(key, 't')
 		if not tok then return end
@@ -846,15 +873,17 @@ local function batch(keys, argv)
 				-- read and the cost to charge kept for gcra_commit()
 				local ei, tol = rp1[r], rtol[r]
 				local v = val_[ki]	-- false for a key that is not there
-				tat = seen_[KEY[ki]]
-				if not tat and v then
-					local moved
+				local moved
+				tat = seen_[KEY[ki]]	-- written by this call
+				if tat then
+					if seenei_ then tat, moved = gcra_seen(KEY[ki], tat, r) end
+				elseif v then
 					tat, moved = gcra_read(v, r)
-					-- rescaled: kept so at once, charged or not (a peek
-					-- too: a rule counting failures only peeks until a
-					-- response fails, and a denied request has none)
-					if moved then gcra_commit(ki, tat, 0, r) end
 				end
+				-- rescaled: kept so at once, charged or not (a peek too: a
+				-- rule counting failures only peeks until a response
+				-- fails, and a denied request has none)
+				if moved then gcra_commit(ki, tat, 0, r) end
 				tat = tat or 0
 				if tat < now then tat = now end
 				local retry, T = 0, tat
