@@ -11,6 +11,9 @@
 #   - a repeated X-Api-Key, X-Login-User or X-Tenant, or a repeated
 #     username field in a login form: 400, never reaching the application,
 #     never an SPOE error or a 500 (RFC 9110 5.3: these are not lists);
+#   - so is a username field spelt with percent-escapes (user%6Eame=),
+#     which the application decodes and body_param() does not, or one
+#     after a ';';
 #   - a comma inside one X-Api-Key or X-Login-User is part of the value:
 #     "smith, john" and "doe, john" are two accounts, not both "john";
 #   - a single X-Api-Key is still limited (2/min: 2 pass, then 429).
@@ -59,6 +62,14 @@ for i in 1 2 3; do
 	codes="$codes $(req -X POST -d "username=r$i&password=x&username=victim" "$URL/login")"
 done
 expect_eq "$codes" " 400 400 400" "a login form with username twice: 400"
+codes=""
+for body in 'username=r1&password=x&user%6Eame=victim' 'user%6eame=victim&password=x' \
+	'%75%73%65%72%6E%61%6D%65=victim' 'username=r2;username=victim' \
+	"$(printf 'username=r3\n&username=victim')"; do
+	codes="$codes $(req -X POST --data-binary "$body" "$URL/login")"
+done
+expect_eq "$codes" " 400 400 400 400 400" \
+	"username spelt with escapes, after ';', or repeated past a newline: 400"
 expect_eq "$(grep -c 'be_app/app1' "$TMP/haproxy.log")" 0 "none of them reached the application"
 
 # ---- a comma is part of the value ---------------------------------------------
@@ -67,6 +78,13 @@ for i in 1 2; do codes="$codes $(req -X POST -H 'X-Login-User: smith, john' "$UR
 codes="$codes $(req -X POST -H 'X-Login-User: doe, john' "$URL/login")"
 expect_eq "$codes" " 401 401 401" "2 failures of 'smith, john' do not lock 'doe, john' (limit 2)"
 expect_eq "$(req -X POST -H 'X-Login-User: smith, john' "$URL/login")" 429 "'smith, john' is locked after its 2 failures"
+
+# ---- other escaped field names are fine, and the field is counted ----------------
+codes=""
+for i in 1 2 3; do
+	codes="$codes $(req -X POST -d 'session%5Bemail%5D=a&username=carol&password=x' "$URL/login")"
+done
+expect_eq "$codes" " 401 401 429" "a form with session%5Bemail%5D and one username: carol's 2 failures, then 429"
 
 # ---- one X-Api-Key: limited as before ---------------------------------------------
 codes=""
