@@ -86,6 +86,11 @@ for i in 1 2 3; do
 done
 expect_eq "$codes" " 401 401 429" "a form with session%5Bemail%5D and one username: carol's 2 failures, then 429"
 
+codes="$(req -X POST -d 'username=dan+smith&password=x' "$URL/login")"
+codes="$codes $(req -X POST -d 'username=dan%20smith&password=x' "$URL/login")"
+codes="$codes $(req -X POST -d 'username=Dan+Smith&password=x' "$URL/login")"
+expect_eq "$codes" "401 401 429" "'+' in a form is a space: dan+smith and dan%20smith are one account"
+
 # ---- one X-Api-Key: limited as before ---------------------------------------------
 codes=""
 for i in 1 2 3; do codes="$codes $(req -H 'X-Api-Key: K' "$URL/")"; done
