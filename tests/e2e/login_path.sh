@@ -1,0 +1,59 @@
+#!/bin/bash
+# SPDX-License-Identifier: Apache-2.0
+# The login route however its path is spelt, through the shipped
+# haproxy.cfg. An application may decode escapes (/%6Cogin), merge
+# slashes (//login), ignore case (/LOGIN) or a path parameter
+# (/login;jsessionid=1), and route each to its login handler; when the
+# limits matched only the literal /login, each spelling was a login with
+# no login limit at all (and the route's fail mode was open).
+#   - every spelling counts against the same account (limit 2): 2 failures,
+#     then 429 whatever the spelling;
+#   - a dot segment (/x/../login, escaped or not) is refused with 400
+#     before any limit or the application sees it;
+#   - /loginx and /.well-known/x are not logins, and pass.
+. "$(dirname "$0")/../lib.sh"
+. "$(dirname "$0")/lib-e2e.bash"
+need_agent
+
+{
+	policy_head 50ms
+	cat <<EOF
+rules:
+  - name: login-account
+    message: rl-login
+    key: "login:user:{user}"
+    algorithm: sliding-log
+    limit: 2
+    window: 15m
+    count: failures
+EOF
+} >"$POLICY"
+policy_valid "the policy is valid"
+start_stack
+ok $? "stack up, agent UP"
+
+login() {	# login PATH: one failing POST as eve, the code
+	req --path-as-is -X POST -H 'X-Login-User: eve' "$URL$1"
+}
+
+codes=""
+for p in //login /%6Cogin /LOGIN '/login;jsessionid=1' /Login/ /login; do
+	codes="$codes $(login "$p")"
+done
+expect_eq "$codes" " 401 401 429 429 429 429" \
+	"//login, /%6Cogin, /LOGIN, /login;x, /Login/, /login: one account, 2 failures then 429"
+
+codes=""
+for p in /x/../login /x/%2e%2e/login /./login /x/..%2flogin; do
+	codes="$codes $(login "$p")"
+done
+expect_eq "$codes" " 400 400 400 400" "a dot segment, plain or escaped: 400"
+expect_eq "$(grep -c 'be_app/app1' "$TMP/haproxy.log")" 2 "only the 2 failures before the lock reached the application"
+
+expect_eq "$(login /loginx)" 200 "/loginx is not the login route"
+expect_eq "$(req "$URL/.well-known/x")" 200 "/.well-known/x is not a dot segment"
+
+! grep -q 'SPOE: \[rl-agent\].*st=[1-9]' "$TMP/haproxy.log"
+ok $? "no SPOE processing errors in the haproxy log"
+
+finish
