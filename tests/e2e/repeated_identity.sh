@@ -13,7 +13,7 @@
 #     never an SPOE error or a 500 (RFC 9110 5.3: these are not lists);
 #   - so is a username field spelt with percent-escapes (user%6Eame=),
 #     which the application decodes and body_param() does not, or one
-#     after a ';';
+#     after a ';', or an X-Login-User beside a username field;
 #   - a comma inside one X-Api-Key or X-Login-User is part of the value:
 #     "smith, john" and "doe, john" are two accounts, not both "john";
 #   - a single X-Api-Key is still limited (2/min: 2 pass, then 429).
@@ -70,6 +70,11 @@ for body in 'username=r1&password=x&user%6Eame=victim' 'user%6eame=victim&passwo
 done
 expect_eq "$codes" " 400 400 400 400 400" \
 	"username spelt with escapes, after ';', or repeated past a newline: 400"
+codes=""
+for i in 1 2 3; do
+	codes="$codes $(req -X POST -H "X-Login-User: r$i" -d 'username=victim&password=x' "$URL/login")"
+done
+expect_eq "$codes" " 400 400 400" "X-Login-User and a username field together: 400"
 expect_eq "$(grep -c 'be_app/app1' "$TMP/haproxy.log")" 0 "none of them reached the application"
 
 # ---- a comma is part of the value ---------------------------------------------
