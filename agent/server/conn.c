@@ -10,8 +10,12 @@
  *
  * Writing appends whole frames to one buffer, flushed once per loop
  * iteration by the owner (on_output): many ACKs per write(2), and no frame of
- * ours is ever interleaved with another. A peer that stops reading is cut off
- * once CONN_WBUF_MAX bytes wait for it.
+ * ours is ever interleaved with another. A peer that stops reading its ACKs
+ * is no longer read either once CONN_WBUF_HIGH bytes wait for it (TCP then
+ * pushes back on its NOTIFYs), until they drop below CONN_WBUF_LOW: its
+ * NOTIFYs stay in the kernel, not as ACKs in our memory. Requests in flight
+ * still answer; no whole frame arrives meanwhile, so a peer that never
+ * reads goes at its idle timeout. CONN_WBUF_MAX is only a backstop.
  *
  * The idle timer counts from the last whole frame, not the last byte: a
  * peer that drips a frame a byte at a time does not hold its socket and
@@ -61,6 +65,8 @@
 #define CONN_DRAIN_READ_S 1.0         /* a drain answers new NOTIFYs */
 #define CONN_LINGER_MAX   (64 * 1024) /* bytes dropped after DISCONNECT */
 #define CONN_FULL_LOG_US  (10LL * 1000 * 1000) /* inflight_full lines */
+#define CONN_WBUF_HIGH    (64 * 1024) /* unsent output that pauses reads */
+#define CONN_WBUF_LOW     (16 * 1024) /* ... and that resumes them */
 
 static void conn_close(struct conn *c);
 static void conn_linger(struct conn *c);
@@ -196,12 +202,44 @@ wbuf_reserve(struct conn *c, size_t need)
 	return c->wbuf + c->wlen;
 }
 
+/* Whether <c> should read: serving, with room for requests, and held back
+ * neither by its peer's half-close, a drain's stop nor its unsent output. */
+static int
+may_read(const struct conn *c)
+{
+	return c->state == CONN_ST_READY && c->inflight < CONN_MAX_INFLIGHT &&
+	       !c->starved && !c->wfull && !c->rd_eof &&
+	       (c->draining != CONN_DRAIN_STOPPED || c->drain_owed > 0);
+}
+
+/* Past CONN_WBUF_HIGH bytes unsent <c> stops reading: the peer is not
+ * taking its ACKs, so its NOTIFYs wait in the kernel, not ours. The frames
+ * already in the read buffer are still answered (a bounded amount). */
 static void
 wbuf_commit(struct conn *c, int len)
 {
 	assert(len > 0 && (size_t)len <= c->wcap - c->wlen);
 	c->wlen += (size_t)len;
+	if (!c->wfull && c->wlen - c->woff > CONN_WBUF_HIGH) {
+		c->wfull = 1;
+		ev_io_stop(c->loop, &c->rio);
+	}
 	c->cb->on_output(c->arg, c);
+}
+
+/* The peer took its output down to CONN_WBUF_LOW: <c> reads again, unless
+ * something else holds it back. Only the watcher starts here, no parse:
+ * this runs in the owner's flush, where new requests would wait a loop
+ * iteration for their Redis write. Nothing whole waits in the read buffer
+ * that a parse could take (conn_parse stops only at the caps). */
+static void
+wbuf_drained(struct conn *c)
+{
+	if (!c->wfull || c->wlen - c->woff >= CONN_WBUF_LOW)
+		return;
+	c->wfull = 0;
+	if (may_read(c))
+		ev_io_start(c->loop, &c->rio);
 }
 
 /* (Re)arms <c>'s one timer to fire in <s> seconds: the idle timeout, the
@@ -320,6 +358,7 @@ conn_flush(struct conn *c)
 			continue;
 		if (n == -1 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
 			ev_io_start(c->loop, &c->wio);
+			wbuf_drained(c);
 			return;
 		}
 		if (n == -1) {
@@ -332,6 +371,7 @@ conn_flush(struct conn *c)
 	}
 	c->woff = c->wlen = 0;
 	ev_io_stop(c->loop, &c->wio);
+	wbuf_drained(c);
 	if (c->state == CONN_ST_CLOSING && c->inflight == 0)
 		conn_linger(c);
 }
@@ -697,8 +737,9 @@ conn_unref(struct conn *c)
 }
 
 /* <c> may take requests again: reads resume unless the peer shut its
- * side or a drain stopped them, and frames that wait in the buffer (all
- * read before either happened are answered too) are parsed. */
+ * side, a drain stopped them or its output waits unread (may_read), and
+ * frames that wait in the buffer (all read before are answered too) are
+ * parsed. */
 static void
 conn_resume(struct conn *c)
 {
@@ -707,8 +748,7 @@ conn_resume(struct conn *c)
 	if (c->state != CONN_ST_READY || c->inflight >= CONN_MAX_INFLIGHT ||
 	    c->parsing) /* the parse under way goes on */
 		return;
-	reading = !c->rd_eof &&
-	          (c->draining != CONN_DRAIN_STOPPED || c->drain_owed > 0);
+	reading = may_read(c);
 	if (reading && !ev_is_active(&c->rio)) {
 		ev_io_start(c->loop, &c->rio);
 		conn_parse(c);

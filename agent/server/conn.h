@@ -21,7 +21,8 @@
 #include "spop.h"
 
 #define CONN_MAX_INFLIGHT 64 /* NOTIFYs answered at once; then reads pause */
-#define CONN_WBUF_MAX     (1 << 20) /* output a slow peer may leave unread */
+#define CONN_WBUF_MAX     (1 << 20) /* output past which a peer is cut off;
+                                     * reads pause long before (conn.c) */
 
 struct conn;
 struct decision;
@@ -101,6 +102,8 @@ struct conn {
 	size_t              drain_owed;  /* CONN_DRAIN_STOPPED: left to read */
 	int                 lingering;   /* DISCONNECT sent: reading to EOF */
 	int                 starved;     /* waiting for room in <budget> */
+	int                 wfull;       /* output unsent past CONN_WBUF_HIGH:
+	                                  * not reading until it drains */
 	struct conn_budget *budget;
 	int                 parsing; /* in conn_parse: a request that ends
 	                              * inside it must not parse again */

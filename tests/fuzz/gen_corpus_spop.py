@@ -5,35 +5,12 @@
 # with every action/data type, both DISCONNECTs, and a whole session as one
 # stream. Run from the repository root; the output is committed.
 import os
-import struct
+import sys
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+from spop_wire import frame, name, string, varint  # noqa: E402
 
 OUT = "tests/fuzz/corpus-fuzz_spop"
-
-
-def varint(x):
-    if x < 240:
-        return bytes([x])
-    out = [(x | 0xF0) & 0xFF]
-    x = (x - 240) >> 4
-    while x >= 128:
-        out.append((x | 0x80) & 0xFF)
-        x = (x - 128) >> 7
-    out.append(x)
-    return bytes(out)
-
-
-def name(s):
-    s = s.encode() if isinstance(s, str) else s
-    return varint(len(s)) + s
-
-
-def string(s):
-    return b"\x08" + name(s)
-
-
-def frame(ftype, sid, fid, payload, flags=1):
-    body = bytes([ftype]) + struct.pack(">I", flags) + varint(sid) + varint(fid) + payload
-    return struct.pack(">I", len(body)) + body
 
 
 hello = frame(1, 0, 0,
