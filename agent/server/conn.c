@@ -287,18 +287,26 @@ send_disconnect(struct conn *c, int status, const char *message)
 	close_when_flushed(c);
 }
 
-/* A protocol error from the peer: say why, then close. The line at most
- * once per status per RATELOG_INTERVAL_US on this worker (the thread's
- * own state), with the count of those not logged since: anything that
+/* Whether a line a peer causes by connecting, at <level> for SPOP status
+ * <status>, goes out now: at most once per status per RATELOG_INTERVAL_US
+ * on this worker (<rl>, the thread's own state, one per kind of line),
+ * with <*suppressed> the count of those not logged since. Anything that
  * reaches the port can open connections in a loop. */
+static int
+peer_log_allow(struct ratelog *rl, int level, int status, uint64_t *suppressed)
+{
+	return log_level >= level &&
+	       ratelog_allow(rl, status, util_now_us(), suppressed);
+}
+
+/* A protocol error from the peer: say why (peer_log_allow), then close. */
 static void
 protocol_error(struct conn *c, int status)
 {
 	static _Thread_local struct ratelog rl; /* indexed by status */
 	uint64_t                            suppressed;
 
-	if (log_level >= LOG_WARN &&
-	    ratelog_allow(&rl, status, util_now_us(), &suppressed))
+	if (peer_log_allow(&rl, LOG_WARN, status, &suppressed))
 		log_warn("spop_error",
 		         "peer=%s status=%d reason=\"%s\" suppressed=%llu",
 		         c->peer, status, spop_strstatus(status),
@@ -414,22 +422,29 @@ conn_handle_hello(struct conn *c, const struct spop_frame *f)
 	return 0;
 }
 
+/* HAProxy's goodbye: logged (peer_log_allow: a peer can connect and say
+ * goodbye in a loop), answered, then the close. */
 static int
 conn_handle_disconnect(struct conn *c, const struct spop_frame *f)
 {
-	struct spop_str msg = { "", 0 };
-	int             code = 0, status;
-	char            text[4 * 100 + 1]; /* the peer's words, escaped */
-	size_t          off = 0;
+	static _Thread_local struct ratelog rl; /* indexed by status */
+	struct spop_str                     msg = { "", 0 };
+	int                                 code = 0, status;
+	char     text[4 * 100 + 1]; /* the peer's words, escaped */
+	size_t   off = 0;
+	uint64_t suppressed;
 
 	if (spop_decode_disconnect(f->payload, f->len, &code, &msg, &status) ==
 	    -1)
 		code = -1;
-	log_put_escaped(text, sizeof(text), &off, msg.ptr,
-	                msg.len > 100 ? 100 : msg.len);
-	text[off] = '\0';
-	log_info("spop_disconnect", "peer=%s status=%d message=\"%s\"", c->peer,
-	         code, text);
+	if (peer_log_allow(&rl, LOG_INFO, code, &suppressed)) {
+		log_put_escaped(text, sizeof(text), &off, msg.ptr,
+		                msg.len > 100 ? 100 : msg.len);
+		text[off] = '\0';
+		log_info("spop_disconnect",
+		         "peer=%s status=%d message=\"%s\" suppressed=%llu",
+		         c->peer, code, text, (unsigned long long)suppressed);
+	}
 	metrics_frame(c->m, METRICS_FRM_DISCONNECT);
 	send_disconnect(c, SPOP_ST_NORMAL, "bye");
 	return -1;
