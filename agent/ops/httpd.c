@@ -27,6 +27,7 @@
  * descriptors, the listener is paused (a timer resumes it after EMFILE),
  * so a burst cannot spin the loop.
  */
+#include <assert.h>
 #include <errno.h>
 #include <netdb.h>
 #include <stdarg.h>
@@ -100,10 +101,9 @@ errf(const char *fmt, ...)
 	return xstrdup(buf);
 }
 
-/* Splits "host:port", "[v6]:port" or ":port" into <host> and <port>
- * (both NUL-terminated, sized by the caller). Returns 0 or -1. */
 /* The debug line of a request: method and path come from the client,
- * so they are escaped (a newline in them would forge a log line). */
+ * so they are escaped (a newline in them would forge a log line); a path
+ * cut at 200 bytes says so. The method is whole (16 bytes at most). */
 static void
 log_request(const struct hconn *c, const char *meth, size_t mlen,
             const char *path, size_t plen)
@@ -111,13 +111,16 @@ log_request(const struct hconn *c, const char *meth, size_t mlen,
 	char   m[4 * 16 + 1], p[4 * 200 + 1];
 	size_t mo = 0, po = 0;
 
-	log_put_escaped(m, sizeof(m), &mo, meth, mlen > 16 ? 16 : mlen);
+	assert(mlen <= 16);
+	log_put_escaped(m, sizeof(m), &mo, meth, mlen);
 	log_put_escaped(p, sizeof(p), &po, path, plen > 200 ? 200 : plen);
 	m[mo] = p[po] = '\0';
-	log_debug("httpd_request", "method=%s path=\"%s\" status=%.3s", m, p,
-	          c->out + 9);
+	log_debug("httpd_request", "method=%s path=\"%s\" status=%.3s%s", m, p,
+	          c->out + 9, plen > 200 ? LOG_CUT_MARK : "");
 }
 
+/* Splits "host:port", "[v6]:port" or ":port" into <host> and <port>
+ * (both NUL-terminated, sized by the caller). Returns 0 or -1. */
 static int
 split_addr(const char *addr, char *host, size_t hsize, char *port, size_t psize)
 {

@@ -26,7 +26,7 @@ log_level_from_name(const char *s)
 	return -1;
 }
 
-void
+size_t
 log_put_escaped(char *buf, size_t size, size_t *off, const char *s, size_t len)
 {
 	static const char hex[] = "0123456789abcdef";
@@ -36,21 +36,19 @@ log_put_escaped(char *buf, size_t size, size_t *off, const char *s, size_t len)
 
 		if (ch > ' ' && ch < 0x7f && ch != '"' && ch != '\\') {
 			if (*off + 1 >= size)
-				return;
+				return i;
 			buf[(*off)++] = (char)ch;
 			continue;
 		}
 		if (*off + 4 >= size)
-			return;
+			return i;
 		buf[(*off)++] = '\\';
 		buf[(*off)++] = 'x';
 		buf[(*off)++] = hex[ch >> 4];
 		buf[(*off)++] = hex[ch & 15];
 	}
+	return len;
 }
-
-/* The end of a line cut to fit its buffer. */
-#define LOG_CUT_MARK " truncated=1"
 
 /* Ends the line <line> cut at <n>: drops a \xHH escape the cut split,
  * closes a quoted value it left open (values are escaped, so a quote in

@@ -24,14 +24,20 @@ void log_msg(int level, const char *msg, const char *fmt, ...)
 	__attribute__((format(printf, 3, 4)));
 int log_level_from_name(const char *s); /* -1 if unknown */
 
+/* The end of a line, or of a value, cut to fit: log_msg() appends it to
+ * a line past its buffer, and a caller that cuts a value it logs (a key,
+ * a path) appends it to the line, so that every cut is visible. */
+#define LOG_CUT_MARK " truncated=1"
+
 /* Appends <s,len> to <buf> at <*off> for a quoted logfmt value: bytes that
  * are a space, a quote, a backslash or not printable ASCII are written
  * \xHH, so a value from a client (a key, a header) can neither end the
  * quotes nor start a line of its own. Stops at a whole byte's escape,
  * leaving room for the NUL, when <size> is reached; does not write the
- * NUL. Pure. */
-void log_put_escaped(char *buf, size_t size, size_t *off, const char *s,
-                     size_t len);
+ * NUL. Returns the bytes of <s> written: less than <len> when the value
+ * was cut (the caller's line then says so with LOG_CUT_MARK). Pure. */
+size_t log_put_escaped(char *buf, size_t size, size_t *off, const char *s,
+                       size_t len);
 
 #define log_error(...) log_msg(LOG_ERROR, __VA_ARGS__)
 #define log_warn(...)  log_msg(LOG_WARN, __VA_ARGS__)

@@ -4,6 +4,7 @@
  * JSON answers and the audit log lines. Key work is keyop.c's, the top
  * list topk.c's; this file only wires them to HTTP.
  */
+#include <assert.h>
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -119,24 +120,31 @@ error_body(struct jsonw *w, int status, const char *msg)
 
 /* The audit line: <key> carries client bytes, and so does <rule> when
  * it is the one the request named (unknown, or not valid): both escaped,
- * the rule cut at 64 bytes (rule names are shorter), which the line then
- * says (truncated=1). */
+ * the rule cut at 64 bytes (rule names are shorter), the key where its
+ * escaped text passes 480 bytes (a key of POLICY_KEY_MAX bytes, each
+ * escaped, would take 800). Either cut ends the line with LOG_CUT_MARK,
+ * after result and status: the line stays under log_msg()'s 1024 bytes,
+ * so those are never the part cut. */
 static void
 audit(const char *action, const char *rule, const char *key, size_t klen,
       const char *result, int status)
 {
 	char   k[4 * 120 + 1], r[4 * 64 + 1];
-	size_t off = 0, roff = 0;
+	size_t off = 0, roff = 0, rlen, rput;
+	int    cut;
 
-	log_put_escaped(k, sizeof(k), &off, key ? key : "", key ? klen : 0);
+	key = key ? key : "";
+	cut = log_put_escaped(k, sizeof(k), &off, key, klen) < klen;
 	k[off] = '\0';
 	rule = rule ? rule : "-";
-	log_put_escaped(r, sizeof(r), &roff, rule, strnlen(rule, 64));
+	rlen = strnlen(rule, 64);
+	rput = log_put_escaped(r, sizeof(r), &roff, rule, rlen);
+	assert(rput == rlen); /* 64 bytes fit, escaped */
+	(void)rput;
 	r[roff] = '\0';
-	log_info("admin",
-	         "action=%s rule=%s key=\"%s\" result=%s status=%d%s", action,
-	         r, k, result, status,
-	         strlen(rule) > 64 ? " truncated=1" : "");
+	cut |= rule[rlen] != '\0';
+	log_info("admin", "action=%s rule=%s key=\"%s\" result=%s status=%d%s",
+	         action, r, k, result, status, cut ? LOG_CUT_MARK : "");
 }
 
 /* A 401's audit line, at most one per RATELOG_INTERVAL_US with the

@@ -125,6 +125,14 @@ grep -q 'msg=admin action=key_show rule=x\\x20result=deleted\\x20status=200\\x22
 ok $? "... and says what it refused"
 grep -q "msg=admin action=key_show rule=$(head -c 64 /dev/zero | tr '\0' r) key=\"\" result=bad_request status=400 truncated=1\$" "$TMP/agent1.log"
 ok $? "... a long one keeps the result and the status on its line"
+# a key of 150 blanks is 600 bytes escaped: the line cuts it at 480, and
+# said nothing of it before
+expect_eq "$(code -H "$AUTH" "$U/admin/keys/login?user=x$(printf '%%20%.0s' $(seq 150))")" 200 "a key of 150 blanks: 200"
+sleep 0.2
+grep -q 'msg=admin action=key_show rule=login key="rl:{login:u:x\(\\x20\)*" result=shown status=200 truncated=1$' "$TMP/agent1.log"
+ok $? "... its audit line cuts the key and says so (truncated=1), result and status whole"
+grep -q 'msg=admin action=key_show rule=login key="rl:{login:u:alice}" result=shown status=200$' "$TMP/agent1.log"
+ok $? "... a key that fits: no truncated=1"
 expect_eq "$(code -H "$AUTH" "$U/admin/keys/login?user=a&bogus=1")" 400 "extra arg: 400"
 expect_eq "$(code -H "$AUTH" "$U/admin/keys/login")" 400 "missing arg: 400"
 expect_eq "$(code -H "$AUTH" "$U/admin/keys/login?user=%zz")" 400 "bad percent-encoding: 400"

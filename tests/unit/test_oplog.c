@@ -365,3 +365,23 @@ Test(log, a_line_too_long_is_cut_with_a_marker_and_its_quote_closed,
 	cr_assert_eq(quotes % 2, 0, "an opened quote is closed: %s", out);
 	cr_assert(escapes_whole(out), "no escape is cut in two: %s", out);
 }
+
+Test(log, put_escaped_returns_the_bytes_written_whole)
+{
+	char   buf[4 * 3 + 1];
+	size_t off = 0;
+
+	cr_assert_eq(log_put_escaped(buf, sizeof(buf), &off, "a b", 3), 3);
+	cr_assert_eq(off, 6);
+	off = 0;
+	/* three escapes take 12 bytes and the NUL one more: all fit */
+	cr_assert_eq(log_put_escaped(buf, sizeof(buf), &off, "   ", 3), 3);
+	off = 0;
+	/* a fourth does not: the caller learns it cut the value */
+	cr_assert_eq(log_put_escaped(buf, sizeof(buf), &off, "    x", 5), 3);
+	cr_assert_eq(off, 12);
+	off = 0;
+	cr_assert_eq(log_put_escaped(buf, sizeof(buf), &off, "abcdefghijklmn",
+	                             14),
+	             12);
+}
