@@ -11,9 +11,15 @@
  * per connection bounds the whole exchange; it is not re-armed on
  * activity, so trickling bytes does not extend it.
  *
- * What it does not do: keep-alive, pipelining, request bodies, header
- * interpretation (they are skipped), absolute-form targets, TLS. It is
- * an exporter endpoint, not a web server.
+ * The head ends at its first empty line, CRLF or bare LF. Its header lines
+ * are checked for syntax and framing only (httpd_check_head(): a request
+ * with a body, a Transfer-Encoding or a bad Content-Length is refused with
+ * 400, 413 or 501 before any route runs); what follows the head, a body
+ * or a pipelined request, is dropped unread with the rest of the input.
+ *
+ * What it does not do: keep-alive, pipelining, request bodies, transfer
+ * codings, absolute-form targets, TLS. It is an exporter endpoint, not a
+ * web server.
  *
  * Reentrancy: single-threaded; everything runs on the loop given to
  * httpd_new(). A connection is freed from its own callback, which libev
@@ -31,6 +37,7 @@
 #include <errno.h>
 #include <netdb.h>
 #include <stdarg.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -367,8 +374,12 @@ reason(int status)
 		return "Forbidden";
 	case 405:
 		return "Method Not Allowed";
+	case 413:
+		return "Content Too Large";
 	case 500:
 		return "Internal Server Error";
+	case 501:
+		return "Not Implemented";
 	default:
 		return "Service Unavailable";
 	}
@@ -442,6 +453,113 @@ static int
 is(const char *s, size_t len, const char *lit)
 {
 	return len == strlen(lit) && memcmp(s, lit, len) == 0;
+}
+
+const char *
+httpd_head_end(const char *buf, size_t len)
+{
+	const char *p = buf, *end = buf + len, *nl;
+
+	while ((nl = memchr(p, '\n', (size_t)(end - p))) != NULL) {
+		if (p != buf && (nl == p || (nl == p + 1 && *p == '\r')))
+			return p;
+		p = nl + 1;
+	}
+	return NULL;
+}
+
+/* A tchar of RFC 9110 5.6.2: what a field name is made of. */
+static int
+tchar(unsigned char ch)
+{
+	return ch > ' ' && ch < 0x7f &&
+	       strchr("\"(),/:;<=>?@[\\]{}", ch) == NULL;
+}
+
+/* The framing headers of a head, as httpd_check_head() reads them. */
+struct framing {
+	int      ncl, nte; /* Content-Length, Transfer-Encoding lines */
+	int      badcl;    /* a Content-Length that is not 1*DIGIT < 2^64 */
+	uint64_t cl;
+};
+
+/* The Content-Length value <v,n> (blanks trimmed) into <f>. */
+static void
+content_length(struct framing *f, const char *v, size_t n)
+{
+	f->ncl++;
+	f->badcl |= n == 0;
+	for (size_t i = 0; i < n && !f->badcl; i++) {
+		unsigned d = (unsigned)(unsigned char)v[i] - '0';
+
+		if (d > 9 || f->cl > (UINT64_MAX - d) / 10)
+			f->badcl = 1;
+		else
+			f->cl = f->cl * 10 + d;
+	}
+}
+
+/* One header line <p,n> (its line end dropped) into <f>. Returns 0, or
+ * -1 when it is no "token:value" line or holds a CR or a NUL. */
+static int
+header_line(struct framing *f, const char *p, size_t n)
+{
+	const char *colon = memchr(p, ':', n), *v, *e = p + n;
+
+	if (colon == NULL || colon == p || memchr(p, '\r', n) != NULL ||
+	    memchr(p, '\0', n) != NULL)
+		return -1;
+	for (const char *q = p; q < colon; q++)
+		if (!tchar((unsigned char)*q))
+			return -1; /* a blank before the colon, an obs-fold */
+	for (v = colon + 1; v < e && (*v == ' ' || *v == '\t'); v++)
+		;
+	while (e > v && (e[-1] == ' ' || e[-1] == '\t'))
+		e--;
+	if (colon - p == 14 && strncasecmp(p, "Content-Length", 14) == 0)
+		content_length(f, v, (size_t)(e - v));
+	else if (colon - p == 17 &&
+	         strncasecmp(p, "Transfer-Encoding", 17) == 0)
+		f->nte++;
+	return 0;
+}
+
+int
+httpd_check_head(const char *head, size_t len, int http10, const char **why)
+{
+	struct framing f = { 0 };
+	const char    *p = head, *end = head + len, *eol;
+	size_t         n;
+
+	for (; p < end; p = eol + 1) {
+		eol = memchr(p, '\n', (size_t)(end - p));
+		if (eol == NULL)
+			eol = end;
+		n = (size_t)(eol - p);
+		if (n > 0 && p[n - 1] == '\r')
+			n--;
+		if (header_line(&f, p, n) == -1) {
+			*why = "malformed header line\n";
+			return 400;
+		}
+	}
+	if (f.nte > 0 && (f.ncl > 0 || http10)) {
+		*why = "Transfer-Encoding with Content-Length or in HTTP/1.0\n";
+		return 400;
+	}
+	if (f.nte > 0) {
+		*why = "Transfer-Encoding is not supported\n";
+		return 501;
+	}
+	if (f.ncl > 1 || f.badcl) {
+		*why = "bad or repeated Content-Length\n";
+		return 400;
+	}
+	if (f.cl > 0) {
+		*why = "request bodies are not accepted\n";
+		return 413;
+	}
+	return 0;
 }
 
 void
@@ -541,8 +659,9 @@ route(struct hconn *c, const char *meth, size_t mlen, const char *path,
 static int
 examine(struct hconn *c)
 {
-	const char *nl, *meth, *path, *hend;
+	const char *nl, *meth, *path, *hend, *why;
 	size_t      mlen, plen, llen;
+	int         status;
 
 	nl = memchr(c->in, '\n', c->inlen);
 	if (nl == NULL) {
@@ -562,18 +681,21 @@ examine(struct hconn *c)
 	}
 	/* Wait for the end of the head so closing does not reset it. */
 	/* hend: past the last header line's end */
-	hend = memmem(c->in, c->inlen, "\r\n\r\n", 4);
-	if (hend != NULL)
-		hend += 2;
-	else if ((hend = memmem(c->in, c->inlen, "\n\n", 2)) != NULL)
-		hend += 1;
+	hend = httpd_head_end(c->in, c->inlen);
 	if (hend == NULL) {
 		if (c->inlen < HTTPD_MAX_HEAD)
 			return 0;
 		respond_text(c, 400, "request head too large\n", 0);
 		return 1;
 	}
-	route(c, meth, mlen, path, plen, hend);
+	/* the request line ends in "HTTP/1.0" or "HTTP/1.1" */
+	assert(llen >= 8);
+	status = httpd_check_head(nl + 1, (size_t)(hend - nl - 1),
+	                          c->in[llen - 1] == '0', &why);
+	if (status != 0)
+		respond_text(c, status, why, is(meth, mlen, "HEAD"));
+	else
+		route(c, meth, mlen, path, plen, hend);
 	if (log_level >= LOG_DEBUG)
 		log_request(c, meth, mlen, path, plen);
 	return 1;

@@ -13,8 +13,10 @@
  * under one path prefix (httpd_set_handler(): the admin API, admin.h),
  * any method, with the request head to read its headers; authentication
  * is the handler's. It is not a general HTTP server: no keep-alive, no
- * bodies, no chunking, no TLS. Bind it to loopback or a management
- * network.
+ * pipelining, no bodies, no chunking, no TLS. A request that declares a
+ * body or frames it unclearly is refused before any route sees it
+ * (httpd_check_head()); whatever follows the head is never read as a
+ * request. Bind it to loopback or a management network.
  *
  * Bounded: at most HTTPD_MAX_CONNS connections, each of which must
  * complete its exchange within the timeout (HTTPD_TIMEOUT seconds by
@@ -85,5 +87,29 @@ const char *httpd_header(const char *head, size_t len, const char *name,
  * Pure: exposed for the fuzz target. */
 int httpd_parse_request_line(const char *line, size_t len, const char **meth,
                              size_t *mlen, const char **path, size_t *plen);
+
+/* The end of the header section of <buf,len>, whose first line is the
+ * request line: a pointer to the empty line that ends it, the first one
+ * after the request line, ended by CRLF or by a bare LF (RFC 9112 2.2
+ * lets a recipient take LF alone as a line end). NULL while there is
+ * none. Pure. */
+const char *httpd_head_end(const char *buf, size_t len);
+
+/* Checks the header lines <head,len> (from after the request line to the
+ * empty line, excluded) of a request in HTTP/1.0 when <http10>, else
+ * HTTP/1.1: their syntax and the message framing (RFC 9112 5 and 6). This
+ * responder reads no bodies, so a request is served only when it declares
+ * none. Returns 0, or the status to refuse it with, <*why> then a static
+ * one-line reason:
+ *   400  a line that is not "token:value" (a blank before the colon, an
+ *        obs-fold line), a CR not ending a line, a NUL; Content-Length not
+ *        1*DIGIT or past 2^64, or given twice (even equal); a
+ *        Transfer-Encoding with a Content-Length (smuggling) or in
+ *        HTTP/1.0 (faulty framing, 6.1);
+ *   501  a Transfer-Encoding, whatever its codings (chunked included);
+ *   413  a Content-Length above 0.
+ * Pure: exposed for tests and the fuzz target. */
+int httpd_check_head(const char *head, size_t len, int http10,
+                     const char **why);
 
 #endif

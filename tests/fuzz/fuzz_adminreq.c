@@ -8,7 +8,11 @@
  * no two with one name; the JSON of every value is valid enough that it
  * starts and ends with a quote and holds no raw control byte. The same
  * bytes as a request head: httpd_header() finds the Authorization value
- * inside them, without a line end or surrounding blanks.
+ * inside them, without a line end or surrounding blanks; httpd_head_end()
+ * gives the first empty line after the first line; httpd_check_head()
+ * answers 0, 400, 413 or 501 with a reason, and a head it lets through
+ * has no Transfer-Encoding and no Content-Length but zeros, as
+ * httpd_header() reads them (what the routes would see).
  */
 #include <stdint.h>
 #include <stdlib.h>
@@ -49,6 +53,35 @@ check_param(const struct adminreq *rq, const struct adminreq_param *p)
 	check_json(p->value, p->vlen);
 }
 
+static void
+check_head(const char *head, size_t size)
+{
+	const char *e = httpd_head_end(head, size), *why = NULL, *nl, *v;
+	size_t      vlen;
+	int         st;
+
+	nl = memchr(head, '\n', size);
+	if (e != NULL &&
+	    (nl == NULL || e <= nl || e >= head + size || e[-1] != '\n' ||
+	     (e[0] != '\n' &&
+	      (e[0] != '\r' || e + 1 >= head + size || e[1] != '\n'))))
+		abort();
+	st = httpd_check_head(head, size, size % 2, &why);
+	if (st != 0) {
+		if ((st != 400 && st != 413 && st != 501) || why == NULL)
+			abort();
+		return;
+	}
+	if (httpd_header(head, size, "Transfer-Encoding", &vlen) != NULL)
+		abort();
+	v = httpd_header(head, size, "Content-Length", &vlen);
+	if (v != NULL && vlen == 0)
+		abort();
+	for (size_t i = 0; v != NULL && i < vlen; i++)
+		if (v[i] != '0')
+			abort();
+}
+
 int
 LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
@@ -58,6 +91,7 @@ LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	size_t                 vlen;
 	int rc = adminreq_parse((const char *)data, size, &rq, &err);
 
+	check_head(head, size);
 	v = httpd_header(head, size, "Authorization", &vlen);
 	if (v != NULL && (v < head || v + vlen > head + size ||
 	                  memchr(v, '\n', vlen) != NULL ||
