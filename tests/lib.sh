@@ -315,6 +315,11 @@ cluster3_up() {
 	ok $? "redis-cli --cluster create: 3 masters"
 	until_ok 100 cluster3_ok "$@"; ok $? "cluster_state is ok on every node"
 }
+# asking_calls PORT: the ASKING commands that node has run.
+asking_calls() {
+	_ac=$(rc "$1" info commandstats | sed -n 's/^cmdstat_asking:calls=\([0-9]*\).*/\1/p')
+	echo "${_ac:-0}"
+}
 cluster3_ok() {
 	for p in "$@"; do
 		rc "$p" cluster info | grep -q 'cluster_state:ok' || return 1

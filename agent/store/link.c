@@ -624,10 +624,9 @@ link_stalled(const struct link *l, int timed_out)
 /* ---- HGET --------------------------------------------------------------- */
 
 struct hget {
-	store_value_cb *cb;
-	void           *arg;
-	void (*moved)(void *);
-	void *moved_arg;
+	store_value_cb   *cb;
+	void             *arg;
+	link_redirect_fn *redirect;
 };
 
 static void
@@ -640,10 +639,10 @@ hget_cb(redisAsyncContext *ac, void *r, void *privdata)
 	if (reply != NULL && l != NULL)
 		l->last_reply = ev_now(l->loop);
 	if (reply == NULL || reply->type == REDIS_REPLY_ERROR) {
-		if (reply != NULL && h->moved != NULL &&
-		    strncmp(reply->str, "MOVED ", 6) == 0)
-			h->moved(h->moved_arg);
-		h->cb(h->arg, NULL, 0, -1);
+		/* a redirect that resent the HGET answers it later */
+		if (reply == NULL || h->redirect == NULL ||
+		    !h->redirect(h->arg, reply->str))
+			h->cb(h->arg, NULL, 0, -1);
 	} else if (reply->type == REDIS_REPLY_STRING) {
 		h->cb(h->arg, reply->str, reply->len, 0);
 	} else {
@@ -654,7 +653,8 @@ hget_cb(redisAsyncContext *ac, void *r, void *privdata)
 
 int
 link_hget(struct link *l, const char *hash, const char *field, size_t fieldlen,
-          store_value_cb *cb, void *arg, void (*moved)(void *), void *moved_arg)
+          int asking, store_value_cb *cb, void *arg,
+          link_redirect_fn *redirect)
 {
 	redisAsyncContext *ac = l->ac;
 	struct hget       *h;
@@ -662,9 +662,12 @@ link_hget(struct link *l, const char *hash, const char *field, size_t fieldlen,
 	if (ac == NULL || (ac->c.flags & (REDIS_DISCONNECTING | REDIS_FREEING)))
 		return -1;
 	h = xmalloc(sizeof(*h));
-	*h = (struct hget){ cb, arg, moved, moved_arg };
+	*h = (struct hget){ cb, arg, redirect };
 	link_busy(l);
-	if (redisAsyncCommand(ac, hget_cb, h, "HGET %s %b", hash, field,
+	/* ASKING holds for the next command only: nothing between them */
+	if ((asking &&
+	     redisAsyncCommand(ac, NULL, NULL, "ASKING") != REDIS_OK) ||
+	    redisAsyncCommand(ac, hget_cb, h, "HGET %s %b", hash, field,
 	                      fieldlen) != REDIS_OK) {
 		free(h);
 		return -1;

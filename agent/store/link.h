@@ -225,12 +225,19 @@ int link_waiting(const struct link *l);
  * link starts waiting now (what link_stalled counts from). */
 void link_busy(struct link *l);
 
-/* HGET on the link; see store_hget. <moved> (may be NULL) runs first when
- * the answer is a MOVED error. Returns -1 (no call to come) when the link
+/* A Cluster's redirect of an HGET: <err> is its error reply (MOVED,
+ * ASK, or any other). Returns 1 when it sent the HGET again, whose
+ * answer then goes to the <cb> of link_hget() from there; 0 when <cb>
+ * must get this failure now. */
+typedef int link_redirect_fn(void *arg, const char *err);
+
+/* HGET on the link; see store_hget. <asking>: ASKING goes first (the
+ * target of an ASK). <redirect> (may be NULL) is offered an error reply
+ * before <cb>, with <arg>. Returns -1 (no call to come) when the link
  * cannot take it. */
 int link_hget(struct link *l, const char *hash, const char *field,
-              size_t fieldlen, store_value_cb *cb, void *arg,
-              void (*moved)(void *), void *moved_arg);
+              size_t fieldlen, int asking, store_value_cb *cb, void *arg,
+              link_redirect_fn *redirect);
 
 /* Writes what is queued now rather than at the next EV_WRITE, unless
  * inside one of hiredis' callbacks. */

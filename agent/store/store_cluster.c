@@ -30,7 +30,9 @@
  * window algorithms charged.
  *
  * MOVED updates the slot's node, asks for a map refresh and resends; ASK
- * resends once with ASKING to the named node. A node that fails is marked
+ * resends with ASKING to the named node (CL_MAX_REDIRECTS in all). Script
+ * calls and plan lookups (HGET) alike: during a slot migration the source
+ * answers ASK for every key already moved. A node that fails is marked
  * down (its requests get their fail mode) and is retried with backoff.
  * Contexts are freed only from timers or cluster_free(), never inside one
  * of their callbacks.
@@ -754,28 +756,44 @@ redirect_node(struct cluster *cl, const char *err)
 	return node_get(cl, addr, (size_t)(colon - addr), (int)port);
 }
 
+/* The node that the redirect <err> (MOVED or ASK) for <slot> names, when
+ * it may be sent to now (node_takes, with <any>), else NULL: not a
+ * redirect, <redirects> already followed, or the node cannot take it.
+ * A MOVED asks for a map refresh, and the node is put in the map for
+ * <slot> at once. <*asking>: it was an ASK, whose command goes after
+ * ASKING, the map unchanged. */
+static struct node *
+redirect_to(struct cluster *cl, const char *err, unsigned slot, int redirects,
+            int any, int *asking)
+{
+	int          moved = strncmp(err, "MOVED ", 6) == 0;
+	struct node *n;
+
+	if (!moved && strncmp(err, "ASK ", 4) != 0)
+		return NULL;
+	if (moved)
+		refresh_soon(cl);
+	if (cl->closing || redirects >= CL_MAX_REDIRECTS ||
+	    (n = redirect_node(cl, err)) == NULL || !node_takes(n, any))
+		return NULL;
+	if (moved) {
+		cl->slots[slot] = (unsigned char)(node_index(cl, n) + 1);
+		n->serving = 1;
+	}
+	*asking = !moved;
+	return n;
+}
+
 /* Handles MOVED and ASK: 1 when <b> was resent. */
 static int
 follow_redirect(struct call *b, const char *err)
 {
-	struct cluster *cl = b->cl;
-	int             moved = strncmp(err, "MOVED ", 6) == 0;
-	struct node    *n;
+	struct node *n = redirect_to(b->cl, err, b->slot, b->redirects,
+	                             b->kind == CALL_REFUND, &b->asking);
 
-	if (!moved && strncmp(err, "ASK ", 4) != 0)
+	if (n == NULL)
 		return 0;
-	if (moved)
-		refresh_soon(cl);
-	if (cl->closing || b->redirects >= CL_MAX_REDIRECTS ||
-	    (n = redirect_node(cl, err)) == NULL ||
-	    !node_takes(n, b->kind == CALL_REFUND))
-		return 0;
-	if (moved) {
-		cl->slots[b->slot] = (unsigned char)(node_index(cl, n) + 1);
-		n->serving = 1;
-	}
 	b->redirects++;
-	b->asking = !moved;
 	b->node = n;
 	return call_send(b) == 0;
 }
@@ -1146,11 +1164,68 @@ cluster_submit(void *be, struct store_req *sr)
 
 /* ---- HGET, timeouts ----------------------------------------------------- */
 
-/* A MOVED answer to an HGET: the map is stale. */
-static void
-hget_moved(void *arg)
+/* An HGET (the plan lookup) in flight, with its own copy of what it
+ * asks: a MOVED or an ASK sends it again to the node named, as for a
+ * script call, and by then the caller's strings may be gone (a reload
+ * frees the policy that named the hash). An ASK comes while the slot
+ * migrates and the hash has moved already: failing it would give every
+ * tenant not cached its fail mode until the migration ends. */
+struct chget {
+	struct cluster *cl;
+	store_value_cb *cb;
+	void           *arg;
+	unsigned        slot;
+	int             redirects;
+	size_t          fieldlen;
+	char           *hash;    /* in <field>'s block, after it */
+	char            field[]; /* <fieldlen> bytes, then <hash> */
+};
+
+/* 1 if an HGET may go to <n> now: not while its breaker is open, but
+ * never as the half-open probe either: an HGET's answer does not close
+ * the breaker (as on a single Redis). */
+static int
+hget_takes(const struct cluster *cl, struct node *n)
 {
-	refresh_soon(arg);
+	return node_takes(n, 1) &&
+	       !breaker_is_open(&n->link.br, ev_now(cl->loop));
+}
+
+static void
+chget_done(void *arg, const char *val, size_t len, int err)
+{
+	struct chget *h = arg;
+
+	h->cb(h->arg, val, len, err);
+	free(h);
+}
+
+static int chget_redirect(void *arg, const char *err);
+
+/* Sends <h> to <n>; -1 when the node cannot take it (nothing sent). */
+static int
+chget_send(struct chget *h, struct node *n, int asking)
+{
+	if (link_hget(&n->link, h->hash, h->field, h->fieldlen, asking,
+	              chget_done, h, chget_redirect) == -1)
+		return -1;
+	watch_stuck(h->cl);
+	return 0;
+}
+
+/* An error answered <h>: 1 when it was a redirect, followed. */
+static int
+chget_redirect(void *arg, const char *err)
+{
+	struct chget *h = arg;
+	struct node  *n;
+	int           asking = 0;
+
+	n = redirect_to(h->cl, err, h->slot, h->redirects, 1, &asking);
+	if (n == NULL || !hget_takes(h->cl, n))
+		return 0;
+	h->redirects++;
+	return chget_send(h, n, asking) == 0;
 }
 
 static int
@@ -1158,18 +1233,23 @@ cluster_hget(void *be, const char *hash, const char *field, size_t fieldlen,
              store_value_cb *cb, void *arg)
 {
 	struct cluster *cl = be;
-	struct node    *n = slot_node(cl, crc16_key_slot(hash, strlen(hash)));
+	size_t          hlen = strlen(hash);
+	unsigned        slot = crc16_key_slot(hash, hlen);
+	struct node    *n = slot_node(cl, slot);
+	struct chget   *h;
 
-	/* Not while its breaker is open, but never as the half-open probe
-	 * either: an HGET's answer does not close the breaker (as on a single
-	 * Redis). */
-	if (!cl->have_map || cl->closing || !node_takes(n, 1) ||
-	    breaker_is_open(&n->link.br, ev_now(cl->loop)))
+	if (!cl->have_map || cl->closing || !hget_takes(cl, n))
 		return -1;
-	if (link_hget(&n->link, hash, field, fieldlen, cb, arg, hget_moved,
-	              cl) == -1)
+	h = xmalloc(sizeof(*h) + fieldlen + hlen + 1);
+	*h = (struct chget){ .cl = cl, .cb = cb, .arg = arg, .slot = slot,
+		             .fieldlen = fieldlen };
+	memcpy(h->field, field, fieldlen);
+	h->hash = h->field + fieldlen;
+	memcpy(h->hash, hash, hlen + 1);
+	if (chget_send(h, n, 0) == -1) {
+		free(h);
 		return -1;
-	watch_stuck(cl);
+	}
 	return 0;
 }
 

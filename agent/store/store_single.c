@@ -355,7 +355,7 @@ single_hget(void *be, const char *hash, const char *field, size_t fieldlen,
 
 	if (!link_up(&s->link))
 		return -1;
-	return link_hget(&s->link, hash, field, fieldlen, cb, arg, NULL, NULL);
+	return link_hget(&s->link, hash, field, fieldlen, 0, cb, arg, NULL);
 }
 
 static void

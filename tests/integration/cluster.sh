@@ -188,15 +188,15 @@ K='rl:{tenant:tenant:mig}'
 migration_ends "$K"
 out=$(c -n 2 rl-request tenant=s:mig)
 expect_eq "$(echo "$out" | field status | tr '\n' ' ')" "0 0 " "two requests on the key before the migration"
-asks0=$(rc "$DST" info commandstats | sed -n 's/^cmdstat_asking:calls=\([0-9]*\).*/\1/p')
+asks0=$(asking_calls "$DST")
 rc "$DST" cluster setslot "$S" importing "$src_id" >/dev/null
 rc "$SRC" cluster setslot "$S" migrating "$dst_id" >/dev/null
 expect_eq "$(rc "$SRC" migrate 127.0.0.1 "$DST" "$K" 0 5000)" "OK" "MIGRATE moves the key to the importing node"
 out=$(c -n 2 rl-request tenant=s:mig)
 expect_eq "$(echo "$out" | field status | tr '\n' ' ')/$(echo "$out" | field degraded | tr '\n' ' ')" \
 	"0 0 /0 0 " "during the migration (ASK) the count goes on, not degraded"
-asks1=$(rc "$DST" info commandstats | sed -n 's/^cmdstat_asking:calls=\([0-9]*\).*/\1/p')
-[ "${asks1:-0}" -gt "${asks0:-0}" ]; ok $? "the agent sent ASKING to the importing node"
+asks1=$(asking_calls "$DST")
+[ "$asks1" -gt "$asks0" ]; ok $? "the agent sent ASKING to the importing node"
 for p in "$P1" "$P2" "$P3"; do rc "$p" cluster setslot "$S" node "$dst_id" >/dev/null; done
 out=$(c -n 3 rl-request tenant=s:mig)
 expect_eq "$(echo "$out" | field status | tr '\n' ' ')/$(echo "$out" | field degraded | tr '\n' ' ')" \
