@@ -30,6 +30,12 @@
  *         shadow 1 for LIM_FL_SHADOW, has_cost 0 when the cost is 1 and
  *         not sent), and member a unique id (sliding-log) or the request
  *         id (concurrency).
+ *         A second ARGV string "view" makes the call read-only (keyop.c,
+ *         `key show`: an operator's look must change nothing): a TAT of
+ *         another interval is rescaled but not written back, and a key
+ *         of another algorithm's type fails the call instead of being
+ *         dropped. Only PEEKs of rules without a penalty box may be sent
+ *         so; any other op would still write.
  *   Reply one bulk string: a msgpack array of LIM_SCRIPT_RESULT integers
  *         per check, in order (results.h reads it):
  *           allowed remaining retry_after_us next_us full_us

@@ -1,8 +1,8 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
  * One key for an operator: built as the agent builds it, shown through the
- * decision script's PEEK, reset with DEL (see keyop.h). Blocking hiredis:
- * never on a worker's loop.
+ * decision script's PEEK sent as a read-only view, reset with DEL (see
+ * keyop.h). Blocking hiredis: never on a worker's loop.
  */
 #include <assert.h>
 #include <errno.h>
@@ -491,7 +491,8 @@ last_bulk(const char *buf, size_t len, size_t *blen)
 	return last;
 }
 
-/* The decision script's PEEK of cost 1 on <ck>'s key. */
+/* The decision script's PEEK of cost 1 on <ck>'s key, as a view: it
+ * writes nothing (limiter.h). */
 static int
 peek(redisContext **c, const struct check *ck, struct lim_result *res,
      char *err)
@@ -506,8 +507,8 @@ peek(redisContext **c, const struct check *ck, struct lim_result *res,
 		                 .cost = 1 };
 	struct results     rs;
 	redisReply        *r;
-	const char        *argv[5];
-	size_t             lens[5];
+	const char        *argv[6];
+	size_t             lens[6];
 	int                part = 1, rc = -1;
 
 	lim_script_params(&ck->lim, v.p);
@@ -524,8 +525,12 @@ peek(redisContext **c, const struct check *ck, struct lim_result *res,
 	lens[2] = 1;
 	lens[3] = ck->keylen;
 	argv[4] = last_bulk(b.buf + BATCH_HEAD, b.len, &lens[4]);
+	/* read-only: a policy of another rate than the agents' must not
+	 * rescale the key and write it back (limiter.h) */
+	argv[5] = "view";
+	lens[5] = 4;
 	results_init(&rs);
-	r = argv_cmd(c, 5, argv, lens, err);
+	r = argv_cmd(c, 6, argv, lens, err);
 	if (r != NULL && r->type == REDIS_REPLY_STRING &&
 	    results_decode(&rs, r->str, r->len, 1) == 0) {
 		results_get(&rs, 0, res);

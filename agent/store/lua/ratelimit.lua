@@ -35,6 +35,9 @@ local MARGIN_MS = 1000
 -- (committed: the keys a token bucket charge wrote in this call, made on
 -- the first; a table made once would grow for the library's life.)
 local KEY, ARG, now, out, o, val_, seen_, committed
+-- VIEW: ARGV[2] is "view" (limiter.h): an operator's PEEK, which writes
+-- nothing, not even what a PEEK of the agents keeps up to date
+local VIEW
 -- seenei_: the interval of each TAT in seen_, in a call whose GCRA / leaky
 -- bucket rules are of several (nil in the others: every TAT is at its
 -- key's one)
@@ -100,6 +103,11 @@ local function read(cmd, key, ...)
 	local r = redis.pcall(cmd, key, ...)
 	if type(r) == 'table' and r.err then
 		if string.sub(r.err, 1, 9) ~= 'WRONGTYPE' then error(r) end
+		if VIEW then	-- said, not dropped: a view writes nothing
+			error({ err = 'WRONGTYPE the key holds the state of ' ..
+				'another algorithm; a check of this rule would ' ..
+				'start it afresh' })
+		end
 		call('DEL', key)
 		r = call(cmd, key, ...)
 	end
@@ -801,6 +809,7 @@ local function batch(keys, argv)
 	end
 	-- ARGV is one msgpack array (agent/store/batch.h), from every backend
 	KEY, ARG = keys, mp_unpack(argv[1])
+	VIEW = argv[2] == 'view'
 	local t = call('TIME')
 	now = tonumber(t[1]) * 1000000 + tonumber(t[2])
 	-- <out> made at its full size, five results per key, in one go: grown
@@ -882,8 +891,8 @@ local function batch(keys, argv)
 				end
 				-- rescaled: kept so at once, charged or not (a peek too: a
 				-- rule counting failures only peeks until a response
-				-- fails, and a denied request has none)
-				if moved then gcra_commit(ki, tat, 0, r) end
+				-- fails, and a denied request has none); not for a view
+				if moved and not VIEW then gcra_commit(ki, tat, 0, r) end
 				tat = tat or 0
 				if tat < now then tat = now end
 				local retry, T = 0, tat
