@@ -8,8 +8,13 @@
  *    timeout) moves to the next sentinel, and after a full round with no
  *    answer <found> gets NULL so the store backs off and asks again. The
  *    context is kept open between discoveries.
- *  - the subscription context, in SUBSCRIBE mode on +switch-master. When it
- *    drops, it is reopened on the next sentinel after a short delay.
+ *  - the subscription context, in SUBSCRIBE mode on +switch-master. It is
+ *    up once the sentinel confirms the SUBSCRIBE, not when TCP connects:
+ *    a sentinel that accepts and never answers (stopped, hung) or
+ *    refuses (an ACL without SUBSCRIBE, an error) would otherwise leave
+ *    us believing we hear failovers. <stimer> bounds connect and
+ *    confirmation together. When it drops or is refused, it is reopened
+ *    on the next sentinel after a short delay.
  * Contexts are freed only from our own timers, never inside one of their
  * callbacks; a callback that finds its context is no longer the current
  * one ignores its reply. Sentinels are not authenticated (their password,
@@ -255,19 +260,6 @@ sentinel_distrust(struct sentinel *s)
 static void sub_open(struct sentinel *s);
 
 static void
-s_connect_cb(const redisAsyncContext *ac, int status)
-{
-	struct sentinel *s = ac->data;
-
-	if (s == NULL || ac != s->sac || status != REDIS_OK)
-		return; /* failures come as a NULL reply */
-	ev_timer_stop(s->loop, &s->stimer);
-	s->sub_up = 1;
-	log_info("sentinel_subscribed", "host=%s port=%d",
-	         s->t.seeds[s->sidx].host, s->t.seeds[s->sidx].port);
-}
-
-static void
 s_disconnect_cb(const redisAsyncContext *ac, int status)
 {
 	struct sentinel *s = ac->data;
@@ -278,6 +270,16 @@ s_disconnect_cb(const redisAsyncContext *ac, int status)
 	s->sub_up = 0;
 	s->sidx = (s->sidx + 1) % s->t.nseeds;
 	arm(s, &s->stimer, SUB_RETRY_S);
+}
+
+/* The sentinel confirmed the SUBSCRIBE: failovers reach us from now. */
+static void
+sub_confirmed(struct sentinel *s)
+{
+	ev_timer_stop(s->loop, &s->stimer);
+	s->sub_up = 1;
+	log_info("sentinel_subscribed", "host=%s port=%d",
+	         s->t.seeds[s->sidx].host, s->t.seeds[s->sidx].port);
 }
 
 /* "<name> <old-ip> <old-port> <new-ip> <new-port>" */
@@ -309,23 +311,35 @@ sub_cb(redisAsyncContext *ac, void *r, void *privdata)
 		return;
 	if (reply == NULL) { /* the disconnect callback follows */
 		if (s->sac != NULL && !s->sub_up) {
-			s->sac = NULL; /* connect failed: hiredis frees it */
+			/* connect failed, or the SUBSCRIBE was refused (hiredis
+			 * drops the link on its error): hiredis frees it */
+			log_warn("sentinel_subscribe_failed",
+			         "host=%s port=%d error=\"%.200s\"",
+			         s->t.seeds[s->sidx].host,
+			         s->t.seeds[s->sidx].port,
+			         ac->errstr[0] != '\0' ? ac->errstr : "closed");
+			s->sac = NULL;
 			s->sidx = (s->sidx + 1) % s->t.nseeds;
 			arm(s, &s->stimer, SUB_RETRY_S);
 		}
 		return;
 	}
-	if (reply->type == REDIS_REPLY_ARRAY && reply->elements == 3 &&
-	    reply->element[0]->type == REDIS_REPLY_STRING &&
-	    strcmp(reply->element[0]->str, "message") == 0 &&
-	    reply->element[2]->type == REDIS_REPLY_STRING)
+	if (reply->type != REDIS_REPLY_ARRAY || reply->elements != 3 ||
+	    reply->element[0]->type != REDIS_REPLY_STRING)
+		return;
+	if (strcmp(reply->element[0]->str, "subscribe") == 0 && !s->sub_up)
+		sub_confirmed(s);
+	else if (strcmp(reply->element[0]->str, "message") == 0 &&
+	         reply->element[2]->type == REDIS_REPLY_STRING)
 		on_switch(s, reply->element[2]->str, reply->element[2]->len);
 }
 
 static void
 sub_open(struct sentinel *s)
 {
-	s->sac = open_ctx(s, s->sidx, s_connect_cb, s_disconnect_cb);
+	/* no connect callback: a failed connect comes as a NULL reply, and
+	 * up is the SUBSCRIBE's confirmation (sub_cb), not the connect */
+	s->sac = open_ctx(s, s->sidx, NULL, s_disconnect_cb);
 	if (s->sac == NULL ||
 	    redisAsyncCommand(s->sac, sub_cb, s, "SUBSCRIBE +switch-master") !=
 	            REDIS_OK) {
@@ -340,10 +354,11 @@ sub_open(struct sentinel *s)
 		arm(s, &s->stimer, SUB_RETRY_S);
 		return;
 	}
-	arm(s, &s->stimer, s->timeout_s); /* connect timeout */
+	arm(s, &s->stimer, s->timeout_s); /* connect and confirmation */
 }
 
-/* Reopens a dropped subscription, or gives up on a connect that hangs. */
+/* Reopens a dropped subscription, or gives up on a sentinel that has not
+ * confirmed the SUBSCRIBE in time (connect or answer hangs). */
 static void
 stimer_cb(struct ev_loop *loop, ev_timer *w, int revents)
 {
