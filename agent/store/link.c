@@ -204,6 +204,19 @@ setup_cb(redisAsyncContext *ac, void *r, void *privdata)
 		          (const char *)privdata, reply->str);
 }
 
+/* 1 when the error reply <r> to a load says Redis cannot serve yet, but
+ * will: loading its dataset (a restart, a full resync), or busy with
+ * someone's long script. Such a load is sent again later (reload()):
+ * else the link would call EVAL with the whole script text, or EVALSHA
+ * instead of FCALL, for as long as it lives. */
+static int
+load_later(const redisReply *r)
+{
+	return r->type == REDIS_REPLY_ERROR &&
+	       (strncmp(r->str, "LOADING", 7) == 0 ||
+	        strncmp(r->str, "BUSY", 4) == 0);
+}
+
 /* SCRIPT LOAD answered on <ac>: <which> is LINK_RATELIMIT or
  * LINK_REFUND. */
 static void
@@ -221,11 +234,13 @@ script_cb(redisAsyncContext *ac, void *r, void *which)
 		sha[40] = '\0';
 		if (!l->verify_master) /* a usable link; Sentinel: role_cb */
 			backoff_reset(&l->bo);
-	} else {
-		log_error("redis_script_load", "error=\"%.200s\"",
-		          reply->type == REDIS_REPLY_ERROR ? reply->str
-		                                           : "bad reply");
+		return;
 	}
+	log_error("redis_script_load", "error=\"%.200s\"%s",
+	          reply->type == REDIS_REPLY_ERROR ? reply->str : "bad reply",
+	          load_later(reply) ? " retry=1" : "");
+	if (load_later(reply))
+		l->reload |= 1u << (uintptr_t)which;
 }
 
 /* FUNCTION LOAD answered: FCALL from now on, if the load worked. */
@@ -234,7 +249,11 @@ library_cb(redisAsyncContext *ac, void *r, void *privdata)
 {
 	struct link *l = ac->data;
 
-	if (r != NULL && l != NULL && l->ac == ac)
+	if (r == NULL || l == NULL || l->ac != ac)
+		return;
+	if (load_later(r))
+		l->reload |= LINK_RELOAD_LIBRARY;
+	else
 		l->fcall = scriptlib_loaded(r, l->addr.host, l->addr.port);
 }
 
@@ -245,6 +264,31 @@ load_library(struct link *l)
 	l->fcall = 0;
 	if (l->ac != NULL)
 		scriptlib_load(l->ac, library_cb, NULL);
+}
+
+static void
+load_script(struct link *l, enum link_script which)
+{
+	redisAsyncCommand(l->ac, script_cb, (void *)(uintptr_t)which,
+	                  "SCRIPT LOAD %s",
+	                  which == LINK_REFUND ? lua_refund : lua_ratelimit);
+}
+
+/* Sends again the loads Redis refused for now (load_later): from the
+ * first call it answered, which shows it serves. One try each per
+ * refusal: a load refused again is marked again by its callback. */
+static void
+reload(struct link *l)
+{
+	unsigned r = l->reload;
+
+	l->reload = 0;
+	if (r & (1u << LINK_RATELIMIT))
+		load_script(l, LINK_RATELIMIT);
+	if (r & (1u << LINK_REFUND))
+		load_script(l, LINK_REFUND);
+	if (r & LINK_RELOAD_LIBRARY)
+		load_library(l);
 }
 
 static void up(struct link *l);
@@ -302,11 +346,10 @@ send_setup(struct link *l)
 	if (a->db != 0)
 		redisAsyncCommand(ac, setup_cb, (void *)"SELECT", "SELECT %d",
 		                  a->db);
-	redisAsyncCommand(ac, script_cb, (void *)(uintptr_t)LINK_RATELIMIT,
-	                  "SCRIPT LOAD %s", lua_ratelimit);
+	l->reload = 0;
+	load_script(l, LINK_RATELIMIT);
 	if (l->load_refund)
-		redisAsyncCommand(ac, script_cb, (void *)(uintptr_t)LINK_REFUND,
-		                  "SCRIPT LOAD %s", lua_refund);
+		load_script(l, LINK_REFUND);
 	load_library(l);
 }
 
@@ -565,6 +608,8 @@ link_answered(struct link *l, const void *r, int fcalled)
 	l->last_reply = ev_now(l->loop);
 	if (reply->type != REDIS_REPLY_ERROR) {
 		backoff_reset(&l->bo); /* a usable link */
+		if (l->reload != 0 && l->ac != NULL)
+			reload(l);
 		return 0;
 	}
 	why = scriptlib_resend(reply->str, fcalled);

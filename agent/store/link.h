@@ -8,7 +8,8 @@
  *   - the setup pipeline, queued ahead of anything else: AUTH, SELECT,
  *     SCRIPT LOAD of ratelimit.lua (and refund.lua for a Cluster node),
  *     FUNCTION LOAD of the library (scriptlib.h), and ROLE when the link
- *     must reach a master (Sentinel);
+ *     must reach a master (Sentinel); a load refused with LOADING or BUSY
+ *     is sent again once a call is answered;
  *   - capped exponential backoff with jitter before each reconnect; it
  *     restarts from its minimum only once the link proved usable (the
  *     script loaded, ROLE said master, a call answered), not on connect;
@@ -109,6 +110,8 @@ enum link_script {
 	LINK_REFUND,        /* refund.lua: EVALSHA or EVAL */
 };
 
+#define LINK_RELOAD_LIBRARY (1u << 2) /* FUNCTION LOAD, in link.reload */
+
 struct link;
 
 /* What the owner hears. <up>: the link can take calls (connected, and a
@@ -150,6 +153,9 @@ struct link {
 	struct backoff           bo;
 	ev_tstamp                retry_at; /* lazy: no reconnect before */
 	char                     sha[41], refund_sha[41];
+	unsigned                 reload; /* loads refused for now: bits
+	                                  * 1 << LINK_RATELIMIT, LINK_REFUND,
+	                                  * LINK_RELOAD_LIBRARY */
 	int                      fcall;      /* this link has the library */
 	int                      inflight;   /* calls sent, not answered */
 	ev_tstamp                last_reply; /* a reply, not a lost call */
