@@ -8,8 +8,9 @@
 # no login limit at all (and the route's fail mode was open).
 #   - every spelling counts against the same account (limit 2): 2 failures,
 #     then 429 whatever the spelling;
-#   - a dot segment (/x/../login, escaped or not) is refused with 400
-#     before any limit or the application sees it;
+#   - a dot segment (/x/../login, escaped or not), or a path that does
+#     not decode (/login/%zz), is refused with 400 before any limit or
+#     the application sees it;
 #   - /loginx and /.well-known/x are not logins, and pass.
 . "$(dirname "$0")/../lib.sh"
 . "$(dirname "$0")/lib-e2e.bash"
@@ -48,6 +49,7 @@ for p in /x/../login /x/%2e%2e/login /./login /x/..%2flogin; do
 	codes="$codes $(login "$p")"
 done
 expect_eq "$codes" " 400 400 400 400" "a dot segment, plain or escaped: 400"
+expect_eq "$(login /login/%zz)" 400 "a path that does not decode: 400"
 expect_eq "$(grep -c 'be_app/app1' "$TMP/haproxy.log")" 2 "only the 2 failures before the lock reached the application"
 
 expect_eq "$(login /loginx)" 200 "/loginx is not the login route"
