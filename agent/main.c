@@ -322,7 +322,7 @@ metrics_bind(const char *addr)
 /* Logs each line of <text> (NULL: none) as "msg=<msg> detail=..." at
  * <level>, quoted for logfmt: the parser's reports hold quotes ("unknown
  * plan \"gold\""), and a line a log collector cannot split is worse than
- * none. */
+ * none. A line past 509 bytes is cut, and says so (LOG_CUT). */
 static void
 log_report(int level, const char *msg, const char *text)
 {
@@ -339,7 +339,8 @@ log_report(int level, const char *msg, const char *text)
 		}
 		val[n] = '\0';
 		if (n > 0)
-			log_msg(level, msg, "detail=\"%s\"", val);
+			log_msg(level, msg, "detail=\"%s\"%s", val,
+			        LOG_CUT(s < nl));
 	}
 }
 

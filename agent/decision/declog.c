@@ -89,28 +89,14 @@ put(char *buf, size_t size, size_t *off, int *cut, const char *fmt, ...)
 	*off += (size_t)k < size - *off ? (size_t)k : size - *off - 1;
 }
 
-/* The length log_put_escaped() gives <s,len> when it fits whole. */
-static size_t
-escaped_len(const char *s, size_t len)
-{
-	size_t n = 0;
-
-	for (size_t i = 0; i < len; i++) {
-		unsigned char ch = (unsigned char)s[i];
-
-		n += ch > ' ' && ch < 0x7f && ch != '"' && ch != '\\' ? 1 : 4;
-	}
-	return n;
-}
-
 /* The end of a cut line: the quote closed, then the mark. */
-#define DECLOG_CUT_END "\" truncated=1"
+#define DECLOG_CUT_END "\"" LOG_CUT_MARK
 
 size_t
 declog_format(char *buf, size_t size, const struct check *checks,
               const struct outcome *out, int n, const struct decision *d)
 {
-	size_t off = 0, lim, before;
+	size_t off = 0, lim;
 	int    cut = 0;
 
 	if (size < sizeof(DECLOG_CUT_END) + 1) {
@@ -134,11 +120,9 @@ declog_format(char *buf, size_t size, const struct check *checks,
 	for (int i = 0; i < n && !cut; i++) {
 		put(buf, lim, &off, &cut, "%s%s:%s:", i ? " " : "",
 		    checks[i].rule->name, outcome_name(&checks[i], &out[i]));
-		before = off;
-		log_put_escaped(buf, lim, &off, checks[i].key,
-		                checks[i].keylen);
 		/* it stops only when the next byte's text does not fit */
-		if (off - before != escaped_len(checks[i].key, checks[i].keylen))
+		if (log_put_escaped(buf, lim, &off, checks[i].key,
+		                    checks[i].keylen) < checks[i].keylen)
 			cut = 1;
 	}
 	if (cut) {

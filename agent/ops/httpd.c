@@ -115,15 +115,14 @@ static void
 log_request(const struct hconn *c, const char *meth, size_t mlen,
             const char *path, size_t plen)
 {
-	char   m[4 * 16 + 1], p[4 * 200 + 1];
-	size_t mo = 0, po = 0;
+	char m[4 * 16 + 1], p[4 * 200 + 1];
+	int  cut;
 
-	assert(mlen <= 16);
-	log_put_escaped(m, sizeof(m), &mo, meth, mlen);
-	log_put_escaped(p, sizeof(p), &po, path, plen > 200 ? 200 : plen);
-	m[mo] = p[po] = '\0';
+	cut = log_escape_value(m, sizeof(m), meth, mlen, 16);
+	assert(!cut); /* the parser's methods are 16 bytes at most */
+	cut = log_escape_value(p, sizeof(p), path, plen, 200);
 	log_debug("httpd_request", "method=%s path=\"%s\" status=%.3s%s", m, p,
-	          c->out + 9, plen > 200 ? LOG_CUT_MARK : "");
+	          c->out + 9, LOG_CUT(cut));
 }
 
 /* Splits "host:port", "[v6]:port" or ":port" into <host> and <port>

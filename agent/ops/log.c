@@ -5,6 +5,7 @@
  * spaces are quoted by the caller ("%s=\"%s\""); values a client chose
  * go through log_put_escaped() first.
  */
+#include <assert.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
@@ -48,6 +49,17 @@ log_put_escaped(char *buf, size_t size, size_t *off, const char *s, size_t len)
 		buf[(*off)++] = hex[ch & 15];
 	}
 	return len;
+}
+
+int
+log_escape_value(char *buf, size_t size, const char *s, size_t len, size_t max)
+{
+	size_t off = 0, n = len < max ? len : max;
+
+	assert(size > 0);
+	n = log_put_escaped(buf, size, &off, s, n);
+	buf[off] = '\0';
+	return n < len;
 }
 
 /* Ends the line <line> cut at <n>: drops a \xHH escape the cut split,

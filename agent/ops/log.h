@@ -39,6 +39,17 @@ int log_level_from_name(const char *s); /* -1 if unknown */
 size_t log_put_escaped(char *buf, size_t size, size_t *off, const char *s,
                        size_t len);
 
+/* One logged value, escaped: the first <max> bytes at most of <s,len>
+ * through log_put_escaped() into <buf,size>, NUL-terminated. Returns 1
+ * when the value was cut (longer than <max>, or its escaped text past
+ * <size>), 0 when it is whole; the caller ends its line with
+ * LOG_CUT(cut). Pure. */
+int log_escape_value(char *buf, size_t size, const char *s, size_t len,
+                     size_t max);
+
+/* The end of a line that cut a value when <cut>, else "". */
+#define LOG_CUT(cut) ((cut) ? LOG_CUT_MARK : "")
+
 #define log_error(...) log_msg(LOG_ERROR, __VA_ARGS__)
 #define log_warn(...)  log_msg(LOG_WARN, __VA_ARGS__)
 #define log_info(...)                                                          \

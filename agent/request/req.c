@@ -472,21 +472,28 @@ send_to_store(struct req *r)
 /* ---- start and finish --------------------------------------------------- */
 
 /* The names of <f>'s messages, comma-separated and escaped (they are the
- * peer's bytes), into <buf>. */
-static void
+ * peer's bytes), into <buf>. Returns 1 when they did not all fit (a name
+ * cut, or names left out), 0 when whole. */
+static int
 message_names(const struct spop_frame *f, char *buf, size_t size)
 {
 	struct spop_iter    it = { f->payload, f->payload + f->len };
 	struct spop_message m;
 	size_t              len = 0;
-	int                 st;
+	int                 st, cut = 0;
 
-	while (len + 2 < size && spop_next_message(&it, &m, &st) == 1) {
+	while (!cut && spop_next_message(&it, &m, &st) == 1) {
+		if (len + 2 >= size) {
+			cut = 1;
+			break;
+		}
 		if (len != 0)
 			buf[len++] = ',';
-		log_put_escaped(buf, size, &len, m.name.ptr, m.name.len);
+		cut = log_put_escaped(buf, size, &len, m.name.ptr, m.name.len) <
+		      m.name.len;
 	}
 	buf[len] = '\0';
+	return cut;
 }
 
 /* One line per worker per RATELOG_INTERVAL_US at most. */
@@ -497,18 +504,20 @@ overflow_log(const struct req *r, const struct spop_frame *f, int dropped)
 	const struct check                 *c = &r->checks[r->spill];
 	uint64_t                            suppressed;
 	char                                names[256];
+	int                                 cut;
 
 	if (log_level < LOG_WARN ||
 	    !ratelog_allow(&rl, 0, util_now_us(), &suppressed))
 		return;
-	message_names(f, names, sizeof(names));
+	cut = message_names(f, names, sizeof(names));
 	log_warn("notify_too_many_checks",
 	         "messages=\"%s\" checks=%d limit=%d "
 	         "dropped=%d rule=%s answer=%s worker=%d suppressed=%llu "
-	         "hint=\"split the spoe-group: one NOTIFY holds %d checks\"",
+	         "hint=\"split the spoe-group: one NOTIFY holds %d checks\"%s",
 	         names, POLICY_MAX_CHECKS + dropped, POLICY_MAX_CHECKS, dropped,
 	         c->rule->name, fail_refuses(c) ? "503" : "degraded", r->e->id,
-	         (unsigned long long)suppressed, POLICY_MAX_CHECKS);
+	         (unsigned long long)suppressed, POLICY_MAX_CHECKS,
+	         LOG_CUT(cut));
 }
 
 /* The messages of <f> gave more checks than a request holds: the one that
@@ -907,9 +916,8 @@ shadow_log(struct req *r, int i)
 	int64_t             now = util_now_us();
 	char     key[4 * 120 + 1]; /* 120 key bytes, each at worst \xHH */
 	char     more[40] = "";
-	size_t   klen = 0;
 	uint64_t suppressed = 0;
-	int      first;
+	int      first, cut;
 
 	if (log_level < LOG_INFO)
 		return;
@@ -920,15 +928,15 @@ shadow_log(struct req *r, int i)
 	pthread_mutex_unlock(&s->shadow_lock);
 	if (!first)
 		return;
-	/* the key carries client values: escaped as the decision log's */
-	log_put_escaped(key, sizeof(key), &klen, c->key,
-	                c->keylen > 120 ? 120 : c->keylen);
-	key[klen] = '\0';
+	/* the key carries client values: escaped as the decision log's,
+	 * a key past 120 bytes cut and the line saying so */
+	cut = log_escape_value(key, sizeof(key), c->key, c->keylen, 120);
 	if (suppressed != 0)
 		snprintf(more, sizeof(more), " suppressed=%llu",
 		         (unsigned long long)suppressed);
-	log_info("shadow_deny", "rule=%s key=\"%s\" remaining=%lld%s",
-	         c->rule->name, key, (long long)r->out[i].res.remaining, more);
+	log_info("shadow_deny", "rule=%s key=\"%s\" remaining=%lld%s%s",
+	         c->rule->name, key, (long long)r->out[i].res.remaining, more,
+	         LOG_CUT(cut));
 }
 
 /* ---- reserve, then settle: the units held, charged and refunded -------

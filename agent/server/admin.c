@@ -4,8 +4,8 @@
  * JSON answers and the audit log lines. Key work is keyop.c's, the top
  * list topk.c's; this file only wires them to HTTP.
  */
-#include <assert.h>
 #include <errno.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -129,22 +129,15 @@ static void
 audit(const char *action, const char *rule, const char *key, size_t klen,
       const char *result, int status)
 {
-	char   k[4 * 120 + 1], r[4 * 64 + 1];
-	size_t off = 0, roff = 0, rlen, rput;
-	int    cut;
+	char k[4 * 120 + 1], r[4 * 64 + 1]; /* 64 bytes fit, escaped */
+	int  cut;
 
-	key = key ? key : "";
-	cut = log_put_escaped(k, sizeof(k), &off, key, klen) < klen;
-	k[off] = '\0';
+	cut = log_escape_value(k, sizeof(k), key ? key : "", key ? klen : 0,
+	                       SIZE_MAX);
 	rule = rule ? rule : "-";
-	rlen = strnlen(rule, 64);
-	rput = log_put_escaped(r, sizeof(r), &roff, rule, rlen);
-	assert(rput == rlen); /* 64 bytes fit, escaped */
-	(void)rput;
-	r[roff] = '\0';
-	cut |= rule[rlen] != '\0';
+	cut |= log_escape_value(r, sizeof(r), rule, strnlen(rule, 65), 64);
 	log_info("admin", "action=%s rule=%s key=\"%s\" result=%s status=%d%s",
-	         action, r, k, result, status, cut ? LOG_CUT_MARK : "");
+	         action, r, k, result, status, LOG_CUT(cut));
 }
 
 /* A 401's audit line, at most one per RATELOG_INTERVAL_US with the

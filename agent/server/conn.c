@@ -423,7 +423,8 @@ conn_handle_hello(struct conn *c, const struct spop_frame *f)
 }
 
 /* HAProxy's goodbye: logged (peer_log_allow: a peer can connect and say
- * goodbye in a loop), answered, then the close. */
+ * goodbye in a loop), its words escaped and cut at 100 bytes, which the
+ * line then says; answered, then the close. */
 static int
 conn_handle_disconnect(struct conn *c, const struct spop_frame *f)
 {
@@ -431,19 +432,19 @@ conn_handle_disconnect(struct conn *c, const struct spop_frame *f)
 	struct spop_str                     msg = { "", 0 };
 	int                                 code = 0, status;
 	char     text[4 * 100 + 1]; /* the peer's words, escaped */
-	size_t   off = 0;
+	int      cut;
 	uint64_t suppressed;
 
 	if (spop_decode_disconnect(f->payload, f->len, &code, &msg, &status) ==
 	    -1)
 		code = -1;
 	if (peer_log_allow(&rl, LOG_INFO, code, &suppressed)) {
-		log_put_escaped(text, sizeof(text), &off, msg.ptr,
-		                msg.len > 100 ? 100 : msg.len);
-		text[off] = '\0';
+		cut = log_escape_value(text, sizeof(text), msg.ptr, msg.len,
+		                       100);
 		log_info("spop_disconnect",
-		         "peer=%s status=%d message=\"%s\" suppressed=%llu",
-		         c->peer, code, text, (unsigned long long)suppressed);
+		         "peer=%s status=%d message=\"%s\" suppressed=%llu%s",
+		         c->peer, code, text, (unsigned long long)suppressed,
+		         LOG_CUT(cut));
 	}
 	metrics_frame(c->m, METRICS_FRM_DISCONNECT);
 	send_disconnect(c, SPOP_ST_NORMAL, "bye");

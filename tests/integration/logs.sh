@@ -113,6 +113,14 @@ kill -HUP "$PID_pw"
 wait_log pw 'msg=reload_failed '; ok $? "a bad file on SIGHUP: reload_failed"
 has pw 'level=error msg=policy_error detail="[^ ]*pw.yaml:[0-9]+:[0-9]+: rules\[0\]\.burst: must be'
 ok $? "and its error as level=error msg=policy_error with file:line:col and field"
+! has pw 'msg=policy_(error|warning) .*truncated=1'
+ok $? "... whole, so no truncated=1"
+# a report past 509 bytes (here it quotes a 600-byte key) is cut, and says so
+sed "s/tenant:{tenant}/t:{$(head -c 600 /dev/zero | tr '\0' x)}/" "$TMP/none.yaml" >"$TMP/pw.yaml"
+kill -HUP "$PID_pw"
+until_ok 20 eval '[ "$(grep -c msg=reload_failed "$TMP/agent-pw.log")" -eq 2 ]'
+has pw 'level=error msg=policy_error detail="[^ ]*pw.yaml:[0-9]+:[0-9]+: rules\[0\]\.key: .*x" truncated=1$'
+ok $? "a policy error past 509 bytes: cut, and the line says so (truncated=1)"
 logfmt pw; ok $? "every line of that log is logfmt"
 logfmt def && logfmt v && logfmt warn; ok $? "every line of the other logs too"
 
@@ -178,5 +186,18 @@ ok $? "the peer's DISCONNECT is logged (spop_disconnect)"
 ok $? "no forged line from the DISCONNECT's text"
 has shadow 'msg=spop_disconnect .*message="bye\\x0ats=2000-01-01'
 ok $? "its text is escaped ($(grep spop_disconnect "$TMP/agent-shadow.log" | head -n 1))"
+# ---- a value cut to fit says so (truncated=1), one that fits does not ----
+# shadow_deny keeps 120 bytes of the key, spop_disconnect 100 of the
+# peer's words: past them the line ends with truncated=1, so a prefix is
+# never read as the whole value.
+! has shadow 'msg=shadow_deny .*truncated=1' && ! has shadow 'msg=spop_disconnect .*truncated=1'
+ok $? "a key and a DISCONNECT text that fit: no truncated=1"
+long=$(head -c 150 /dev/zero | tr '\0' u)
+"$CLIENT" -a "127.0.0.1:$(port 8)" -n 2 rl-request "user=s:$long" >/dev/null
+wait_log shadow "msg=shadow_deny rule=sh key=\"rl:\\{sh:user:u{108}\" remaining=0 truncated=1\$"
+ok $? "a key past 120 bytes: cut there, and the line says so ($(grep "user:u" "$TMP/agent-shadow.log" | head -n 1 | cut -c 1-60)...)"
+"$CLIENT" -a "127.0.0.1:$(port 8)" -D "3:$long" rl-request user=s:x >/dev/null 2>&1
+wait_log shadow "msg=spop_disconnect .*status=3 message=\"u{100}\" suppressed=0 truncated=1\$"
+ok $? "a DISCONNECT text past 100 bytes: cut there, and the line says so"
 logfmt shadow; ok $? "every line of that log is logfmt"
 finish

@@ -11,7 +11,9 @@
 #   3. the same with three messages, the last one left out whole;
 #   4. a fail: open rule left out: the checks that fit decide, degraded=1;
 #   5. a shadow fail: closed rule left out never refuses: shadow=1;
-#   6. one log line per worker per 10 s, and a counter in /metrics.
+#   6. one log line per worker per 10 s, and a counter in /metrics; the
+#      message names it lists are cut at 255 bytes, and the line then says
+#      so (truncated=1).
 . "$(dirname "$0")/../lib.sh"
 RP=$(port 1); AP=$(port 2); MP=$(port 3)
 start_redis "$RP"
@@ -99,4 +101,14 @@ grep 'msg=notify_too_many_checks' "$TMP/agent.log" |
 ok $? "the log line names the messages, the counts and the deciding rule"
 grep -q 'msg=notify_too_many_checks.*hint="split the spoe-group' "$TMP/agent.log"
 ok $? "the log line says to split the spoe-group"
+! grep -q 'msg=notify_too_many_checks.*truncated=1' "$TMP/agent.log"
+ok $? "its message names fit: no truncated=1"
+# the next window's line, for a NOTIFY whose names pass 255 bytes (the
+# peer chose them: a third message of 300 bytes no rule knows)
+sleep 10.2
+c rl-a tenant=s:t6 + rl-b tenant=s:t6 + "$(head -c 300 /dev/zero | tr '\0' m)" tenant=s:t6 >/dev/null
+until_ok 20 eval '[ "$(grep -c msg=notify_too_many_checks "$TMP/agent.log")" -eq 2 ]'
+grep 'msg=notify_too_many_checks' "$TMP/agent.log" | tail -n 1 |
+	grep -Eq 'messages="rl-a,rl-b,m{245}" checks=18 .*hint="split the spoe-group: one NOTIFY holds 16 checks" truncated=1$'
+ok $? "names past 255 bytes: cut, and the line says so ($(grep msg=notify_too_many_checks "$TMP/agent.log" | tail -n 1 | cut -c 1-90)...)"
 finish

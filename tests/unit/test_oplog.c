@@ -385,3 +385,25 @@ Test(log, put_escaped_returns_the_bytes_written_whole)
 	                             14),
 	             12);
 }
+
+Test(log, escape_value_says_when_it_cut_the_value)
+{
+	char buf[4 * 3 + 1];
+
+	/* whole: escaped, NUL-terminated, no mark */
+	cr_assert_eq(log_escape_value(buf, sizeof(buf), "a b", 3, 8), 0);
+	cr_assert_str_eq(buf, "a\\x20b");
+	cr_assert_str_eq(LOG_CUT(0), "");
+	/* past <max>: the first <max> bytes, cut */
+	cr_assert_eq(log_escape_value(buf, sizeof(buf), "abcdef", 6, 4), 1);
+	cr_assert_str_eq(buf, "abcd");
+	/* <max> bytes exactly: whole */
+	cr_assert_eq(log_escape_value(buf, sizeof(buf), "abcd", 4, 4), 0);
+	/* within <max> but past <size> once escaped: cut at a whole escape */
+	cr_assert_eq(log_escape_value(buf, sizeof(buf), "    ", 4, 100), 1);
+	cr_assert_str_eq(buf, "\\x20\\x20\\x20");
+	cr_assert_str_eq(LOG_CUT(1), " truncated=1");
+	/* empty */
+	cr_assert_eq(log_escape_value(buf, sizeof(buf), "", 0, 100), 0);
+	cr_assert_str_eq(buf, "");
+}
