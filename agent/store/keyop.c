@@ -3,6 +3,13 @@
  * One key for an operator: built as the agent builds it, shown through the
  * decision script's PEEK sent as a read-only view, reset with DEL (see
  * keyop.h). Blocking hiredis: never on a worker's loop.
+ *
+ * On a Cluster each command follows MOVED (the context moves to the node
+ * named) and ASK (ASKING and the command on a connection of its own to
+ * the node named, closed after it: mid-migration, the slot stays its
+ * owner's), KEYOP_MAX_REDIRECTS in all; the redirect is read by
+ * reply_redirect(), as the workers read it. No slot map is kept: a
+ * command goes where the last MOVED led.
  */
 #include <assert.h>
 #include <errno.h>
@@ -24,6 +31,9 @@
 #include "results.h"
 #include "store.h"
 #include "util.h"
+
+/* Cluster redirects followed per command at most, as the workers' */
+#define KEYOP_MAX_REDIRECTS 5
 
 static int __attribute__((format(printf, 2, 3)))
 fail(char *err, const char *fmt, ...)
@@ -422,45 +432,122 @@ keyop_connect(const struct policy *p, const char *url, int64_t tmo, char *err)
 	return c;
 }
 
-int
-keyop_follow_moved(redisContext **c, const redisReply *r, char *err)
+/* A connection to the Cluster node <host> (<hlen> bytes) <port>, logged
+ * in as keyop_connect()'s. NULL with <err>. */
+static redisContext *
+node_connect(const char *host, size_t hlen, int port, char *err)
 {
-	char          host[256];
-	const char   *sp, *colon;
+	char          name[256];
 	redisContext *n;
 
-	if (r == NULL || r->type != REDIS_REPLY_ERROR ||
-	    strncmp(r->str, "MOVED ", 6) != 0 ||
-	    (sp = strchr(r->str + 6, ' ')) == NULL ||
-	    (colon = strrchr(sp, ':')) == NULL ||
-	    (size_t)(colon - sp - 1) >= sizeof(host))
-		return 0;
-	memcpy(host, sp + 1, (size_t)(colon - sp - 1));
-	host[colon - sp - 1] = '\0';
-	if ((n = connect_to(host, atoi(colon + 1), NULL, cinfo.tmo, err)) ==
-	    NULL)
-		return 0;
-	if (login(n, cinfo.user, cinfo.pass, 0, err) == -1) {
-		redisFree(n);
-		return 0;
+	if (hlen >= sizeof(name)) {
+		fail(err, "redis: a redirect to a host name too long");
+		return NULL;
 	}
-	redisFree(*c);
-	*c = n;
+	memcpy(name, host, hlen);
+	name[hlen] = '\0';
+	n = connect_to(name, port, NULL, cinfo.tmo, err);
+	if (n != NULL && login(n, cinfo.user, cinfo.pass, 0, err) == -1) {
+		redisFree(n);
+		return NULL;
+	}
+	return n;
+}
+
+/* Follows <r> if it is a Cluster redirect: <*to> is where its command
+ * goes again. A MOVED makes that <*c>, reconnected to the node named (the
+ * slot is that node's now). An ASK makes it a new context on the node
+ * named with ASKING sent, which holds for the next command only: the
+ * caller frees it after that command, and <*c> stays on the slot's
+ * owner, which keeps the keys not moved yet. Returns 1 when followed, 0
+ * when <r> is no redirect, -1 with <err> when the node cannot be had. */
+static int
+follow(redisContext **c, const redisReply *r, redisContext **to, char *err)
+{
+	const char         *host;
+	size_t              hlen;
+	int                 port;
+	enum reply_redirect kind;
+	redisReply         *asking;
+
+	if (r->type != REDIS_REPLY_ERROR ||
+	    (kind = reply_redirect(r->str, &host, &hlen, &port)) ==
+	            REPLY_REDIRECT_NONE)
+		return 0;
+	if ((*to = node_connect(host, hlen, port, err)) == NULL)
+		return -1;
+	if (kind == REPLY_REDIRECT_MOVED) {
+		redisFree(*c);
+		*c = *to;
+		return 1;
+	}
+	if ((asking = cmd(*to, err, "ASKING")) == NULL) {
+		redisFree(*to);
+		return -1;
+	}
+	freeReplyObject(asking);
 	return 1;
 }
 
-/* <argv> on <*c>, following one MOVED. */
+int
+keyop_follow_moved(redisContext **c, const redisReply *r, char *err)
+{
+	const char   *host;
+	size_t        hlen;
+	int           port;
+	redisContext *to;
+
+	return r != NULL && r->type == REDIS_REPLY_ERROR &&
+	       reply_redirect(r->str, &host, &hlen, &port) ==
+	               REPLY_REDIRECT_MOVED &&
+	       follow(c, r, &to, err) == 1;
+}
+
+/* <argv> on <c>: its reply, or NULL with <err> when none came. */
+static redisReply *
+sent(redisContext *c, int argc, const char **argv, const size_t *lens,
+     char *err)
+{
+	redisReply *r = redisCommandArgv(c, argc, argv, lens);
+
+	if (r == NULL)
+		fail(err, "redis: %s", c->errstr[0] ? c->errstr : "no reply");
+	return r;
+}
+
+/* <argv> on <*c>, sent again where a Cluster's MOVED or ASK points,
+ * KEYOP_MAX_REDIRECTS times at most (two nodes may send a key to each
+ * other while its slot moves). Returns the last reply, an error included
+ * (a redirect, once that many were followed), or NULL with <err>. */
+static redisReply *
+routed(redisContext **c, int argc, const char **argv, const size_t *lens,
+       char *err)
+{
+	redisReply   *r = sent(*c, argc, argv, lens, err);
+	redisContext *to;
+	int           rc;
+
+	for (int i = 0; r != NULL && i < KEYOP_MAX_REDIRECTS; i++) {
+		if ((rc = follow(c, r, &to, err)) == 0)
+			break;
+		freeReplyObject(r);
+		if (rc == -1)
+			return NULL;
+		r = sent(to, argc, argv, lens, err);
+		if (to != *c)
+			redisFree(to); /* an ASK's: that command only */
+	}
+	return r;
+}
+
+/* routed(), its error reply failing it (NULL with <err>). */
 static redisReply *
 argv_cmd(redisContext **c, int argc, const char **argv, const size_t *lens,
          char *err)
 {
-	redisReply *r = redisCommandArgv(*c, argc, argv, lens);
+	redisReply *r = routed(c, argc, argv, lens, err);
 
-	if (keyop_follow_moved(c, r, err)) {
-		freeReplyObject(r);
-		r = redisCommandArgv(*c, argc, argv, lens);
-	}
-	return checked(*c, r, err);
+	return r != NULL ? checked(*c, r, err) : NULL;
 }
 
 static redisReply *
@@ -747,6 +834,36 @@ bump_resets(redisContext **c, char *err)
 	return 0;
 }
 
+/* DEL of <argv> (the verb, then the keys) on <*c>, how many existed added
+ * to <*deleted>. While their slot migrates, a node holding some of the
+ * keys and not all answers TRYAGAIN: no one command reaches both nodes,
+ * so they go one by one then (each redirected on its own). */
+static int
+del_keys(redisContext **c, int argc, const char **argv, const size_t *lens,
+         long long *deleted, char *err)
+{
+	redisReply *r = routed(c, argc, argv, lens, err);
+
+	if (r != NULL && argc > 2 && r->type == REDIS_REPLY_ERROR &&
+	    strncmp(r->str, "TRYAGAIN", 8) == 0) {
+		freeReplyObject(r);
+		for (int i = 1; i < argc; i++) {
+			const char *one[2] = { argv[0], argv[i] };
+			size_t      onelens[2] = { lens[0], lens[i] };
+
+			if (del_keys(c, 2, one, onelens, deleted, err) == -1)
+				return -1;
+		}
+		return 0;
+	}
+	if (r == NULL || (r = checked(*c, r, err)) == NULL)
+		return -1;
+	if (r->type == REDIS_REPLY_INTEGER)
+		*deleted += r->integer;
+	freeReplyObject(r);
+	return 0;
+}
+
 int
 keyop_reset(redisContext **c, const struct check *ck, long long *deleted,
             char *err)
@@ -754,12 +871,10 @@ keyop_reset(redisContext **c, const struct check *ck, long long *deleted,
 	char        bkey[POLICY_KEY_MAX + 3];
 	const char *argv[3] = { "DEL", ck->key, bkey };
 	size_t      lens[3] = { 3, ck->keylen, block_key(ck, bkey) };
-	redisReply *r = argv_cmd(c, 3, argv, lens, err);
 
-	if (r == NULL)
+	*deleted = 0;
+	if (del_keys(c, 3, argv, lens, deleted, err) == -1)
 		return -1;
-	*deleted = r->type == REDIS_REPLY_INTEGER ? r->integer : 0;
-	freeReplyObject(r);
 	return bump_resets(c, err);
 }
 

@@ -18,8 +18,10 @@
  * and its block record, then a bump of the pool's reset counter (the
  * agents drop their near-cached blocks on it: ovcache.c). Both talk to Redis
  * through a blocking hiredis context with a timeout: callers run them off the
- * request path (the CLI, the agent's main loop). A Cluster's MOVED is followed
- * once; a Sentinel group is asked for its master.
+ * request path (the CLI, the agent's main loop). A Cluster's MOVED and ASK
+ * are followed (an ASK during a slot migration: ASKING, then the command,
+ * on the node that holds the key now), a few in a row at most; a Sentinel
+ * group is asked for its master.
  *
  * Not here: HTTP and tokens (admin.c), the command line (main.c).
  */

@@ -230,3 +230,33 @@ reply_time_us(const redisReply *r, int64_t *us)
 	*us = s * 1000000 + u;
 	return 0;
 }
+
+enum reply_redirect
+reply_redirect(const char *err, const char **host, size_t *hlen, int *port)
+{
+	enum reply_redirect kind;
+	const char         *addr, *colon;
+	char               *e;
+	long                v;
+
+	if (strncmp(err, "MOVED ", 6) == 0)
+		kind = REPLY_REDIRECT_MOVED;
+	else if (strncmp(err, "ASK ", 4) == 0)
+		kind = REPLY_REDIRECT_ASK;
+	else
+		return REPLY_REDIRECT_NONE;
+	/* after the slot */
+	if ((addr = strchr(strchr(err, ' ') + 1, ' ')) == NULL)
+		return REPLY_REDIRECT_NONE;
+	addr++;
+	colon = strrchr(addr, ':');
+	if (colon == NULL || colon == addr)
+		return REPLY_REDIRECT_NONE;
+	v = strtol(colon + 1, &e, 10);
+	if (*e != '\0' || e == colon + 1 || v <= 0 || v > 65535)
+		return REPLY_REDIRECT_NONE;
+	*host = addr;
+	*hlen = (size_t)(colon - addr);
+	*port = (int)v;
+	return kind;
+}

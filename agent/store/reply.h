@@ -17,7 +17,9 @@
  * refused too: a reply no callback waits for (more replies than
  * commands), a pub/sub message it cannot route.
  *
- * reply_time_us() reads TIME's reply for the two places that ask for it.
+ * reply_time_us() reads TIME's reply for the two places that ask for it;
+ * reply_redirect() a Cluster's MOVED or ASK for the two that follow them
+ * (the workers' store_cluster.c, the operator's keyop.c).
  *
  * The peer chooses every size, so these never exit on it: an array of
  * more than REPLY_ARRAY_MAX elements, or a failed allocation, is refused
@@ -48,5 +50,20 @@ const char *reply_why(int err, const char *errstr);
  * strings) in µs since the epoch, into <*us>. Returns 0, or -1 when <r>
  * is anything else or out of range: a broken or hostile server's. */
 int reply_time_us(const redisReply *r, int64_t *us);
+
+/* What a Cluster's error reply redirects to. */
+enum reply_redirect {
+	REPLY_REDIRECT_NONE = 0, /* not a redirect, or its address is bad */
+	REPLY_REDIRECT_MOVED,    /* the slot is the node's now */
+	REPLY_REDIRECT_ASK,      /* this key, after ASKING: mid-migration */
+};
+
+/* The error text <err> read as "MOVED <slot> <host>:<port>" or "ASK
+ * <slot> <host>:<port>": the node named is <*host> (<*hlen> bytes inside
+ * <err>, not terminated) and <*port> (1-65535). Any other text, or an
+ * address without a host or with a bad port, is REPLY_REDIRECT_NONE, the
+ * outputs untouched. */
+enum reply_redirect reply_redirect(const char *err, const char **host,
+                                   size_t *hlen, int *port);
 
 #endif

@@ -736,26 +736,6 @@ call_deliver(struct call *b, redisReply *reply)
 	return 0;
 }
 
-/* "MOVED 3999 127.0.0.1:6381" / "ASK ...": the node named, or NULL. */
-static struct node *
-redirect_node(struct cluster *cl, const char *err)
-{
-	const char *sp = strchr(err, ' '), *addr, *colon;
-	char       *e;
-	long        port;
-
-	if (sp == NULL || (addr = strchr(sp + 1, ' ')) == NULL)
-		return NULL;
-	addr++;
-	colon = strrchr(addr, ':');
-	if (colon == NULL || colon == addr)
-		return NULL;
-	port = strtol(colon + 1, &e, 10);
-	if (*e != '\0' || port <= 0 || port > 65535)
-		return NULL;
-	return node_get(cl, addr, (size_t)(colon - addr), (int)port);
-}
-
 /* The node that the redirect <err> (MOVED or ASK) for <slot> names, when
  * it may be sent to now (node_takes, with <any>), else NULL: not a
  * redirect, <redirects> already followed, or the node cannot take it.
@@ -766,21 +746,24 @@ static struct node *
 redirect_to(struct cluster *cl, const char *err, unsigned slot, int redirects,
             int any, int *asking)
 {
-	int          moved = strncmp(err, "MOVED ", 6) == 0;
-	struct node *n;
+	const char         *host;
+	size_t              hlen;
+	int                 port;
+	enum reply_redirect kind = reply_redirect(err, &host, &hlen, &port);
+	struct node        *n;
 
-	if (!moved && strncmp(err, "ASK ", 4) != 0)
+	if (kind == REPLY_REDIRECT_NONE)
 		return NULL;
-	if (moved)
+	if (kind == REPLY_REDIRECT_MOVED)
 		refresh_soon(cl);
 	if (cl->closing || redirects >= CL_MAX_REDIRECTS ||
-	    (n = redirect_node(cl, err)) == NULL || !node_takes(n, any))
+	    (n = node_get(cl, host, hlen, port)) == NULL || !node_takes(n, any))
 		return NULL;
-	if (moved) {
+	if (kind == REPLY_REDIRECT_MOVED) {
 		cl->slots[slot] = (unsigned char)(node_index(cl, n) + 1);
 		n->serving = 1;
 	}
-	*asking = !moved;
+	*asking = kind == REPLY_REDIRECT_ASK;
 	return n;
 }
 

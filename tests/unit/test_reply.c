@@ -168,3 +168,50 @@ Test(reply, a_refused_reply_is_not_logged_as_out_of_memory)
 	cr_assert_not_null(strstr(reply_why(REDIS_ERR_OOM, "Out of memory"),
 	                          "refused"));
 }
+
+Test(reply, redirect_reads_moved_and_ask)
+{
+	const char *host = NULL;
+	size_t      hlen = 0;
+	int         port = 0;
+
+	cr_assert_eq(reply_redirect("MOVED 3999 127.0.0.1:6381", &host, &hlen,
+	                            &port),
+	             REPLY_REDIRECT_MOVED);
+	cr_assert_eq(hlen, 9);
+	cr_assert_eq(strncmp(host, "127.0.0.1", hlen), 0);
+	cr_assert_eq(port, 6381);
+	/* an IPv6 address: the port is after the last colon */
+	cr_assert_eq(reply_redirect("ASK 5291 ::1:7001", &host, &hlen, &port),
+	             REPLY_REDIRECT_ASK);
+	cr_assert_eq(hlen, 3);
+	cr_assert_eq(strncmp(host, "::1", hlen), 0);
+	cr_assert_eq(port, 7001);
+}
+
+Test(reply, redirect_refuses_other_errors_and_bad_addresses)
+{
+	static const char *bad[] = {
+		"TRYAGAIN Multiple keys request during rehashing of slot",
+		"ERR unknown command",
+		"MOVED",                  /* nothing after it */
+		"MOVED 3999",             /* no address */
+		"ASK 3999 127.0.0.1",     /* no port */
+		"ASK 3999 :6379",         /* no host */
+		"MOVED 3999 127.0.0.1:",  /* an empty port */
+		"MOVED 3999 127.0.0.1:0", /* out of range */
+		"MOVED 3999 127.0.0.1:65536",
+		"MOVED 3999 127.0.0.1:63x9", /* not a number */
+		"MOVEDX 3999 127.0.0.1:6379",
+	};
+	const char *host = NULL;
+	size_t      hlen = 42;
+	int         port = 42;
+
+	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++)
+		cr_assert_eq(reply_redirect(bad[i], &host, &hlen, &port),
+		             REPLY_REDIRECT_NONE, "case %zu", i);
+	cr_assert_null(host, "untouched on a refusal");
+	cr_assert_eq(hlen, 42);
+	cr_assert_eq(port, 42);
+}
