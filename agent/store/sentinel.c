@@ -13,8 +13,19 @@
  *    a sentinel that accepts and never answers (stopped, hung) or
  *    refuses (an ACL without SUBSCRIBE, an error) would otherwise leave
  *    us believing we hear failovers. <stimer> bounds connect and
- *    confirmation together. When it drops or is refused, it is reopened
- *    on the next sentinel after a short delay.
+ *    confirmation together. Once up, the same timer sends the SUBSCRIBE
+ *    again every SUB_KEEPALIVE_S (or the connect timeout, if longer): a
+ *    sentinel that has not confirmed one by the next is taken for dead
+ *    (stopped, a black hole keeping TCP up) and dropped, or the failovers
+ *    the others announce would be missed for as long as its TCP stays
+ *    up. Not PING: hiredis 0.14 hands a subscribed context's ["pong", ""]
+ *    to no callback (reply.c even refuses an array that short, failing
+ *    the link) and keeps every PING's callback queued until the context
+ *    is freed, while a SUBSCRIBE of a channel already subscribed
+ *    is answered with the confirmation sub_cb already reads and changes
+ *    nothing. When the subscription drops, is refused or is dropped so,
+ *    it is reopened on the next sentinel after a short delay; a failover
+ *    announced before that is heard through the demoted master only.
  * Contexts are freed only from our own timers, never inside one of their
  * callbacks; a callback that finds its context is no longer the current
  * one ignores its reply. Sentinels are not authenticated (their password,
@@ -35,7 +46,8 @@
 #include "sentinel.h"
 #include "util.h"
 
-#define SUB_RETRY_S 0.5
+#define SUB_RETRY_S     0.5
+#define SUB_KEEPALIVE_S 1.0 /* a confirmed subscription checked this often */
 
 struct sentinel {
 	struct ev_loop   *loop;
@@ -54,7 +66,9 @@ struct sentinel {
 	redisAsyncContext *sac;
 	int                sidx;
 	int                sub_up;
-	ev_timer           stimer; /* connect timeout / resubscribe */
+	int                ka_pending; /* a keepalive not confirmed yet */
+	ev_timer           stimer;     /* connect timeout / resubscribe /
+	                                  keepalive */
 };
 
 static redisAsyncContext *
@@ -258,6 +272,7 @@ sentinel_distrust(struct sentinel *s)
 /* ---- +switch-master ---------------------------------------------------- */
 
 static void sub_open(struct sentinel *s);
+static void sub_cb(redisAsyncContext *ac, void *r, void *privdata);
 
 static void
 s_disconnect_cb(const redisAsyncContext *ac, int status)
@@ -272,14 +287,33 @@ s_disconnect_cb(const redisAsyncContext *ac, int status)
 	arm(s, &s->stimer, SUB_RETRY_S);
 }
 
+/* How long a keepalive may wait for its confirmation: until the next. */
+static double
+keepalive_s(const struct sentinel *s)
+{
+	return s->timeout_s > SUB_KEEPALIVE_S ? s->timeout_s : SUB_KEEPALIVE_S;
+}
+
 /* The sentinel confirmed the SUBSCRIBE: failovers reach us from now. */
 static void
 sub_confirmed(struct sentinel *s)
 {
-	ev_timer_stop(s->loop, &s->stimer);
 	s->sub_up = 1;
+	s->ka_pending = 0;
+	arm(s, &s->stimer, keepalive_s(s));
 	log_info("sentinel_subscribed", "host=%s port=%d",
 	         s->t.seeds[s->sidx].host, s->t.seeds[s->sidx].port);
+}
+
+/* Asks the subscribed sentinel to confirm again; the next tick of
+ * <stimer> finds it answered or not. A SUBSCRIBE that cannot be queued
+ * (the context is going) is left unanswered the same. */
+static void
+keepalive(struct sentinel *s)
+{
+	s->ka_pending = 1;
+	redisAsyncCommand(s->sac, sub_cb, s, "SUBSCRIBE +switch-master");
+	arm(s, &s->stimer, keepalive_s(s));
 }
 
 /* "<name> <old-ip> <old-port> <new-ip> <new-port>" */
@@ -329,6 +363,8 @@ sub_cb(redisAsyncContext *ac, void *r, void *privdata)
 		return;
 	if (strcmp(reply->element[0]->str, "subscribe") == 0 && !s->sub_up)
 		sub_confirmed(s);
+	else if (strcmp(reply->element[0]->str, "subscribe") == 0)
+		s->ka_pending = 0; /* a keepalive's */
 	else if (strcmp(reply->element[0]->str, "message") == 0 &&
 	         reply->element[2]->type == REDIS_REPLY_STRING)
 		on_switch(s, reply->element[2]->str, reply->element[2]->len);
@@ -357,27 +393,40 @@ sub_open(struct sentinel *s)
 	arm(s, &s->stimer, s->timeout_s); /* connect and confirmation */
 }
 
-/* Reopens a dropped subscription, or gives up on a sentinel that has not
- * confirmed the SUBSCRIBE in time (connect or answer hangs). */
+/* Gives up on the subscription's sentinel, which did not confirm in time
+ * (<what>: the first SUBSCRIBE or a keepalive), for the next sentinel
+ * soon. From <stimer> only, outside every callback of the context. */
+static void
+sub_drop(struct sentinel *s, const char *what)
+{
+	redisAsyncContext *ac = s->sac;
+
+	log_warn("sentinel_timeout", "host=%s port=%d %s=1",
+	         s->t.seeds[s->sidx].host, s->t.seeds[s->sidx].port, what);
+	s->sac = NULL;
+	s->sub_up = 0;
+	ac->data = NULL;
+	redisAsyncFree(ac);
+	s->sidx = (s->sidx + 1) % s->t.nseeds;
+	arm(s, &s->stimer, SUB_RETRY_S);
+}
+
+/* Reopens a dropped subscription, gives up on a sentinel that has not
+ * confirmed the SUBSCRIBE or the last keepalive in time (connect or
+ * answer hangs), or sends the next keepalive. */
 static void
 stimer_cb(struct ev_loop *loop, ev_timer *w, int revents)
 {
 	struct sentinel *s = container_of(w, struct sentinel, stimer);
 
-	if (s->sac != NULL && !s->sub_up) {
-		redisAsyncContext *ac = s->sac;
-
-		log_warn("sentinel_timeout", "host=%s port=%d subscribe=1",
-		         s->t.seeds[s->sidx].host, s->t.seeds[s->sidx].port);
-		s->sac = NULL;
-		ac->data = NULL;
-		redisAsyncFree(ac);
-		s->sidx = (s->sidx + 1) % s->t.nseeds;
-		arm(s, &s->stimer, SUB_RETRY_S);
-		return;
-	}
 	if (s->sac == NULL)
 		sub_open(s);
+	else if (!s->sub_up)
+		sub_drop(s, "subscribe");
+	else if (s->ka_pending)
+		sub_drop(s, "keepalive");
+	else
+		keepalive(s);
 }
 
 /* ---- life ------------------------------------------------------------- */
