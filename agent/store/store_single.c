@@ -20,9 +20,11 @@
  * once so no request waits on a dead connection; a call of lease releases
  * alone goes through an open breaker (reqq_releases_only).
  *
- * Sentinel: the master is found through sentinel.h, verified with ROLE by
- * the link, and followed on +switch-master; a READONLY or MASTERDOWN reply
- * (a demoted master) sends the link back to the sentinels. A master that
+ * A READONLY or MASTERDOWN reply (a demoted master, which keeps our
+ * connection open) drops the link: a plain URL reconnects, at the backoff
+ * pace, to wherever its name leads after the failover; Sentinel asks the
+ * sentinels. Sentinel: the master is found through sentinel.h, verified
+ * with ROLE by the link, and followed on +switch-master. A master that
  * never came up (ROLE said replica, no connection) sends the next
  * discovery to another sentinel first: the one that named it may be stale.
  */
@@ -188,9 +190,12 @@ call_error(struct single *s, struct call *c, const char *err)
 	int outage = link_error_is_outage(err);
 
 	log_warn("redis_error", "error=\"%.200s\" outage=%d", err, outage);
-	if (s->sen != NULL && (strncmp(err, "READONLY", 8) == 0 ||
-	                       strncmp(err, "MASTERDOWN", 10) == 0))
-		link_kick(&s->link, 0); /* on a replica now: rediscover */
+	/* on a replica now (a failover demoted our master): rediscover, or
+	 * for a plain URL reconnect to wherever its name leads now; the
+	 * demoted master keeps our connection open, so nothing else would */
+	if (strncmp(err, "READONLY", 8) == 0 ||
+	    strncmp(err, "MASTERDOWN", 10) == 0)
+		link_kick(&s->link, 0);
 	metrics_redis_error(s->m, METRICS_REDIS_REPLY);
 	if (outage)
 		breaker_failed(s);
