@@ -194,11 +194,25 @@ detach_free(struct link *l)
 
 /* ---- setup -------------------------------------------------------------- */
 
+/* A reply to the set-up on <ac> (NULL: lost) is one as much as a call's:
+ * stall detection counts silence from it. Else a new link, whose calls
+ * had never been answered, was stalled at its first deadline (its
+ * last_reply 0, or the old link's), however short Redis' pause. */
+static void
+setup_replied(redisAsyncContext *ac, const void *reply)
+{
+	struct link *l = ac->data;
+
+	if (reply != NULL && l != NULL && l->ac == ac)
+		l->last_reply = ev_now(l->loop);
+}
+
 static void
 setup_cb(redisAsyncContext *ac, void *r, void *privdata)
 {
 	redisReply *reply = r;
 
+	setup_replied(ac, reply);
 	if (reply != NULL && reply->type == REDIS_REPLY_ERROR)
 		log_error("redis_setup", "command=%s error=\"%.200s\"",
 		          (const char *)privdata, reply->str);
@@ -226,6 +240,7 @@ script_cb(redisAsyncContext *ac, void *r, void *which)
 	redisReply  *reply = r;
 	char        *sha;
 
+	setup_replied(ac, reply);
 	if (reply == NULL || l == NULL)
 		return;
 	sha = (uintptr_t)which == LINK_REFUND ? l->refund_sha : l->sha;
@@ -249,6 +264,7 @@ library_cb(redisAsyncContext *ac, void *r, void *privdata)
 {
 	struct link *l = ac->data;
 
+	setup_replied(ac, r);
 	if (r == NULL || l == NULL || l->ac != ac)
 		return;
 	if (load_later(r))
@@ -302,6 +318,7 @@ role_cb(redisAsyncContext *ac, void *r, void *privdata)
 	redisReply  *reply = r;
 	uint64_t     suppressed;
 
+	setup_replied(ac, reply);
 	if (reply == NULL || l == NULL || l->ac != ac ||
 	    l->state != LINK_CONNECTING)
 		return; /* the link is going: disconnect_cb */

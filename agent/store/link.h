@@ -158,7 +158,8 @@ struct link {
 	                                  * LINK_RELOAD_LIBRARY */
 	int                      fcall;      /* this link has the library */
 	int                      inflight;   /* calls sent, not answered */
-	ev_tstamp                last_reply; /* a reply, not a lost call */
+	ev_tstamp                last_reply; /* a reply (a call's, the set-up's),
+	                                     * not a lost call */
 	ev_tstamp                busy_since; /* waiting started */
 	ev_tstamp                last_call;  /* a call or an HGET sent */
 	struct breaker           br;
