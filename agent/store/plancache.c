@@ -7,7 +7,9 @@
  * offline do not share one probe run). Entries never move, so an HGET in flight
  * and its waiters hold a pointer to theirs; such an entry is not evicted until
  * it is answered and its waiters are gone. Plan names, not indexes, are kept so
- * that entries survive a policy reload that reorders plans.
+ * that entries survive a policy reload that reorders plans; with the time
+ * and the hash of each answer, so that the reloaded plan_lookup judges
+ * them (stale()).
  *
  * Not here: deadlines (the waiter's owner has them) and the choice of what
  * an unknown plan means (policy_tenant_plan and req.c).
@@ -33,10 +35,11 @@ struct entry {
 	uint64_t          hash;
 	char             *tenant; /* owned; NULL: entry free */
 	size_t            tlen;
-	int64_t           expires_us; /* answer fresh until then */
-	int64_t           cache_us;   /* of the HGET in flight */
-	int64_t           retry_us;   /* the last HGET failed: no
-	                               * other before then */
+	int64_t           answered_us; /* the answer came then */
+	uint64_t          source;      /* the hash it came from (src()) */
+	uint64_t          asked;       /* the hash of the HGET in flight */
+	int64_t           retry_us;    /* the last HGET failed: no
+	                                * other before then */
 	struct plancache_waiter *waiters;
 	uint8_t                  state;
 	uint8_t                  plen;
@@ -340,7 +343,8 @@ fetched_cb(void *arg, const char *val, size_t len, int err)
 		e->plen = e->state == ST_PLAN ? (uint8_t)len : 0;
 		if (e->state == ST_PLAN)
 			memcpy(e->plan, val, len);
-		e->expires_us = now + e->cache_us;
+		e->answered_us = now;
+		e->source = e->asked;
 		e->retry_us = 0;
 	} else {
 		e->retry_us = now + PLANCACHE_RETRY_US;
@@ -350,10 +354,31 @@ fetched_cb(void *arg, const char *val, size_t len, int err)
 	wake(e, err == 0);
 }
 
+/* Which hash an answer comes from: entries outlive a reload, and one
+ * that names another plan_lookup.redis_hash has no answer from it. */
+static uint64_t
+src(const struct policy *p)
+{
+	return util_fnv1a(p->plan_lookup.redis_hash,
+	                  strlen(p->plan_lookup.redis_hash));
+}
+
+/* 1 if <e> needs asking again under <p>: no answer yet, one older than
+ * <p>'s cache time (the policy's now, not the one it was asked under: a
+ * reload that shortens it applies to the answers held), or one from
+ * another hash. */
+static int
+stale(const struct entry *e, const struct policy *p, int64_t now)
+{
+	return e->state == ST_UNKNOWN ||
+	       now - e->answered_us >= p->plan_lookup.cache_us ||
+	       e->source != src(p);
+}
+
 static void
 fetch(struct plancache *pc, struct entry *e, const struct policy *p)
 {
-	e->cache_us = p->plan_lookup.cache_us;
+	e->asked = src(p);
 	e->pending = 1;
 	pc->npending++;
 	if (pc->fetch(pc->fetch_ctx, p->plan_lookup.redis_hash, e->tenant,
@@ -378,7 +403,7 @@ plancache_resolve(void *ctx, const struct policy *p, const char *tenant,
 	if (!e->pending && !w->nowait) {
 		int64_t now = util_now_us();
 
-		if (e->expires_us <= now && e->retry_us <= now)
+		if (e->retry_us <= now && stale(e, p, now))
 			fetch(w->pc, e, p);
 	}
 	if (e->state == ST_PLAN)

@@ -13,7 +13,9 @@
  * unknown tenant costs one round trip per cache time, not one per request.
  * An answer older than the cache time is still used at once while one
  * HGET refreshes it in the background, so a plan changed in Redis applies
- * within the cache time plus one round trip, with no reload. An HGET that
+ * within the cache time plus one round trip, with no reload. Answers
+ * outlive a reload, judged by its plan_lookup: past its cache time, or
+ * from another redis_hash, they are refreshed as above. An HGET that
  * fails (an error reply such as WRONGTYPE, a lost link) is not sent again
  * for that tenant for PLANCACHE_RETRY_US: meanwhile a tenant with no
  * answer yet gets its rules' fail modes at once instead of a round trip

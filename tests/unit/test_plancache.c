@@ -14,6 +14,7 @@
 #define MAXF 64
 
 struct fetch {
+	char  *hash;
 	char  *field;
 	size_t len;
 	void (*cb)(void *, const char *, size_t, int);
@@ -37,7 +38,8 @@ fake_fetch(void *ctx, const char *hash, const char *field, size_t len,
 		return 0;
 	}
 	cr_assert_lt(nfetch, MAXF);
-	fetches[nfetch] = (struct fetch){ xstrndup(field, len), len, cb, arg };
+	fetches[nfetch] = (struct fetch){ xstrdup(hash), xstrndup(field, len),
+		                          len, cb, arg };
 	nfetch++;
 	return 0;
 }
@@ -93,8 +95,10 @@ static void
 teardown(void)
 {
 	plancache_free(pc);
-	for (int i = 0; i < nfetch && i < MAXF; i++)
+	for (int i = 0; i < nfetch && i < MAXF; i++) {
+		free(fetches[i].hash);
 		free(fetches[i].field);
+	}
 }
 
 static int woken, woken_ok;
@@ -202,6 +206,36 @@ Test(plancache, a_known_plan_survives_a_failed_refresh)
 	now += PLANCACHE_RETRY_US;
 	cr_assert_eq(resolve(&w, "bigco"), 1);
 	cr_assert_eq(nfetch, 3, "then refreshes again");
+}
+
+/* A reload that shortens plan_lookup.cache: the answers held are as old
+ * as they are, and are refreshed once past the new cache time, not kept
+ * for the old one (an HSET then applies within the new cache time). */
+Test(plancache, a_reload_shortening_the_cache_time_applies_to_held_answers)
+{
+	pol.plan_lookup.cache_us = 3600 * LIM_USEC_PER_SEC;
+	resolve(&w, "bigco");
+	answer(0, "pro", 0);
+	pol.plan_lookup.cache_us = 30 * LIM_USEC_PER_SEC; /* the reload */
+	now += 30 * LIM_USEC_PER_SEC;
+	cr_assert_eq(resolve(&w, "bigco"), 1, "stale, at once");
+	cr_assert_eq(nfetch, 2, "refreshed past the new cache time");
+}
+
+/* A reload that points plan_lookup.redis_hash at another hash: an answer
+ * of the old hash is no answer of the new one; it is refreshed from the
+ * new hash at once, as a stale answer is. */
+Test(plancache, a_reload_to_another_hash_asks_that_hash)
+{
+	resolve(&w, "bigco");
+	answer(0, "pro", 0);
+	pol.plan_lookup.redis_hash = (char[]){ "plans:v2" }; /* the reload */
+	cr_assert_eq(resolve(&w, "bigco"), 1, "the old answer, while asked");
+	cr_assert_eq(nfetch, 2, "asked at once, not after the cache time");
+	cr_assert_str_eq(fetches[1].hash, "plans:v2");
+	answer(1, NULL, 0); /* not in the new hash: the default */
+	cr_assert_eq(resolve(&w, "bigco"), -1);
+	cr_assert_eq(nfetch, 2);
 }
 
 Test(plancache, store_down_is_unknown_at_once)
