@@ -103,6 +103,8 @@ struct plan_lookup {
 	char   *arg;          /* message arg naming the plan; "plan" */
 	char   *tenant_arg;   /* message arg naming the tenant; "tenant" */
 	char   *redis_hash;   /* HGET <redis_hash> <tenant>; NULL = none */
+	uint64_t redis_hash_id; /* util_fnv1a of redis_hash, set with it:
+	                         * which hash a cached answer came from */
 	int     default_plan; /* index, or -1 when no plans */
 	int64_t cache_us;     /* how long a Redis answer may be reused */
 };

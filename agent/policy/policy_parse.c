@@ -948,6 +948,9 @@ parse_lookup(struct ctx *c, yaml_node_t *n)
 	pl->arg = src.arg ? src.arg : xstrdup("plan");
 	pl->tenant_arg = src.tenant_arg ? src.tenant_arg : xstrdup("tenant");
 	pl->redis_hash = src.redis_hash;
+	if (pl->redis_hash)
+		pl->redis_hash_id = util_fnv1a(pl->redis_hash,
+		                               strlen(pl->redis_hash));
 	pl->cache_us = src.cache_us;
 	c->plan_default = src.def;
 	c->plan_default_node = seen[LK_DEFAULT] ? seen[LK_DEFAULT] : n;

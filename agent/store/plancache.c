@@ -36,7 +36,9 @@ struct entry {
 	char             *tenant; /* owned; NULL: entry free */
 	size_t            tlen;
 	int64_t           answered_us; /* the answer came then */
-	uint64_t          source;      /* the hash it came from (src()) */
+	uint64_t          source;      /* the hash it came from: entries
+	                                * outlive a reload, and one from
+	                                * another redis_hash is no answer */
 	uint64_t          asked;       /* the hash of the HGET in flight */
 	int64_t           retry_us;    /* the last HGET failed: no
 	                                * other before then */
@@ -354,15 +356,6 @@ fetched_cb(void *arg, const char *val, size_t len, int err)
 	wake(e, err == 0);
 }
 
-/* Which hash an answer comes from: entries outlive a reload, and one
- * that names another plan_lookup.redis_hash has no answer from it. */
-static uint64_t
-src(const struct policy *p)
-{
-	return util_fnv1a(p->plan_lookup.redis_hash,
-	                  strlen(p->plan_lookup.redis_hash));
-}
-
 /* 1 if <e> needs asking again under <p>: no answer yet, one older than
  * <p>'s cache time (the policy's now, not the one it was asked under: a
  * reload that shortens it applies to the answers held), or one from
@@ -372,13 +365,13 @@ stale(const struct entry *e, const struct policy *p, int64_t now)
 {
 	return e->state == ST_UNKNOWN ||
 	       now - e->answered_us >= p->plan_lookup.cache_us ||
-	       e->source != src(p);
+	       e->source != p->plan_lookup.redis_hash_id;
 }
 
 static void
 fetch(struct plancache *pc, struct entry *e, const struct policy *p)
 {
-	e->asked = src(p);
+	e->asked = p->plan_lookup.redis_hash_id;
 	e->pending = 1;
 	pc->npending++;
 	if (pc->fetch(pc->fetch_ctx, p->plan_lookup.redis_hash, e->tenant,

@@ -82,6 +82,7 @@ setup(void)
 	pol.plans = plans;
 	pol.nplans = 2;
 	pol.plan_lookup.redis_hash = (char[]){ "plans" };
+	pol.plan_lookup.redis_hash_id = 1;
 	pol.plan_lookup.default_plan = 0;
 	pol.plan_lookup.cache_us = 30 * LIM_USEC_PER_SEC;
 	util_now_us = clock_now;
@@ -230,6 +231,7 @@ Test(plancache, a_reload_to_another_hash_asks_that_hash)
 	resolve(&w, "bigco");
 	answer(0, "pro", 0);
 	pol.plan_lookup.redis_hash = (char[]){ "plans:v2" }; /* the reload */
+	pol.plan_lookup.redis_hash_id = 2;
 	cr_assert_eq(resolve(&w, "bigco"), 1, "the old answer, while asked");
 	cr_assert_eq(nfetch, 2, "asked at once, not after the cache time");
 	cr_assert_str_eq(fetches[1].hash, "plans:v2");

@@ -20,6 +20,7 @@
 
 #include "keys.h"
 #include "policy.h"
+#include "util.h"
 
 /* ---- helpers ------------------------------------------------------------ */
 
@@ -233,6 +234,8 @@ Test(policy, parses_plans_tenants_and_lookup)
 	cr_assert_str_eq(p->plan_lookup.arg, "plan");
 	cr_assert_str_eq(p->plan_lookup.tenant_arg, "org");
 	cr_assert_str_eq(p->plan_lookup.redis_hash, "plans");
+	cr_assert_eq(p->plan_lookup.redis_hash_id, util_fnv1a("plans", 5),
+	             "the hash's identity is computed at load");
 	cr_assert_eq(p->plan_lookup.default_plan, free_i);
 	cr_assert_eq(p->plan_lookup.cache_us, 60 * LIM_USEC_PER_SEC);
 	cr_assert_eq(policy_plan_index(p, "gold", 4), -1);
