@@ -27,15 +27,18 @@ log_level_from_name(const char *s)
 	return -1;
 }
 
-size_t
-log_put_escaped(char *buf, size_t size, size_t *off, const char *s, size_t len)
+/* log_put_escaped(), with spaces kept when <space> (a quoted text). */
+static size_t
+put_escaped(char *buf, size_t size, size_t *off, const char *s, size_t len,
+            int space)
 {
 	static const char hex[] = "0123456789abcdef";
 
 	for (size_t i = 0; i < len; i++) {
 		unsigned char ch = (unsigned char)s[i];
 
-		if (ch > ' ' && ch < 0x7f && ch != '"' && ch != '\\') {
+		if ((ch > ' ' || (space && ch == ' ')) && ch < 0x7f &&
+		    ch != '"' && ch != '\\') {
 			if (*off + 1 >= size)
 				return i;
 			buf[(*off)++] = (char)ch;
@@ -49,6 +52,24 @@ log_put_escaped(char *buf, size_t size, size_t *off, const char *s, size_t len)
 		buf[(*off)++] = hex[ch & 15];
 	}
 	return len;
+}
+
+size_t
+log_put_escaped(char *buf, size_t size, size_t *off, const char *s, size_t len)
+{
+	return put_escaped(buf, size, off, s, len, 0);
+}
+
+const char *
+log_text(struct log_text *t, const char *s)
+{
+	size_t off = 0, len = strlen(s);
+	size_t n = len < LOG_TEXT_MAX ? len : LOG_TEXT_MAX;
+
+	n = put_escaped(t->s, sizeof t->s, &off, s, n, 1);
+	t->s[off] = '\0';
+	t->cut = n < len;
+	return t->s;
 }
 
 int

@@ -47,6 +47,19 @@ size_t log_put_escaped(char *buf, size_t size, size_t *off, const char *s,
 int log_escape_value(char *buf, size_t size, const char *s, size_t len,
                      size_t max);
 
+/* A text that a server or peer chose (a Redis error reply), for a quoted
+ * value: at most LOG_TEXT_MAX of its bytes, with quotes, backslashes and
+ * bytes that are not printable ASCII written \xHH and spaces kept.
+ * log_text() fills <t> and returns t->s; t->cut says it was cut, for
+ * LOG_CUT(t->cut). Call it before the log line, not as an argument next
+ * to LOG_CUT(t->cut): arguments have no order. */
+#define LOG_TEXT_MAX 200
+struct log_text {
+	char s[LOG_TEXT_MAX * 4 + 1];
+	int  cut;
+};
+const char *log_text(struct log_text *t, const char *s);
+
 /* The end of a line that cut a value when <cut>, else "". */
 #define LOG_CUT(cut) ((cut) ? LOG_CUT_MARK : "")
 

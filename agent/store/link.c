@@ -212,10 +212,14 @@ setup_cb(redisAsyncContext *ac, void *r, void *privdata)
 {
 	redisReply *reply = r;
 
+	struct log_text e;
+
 	setup_replied(ac, reply);
-	if (reply != NULL && reply->type == REDIS_REPLY_ERROR)
-		log_error("redis_setup", "command=%s error=\"%.200s\"",
-		          (const char *)privdata, reply->str);
+	if (reply != NULL && reply->type == REDIS_REPLY_ERROR) {
+		log_text(&e, reply->str);
+		log_error("redis_setup", "command=%s error=\"%s\"%s",
+		          (const char *)privdata, e.s, LOG_CUT(e.cut));
+	}
 }
 
 /* 1 when the error reply <r> to a load says Redis cannot serve yet, but
@@ -236,9 +240,10 @@ load_later(const redisReply *r)
 static void
 script_cb(redisAsyncContext *ac, void *r, void *which)
 {
-	struct link *l = ac->data;
-	redisReply  *reply = r;
-	char        *sha;
+	struct link    *l = ac->data;
+	redisReply     *reply = r;
+	char           *sha;
+	struct log_text e;
 
 	setup_replied(ac, reply);
 	if (reply == NULL || l == NULL)
@@ -251,9 +256,9 @@ script_cb(redisAsyncContext *ac, void *r, void *which)
 			backoff_reset(&l->bo);
 		return;
 	}
-	log_error("redis_script_load", "error=\"%.200s\"%s",
-	          reply->type == REDIS_REPLY_ERROR ? reply->str : "bad reply",
-	          load_later(reply) ? " retry=1" : "");
+	log_text(&e, reply->type == REDIS_REPLY_ERROR ? reply->str : "bad reply");
+	log_error("redis_script_load", "error=\"%s\"%s%s", e.s,
+	          load_later(reply) ? " retry=1" : "", LOG_CUT(e.cut));
 	if (load_later(reply))
 		l->reload |= 1u << (uintptr_t)which;
 }
@@ -414,14 +419,16 @@ connect_cb(const redisAsyncContext *ac, int status)
 static void
 disconnect_cb(const redisAsyncContext *ac, int status)
 {
-	struct link *l = ac->data;
+	struct link    *l = ac->data;
+	struct log_text e;
 
 	if (l == NULL)
 		return;
-	log_warn("redis_disconnected", "host=%s port=%d%s error=\"%s\"",
-	         l->addr.host, l->addr.port, l->tag,
-	         status == REDIS_OK ? "closed"
-	                            : reply_why(ac->err, ac->errstr));
+	/* hiredis' protocol errors quote the byte the server sent */
+	log_text(&e, status == REDIS_OK ? "closed"
+	                                : reply_why(ac->err, ac->errstr));
+	log_warn("redis_disconnected", "host=%s port=%d%s error=\"%s\"%s",
+	         l->addr.host, l->addr.port, l->tag, e.s, LOG_CUT(e.cut));
 	l->ac = NULL;
 	lost(l);
 }

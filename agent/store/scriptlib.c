@@ -79,9 +79,11 @@ scriptlib_loaded(const redisReply *reply, const char *host, int port)
 	    (reply->type == REDIS_REPLY_ERROR &&
 	     strstr(reply->str, "already exists") != NULL))
 		return 1;
-	log_info("redis_functions_unavailable",
-	         "host=%s port=%d error=\"%.200s\"", host, port,
-	         reply->type == REDIS_REPLY_ERROR ? reply->str : "bad reply");
+	struct log_text e;
+
+	log_text(&e, reply->type == REDIS_REPLY_ERROR ? reply->str : "bad reply");
+	log_info("redis_functions_unavailable", "host=%s port=%d error=\"%s\"%s",
+	         host, port, e.s, LOG_CUT(e.cut));
 	return 0;
 }
 

@@ -411,12 +411,14 @@ slots_cb(redisAsyncContext *ac, void *r, void *privdata)
 		return; /* an abandoned try */
 	if (reply == NULL || reply->type == REDIS_REPLY_ERROR ||
 	    parse_slots(cl, n, reply, map) == -1) {
-		log_warn("cluster_slots_failed",
-		         "host=%s port=%d error=\"%.100s\"", n->link.addr.host,
-		         n->link.addr.port,
-		         reply == NULL                      ? "no reply"
-		         : reply->type == REDIS_REPLY_ERROR ? reply->str
-		                                            : "bad reply");
+		struct log_text e;
+
+		log_text(&e, reply == NULL                      ? "no reply"
+		             : reply->type == REDIS_REPLY_ERROR ? reply->str
+		                                                : "bad reply");
+		log_warn("cluster_slots_failed", "host=%s port=%d error=\"%s\"%s",
+		         n->link.addr.host, n->link.addr.port, e.s,
+		         LOG_CUT(e.cut));
 		cl->rnext++;
 		arm_rtimer(cl, 0.); /* the next node, from the timer */
 		return;
@@ -899,6 +901,8 @@ refund(struct cluster *cl, struct xreq *x)
 static void
 refund_done(struct call *b, redisReply *reply, int resend)
 {
+	struct log_text e;
+
 	if (reply == NULL) {
 		log_warn("redis_refund_lost", "slot=%u error=\"no reply\"",
 		         b->slot);
@@ -910,8 +914,9 @@ refund_done(struct call *b, redisReply *reply, int resend)
 		}
 		if (follow_redirect(b, reply->str))
 			return;
-		log_warn("redis_refund_lost", "slot=%u error=\"%.200s\"",
-		         b->slot, reply->str);
+		log_text(&e, reply->str);
+		log_warn("redis_refund_lost", "slot=%u error=\"%s\"%s",
+		         b->slot, e.s, LOG_CUT(e.cut));
 	}
 	call_free(b);
 }
@@ -933,6 +938,17 @@ x_finish(struct cluster *cl, struct xreq *x)
 }
 
 /* ---- replies ------------------------------------------------------------ */
+
+static void
+log_call_error(const struct call *b, const char *err)
+{
+	struct log_text e;
+
+	log_text(&e, err);
+	log_warn("redis_error", "host=%s port=%d error=\"%s\" outage=%d%s",
+	         b->node->link.addr.host, b->node->link.addr.port, e.s,
+	         link_error_is_outage(err), LOG_CUT(e.cut));
+}
 
 static void
 call_cb(redisAsyncContext *ac, void *r, void *privdata)
@@ -963,10 +979,7 @@ call_cb(redisAsyncContext *ac, void *r, void *privdata)
 		}
 		if (follow_redirect(b, reply->str))
 			return;
-		log_warn("redis_error",
-		         "host=%s port=%d error=\"%.200s\" outage=%d",
-		         b->node->link.addr.host, b->node->link.addr.port,
-		         reply->str, link_error_is_outage(reply->str));
+		log_call_error(b, reply->str);
 		if (strncmp(reply->str, "CLUSTERDOWN", 11) == 0)
 			refresh_soon(cl);
 	}

@@ -187,9 +187,12 @@ breaker_succeeded(struct single *s)
 static void
 call_error(struct single *s, struct call *c, const char *err)
 {
-	int outage = link_error_is_outage(err);
+	int             outage = link_error_is_outage(err);
+	struct log_text e;
 
-	log_warn("redis_error", "error=\"%.200s\" outage=%d", err, outage);
+	log_text(&e, err);
+	log_warn("redis_error", "error=\"%s\" outage=%d%s", e.s, outage,
+	         LOG_CUT(e.cut));
 	/* on a replica now (a failover demoted our master): rediscover, or
 	 * for a plain URL reconnect to wherever its name leads now; the
 	 * demoted master keeps our connection open, so nothing else would */

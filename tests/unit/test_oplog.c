@@ -407,3 +407,34 @@ Test(log, escape_value_says_when_it_cut_the_value)
 	cr_assert_eq(log_escape_value(buf, sizeof(buf), "", 0, 100), 0);
 	cr_assert_str_eq(buf, "");
 }
+
+Test(log, text_keeps_spaces_and_escapes_what_could_end_the_value)
+{
+	struct log_text t;
+
+	cr_assert_str_eq(log_text(&t, "ERR unknown command 'FUNCTION'"),
+	                 "ERR unknown command 'FUNCTION'");
+	cr_assert_eq(t.cut, 0);
+	/* a server's quote, newline or backslash cannot end the quoted value
+	 * or start a line of its own */
+	cr_assert_str_eq(log_text(&t, "ERR a\"b\nlevel=error c\\d\x01"),
+	                 "ERR a\\x22b\\x0alevel=error c\\x5cd\\x01");
+	cr_assert_eq(t.cut, 0);
+}
+
+Test(log, text_longer_than_its_limit_is_cut_and_says_so)
+{
+	static char     big[LOG_TEXT_MAX + 2];
+	struct log_text t;
+
+	memset(big, 'x', LOG_TEXT_MAX);
+	cr_assert_eq(strlen(log_text(&t, big)), LOG_TEXT_MAX);
+	cr_assert_eq(t.cut, 0, "exactly the limit is whole");
+	big[LOG_TEXT_MAX] = 'y';
+	cr_assert_eq(strlen(log_text(&t, big)), LOG_TEXT_MAX);
+	cr_assert_eq(t.cut, 1, "one byte over is cut");
+	memset(big, '\n', LOG_TEXT_MAX + 1);
+	cr_assert_eq(strlen(log_text(&t, big)), 4 * LOG_TEXT_MAX,
+	             "every byte escaped still fits");
+	cr_assert_eq(t.cut, 1);
+}
