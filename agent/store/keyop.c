@@ -454,26 +454,20 @@ node_connect(const char *host, size_t hlen, int port, char *err)
 	return n;
 }
 
-/* Follows <r> if it is a Cluster redirect: <*to> is where its command
- * goes again. A MOVED makes that <*c>, reconnected to the node named (the
- * slot is that node's now). An ASK makes it a new context on the node
- * named with ASKING sent, which holds for the next command only: the
- * caller frees it after that command, and <*c> stays on the slot's
- * owner, which keeps the keys not moved yet. Returns 1 when followed, 0
- * when <r> is no redirect, -1 with <err> when the node cannot be had. */
+/* Goes where a redirect of <kind> to <host> (<hlen> bytes) <port> points:
+ * <*to> is where its command goes again. A MOVED makes that <*c>,
+ * reconnected to the node named (the slot is that node's now). An ASK
+ * makes it a new context on the node named with ASKING sent, which holds
+ * for the next command only: the caller frees it after that command, and
+ * <*c> stays on the slot's owner, which keeps the keys not moved yet.
+ * Returns 1, or -1 with <err> when the node cannot be had. */
 static int
-follow(redisContext **c, const redisReply *r, redisContext **to, char *err)
+go(redisContext **c, enum reply_redirect kind, const char *host, size_t hlen,
+   int port, redisContext **to, char *err)
 {
-	const char         *host;
-	size_t              hlen;
-	int                 port;
-	enum reply_redirect kind;
-	redisReply         *asking;
+	redisReply *asking;
 
-	if (r->type != REDIS_REPLY_ERROR ||
-	    (kind = reply_redirect(r->str, &host, &hlen, &port)) ==
-	            REPLY_REDIRECT_NONE)
-		return 0;
+	assert(kind != REPLY_REDIRECT_NONE);
 	if ((*to = node_connect(host, hlen, port, err)) == NULL)
 		return -1;
 	if (kind == REPLY_REDIRECT_MOVED) {
@@ -489,6 +483,31 @@ follow(redisContext **c, const redisReply *r, redisContext **to, char *err)
 	return 1;
 }
 
+/* The redirect <r> is, or REPLY_REDIRECT_NONE; its target in the rest. */
+static enum reply_redirect
+redirect_of(const redisReply *r, const char **host, size_t *hlen, int *port)
+{
+	if (r == NULL || r->type != REDIS_REPLY_ERROR)
+		return REPLY_REDIRECT_NONE;
+	return reply_redirect(r->str, host, hlen, port);
+}
+
+/* Follows <r> if it is a Cluster redirect (go()). Returns 1 when
+ * followed, 0 when <r> is no redirect, -1 with <err> when the node cannot
+ * be had. */
+static int
+follow(redisContext **c, const redisReply *r, redisContext **to, char *err)
+{
+	const char         *host;
+	size_t              hlen;
+	int                 port;
+	enum reply_redirect kind = redirect_of(r, &host, &hlen, &port);
+
+	if (kind == REPLY_REDIRECT_NONE)
+		return 0;
+	return go(c, kind, host, hlen, port, to, err);
+}
+
 int
 keyop_follow_moved(redisContext **c, const redisReply *r, char *err)
 {
@@ -497,10 +516,8 @@ keyop_follow_moved(redisContext **c, const redisReply *r, char *err)
 	int           port;
 	redisContext *to;
 
-	return r != NULL && r->type == REDIS_REPLY_ERROR &&
-	       reply_redirect(r->str, &host, &hlen, &port) ==
-	               REPLY_REDIRECT_MOVED &&
-	       follow(c, r, &to, err) == 1;
+	return redirect_of(r, &host, &hlen, &port) == REPLY_REDIRECT_MOVED &&
+	       go(c, REPLY_REDIRECT_MOVED, host, hlen, port, &to, err) == 1;
 }
 
 /* <argv> on <c>: its reply, or NULL with <err> when none came. */
