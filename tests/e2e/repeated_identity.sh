@@ -14,6 +14,8 @@
 #   - so is a username field spelt with percent-escapes (user%6Eame=),
 #     which the application decodes and body_param() does not, or one
 #     after a ';', or an X-Login-User beside a username field;
+#   - so is a login POST with a username in its query string, which a
+#     servlet's getParameter() reads before the form's;
 #   - a comma inside one X-Api-Key or X-Login-User is part of the value:
 #     "smith, john" and "doe, john" are two accounts, not both "john";
 #   - a single X-Api-Key is still limited (2/min: 2 pass, then 429).
@@ -75,6 +77,12 @@ for i in 1 2 3; do
 	codes="$codes $(req -X POST -H "X-Login-User: r$i" -d 'username=victim&password=x' "$URL/login")"
 done
 expect_eq "$codes" " 400 400 400" "X-Login-User and a username field together: 400"
+codes="$(req -X POST -d 'username=r4&password=x' "$URL/login?username=victim")"
+codes="$codes $(req -X POST -H 'Content-Type: application/json' --data-binary '{"username":"r5"}' "$URL/login?UserName=victim")"
+codes="$codes $(req -X POST -H 'X-Login-User: r6' "$URL/login?next=%2F&user%6Eame=victim")"
+codes="$codes $(req -X POST -d 'password=x' "$URL/login?username[]=victim")"
+expect_eq "$codes" "400 400 400 400" \
+	"a username in the query string (any spelling) beside the form's, JSON's or X-Login-User: 400"
 expect_eq "$(grep -c 'be_app/app1' "$TMP/haproxy.log")" 0 "none of them reached the application"
 
 # ---- a comma is part of the value ---------------------------------------------
@@ -87,9 +95,10 @@ expect_eq "$(req -X POST -H 'X-Login-User: smith, john' "$URL/login")" 429 "'smi
 # ---- other escaped field names are fine, and the field is counted ----------------
 codes=""
 for i in 1 2 3; do
-	codes="$codes $(req -X POST -d 'session%5Bemail%5D=a&username=carol&password=x' "$URL/login")"
+	codes="$codes $(req -X POST -d 'session%5Bemail%5D=a&username=carol&password=x' "$URL/login?next=%2F&usernames=1")"
 done
-expect_eq "$codes" " 401 401 429" "a form with session%5Bemail%5D and one username: carol's 2 failures, then 429"
+expect_eq "$codes" " 401 401 429" \
+	"a form with session%5Bemail%5D and one username, ?next=/&usernames=1: carol's 2 failures, then 429"
 
 codes="$(req -X POST -d 'username=dan+smith&password=x' "$URL/login")"
 codes="$codes $(req -X POST -d 'username=dan%20smith&password=x' "$URL/login")"
