@@ -24,8 +24,18 @@
  *    is freed, while a SUBSCRIBE of a channel already subscribed
  *    is answered with the confirmation sub_cb already reads and changes
  *    nothing. When the subscription drops, is refused or is dropped so,
- *    it is reopened on the next sentinel after a short delay; a failover
- *    announced before that is heard through the demoted master only.
+ *    it is reopened on the next sentinel after a short delay. A failover
+ *    announced before the new SUBSCRIBE took effect (the sentinel died
+ *    mid-failover, the next one was slow to answer) would go unheard, so
+ *    every SUBSCRIBE is preceded, on the same connection, by SENTINEL
+ *    get-master-addr-by-name: hiredis writes both at once and the
+ *    sentinel runs them back to back, so any failover after its answer
+ *    reaches us as a message. An answer other than the master last given
+ *    to the store goes the way of a +switch-master (switch_to). It never
+ *    touches a discovery running on the query context, whose <found>
+ *    still comes. Asked there rather than on a third context once the
+ *    SUBSCRIBE is confirmed: no context, timer or state more, and the
+ *    confirmation's timer bounds both.
  * Contexts are freed only from our own timers, never inside one of their
  * callbacks; a callback that finds its context is no longer the current
  * one ignores its reply. Sentinels are not authenticated (their password,
@@ -69,6 +79,10 @@ struct sentinel {
 	int                ka_pending; /* a keepalive not confirmed yet */
 	ev_timer           stimer;     /* connect timeout / resubscribe /
 	                                  keepalive */
+	/* the master last given to <found> or <switched> (the store may
+	 * have ignored it); port 0: none yet */
+	char master_host[256];
+	int  master_port;
 };
 
 static redisAsyncContext *
@@ -171,6 +185,14 @@ parse_addr(redisReply *r, char *host, size_t hsize, int *port)
 	return 0;
 }
 
+/* Notes <host>:<port> as the master the store was last given. */
+static void
+remember(struct sentinel *s, const char *host, int port)
+{
+	snprintf(s->master_host, sizeof(s->master_host), "%s", host);
+	s->master_port = port;
+}
+
 static void
 query_cb(redisAsyncContext *ac, void *r, void *privdata)
 {
@@ -199,6 +221,7 @@ query_cb(redisAsyncContext *ac, void *r, void *privdata)
 	}
 	s->pending = 0;
 	s->querying = 0;
+	remember(s, host, port);
 	log_info("sentinel_master", "master=%s host=%s port=%d", s->t.master,
 	         host, port);
 	s->found(s->arg, host, port);
@@ -271,8 +294,30 @@ sentinel_distrust(struct sentinel *s)
 
 /* ---- +switch-master ---------------------------------------------------- */
 
-static void sub_open(struct sentinel *s);
 static void sub_cb(redisAsyncContext *ac, void *r, void *privdata);
+
+/* Frees the subscription's context, its callbacks detached; from a timer
+ * or outside every callback of the context only. */
+static void
+sub_close(struct sentinel *s)
+{
+	redisAsyncContext *ac = s->sac;
+
+	if (ac == NULL)
+		return;
+	s->sac = NULL;
+	ac->data = NULL;
+	redisAsyncFree(ac);
+}
+
+/* The subscription is gone (<sac> NULL): the next sentinel's turn, soon. */
+static void
+sub_next(struct sentinel *s)
+{
+	s->sub_up = 0;
+	s->sidx = (s->sidx + 1) % s->t.nseeds;
+	arm(s, &s->stimer, SUB_RETRY_S);
+}
 
 static void
 s_disconnect_cb(const redisAsyncContext *ac, int status)
@@ -282,9 +327,7 @@ s_disconnect_cb(const redisAsyncContext *ac, int status)
 	if (s == NULL || ac != s->sac)
 		return;
 	s->sac = NULL;
-	s->sub_up = 0;
-	s->sidx = (s->sidx + 1) % s->t.nseeds;
-	arm(s, &s->stimer, SUB_RETRY_S);
+	sub_next(s);
 }
 
 /* How long a keepalive may wait for its confirmation: until the next. */
@@ -316,6 +359,18 @@ keepalive(struct sentinel *s)
 	arm(s, &s->stimer, keepalive_s(s));
 }
 
+/* The one way a master the store did not ask for reaches it: announced
+ * by a +switch-master, or named by a new subscription's sentinel (<via>
+ * says which). The store ignores a master it is already on. */
+static void
+switch_to(struct sentinel *s, const char *host, int port, const char *via)
+{
+	remember(s, host, port);
+	log_info("sentinel_switch_master", "master=%s host=%s port=%d via=%s",
+	         s->t.master, host, port, via);
+	s->switched(s->arg, host, port);
+}
+
 /* "<name> <old-ip> <old-port> <new-ip> <new-port>" */
 static void
 on_switch(struct sentinel *s, const char *msg, size_t len)
@@ -330,9 +385,28 @@ on_switch(struct sentinel *s, const char *msg, size_t len)
 	if (sscanf(buf, "%127s %*s %*s %255s %d", name, host, &port) != 3 ||
 	    strcmp(name, s->t.master) != 0 || port <= 0 || port > 65535)
 		return;
-	log_info("sentinel_switch_master", "master=%s host=%s port=%d", name,
-	         host, port);
-	s->switched(s->arg, host, port);
+	switch_to(s, host, port, "switch-master");
+}
+
+/* The answer to the get-master-addr-by-name that precedes the SUBSCRIBE
+ * (sub_open). A master other than the one the store was last given was
+ * announced while no subscription listened: switch to it. None given yet
+ * means the store's first discovery is running, and answers it. Nil
+ * (this sentinel does not know <t.master>) or an error change nothing. */
+static void
+check_cb(redisAsyncContext *ac, void *r, void *privdata)
+{
+	struct sentinel *s = privdata;
+	redisReply      *reply = r;
+	char             host[256];
+	int              port;
+
+	if (ac != s->sac || reply == NULL)
+		return; /* gone: sub_cb sees the NULL too */
+	if (parse_addr(reply, host, sizeof(host), &port) == 0 &&
+	    s->master_port != 0 &&
+	    (port != s->master_port || strcmp(host, s->master_host) != 0))
+		switch_to(s, host, port, "subscribe_check");
 }
 
 static void
@@ -353,8 +427,7 @@ sub_cb(redisAsyncContext *ac, void *r, void *privdata)
 			         s->t.seeds[s->sidx].port,
 			         ac->errstr[0] != '\0' ? ac->errstr : "closed");
 			s->sac = NULL;
-			s->sidx = (s->sidx + 1) % s->t.nseeds;
-			arm(s, &s->stimer, SUB_RETRY_S);
+			sub_next(s);
 		}
 		return;
 	}
@@ -370,6 +443,8 @@ sub_cb(redisAsyncContext *ac, void *r, void *privdata)
 		on_switch(s, reply->element[2]->str, reply->element[2]->len);
 }
 
+/* Subscribes on sentinel <sidx>, asking it for the master first: its two
+ * answers come in that order, with no failover between them unheard. */
 static void
 sub_open(struct sentinel *s)
 {
@@ -377,17 +452,13 @@ sub_open(struct sentinel *s)
 	 * up is the SUBSCRIBE's confirmation (sub_cb), not the connect */
 	s->sac = open_ctx(s, s->sidx, NULL, s_disconnect_cb);
 	if (s->sac == NULL ||
+	    redisAsyncCommand(s->sac, check_cb, s,
+	                      "SENTINEL get-master-addr-by-name %s",
+	                      s->t.master) != REDIS_OK ||
 	    redisAsyncCommand(s->sac, sub_cb, s, "SUBSCRIBE +switch-master") !=
 	            REDIS_OK) {
-		if (s->sac != NULL) {
-			redisAsyncContext *ac = s->sac;
-
-			s->sac = NULL;
-			ac->data = NULL;
-			redisAsyncFree(ac);
-		}
-		s->sidx = (s->sidx + 1) % s->t.nseeds;
-		arm(s, &s->stimer, SUB_RETRY_S);
+		sub_close(s);
+		sub_next(s);
 		return;
 	}
 	arm(s, &s->stimer, s->timeout_s); /* connect and confirmation */
@@ -399,16 +470,10 @@ sub_open(struct sentinel *s)
 static void
 sub_drop(struct sentinel *s, const char *what)
 {
-	redisAsyncContext *ac = s->sac;
-
 	log_warn("sentinel_timeout", "host=%s port=%d %s=1",
 	         s->t.seeds[s->sidx].host, s->t.seeds[s->sidx].port, what);
-	s->sac = NULL;
-	s->sub_up = 0;
-	ac->data = NULL;
-	redisAsyncFree(ac);
-	s->sidx = (s->sidx + 1) % s->t.nseeds;
-	arm(s, &s->stimer, SUB_RETRY_S);
+	sub_close(s);
+	sub_next(s);
 }
 
 /* Reopens a dropped subscription, gives up on a sentinel that has not
@@ -458,12 +523,6 @@ sentinel_free(struct sentinel *s)
 	ev_timer_stop(s->loop, &s->qtimer);
 	ev_timer_stop(s->loop, &s->stimer);
 	q_close(s);
-	if (s->sac != NULL) {
-		redisAsyncContext *ac = s->sac;
-
-		s->sac = NULL;
-		ac->data = NULL;
-		redisAsyncFree(ac);
-	}
+	sub_close(s);
 	free(s);
 }

@@ -121,6 +121,44 @@ sentinel_sees_replica() { rc "$1" sentinel replicas mymaster | grep -qx "127.0.0
 sentinel_peers() { [ "$(rc "$1" sentinel master mymaster | grep -A1 '^num-other-sentinels$' | tail -1)" = 2 ]; }
 sentinel_master_is() { [ "$(rc "$1" sentinel get-master-addr-by-name mymaster | tail -1)" = "$2" ]; }
 
+# master_replica_up MASTER REPLICA: a Redis on each port, the second a
+# replica of the first, synced (one ok line).
+master_replica_up() {
+	start_redis "$1"
+	start_redis "$2"
+	rc "$2" replicaof 127.0.0.1 "$1" >/dev/null
+	until_ok 200 synced "$2"; ok $? "the replica syncs with the master"
+}
+# sentinel_group_up MASTER REPLICA S1 S2...: master_replica_up, then
+# start_sentinels on S1 S2..., each until it sees the replica (ok lines).
+sentinel_group_up() {
+	_sg_m=$1; _sg_r=$2; shift 2
+	master_replica_up "$_sg_m" "$_sg_r"
+	start_sentinels "$_sg_m" "$@"; ok $? "$# sentinels"
+	for _sg_s in "$@"; do
+		until_ok 200 sentinel_sees_replica "$_sg_s" "$_sg_r"
+		ok $? "sentinel :$_sg_s sees the replica"
+	done
+}
+# sentinel_agent_up SENTINELS: the agent on $AP (one worker, redis.timeout
+# 200ms) on redis+sentinel://SENTINELS/mymaster, with one fail-open rule
+# "t" for rl-request, counted at t:{tenant}; then c ARGS... asks it.
+sentinel_agent_up() {
+	{
+		policy_top "$AP" "redis+sentinel://$1/mymaster" 200ms 1
+		cat <<YAML
+processing_timeout: 1s
+rules:
+  - { name: t, message: rl-request, key: "t:{tenant}", rate: 10/s, fail: open }
+YAML
+	} >"$TMP/policy.yaml"
+	c() { "$CLIENT" -a "127.0.0.1:$AP" "$@"; }
+	agent_up "$TMP/policy.yaml"
+}
+# subscribed_to PORT: the agent logged its subscription to the sentinel
+# on PORT.
+subscribed_to() { grep -q "msg=sentinel_subscribed host=127.0.0.1 port=$1" "$TMP/agent.log"; }
+
 # A keep-alive-free curl loop (one request per curl, bounded at 1 s):
 # load_loop NAME SLEEP HDR_A [HDR_B]: requests $URL/NAME/N; with HDR_B, odd N
 # send HDR_A and even N HDR_B. One line per request in $TMP/load.NAME:

@@ -14,32 +14,15 @@
 # must notice, subscribe to the other, and hear the failover forced
 # through it.
 . "$(dirname "$0")/../lib.sh"
-. "$(dirname "$0")/../e2e/lib-topo.bash"	# start_sentinels, synced, ...
+. "$(dirname "$0")/../e2e/lib-topo.bash"	# sentinel_group_up, sentinel_agent_up, ...
 M=$(port 1); R=$(port 2); S1=$(port 3); S2=$(port 4); AP=$(port 5)
 STOPPED=""
 # a stopped sentinel is resumed before cleanup ends it
 trap 'for p in $STOPPED; do kill -CONT "$p" 2>/dev/null; done; cleanup' EXIT
 
-start_redis "$M"
-start_redis "$R"
-rc "$R" replicaof 127.0.0.1 "$M" >/dev/null
-until_ok 200 synced "$R"; ok $? "the replica syncs with the master"
-start_sentinels "$M" "$S1" "$S2"; ok $? "two sentinels"
-for s in "$S1" "$S2"; do
-	until_ok 200 sentinel_sees_replica "$s" "$R"; ok $? "sentinel :$s sees the replica"
-done
+sentinel_group_up "$M" "$R" "$S1" "$S2"
 
-{
-	policy_top "$AP" "redis+sentinel://127.0.0.1:$S1,127.0.0.1:$S2/mymaster" 200ms 1
-	cat <<YAML
-processing_timeout: 1s
-rules:
-  - { name: t, message: rl-request, key: "t:{tenant}", rate: 10/s, fail: open }
-YAML
-} >"$TMP/policy.yaml"
-agent_up "$TMP/policy.yaml"
-c() { "$CLIENT" -a "127.0.0.1:$AP" "$@"; }
-subscribed_to() { grep -q "msg=sentinel_subscribed host=127.0.0.1 port=$1" "$TMP/agent.log"; }
+sentinel_agent_up "127.0.0.1:$S1,127.0.0.1:$S2"
 either() { subscribed_to "$S1" || subscribed_to "$S2"; }
 until_ok 100 either; ok $? "the agent subscribes to a sentinel"
 if subscribed_to "$S1"; then SUB=$S1; OTHER=$S2; else SUB=$S2; OTHER=$S1; fi
