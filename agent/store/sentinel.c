@@ -36,6 +36,11 @@
  *    still comes. Asked there rather than on a third context once the
  *    SUBSCRIBE is confirmed: no context, timer or state more, and the
  *    confirmation's timer bounds both.
+ *  - a server that answers that question with "unknown command" is a plain
+ *    Redis listed by mistake, which would confirm the SUBSCRIBE all the
+ *    same and never announce anything: both contexts log it (an error,
+ *    once per RATELOG_INTERVAL_US per address) and go on to the next
+ *    sentinel.
  * Contexts are freed only from our own timers, never inside one of their
  * callbacks; a callback that finds its context is no longer the current
  * one ignores its reply. Sentinels are not authenticated (their password,
@@ -44,6 +49,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 
 #include <ev.h>
 #include <hiredis/adapters/libev.h>
@@ -51,6 +57,7 @@
 #include <hiredis/hiredis.h>
 
 #include "log.h"
+#include "ratelog.h"
 #include "reply.h"
 #include "resolve.h"
 #include "sentinel.h"
@@ -58,6 +65,7 @@
 
 #define SUB_RETRY_S     0.5
 #define SUB_KEEPALIVE_S 1.0 /* a confirmed subscription checked this often */
+#define ERR_LOG_MAX     128 /* bytes of a server's error text logged */
 
 struct sentinel {
 	struct ev_loop   *loop;
@@ -77,12 +85,14 @@ struct sentinel {
 	int                sidx;
 	int                sub_up;
 	int                ka_pending; /* a keepalive not confirmed yet */
+	int                sub_plain;  /* sac's server is a plain Redis */
 	ev_timer           stimer;     /* connect timeout / resubscribe /
 	                                  keepalive */
 	/* the master last given to <found> or <switched> (the store may
 	 * have ignored it); port 0: none yet */
-	char master_host[256];
-	int  master_port;
+	char           master_host[256];
+	int            master_port;
+	struct ratelog logs; /* sentinel_not_a_sentinel, by seed */
 };
 
 static redisAsyncContext *
@@ -185,6 +195,32 @@ parse_addr(redisReply *r, char *host, size_t hsize, int *port)
 	return 0;
 }
 
+/* <reply>, a server's answer to SENTINEL get-master-addr-by-name, says
+ * that it knows no such command: seed <idx> is a plain Redis listed among
+ * the sentinels. Logs so, naming it, at most once per RATELOG_INTERVAL_US
+ * per seed (both contexts may meet it), and returns 1; 0 for any other
+ * reply. The error text is the server's: escaped, and cut visibly. */
+static int
+not_sentinel(struct sentinel *s, int idx, const redisReply *reply)
+{
+	char     err[4 * ERR_LOG_MAX + 1];
+	uint64_t suppressed;
+	int      cut;
+
+	if (reply->type != REDIS_REPLY_ERROR ||
+	    strncasecmp(reply->str, "ERR unknown command", 19) != 0)
+		return 0;
+	if (!ratelog_allow(&s->logs, idx, util_now_us(), &suppressed))
+		return 1;
+	cut = log_escape_value(err, sizeof(err), reply->str, reply->len,
+	                       ERR_LOG_MAX);
+	log_error("sentinel_not_a_sentinel",
+	          "host=%s port=%d master=%s error=\"%s\" suppressed=%llu%s",
+	          s->t.seeds[idx].host, s->t.seeds[idx].port, s->t.master, err,
+	          (unsigned long long)suppressed, LOG_CUT(cut));
+	return 1;
+}
+
 /* Notes <host>:<port> as the master the store was last given. */
 static void
 remember(struct sentinel *s, const char *host, int port)
@@ -210,12 +246,14 @@ query_cb(redisAsyncContext *ac, void *r, void *privdata)
 		return;
 	}
 	if (parse_addr(reply, host, sizeof(host), &port) == -1) {
-		log_warn("sentinel_no_master",
-		         "host=%s port=%d master=%s error=\"%.100s\"",
-		         s->t.seeds[s->qidx].host, s->t.seeds[s->qidx].port,
-		         s->t.master,
-		         reply->type == REDIS_REPLY_ERROR ? reply->str
-		                                          : "unknown master");
+		if (!not_sentinel(s, s->qidx, reply))
+			log_warn("sentinel_no_master",
+			         "host=%s port=%d master=%s error=\"%.100s\"",
+			         s->t.seeds[s->qidx].host,
+			         s->t.seeds[s->qidx].port, s->t.master,
+			         reply->type == REDIS_REPLY_ERROR
+			                 ? reply->str
+			                 : "unknown master");
 		q_fail(s);
 		return;
 	}
@@ -391,8 +429,10 @@ on_switch(struct sentinel *s, const char *msg, size_t len)
 /* The answer to the get-master-addr-by-name that precedes the SUBSCRIBE
  * (sub_open). A master other than the one the store was last given was
  * announced while no subscription listened: switch to it. None given yet
- * means the store's first discovery is running, and answers it. Nil
- * (this sentinel does not know <t.master>) or an error change nothing. */
+ * means the store's first discovery is running, and answers it. A plain
+ * Redis is left at the next tick (not from inside its callback); nil
+ * (this sentinel does not know <t.master>) or another error change
+ * nothing. */
 static void
 check_cb(redisAsyncContext *ac, void *r, void *privdata)
 {
@@ -403,10 +443,15 @@ check_cb(redisAsyncContext *ac, void *r, void *privdata)
 
 	if (ac != s->sac || reply == NULL)
 		return; /* gone: sub_cb sees the NULL too */
-	if (parse_addr(reply, host, sizeof(host), &port) == 0 &&
-	    s->master_port != 0 &&
-	    (port != s->master_port || strcmp(host, s->master_host) != 0))
+	if (not_sentinel(s, s->sidx, reply)) {
+		s->sub_plain = 1;
+		arm(s, &s->stimer, 0.);
+	} else if (parse_addr(reply, host, sizeof(host), &port) == 0 &&
+	           s->master_port != 0 &&
+	           (port != s->master_port ||
+	            strcmp(host, s->master_host) != 0)) {
 		switch_to(s, host, port, "subscribe_check");
+	}
 }
 
 static void
@@ -431,7 +476,8 @@ sub_cb(redisAsyncContext *ac, void *r, void *privdata)
 		}
 		return;
 	}
-	if (reply->type != REDIS_REPLY_ARRAY || reply->elements != 3 ||
+	if (s->sub_plain || reply->type != REDIS_REPLY_ARRAY ||
+	    reply->elements != 3 ||
 	    reply->element[0]->type != REDIS_REPLY_STRING)
 		return;
 	if (strcmp(reply->element[0]->str, "subscribe") == 0 && !s->sub_up)
@@ -450,6 +496,7 @@ sub_open(struct sentinel *s)
 {
 	/* no connect callback: a failed connect comes as a NULL reply, and
 	 * up is the SUBSCRIBE's confirmation (sub_cb), not the connect */
+	s->sub_plain = 0;
 	s->sac = open_ctx(s, s->sidx, NULL, s_disconnect_cb);
 	if (s->sac == NULL ||
 	    redisAsyncCommand(s->sac, check_cb, s,
@@ -476,22 +523,27 @@ sub_drop(struct sentinel *s, const char *what)
 	sub_next(s);
 }
 
-/* Reopens a dropped subscription, gives up on a sentinel that has not
- * confirmed the SUBSCRIBE or the last keepalive in time (connect or
- * answer hangs), or sends the next keepalive. */
+/* Reopens a dropped subscription, leaves a plain Redis (check_cb logged
+ * it), gives up on a sentinel that has not confirmed the SUBSCRIBE or the
+ * last keepalive in time (connect or answer hangs), or sends the next
+ * keepalive. */
 static void
 stimer_cb(struct ev_loop *loop, ev_timer *w, int revents)
 {
 	struct sentinel *s = container_of(w, struct sentinel, stimer);
 
-	if (s->sac == NULL)
+	if (s->sac == NULL) {
 		sub_open(s);
-	else if (!s->sub_up)
+	} else if (s->sub_plain) {
+		sub_close(s);
+		sub_next(s);
+	} else if (!s->sub_up) {
 		sub_drop(s, "subscribe");
-	else if (s->ka_pending)
+	} else if (s->ka_pending) {
 		sub_drop(s, "keepalive");
-	else
+	} else {
 		keepalive(s);
+	}
 }
 
 /* ---- life ------------------------------------------------------------- */

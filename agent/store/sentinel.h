@@ -25,8 +25,9 @@ typedef void sentinel_addr_cb(void *arg, const char *host, int port);
  * sentinel_discover(); <switched> runs when a sentinel announces a new
  * master for <t->master>, or when a sentinel newly subscribed to names
  * another master than the last one given (a failover announced while no
- * subscription listened). Returns a new sentinel; free with
- * sentinel_free(). */
+ * subscription listened). An address of <t> that is a plain Redis, not a
+ * sentinel, is logged as an error and skipped. Returns a new sentinel;
+ * free with sentinel_free(). */
 struct sentinel *sentinel_new(struct ev_loop *loop, const struct store_topo *t,
                               int64_t timeout_us, sentinel_addr_cb *found,
                               sentinel_addr_cb *switched, void *arg);

@@ -1,0 +1,54 @@
+#!/bin/bash
+# SPDX-License-Identifier: Apache-2.0
+# A plain Redis listed among the sentinels of redis+sentinel:// (a typo, a
+# port mixed up). It accepts SUBSCRIBE +switch-master and confirms it like
+# a sentinel, so the agent took it for its subscription and kept it (the
+# keepalives are confirmed too): no failover was ever heard, and nothing
+# in the log said why; discovery only warned that it had "no master".
+# Now its answer to SENTINEL get-master-addr-by-name ("ERR unknown
+# command") marks it as no sentinel: one error line names its address,
+# and the agent goes on to the next sentinel, for discovery and for the
+# subscription alike.
+#
+# The URL lists the plain Redis first, then a real sentinel: the agent
+# must subscribe to the sentinel, log the plain one once, and hear a
+# failover forced through the sentinel.
+. "$(dirname "$0")/../lib.sh"
+. "$(dirname "$0")/../e2e/lib-topo.bash"	# master_replica_up, sentinel_agent_up, ...
+M=$(port 1); R=$(port 2); P=$(port 3); SG=$(port 4); AP=$(port 5)
+
+master_replica_up "$M" "$R"
+start_redis "$P"	# the plain Redis in the sentinels' list
+mkdir -p "$TMP/s$SG"
+printf 'port %s\nbind 127.0.0.1\ndaemonize no\ndir %s\n%s\n' "$SG" "$TMP/s$SG" \
+	"sentinel monitor mymaster 127.0.0.1 $M 1" >"$TMP/s$SG/sentinel.conf"
+redis-server "$TMP/s$SG/sentinel.conf" --sentinel >"$TMP/s$SG.log" 2>&1 &
+PIDS="$PIDS $!"
+wait_port "$SG"
+until_ok 200 sentinel_sees_replica "$SG" "$R"; ok $? "the sentinel sees the replica"
+
+sentinel_agent_up "127.0.0.1:$P,127.0.0.1:$SG"
+log_has() { grep -q "$1" "$TMP/agent.log"; }
+until_ok 50 subscribed_to "$SG"; ok $? "the agent subscribes to the sentinel :$SG"
+! subscribed_to "$P"; ok $? "no subscription is claimed on the plain Redis :$P"
+listed() { rc "$SG" client list | grep -q 'cmd=subscribe'; }
+until_ok 20 listed; ok $? "... and :$SG lists the agent's SUBSCRIBE"
+! rc "$P" client list | grep -q 'cmd=subscribe'; ok $? "... which :$P does not"
+on_m() { [ "$(c rl-request tenant=s:before | field status)" = 0 ] &&
+	[ "$(rc "$M" exists 'rl:{t:t:before}')" = 1 ]; }
+until_ok 50 on_m; ok $? "requests are counted on the master :$M"
+
+line="level=error msg=sentinel_not_a_sentinel host=127.0.0.1 port=$P "
+expect_eq "$(grep -c "$line" "$TMP/agent.log")" 1 "one error line names :$P as no sentinel"
+grep "$line" "$TMP/agent.log" | grep -q 'error="ERR\\x20unknown\\x20command'
+ok $? "... with Redis' error, escaped"
+
+expect_eq "$(rc "$SG" sentinel failover mymaster)" OK "a failover forced through :$SG"
+heard() { log_has "msg=sentinel_switch_master master=mymaster host=127.0.0.1 port=$R"; }
+until_ok 100 heard; ok $? "the agent hears +switch-master to :$R"
+on_r() { [ "$(c rl-request tenant=s:after | field status)" = 0 ] &&
+	[ "$(rc "$R" exists 'rl:{t:t:after}')" = 1 ]; }
+until_ok 50 on_r; ok $? "requests are counted on the new master :$R"
+expect_eq "$(grep -c "$line" "$TMP/agent.log")" 1 "still one error line for :$P"
+kill -0 "$AGENT_PID"; ok $? "the agent is still running"
+finish
