@@ -155,6 +155,14 @@ YAML
 	c() { "$CLIENT" -a "127.0.0.1:$AP" "$@"; }
 	agent_up "$TMP/policy.yaml"
 }
+# counted_on PORT TENANT: a request of TENANT (through c) is allowed and
+# counted on the Redis at PORT. Retried with until_ok: the first request
+# may come before the master's link is up (ROLE, SCRIPT LOAD), and is then
+# allowed by the fail mode and counted nowhere.
+counted_on() {
+	[ "$(c rl-request tenant=s:"$2" | field status)" = 0 ] &&
+		[ "$(rc "$1" exists "rl:{t:t:$2}")" = 1 ]
+}
 # subscribed_to PORT: the agent logged its subscription to the sentinel
 # on PORT.
 subscribed_to() { grep -q "msg=sentinel_subscribed host=127.0.0.1 port=$1" "$TMP/agent.log"; }

@@ -26,8 +26,7 @@ sentinel_agent_up "127.0.0.1:$S1,127.0.0.1:$S2"
 either() { subscribed_to "$S1" || subscribed_to "$S2"; }
 until_ok 100 either; ok $? "the agent subscribes to a sentinel"
 if subscribed_to "$S1"; then SUB=$S1; OTHER=$S2; else SUB=$S2; OTHER=$S1; fi
-expect_eq "$(c rl-request tenant=s:before | field status)" 0 "a request on the master"
-expect_eq "$(rc "$M" exists 'rl:{t:t:before}')" 1 "... counted on :$M"
+until_ok 50 counted_on "$M" before; ok $? "requests are counted on the master :$M"
 
 pid=$(rc "$SUB" info server | tr -d '\r' | sed -n 's/^process_id://p')
 [ -n "$pid" ] && kill -STOP "$pid" && STOPPED=$pid
@@ -40,8 +39,6 @@ until_ok 50 subscribed_to "$OTHER"; ok $? "... and subscribes to :$OTHER"
 expect_eq "$(rc "$OTHER" sentinel failover mymaster)" OK "a failover forced through :$OTHER"
 heard() { grep -q "msg=sentinel_switch_master master=mymaster host=127.0.0.1 port=$R" "$TMP/agent.log"; }
 until_ok 150 heard; ok $? "the agent hears +switch-master to :$R"
-on_new() { [ "$(c rl-request tenant=s:after | field status)" = 0 ] &&
-	[ "$(rc "$R" exists 'rl:{t:t:after}')" = 1 ]; }
-until_ok 50 on_new; ok $? "requests are counted on the new master :$R"
+until_ok 50 counted_on "$R" after; ok $? "requests are counted on the new master :$R"
 kill -0 "$AGENT_PID"; ok $? "the agent is still running"
 finish

@@ -34,9 +34,7 @@ until_ok 50 subscribed_to "$SG"; ok $? "the agent subscribes to the sentinel :$S
 listed() { rc "$SG" client list | grep -q 'cmd=subscribe'; }
 until_ok 20 listed; ok $? "... and :$SG lists the agent's SUBSCRIBE"
 ! rc "$P" client list | grep -q 'cmd=subscribe'; ok $? "... which :$P does not"
-on_m() { [ "$(c rl-request tenant=s:before | field status)" = 0 ] &&
-	[ "$(rc "$M" exists 'rl:{t:t:before}')" = 1 ]; }
-until_ok 50 on_m; ok $? "requests are counted on the master :$M"
+until_ok 50 counted_on "$M" before; ok $? "requests are counted on the master :$M"
 
 line="level=error msg=sentinel_not_a_sentinel host=127.0.0.1 port=$P "
 expect_eq "$(grep -c "$line" "$TMP/agent.log")" 1 "one error line names :$P as no sentinel"
@@ -46,9 +44,7 @@ ok $? "... with Redis' error, escaped"
 expect_eq "$(rc "$SG" sentinel failover mymaster)" OK "a failover forced through :$SG"
 heard() { log_has "msg=sentinel_switch_master master=mymaster host=127.0.0.1 port=$R"; }
 until_ok 100 heard; ok $? "the agent hears +switch-master to :$R"
-on_r() { [ "$(c rl-request tenant=s:after | field status)" = 0 ] &&
-	[ "$(rc "$R" exists 'rl:{t:t:after}')" = 1 ]; }
-until_ok 50 on_r; ok $? "requests are counted on the new master :$R"
+until_ok 50 counted_on "$R" after; ok $? "requests are counted on the new master :$R"
 expect_eq "$(grep -c "$line" "$TMP/agent.log")" 1 "still one error line for :$P"
 kill -0 "$AGENT_PID"; ok $? "the agent is still running"
 finish

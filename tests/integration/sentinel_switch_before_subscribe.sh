@@ -26,8 +26,7 @@ sentinel_group_up "$M" "$R" "$S1" "$S2"
 sentinel_agent_up "127.0.0.1:$S1,127.0.0.1:$S2"
 log_has() { grep -q "$1" "$TMP/agent.log"; }
 until_ok 100 subscribed_to "$S1"; ok $? "the agent subscribes to the first sentinel :$S1"
-expect_eq "$(c rl-request tenant=s:before | field status)" 0 "a request on the master"
-expect_eq "$(rc "$M" exists 'rl:{t:t:before}')" 1 "... counted on :$M"
+until_ok 50 counted_on "$M" before; ok $? "requests are counted on the master :$M"
 
 pid=$(rc "$S1" info server | tr -d '\r' | sed -n 's/^process_id://p')
 [ -n "$pid" ] && kill -9 "$pid"; ok $? "the subscribed sentinel :$S1 is killed"
@@ -47,8 +46,6 @@ until_ok 30 on_new; ok $? "... and moves to :$R within 3 s, with no request ($((
 is_master "$M"; ok $? "... while :$M was not demoted yet (its CLIENT KILL is not what moved it)"
 log_has "msg=sentinel_switch_master master=mymaster host=127.0.0.1 port=$R"
 ok $? "the move is logged as a switch of master"
-on_r() { [ "$(c rl-request tenant=s:after | field status)" = 0 ] &&
-	[ "$(rc "$R" exists 'rl:{t:t:after}')" = 1 ]; }
-until_ok 50 on_r; ok $? "requests are counted on the new master :$R"
+until_ok 50 counted_on "$R" after; ok $? "requests are counted on the new master :$R"
 kill -0 "$AGENT_PID"; ok $? "the agent is still running"
 finish
