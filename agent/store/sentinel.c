@@ -65,7 +65,6 @@
 
 #define SUB_RETRY_S     0.5
 #define SUB_KEEPALIVE_S 1.0 /* a confirmed subscription checked this often */
-#define ERR_LOG_MAX     128 /* bytes of a server's error text logged */
 
 struct sentinel {
 	struct ev_loop   *loop;
@@ -203,22 +202,33 @@ parse_addr(redisReply *r, char *host, size_t hsize, int *port)
 static int
 not_sentinel(struct sentinel *s, int idx, const redisReply *reply)
 {
-	char     err[4 * ERR_LOG_MAX + 1];
-	uint64_t suppressed;
-	int      cut;
+	struct log_text e;
+	uint64_t        suppressed;
 
 	if (reply->type != REDIS_REPLY_ERROR ||
 	    strncasecmp(reply->str, "ERR unknown command", 19) != 0)
 		return 0;
 	if (!ratelog_allow(&s->logs, idx, util_now_us(), &suppressed))
 		return 1;
-	cut = log_escape_value(err, sizeof(err), reply->str, reply->len,
-	                       ERR_LOG_MAX);
+	log_text(&e, reply->str);
 	log_error("sentinel_not_a_sentinel",
 	          "host=%s port=%d master=%s error=\"%s\" suppressed=%llu%s",
-	          s->t.seeds[idx].host, s->t.seeds[idx].port, s->t.master, err,
-	          (unsigned long long)suppressed, LOG_CUT(cut));
+	          s->t.seeds[idx].host, s->t.seeds[idx].port, s->t.master, e.s,
+	          (unsigned long long)suppressed, LOG_CUT(e.cut));
 	return 1;
+}
+
+/* Sentinel <qidx> gave no master address: <reply> says why. */
+static void
+no_master(const struct sentinel *s, const redisReply *reply)
+{
+	struct log_text e;
+
+	log_text(&e, reply->type == REDIS_REPLY_ERROR ? reply->str
+	                                              : "unknown master");
+	log_warn("sentinel_no_master", "host=%s port=%d master=%s error=\"%s\"%s",
+	         s->t.seeds[s->qidx].host, s->t.seeds[s->qidx].port,
+	         s->t.master, e.s, LOG_CUT(e.cut));
 }
 
 /* Notes <host>:<port> as the master the store was last given. */
@@ -247,13 +257,7 @@ query_cb(redisAsyncContext *ac, void *r, void *privdata)
 	}
 	if (parse_addr(reply, host, sizeof(host), &port) == -1) {
 		if (!not_sentinel(s, s->qidx, reply))
-			log_warn("sentinel_no_master",
-			         "host=%s port=%d master=%s error=\"%.100s\"",
-			         s->t.seeds[s->qidx].host,
-			         s->t.seeds[s->qidx].port, s->t.master,
-			         reply->type == REDIS_REPLY_ERROR
-			                 ? reply->str
-			                 : "unknown master");
+			no_master(s, reply);
 		q_fail(s);
 		return;
 	}
@@ -466,11 +470,14 @@ sub_cb(redisAsyncContext *ac, void *r, void *privdata)
 		if (s->sac != NULL && !s->sub_up) {
 			/* connect failed, or the SUBSCRIBE was refused (hiredis
 			 * drops the link on its error): hiredis frees it */
+			struct log_text e;
+
+			log_text(&e, ac->errstr[0] != '\0' ? ac->errstr
+			                                    : "closed");
 			log_warn("sentinel_subscribe_failed",
-			         "host=%s port=%d error=\"%.200s\"",
+			         "host=%s port=%d error=\"%s\"%s",
 			         s->t.seeds[s->sidx].host,
-			         s->t.seeds[s->sidx].port,
-			         ac->errstr[0] != '\0' ? ac->errstr : "closed");
+			         s->t.seeds[s->sidx].port, e.s, LOG_CUT(e.cut));
 			s->sac = NULL;
 			sub_next(s);
 		}
