@@ -144,6 +144,17 @@ is_lease(const struct check *c)
 	return c->lim.algo == LIM_CONCURRENCY && c->op == LIM_OP_CHECK;
 }
 
+/* A reserving CHECK (reserve:): the request holds its reservation in
+ * Redis, under its request id, if it passes; only its settle gives it
+ * back. */
+static int
+is_reservation(const struct check *c)
+{
+	return c->kind == CHECK_EVAL && c->rule->reserves &&
+	       c->op == LIM_OP_CHECK && c->memberlen > 0 &&
+	       c->lim.reserve_lease_us > 0;
+}
+
 /* A request that passed holds a lease for each concurrency CHECK it made,
  * in Redis or in the local tier (store: local, or fail: local while Redis
  * is down), and may hold one in Redis for a CHECK whose answer was lost
@@ -191,7 +202,8 @@ decide_mark_leases(const struct check *checks, struct outcome *out,
 	for (int j = 0; j < n; j++) {
 		struct outcome *o = &out[idx[j]];
 
-		o->redis_lease = is_lease(&checks[idx[j]]) &&
+		o->redis_lease = (is_lease(&checks[idx[j]]) ||
+		                  is_reservation(&checks[idx[j]])) &&
 		                 (!answered || (!veto && o->res.allowed == 1));
 	}
 }
@@ -202,6 +214,10 @@ decide_orphan(const struct check *c, const struct outcome *o, int status,
 {
 	int what = 0, local;
 
+	if (is_reservation(c))
+		return o->redis_lease && status != 0 && !lost
+		               ? DECIDE_SETTLE_REDIS
+		               : 0;
 	if (o->redis_lease && (status != 0 || lost))
 		what |= DECIDE_FREE_REDIS;
 	local = o->src == SRC_FAIL_LOCAL ||

@@ -40,10 +40,11 @@ struct outcome {
 	const struct lim_params *lim; /* what <res> was decided under, when
 	                               * not the check's own: fail: local's
 	                               * share of the pool; NULL otherwise */
-	int redis_lease;              /* a concurrency CHECK whose lease
-	                               * Redis holds, or may hold: granted
-	                               * (decide_mark_leases), or sent and
-	                               * never answered */
+	int redis_lease;              /* a concurrency CHECK whose lease,
+	                               * or a reserving CHECK whose
+	                               * reservation, Redis holds or may
+	                               * hold: granted (decide_mark_leases),
+	                               * or sent and never answered */
 };
 
 struct decision {
@@ -89,7 +90,8 @@ void decide_encode_nohdr(const struct decision *d, struct spop_writer *w);
 void decide_encode_min(const struct decision *d, struct spop_writer *w);
 
 /* Marks which of the Redis checks <idx>[0..<n>) of a request hold a lease
- * in Redis (outcome redis_lease). <answered>: Redis answered them (<out>
+ * or a reservation in Redis (outcome redis_lease; a reservation as a
+ * concurrency CHECK's lease below). <answered>: Redis answered them (<out>
  * filled): a concurrency CHECK holds its lease if it was allowed and no
  * other check vetoed the call, whatever the local tier says after. Not
  * <answered>: the call was sent and its answer lost (deadline, link
@@ -108,6 +110,14 @@ void decide_mark_leases(const struct check *checks, struct outcome *out,
  * allowed request took. Releasing a lease never taken is a no-op. */
 #define DECIDE_FREE_REDIS 0x1
 #define DECIDE_FREE_LOCAL 0x2
+/* ... and for a reserving CHECK (reserve:): DECIDE_SETTLE_REDIS when the
+ * request was refused (<status> != 0, not <lost>) while Redis holds or may
+ * hold its reservation: HAProxy sends no rl-response for a refused
+ * request, so the agent settles it at 0 (all given back; a settle that
+ * finds no record is a no-op). Not when <lost>: HAProxy then answers by
+ * its own error handling and may serve the request, uncharged but for the
+ * reservation (never an overspend). */
+#define DECIDE_SETTLE_REDIS 0x4
 int decide_orphan(const struct check *c, const struct outcome *o, int status,
                   int lost);
 

@@ -427,7 +427,8 @@ store_done_cb(struct store_req *sr, int err)
 		 * request took their last unit during the round trip, this one
 		 * is refused with Redis already charged: a window of one round
 		 * trip, as for a Redis Cluster request refused by another slot.
-		 * Its leases are given back (give_back); other charges stay. */
+		 * Its leases and reservations are given back (give_back); other
+		 * charges stay. */
 		decide_mark_leases(r->checks, r->out, r->redis_idx, r->nredis,
 		                   1);
 		if (!redis_vetoed(r))
@@ -1047,7 +1048,9 @@ count_decisions(struct req *r)
  * with the same RELEASE op rl-done sends, after the ACK: on a single Redis
  * the release follows the charging call on the same link, so it runs after
  * it even when that call is late. The request then lives on, detached from
- * its connection, until the release is answered or given up.
+ * its connection, until the release is answered or given up. A refused
+ * request's reservation (reserve:) is given back the same way, by its
+ * settle at 0 (HAProxy sends no rl-response for it either).
  *
  * A release Redis did not answer, the agent's own or rl-done's, is sent
  * again (release_retry). When a stall drops the link, the charges already
@@ -1167,6 +1170,15 @@ release_local(struct req *r, const int *orphan)
 		local_eval_request(r->e->local, part.lc, part.n, util_now_us());
 }
 
+/* How long Redis holds what <c> took: a reservation's lease, or a
+ * concurrency lease (its period). */
+static int64_t
+held_us(const struct check *c)
+{
+	return c->lim.reserve_lease_us > 0 ? c->lim.reserve_lease_us
+	                                   : c->lim.period_us;
+}
+
 /* Sends the release of the Redis leases flagged in <orphan>. Returns 1 if
  * the request now waits for it. */
 static int
@@ -1178,8 +1190,8 @@ release_redis(struct req *r, const int *orphan)
 	for (int i = 0; i < r->n; i++)
 		if (orphan[i] & DECIDE_FREE_REDIS) {
 			r->redis_idx[n++] = i;
-			if (r->checks[i].lim.period_us > lease)
-				lease = r->checks[i].lim.period_us;
+			if (held_us(&r->checks[i]) > lease)
+				lease = held_us(&r->checks[i]);
 		}
 	if (n == 0)
 		return 0;
@@ -1216,6 +1228,29 @@ releases_unanswered(const struct req *r, int *orphan)
 	return n;
 }
 
+/* Turns reserving check <i> of refused request <r> into its settle at 0
+ * (all given back), sent with the releases: HAProxy sends no rl-response
+ * for a refused request, and its reservation would stay charged for the
+ * whole lease. Sent again like a release: a settle applies once (the
+ * script deletes the record it reads), one that finds none is a no-op. */
+static void
+settle_refused(struct req *r, int i, int *orphan)
+{
+	orphan[i] |= DECIDE_FREE_REDIS | DECIDE_SETTLE_REDIS;
+	r->checks[i].op = LIM_OP_FORCE;
+	r->checks[i].cost = 0;
+}
+
+/* 1 if <orphan>[0..<n>) holds a settle_refused() one. */
+static int
+refunds(const int *orphan, int n)
+{
+	for (int i = 0; i < n; i++)
+		if (orphan[i] & DECIDE_SETTLE_REDIS)
+			return 1;
+	return 0;
+}
+
 /* After the ACK of <r>: releases the leases HAProxy will not (above), and
  * sends again the releases Redis did not answer. Returns 1 if the request
  * waits for Redis, detached from its connection. */
@@ -1241,7 +1276,9 @@ give_back(struct req *r)
 			int what = decide_orphan(&r->checks[i], &r->out[i],
 			                         r->d.status, lost);
 
-			if (what != 0) {
+			if (what & DECIDE_SETTLE_REDIS)
+				settle_refused(r, i, orphan);
+			else if (what != 0) {
 				orphan[i] |= what;
 				r->checks[i].op = LIM_OP_RELEASE;
 				r->checks[i].cost = 0;
@@ -1249,7 +1286,7 @@ give_back(struct req *r)
 			}
 		}
 	}
-	if (n == 0 && again == 0)
+	if (n == 0 && again == 0 && !refunds(orphan, r->n))
 		return 0;
 	if (n > 0)
 		metrics_self_release(r->e->m, n);

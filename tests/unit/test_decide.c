@@ -673,6 +673,53 @@ Test(decide, a_lost_ack_leaves_every_lease_to_the_agent)
 	cr_assert_eq(decide_orphan(&checks[1], &out[1], 429, 1), 0);
 }
 
+/* Check 1 a reservation of 300 (reserve:, request id "r1") that Redis
+ * granted; check 0 a store: local rule deciding with <local_allowed>;
+ * fills <d>. */
+static void
+reserved_then(int local_allowed, struct decision *d)
+{
+	int idx[] = { 1 };
+
+	rules[1].reserves = true;
+	rules[1].count = COUNT_RESPONSE;
+	checks[1].lim.reserve_lease_us = 3600 * LIM_USEC_PER_SEC;
+	checks[1].op = LIM_OP_CHECK;
+	checks[1].cost = 300;
+	memcpy(checks[1].member, "r1", 3);
+	checks[1].memberlen = 2;
+	out[1].src = SRC_STORE;
+	out[1].res = res(1, 700, 0, 1000000);
+	decide_mark_leases(checks, out, idx, 1, 1);
+	rules[0].store = STORE_LOCAL;
+	checks[0].op = LIM_OP_CHECK;
+	checks[0].cost = 1;
+	out[0].src = SRC_STORE;
+	out[0].res = local_allowed ? res(1, 5, 0, 1000000)
+	                           : res(0, 0, 2000000, 2000000);
+	decide(checks, out, 2, HEADERS_IETF, d);
+}
+
+/* Redis reserved, then a store: local check refused the request: HAProxy
+ * sends no rl-response for it, so the agent settles the reservation at 0
+ * itself. It stayed charged for the whole lease before. */
+Test(decide, a_refused_request_leaves_its_reservation_to_the_agent)
+{
+	struct decision d;
+
+	reserved_then(0, &d);
+	cr_assert_eq(d.status, 429);
+	cr_assert_eq(decide_orphan(&checks[1], &out[1], d.status, 0),
+	             DECIDE_SETTLE_REDIS);
+	cr_assert_eq(decide_orphan(&checks[1], &out[1], d.status, 1), 0,
+	             "an ACK HAProxy did not use: it may serve the request");
+	reserved_then(1, &d);
+	cr_assert_eq(d.status, 0);
+	cr_assert_eq(d.response, 1);
+	cr_assert_eq(decide_orphan(&checks[1], &out[1], d.status, 0), 0,
+	             "allowed: HAProxy's rl-response settles it");
+}
+
 /* ALGORITHMS.md: a cost that can never fit (allowed -1, retry_after 0) is
  * denied with no finite retry. The answer is 429 with Retry-After
  * DECIDE_NEVER_FITS_S, not 1 (an invitation to loop), and the rule's t and
