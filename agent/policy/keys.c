@@ -513,6 +513,16 @@ keys_expand(const struct tmpl *t, const struct spop_message *m, const char *pre,
 	return 0;
 }
 
+/* 1 if <s> (<len> bytes) is one or more decimal digits. */
+static bool
+all_digits(const char *s, size_t len)
+{
+	for (size_t i = 0; i < len; i++)
+		if (s[i] < '0' || s[i] > '9')
+			return false;
+	return len > 0;
+}
+
 int
 keys_arg_int(const struct spop_message *m, const char *name, int64_t *v)
 {
@@ -533,7 +543,7 @@ keys_arg_int(const struct spop_message *m, const char *name, int64_t *v)
 	case SPOP_DATA_UINT32:
 	case SPOP_DATA_UINT64:
 		if (d->v.u > INT64_MAX)
-			return -1;
+			return KEYS_INT_RANGE;
 		*v = (int64_t)d->v.u;
 		return 0;
 	case SPOP_DATA_STRING:
@@ -545,15 +555,14 @@ keys_arg_int(const struct spop_message *m, const char *name, int64_t *v)
 		neg = true;
 		i = 1;
 	}
-	if (i == d->v.str.len || d->v.str.len - i > 18)
-		return -1; /* empty, or beyond what 18 digits hold */
-	for (; i < d->v.str.len; i++) {
-		char c = d->v.str.ptr[i];
-
-		if (c < '0' || c > '9')
-			return -1;
-		acc = acc * 10 + (uint64_t)(c - '0');
-	}
+	if (!all_digits(d->v.str.ptr + i, d->v.str.len - i))
+		return -1;
+	while (i + 1 < d->v.str.len && d->v.str.ptr[i] == '0')
+		i++;
+	if (d->v.str.len - i > 18) /* beyond what 18 digits hold */
+		return neg ? -1 : KEYS_INT_RANGE;
+	for (; i < d->v.str.len; i++)
+		acc = acc * 10 + (uint64_t)(d->v.str.ptr[i] - '0');
 	*v = neg ? -(int64_t)acc : (int64_t)acc;
 	return 0;
 }

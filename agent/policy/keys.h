@@ -76,8 +76,11 @@ const struct spop_arg *keys_find_arg(const struct spop_message *m,
                                      const char *name, size_t len);
 
 /* Reads arg <name> of <m> as an integer: INT32/INT64/UINT32/UINT64 in
- * int64 range, or a STRING of decimal digits (optional leading '-').
- * Returns 0 with <*v>, or -1 when the arg is missing or not an integer. */
+ * int64 range, or a STRING of decimal digits (optional leading '-'; at
+ * most 18 past its leading zeros). Returns 0 with <*v>, KEYS_INT_RANGE
+ * for a positive integer past that range (a client's "more than any
+ * budget"), or -1 when the arg is missing or not an integer. */
+#define KEYS_INT_RANGE (-2)
 int keys_arg_int(const struct spop_message *m, const char *name, int64_t *v);
 
 #endif

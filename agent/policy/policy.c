@@ -481,16 +481,20 @@ result_cost(const struct rule *r, const struct spop_message *m,
 /* The units a reserving rule holds at the request: reserve: (a constant,
  * or the arg it names: an integer 0..LIM_COST_MAX; missing or malformed,
  * 0: the request is then admitted while the key is not in debt and pays
- * its whole cost at the settle). More than LIM_COST_MAX is sent as it is:
- * a reservation that can never fit. */
+ * its whole cost at the settle). More than LIM_COST_MAX is sent as it is,
+ * past int64 as LIM_COST_MAX + 1: a reservation that can never fit. */
 static int64_t
 reserve_units(const struct rule *r, const struct spop_message *m)
 {
 	int64_t v;
+	int     rc;
 
 	if (!r->reserve_arg)
 		return r->reserve;
-	if (keys_arg_int(m, r->reserve_arg, &v) == 0 && v >= 0)
+	rc = keys_arg_int(m, r->reserve_arg, &v);
+	if (rc == KEYS_INT_RANGE)
+		return LIM_COST_MAX + 1;
+	if (rc == 0 && v >= 0)
 		return v;
 	return 0;
 }
@@ -543,7 +547,7 @@ build_one(const struct policy *p, const struct policy_binding *b,
 		c->cost = settle_cost(r, m, rej);
 		c->op = LIM_OP_FORCE;
 	} else if (b->role == ROLE_RESULT) {
-		if (keys_arg_int(m, "status", &status) == -1 ||
+		if (keys_arg_int(m, "status", &status) != 0 ||
 		    !policy_status_matches(r, status))
 			return 0;
 		if (result_cost(r, m, rej, &c->cost) == -1)

@@ -1619,6 +1619,26 @@ Test(policy, reserve_missing_or_malformed_holds_nothing)
 	policy_unref(p);
 }
 
+/* X-Max-Tokens is the client's: a number past int64 is not malformed but
+ * larger than any budget, and never fits (it reserved 0 before, and the
+ * request was admitted with nothing held); leading zeros change nothing. */
+Test(policy, reserve_past_int64_never_fits)
+{
+	struct policy      *p = load_ok(data("reserve.yaml"));
+	const struct check *c;
+
+	c = find(reserve_request(p, "99999999999999999999"), "tokens");
+	cr_assert_not_null(c);
+	cr_assert_gt(c->cost, LIM_COST_MAX);
+	c = find(reserve_request(p, "0000000000000000000300"), "tokens");
+	cr_assert_not_null(c);
+	cr_assert_eq(c->cost, 300);
+	c = find(reserve_request(p, "-99999999999999999999"), "tokens");
+	cr_assert_not_null(c);
+	cr_assert_eq(c->cost, 0, "negative: malformed, as -3");
+	policy_unref(p);
+}
+
 /* A response of request req-1 of tenant acme. */
 static int
 settle_msg(const struct policy *p, int64_t status, const char *cost,
