@@ -71,11 +71,23 @@ reqq_fail_all(struct reqq *q, int err)
 		reqq_answer(sr, sr->sent_gen, err);
 }
 
+/* 1 if <c> only gives back: a lease release, or a settle at 0 (a
+ * reserving rule's FORCE with the request id and cost 0), which can only
+ * refund its reservation. */
+static int
+gives_back(const struct check *c)
+{
+	if (c->op == LIM_OP_RELEASE)
+		return 1;
+	return c->op == LIM_OP_FORCE && c->cost == 0 && c->memberlen > 0 &&
+	       c->lim.reserve_lease_us > 0;
+}
+
 int
 reqq_releases_only(const struct store_req *sr)
 {
 	for (int j = 0; j < sr->n; j++)
-		if (sr->checks[sr->index[j]].op != LIM_OP_RELEASE)
+		if (!gives_back(&sr->checks[sr->index[j]]))
 			return 0;
 	return sr->n > 0;
 }

@@ -37,10 +37,11 @@ void reqq_answer(struct store_req *sr, uint32_t gen, int err);
  * is unlinked before its callback runs. */
 void reqq_fail_all(struct reqq *q, int err);
 
-/* 1 if every check of <sr> is a RELEASE (lease given back). Both stores
- * send those even while a breaker is open, as store_cluster.c sends its
- * refunds: a release refused there holds its slot for the whole lease (HAProxy
- * sends it once), and it costs Redis one ZREM. */
+/* 1 if every check of <sr> is a RELEASE (lease given back) or a settle at
+ * 0 (a reservation given back: the agent's own for a refused request).
+ * Both stores send those even while a breaker is open, as store_cluster.c
+ * sends its refunds: a release refused there holds its slot for the whole
+ * lease (HAProxy sends it once), and it costs Redis one ZREM. */
 int reqq_releases_only(const struct store_req *sr);
 
 #endif

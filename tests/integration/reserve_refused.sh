@@ -11,15 +11,16 @@
 #   2. a store: local veto after Redis granted: two requests pass the
 #      local peek while Redis is stopped, Redis reserves for both, the
 #      local tier then refuses the second (429): only the winner's 300
-#      stay held.
+#      stay held;
+#   3. with the breaker open, the agent's release of a refused request's
+#      lease and its settle at 0, in one call, still reach Redis.
 . "$(dirname "$0")/../lib.sh"
 RP=$(port 1); AP=$(port 2); MP=$(port 3)
-redis_agent_up 1 1s <<YAML || { ok 1 "the agent starts"; finish; }
-processing_timeout: 3s
-metrics: { listen: 127.0.0.1:$MP }
-rules:
-  - name: rc
-    message: rl-rc
+# res NAME MESSAGE FAIL: a gcra rule of 1000/d reserving "{max_tokens}"
+res() {
+	cat <<YAML
+  - name: $1
+    message: $2
     key: "t:{tenant}"
     algorithm: gcra
     rate: 1000/d
@@ -27,19 +28,26 @@ rules:
     reserve: "{max_tokens}"
     cost: "{cost}"
     lease: 1h
-    result_message: rl-rc-res
+    result_message: $2-res
+    fail: $3
+YAML
+}
+{
+	echo "processing_timeout: 3s"
+	echo "metrics: { listen: 127.0.0.1:$MP }"
+	echo "rules:"
+	res rc rl-rc closed
+	res lv rl-lv open
+	res bc rl-bc closed
+	cat <<YAML
+  - name: bcc
+    message: rl-bc
+    key: "c:{tenant}"
+    algorithm: concurrency
+    limit: 5
+    lease: 5m
+    release: rl-bc-done
     fail: closed
-  - name: lv
-    message: rl-lv
-    key: "t:{tenant}"
-    algorithm: gcra
-    rate: 1000/d
-    burst: 1000
-    reserve: "{max_tokens}"
-    cost: "{cost}"
-    lease: 1h
-    result_message: rl-lv-res
-    fail: open
   - name: lvl
     message: rl-lv
     key: "l:{tenant}"
@@ -48,6 +56,10 @@ rules:
     window: 1h
     store: local
 YAML
+} >"$TMP/rules.yaml"
+# (not a pipe into redis_agent_up: its Redis and agent would be started in
+# a subshell, and the EXIT trap would not know their pids)
+redis_agent_up 1 1s <"$TMP/rules.yaml" || { ok 1 "the agent starts"; finish; }
 pid=$(eval echo "\$REDIS_PID_$RP")
 c() { timeout 10 "$CLIENT" -t 5000 -a "127.0.0.1:$AP" "$@" | grep '^ack'; }
 # left RULE: the units Redis says RULE has left for tenant a (key show:
@@ -84,4 +96,22 @@ until_ok 20 is_left lv 700
 ok $? "local veto after Redis: only the allowed request holds its 300 (left $(left lv), want 700)"
 expect_eq "$(rc "$RP" exists "rl:{lv:t:a}:r:$lost")" 0 \
 	"local veto after Redis: the refused request's record is gone"
+
+# 3. The breaker open (five timeouts in a row): the agent's release of a
+# refused request's lease and its settle at 0 go in one call, which goes
+# through the open breaker as releases alone do, and both run once Redis
+# resumes.
+kill -STOP "$pid"
+for id in x1 x2 x3 x4 x5; do c rl-rc tenant=s:b id=s:$id max_tokens=s:1 >/dev/null; done
+grep -q 'redis_breaker_open' "$TMP/agent.log"
+ok $? "five timeouts in a row open the breaker"
+(sleep 1.3; kill -CONT "$pid") &
+resume=$!
+st=$(c rl-bc tenant=s:a id=s:b1 max_tokens=s:300 | field status)
+wait "$resume"
+expect_eq "$st" 503 "breaker open: refused"
+leases() { rc "$RP" zrange "rl:{bcc:c:a}" 0 -1 | tr -d '\n'; }
+is_free() { [ -z "$(leases)" ] && [ "$(left bc)" = 1000 ]; }
+until_ok 10 is_free
+ok $? "breaker open: the lease and the reservation are given back at once (leases '$(leases)', left $(left bc))"
 finish

@@ -215,3 +215,25 @@ Test(reqq, releases_only_is_a_call_of_releases_alone)
 	sr.n = 0;
 	cr_assert_not(reqq_releases_only(&sr), "nothing to send");
 }
+
+/* A settle at 0 (a reserving rule's FORCE with the request id, cost 0:
+ * the agent's own for a refused request) only gives units back, as a
+ * release does: in the call of that request's lease releases it must not
+ * hold them behind an open breaker. A settle that may charge still
+ * waits. */
+Test(reqq, a_settle_at_0_gives_back_like_a_release)
+{
+	struct check     c[2] = { { .op = LIM_OP_RELEASE },
+		                  { .op = LIM_OP_FORCE, .cost = 0,
+		                    .memberlen = 2 } };
+	int              idx[2] = { 0, 1 };
+	struct store_req sr = { .checks = c, .index = idx, .n = 2 };
+
+	c[1].lim.reserve_lease_us = 600 * LIM_USEC_PER_SEC;
+	cr_assert(reqq_releases_only(&sr));
+	c[1].cost = 50;
+	cr_assert_not(reqq_releases_only(&sr), "a settle that may charge");
+	c[1].cost = 0;
+	c[1].lim.reserve_lease_us = 0;
+	cr_assert_not(reqq_releases_only(&sr), "not a reserving rule's: no settle");
+}
