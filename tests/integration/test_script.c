@@ -2239,3 +2239,47 @@ Test(script, a_second_rate_in_one_call_reads_the_units_the_first_charged)
 	             out[1].remaining);
 	redisFree(c);
 }
+
+/* On Redis Cluster a reservation charged in one slot of a request whose
+ * other slot failed is undone by refund.lua (store_cluster.c); the same
+ * request may also be settled, at 0 by the agent when it refused it, or
+ * by HAProxy's settle when a fail: open rule let it pass: whichever comes
+ * first gives the units back, the other must not give them again. The
+ * settle deletes the record; refund.lua used to refund the charge anyway,
+ * and the key came back fresher than before the request (a tenant could
+ * spend its reservation twice). Here 200 spent, 300 reserved, the settle
+ * at 0, then refund.lua: 800 left, not 1000. */
+static void
+settled_then_refunded(struct lim_params p, const char *name)
+{
+	redisContext     *c = setup();
+	char              key[96];
+	struct chk        spend = { &p, key, LIM_OP_CHECK, 200, 0, NULL };
+	struct chk        rsv = { &p, key, LIM_OP_CHECK, 300, 0, "d1" };
+	struct chk        settle = { &p, key, LIM_OP_FORCE, 0, 0, "d1" };
+	struct chk        peek = { &p, key, LIM_OP_CHECK, 0, 0, NULL };
+	struct lim_result r;
+
+	p.reserve_lease_us = HOUR;
+	unique_key(key, sizeof(key), name);
+	cr_assert_eq(script_one(c, &spend).allowed, 1);
+	r = script_one(c, &rsv);
+	cr_assert_eq(r.allowed, 1);
+	cr_assert_eq(script_one(c, &settle).remaining, 300, "%s: held", name);
+	cr_assert_eq(script_one(c, &peek).remaining, 800, "%s: settled", name);
+	refund_one(c, &rsv, &r);
+	cr_expect_eq(script_one(c, &peek).remaining, 800,
+	             "%s: refunded once, not twice", name);
+	redisFree(c);
+}
+
+Test(script, a_settled_reservation_is_not_refunded_again)
+{
+	settled_then_refunded(mk(LIM_GCRA, 1000, 86400 * S, 1000), "sr-gcra");
+	settled_then_refunded(mk(LIM_TOKEN_BUCKET, 1000, 86400 * S, 1000),
+	                      "sr-tb");
+	settled_then_refunded(mk(LIM_FIXED_WINDOW, 1000, 86400 * S, 0),
+	                      "sr-fw");
+	settled_then_refunded(mk(LIM_SLIDING_WINDOW, 1000, 86400 * S, 0),
+	                      "sr-sw");
+}

@@ -153,12 +153,17 @@ local UNDO = { [GCRA] = gcra, [LEAKY] = gcra, [TB] = tb, [FW] = counter,
 -- A reservation (ratelimit.lua, reserve:) charged in a slot whose request
 -- another slot vetoed: its record goes with the charge, so that a settle
 -- finds nothing to refund or charge. Only reserving rules send a member
--- for these algorithms.
+-- for these algorithms. Returns false when the record was already gone:
+-- a settle came first (the agent's at 0 for a request it refused, or
+-- HAProxy's for one a fail: open rule let pass) and gave the units back
+-- or charged what was spent; refunded again, the key came back fresher
+-- than before the request.
 local function forget_reservation(c)
 	if c.member ~= '' and c.op == 0 and (c.algo == GCRA or c.algo == TB or
 	   c.algo == FW or c.algo == SW) then
-		redis.call('DEL', c.key .. ':r:' .. c.member)
+		return redis.call('DEL', c.key .. ':r:' .. c.member) == 1
 	end
+	return true
 end
 
 local done = 0
@@ -175,8 +180,7 @@ for i = 1, #KEYS do
 	local f = UNDO[c.algo]
 	if f and c.op ~= RELEASE and c.cost > 0 and
 	   (c.algo ~= LOG or c.member ~= '') then
-		f(c)
-		forget_reservation(c)
+		if forget_reservation(c) then f(c) end
 		done = done + 1
 	end
 end
