@@ -989,6 +989,72 @@ cmd(redisContext *c, const char *fmt, const char *key)
 	return r;
 }
 
+/* One CHECK of cost 1 on <key> per member in <ids> (one letter each), the
+ * i-th under <p[i]>, with a pause of <ms> before the <at>-th; the
+ * decisions into <got> ('1' allowed, '0' not). */
+static void
+check_ids(redisContext *c, const char *key, const struct lim_params *const *p,
+          const char *ids, int at, int ms, char *got)
+{
+	int i;
+
+	for (i = 0; ids[i] != '\0'; i++) {
+		char       m[2] = { ids[i], '\0' };
+		struct chk ck = { p[i], key, LIM_OP_CHECK, 1, 0, m };
+
+		if (i == at)
+			usleep((useconds_t)ms * 1000);
+		got[i] = script_one(c, &ck).allowed == 1 ? '1' : '0';
+	}
+	got[i] = '\0';
+}
+
+/* A lease taken under a longer lease (a reload shortened the rule's
+ * lease, or Redis TIME stepped back since it was taken) is live until its
+ * own expiry, as in the C twin, which counts every lease whose expiry is
+ * ahead (lim_log.c). An acquire that set the key's TTL to its own,
+ * shorter lease dropped the longer one with the key, and let a request
+ * more than the limit in. L = 2: a holds 60 s, b 200 ms; 400 ms later c
+ * takes b's slot and d must wait for a. */
+Test(script, concurrency_a_shorter_lease_keeps_the_longer_leases_alive)
+{
+	redisContext            *c = setup();
+	struct lim_params        lng = mk(LIM_CONCURRENCY, 2, 60 * S, 0);
+	struct lim_params        sht = mk(LIM_CONCURRENCY, 2, 200000, 0);
+	const struct lim_params *p[] = { &lng, &sht, &sht, &sht };
+	char                     k[128], got[8];
+
+	unique_key(k, sizeof(k), "conc-lease-cut");
+	check_ids(c, k, p, "abcd", 2, 400, got);
+	cr_expect_str_eq(got, "1110", "decisions %s", got);
+	redisFree(c);
+}
+
+/* An entry stamped ahead of TIME (Redis TIME stepped back since it was
+ * written: a failover to a node whose clock is behind) stays live until
+ * its own stamp + W, as in the C twin. A charge that set the key's TTL
+ * to W from now dropped it with the key. L = 2, W = 300 ms, an entry 2 s
+ * ahead: a passes; 500 ms later a is gone, the entry is not: b passes, c
+ * does not. */
+Test(script, sliding_log_keeps_an_entry_stamped_ahead_of_time)
+{
+	redisContext            *c = setup();
+	struct lim_params        lg = mk(LIM_SLIDING_LOG, 2, 300000, 0);
+	const struct lim_params *p[] = { &lg, &lg, &lg };
+	char                     k[128], got[8];
+	redisReply              *r;
+
+	unique_key(k, sizeof(k), "log-ahead");
+	r = redisCommand(c, "ZADD %s %lld ahead", k,
+	                 (long long)(redis_time(c) + 2 * S));
+	cr_assert(r != NULL && r->type == REDIS_REPLY_INTEGER);
+	freeReplyObject(r);
+	freeReplyObject(cmd(c, "PEXPIRE %s 10000", k));
+	check_ids(c, k, p, "abc", 1, 500, got);
+	cr_expect_str_eq(got, "110", "decisions %s", got);
+	redisFree(c);
+}
+
 Test(script, denied_check_vetoes_the_others)
 {
 	redisContext     *c = setup();

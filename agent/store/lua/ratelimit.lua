@@ -322,6 +322,16 @@ local function other_algorithms()
 
 	-- ---- sliding log: p1 = L, p2 = W; zset of timestamps ---------------
 
+	-- The set's key lives until its latest member is dead: its score plus
+	-- <w> (an entry's stamp + W; a lease's expiry, w = 0). The latest is
+	-- not always the one just added: Redis TIME may have stepped back
+	-- since another was written (a failover), or a reload shortened the
+	-- lease, and a TTL from now dropped those members, live, with the key.
+	local function zset_ttl(key, w)
+		local top = call('ZRANGE', key, -1, -1, 'WITHSCORES')
+		call('PEXPIRE', key, s(max(1, ceil_ms(tonumber(top[2]) + w - now))))
+	end
+
 	local function zscore_at(key, lo, hi, offset, rev)
 		local r
 		if rev then
@@ -372,7 +382,7 @@ local function other_algorithms()
 		if card > L then
 			call('ZREMRANGEBYRANK', c.key, 0, card - L - 1)
 		end
-		call('PEXPIRE', c.key, s(max(1, ceil_ms(W))))
+		zset_ttl(c.key, W)
 	end
 
 	-- ---- concurrency: p1 = L, p2 = lease; zset member -> expiry --------
@@ -435,7 +445,7 @@ local function other_algorithms()
 			call('ZREMRANGEBYRANK', c.key, 0, 0)
 		end
 		call('ZADD', c.key, s(now + c.p2), c.member)
-		call('PEXPIRE', c.key, s(max(1, ceil_ms(c.p2))))
+		zset_ttl(c.key, 0)
 	end
 
 	-- ---- dispatch ------------------------------------------------------
