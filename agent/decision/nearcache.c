@@ -16,6 +16,8 @@ struct nc_entry {
 	uint64_t h1, h2;
 	int64_t  until_us; /* the denial ends */
 	int64_t  hold_us;  /* the entry ends; 0 = empty */
+	int64_t  late_us;  /* the round trip it was learnt over: added to
+	                    * the times answered (nearcache_learn()) */
 	int      block;    /* a penalty box: any cost is denied until then */
 };
 
@@ -158,19 +160,21 @@ nearcache_lookup(struct nearcache *nc, const struct check *c, int64_t now_us,
 		if (set[i].block)
 			return lim_block_held(
 				&(struct lim_block){ .until_us =
-			                                     set[i].until_us },
+			                                     set[i].until_us +
+			                                     set[i].late_us },
 				now_us, out);
-		return denial(c, set[i].until_us - now_us, out);
+		return denial(c, set[i].until_us + set[i].late_us - now_us,
+		              out);
 	}
 	return 0;
 }
 
-/* Remembers <c>'s key, denied until <until_us>, held until <hold_us>, in
- * its set: in the key's own way, else an empty or expired one, else the
- * one expiring soonest. */
+/* Remembers <c>'s key, denied until <until_us>, held until <hold_us>,
+ * answered <late_us> later, in its set: in the key's own way, else an
+ * empty or expired one, else the one expiring soonest. */
 static void
 remember(struct nearcache *nc, const struct check *c, int64_t until_us,
-         int64_t hold_us, int block)
+         int64_t hold_us, int64_t late_us, int block)
 {
 	uint64_t         h1, h2;
 	struct nc_entry *set, *victim;
@@ -190,6 +194,7 @@ remember(struct nearcache *nc, const struct check *c, int64_t until_us,
 	victim->h2 = h2;
 	victim->until_us = until_us;
 	victim->hold_us = hold_us;
+	victim->late_us = late_us;
 	victim->block = block;
 }
 
@@ -208,23 +213,23 @@ block_hold(const struct nearcache *nc, int64_t left, int64_t sent_us)
 
 void
 nearcache_learn(struct nearcache *nc, const struct check *c,
-                const struct lim_result *r, int64_t sent_us)
+                const struct lim_result *r, int64_t sent_us, int64_t recv_us)
 {
-	int64_t hold;
+	int64_t hold, late = recv_us > sent_us ? recv_us - sent_us : 0;
 
 	if (c->lim.block_us > 0) {
 		if (r->allowed == 0 && r->retry_after_us > 0)
 			remember(nc, c, sent_us + r->retry_after_us,
 			         sent_us + block_hold(nc, r->retry_after_us,
 			                              sent_us),
-			         1);
+			         late, 1);
 		return;
 	}
 	if (r->allowed != 0 || c->cost != 1 || r->retry_after_us <= 0)
 		return;
 	hold = r->retry_after_us < NEARCACHE_HOLD_US ? r->retry_after_us
 	                                             : NEARCACHE_HOLD_US;
-	remember(nc, c, sent_us + r->retry_after_us, sent_us + hold, 0);
+	remember(nc, c, sent_us + r->retry_after_us, sent_us + hold, late, 0);
 }
 
 void
@@ -258,7 +263,7 @@ nearcache_once(struct nearcache *nc, const struct check *c, int64_t now_us,
 
 	if (nearcache_lookup(nc, c, now_us, &ignored))
 		return 0;
-	remember(nc, c, until_us, until_us, 0);
+	remember(nc, c, until_us, until_us, 0, 0);
 	return 1;
 }
 

@@ -71,11 +71,15 @@ int nearcache_eligible(const struct check *c);
 int nearcache_lookup(struct nearcache *nc, const struct check *c,
                      int64_t now_us, struct lim_result *out);
 
-/* Records Redis's answer <r> to <c>, sent at <sent_us>: a cost-1 denial
- * is denied until sent_us + retry_after, and held for NEARCACHE_HOLD_US
- * at most. Other answers are ignored. */
+/* Records Redis's answer <r> to <c>, sent at <sent_us> and received at
+ * <recv_us>: a cost-1 denial is denied until sent_us + retry_after (the
+ * earliest its end can be: never denied longer than Redis would), held
+ * for NEARCACHE_HOLD_US at most, and answered as ending recv_us - sent_us
+ * later (the latest it can be: a Retry-After from here is never earlier
+ * than Redis's own). Other answers are ignored. */
 void nearcache_learn(struct nearcache *nc, const struct check *c,
-                     const struct lim_result *r, int64_t sent_us);
+                     const struct lim_result *r, int64_t sent_us,
+                     int64_t recv_us);
 
 /* The same table as a "seen" set: returns 1 (and remembers <c>'s key
  * until <until_us>) unless the key is already remembered at <now_us>.

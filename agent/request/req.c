@@ -421,7 +421,8 @@ store_done_cb(struct store_req *sr, int err)
 			r->out[i].res = r->results[i];
 			if (nearcache_eligible(&r->checks[i]))
 				nearcache_learn(r->e->near, &r->checks[i],
-				                &r->results[i], r->sent_us);
+				                &r->results[i], r->sent_us,
+				                util_loop_us());
 		}
 		/* The local checks, peeked so far, are charged now. If another
 		 * request took their last unit during the round trip, this one

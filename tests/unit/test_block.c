@@ -190,7 +190,7 @@ cache_with_block(int watch, struct check *c)
 
 	*c = check_of(&p, LIM_GCRA, LIM_OP_CHECK, 1);
 	nearcache_watch_resets(nc, watch, 10 * S);
-	nearcache_learn(nc, c, &blocked600, 10 * S);
+	nearcache_learn(nc, c, &blocked600, 10 * S, 10 * S);
 	return nc;
 }
 
@@ -246,10 +246,10 @@ Test(block, a_reset_drops_held_blocks_and_late_answers_sent_before_it)
 	nearcache_drop_blocks(nc, 20 * S);
 	cr_expect_not(nearcache_lookup(nc, &c, 20 * S, &r), "dropped");
 	/* an answer to a request sent before the reset, arriving after */
-	nearcache_learn(nc, &c, &blocked600, 19 * S);
+	nearcache_learn(nc, &c, &blocked600, 19 * S, 19 * S);
 	cr_expect_not(nearcache_lookup(nc, &c, 19 * S + NEARCACHE_HOLD_US, &r),
 	              "an answer older than the reset is held briefly only");
-	nearcache_learn(nc, &c, &blocked600, 21 * S);
+	nearcache_learn(nc, &c, &blocked600, 21 * S, 21 * S);
 	cr_expect(nearcache_lookup(nc, &c, 60 * S, &r),
 	          "a block learnt after the reset is held again");
 	nearcache_free(nc);
@@ -275,7 +275,7 @@ Test(block, every_algorithm_cost_and_peek_of_a_boxed_rule_uses_the_cache)
 	cr_expect_not(nearcache_eligible(&shadow));
 	cr_expect_not(nearcache_eligible(&nosw), "without block: as before");
 	nearcache_watch_resets(nc, 1, 10 * S);
-	nearcache_learn(nc, &big, &blocked600, 10 * S);
+	nearcache_learn(nc, &big, &blocked600, 10 * S, 10 * S);
 	cr_expect(nearcache_lookup(nc, &big, 11 * S, &r),
 	          "a block is learnt from any cost (even one above the burst)");
 	cr_expect_eq(r.retry_after_us, 599 * S);

@@ -45,7 +45,7 @@ Test(nearcache, a_cost1_denial_is_answered_locally_until_it_ends)
 	struct check      c = mk("rl:{t:a}", LIM_GCRA, LIM_OP_CHECK, 1);
 	struct lim_result r;
 
-	nearcache_learn(nc, &c, &denied, 1000);
+	nearcache_learn(nc, &c, &denied, 1000, 1000);
 	cr_assert_eq(nearcache_lookup(nc, &c, 1000, &r), 1);
 	cr_assert_eq(r.allowed, 0);
 	cr_assert_eq(r.retry_after_us, 5000);
@@ -62,7 +62,7 @@ Test(nearcache, other_keys_are_not_affected)
 	struct check      b = mk("rl:{t:b}", LIM_GCRA, LIM_OP_CHECK, 1);
 	struct lim_result r;
 
-	nearcache_learn(nc, &a, &denied, 0);
+	nearcache_learn(nc, &a, &denied, 0, 0);
 	cr_assert_eq(nearcache_lookup(nc, &b, 0, &r), 0);
 	nearcache_free(nc);
 }
@@ -74,8 +74,8 @@ Test(nearcache, allowed_and_costly_answers_are_not_learned)
 	struct check      c3 = mk("rl:{t:a}", LIM_GCRA, LIM_OP_CHECK, 3);
 	struct lim_result ok = { 1, 3, 0, 100, 100 }, r;
 
-	nearcache_learn(nc, &c, &ok, 0);
-	nearcache_learn(nc, &c3, &denied, 0);
+	nearcache_learn(nc, &c, &ok, 0, 0);
+	nearcache_learn(nc, &c3, &denied, 0, 0);
 	cr_assert_eq(nearcache_lookup(nc, &c, 0, &r), 0);
 	nearcache_free(nc);
 }
@@ -111,7 +111,7 @@ Test(nearcache, stays_bounded_under_a_flood_of_keys)
 
 		snprintf(key, sizeof(key), "rl:{t:%d}", i);
 		c = mk(key, LIM_GCRA, LIM_OP_CHECK, 1);
-		nearcache_learn(nc, &c, &denied, i);
+		nearcache_learn(nc, &c, &denied, i, i);
 	}
 	cr_assert_leq(nearcache_count(nc, 0),
 	              (size_t)NEARCACHE_SETS * NEARCACHE_WAYS);
@@ -135,7 +135,7 @@ Test(nearcache, token_bucket_and_fixed_window_denials_are_answered_locally)
 		limits(&c, 10, 5);
 		limits(&c2, 10, 5);
 		cr_assert(nearcache_eligible(&c));
-		nearcache_learn(nc, &c, &denied, 0);
+		nearcache_learn(nc, &c, &denied, 0, 0);
 		cr_assert_eq(nearcache_lookup(nc, &c, 4999, &r), 1);
 		cr_assert_eq(nearcache_lookup(nc, &c2, 4999, &r), 1,
 		             "a larger cost is denied as well");
@@ -164,7 +164,7 @@ Test(nearcache,
 	limits(&c1, 1, 5);
 	limits(&c3, 1, 5);
 	limits(&c6, 1, 5);
-	nearcache_learn(nc, &c1, &denied, 0);
+	nearcache_learn(nc, &c1, &denied, 0, 0);
 	cr_assert_eq(nearcache_lookup(nc, &c3, 0, &r), 1);
 	cr_assert_eq(r.allowed, 0);
 	cr_assert_eq(r.retry_after_us, 5000 + 2 * LIM_USEC_PER_SEC);
@@ -172,7 +172,7 @@ Test(nearcache,
 	limits(&w1, 10, 1);
 	limits(&w10, 10, 1);
 	limits(&w11, 10, 1);
-	nearcache_learn(nc, &w1, &denied, 0);
+	nearcache_learn(nc, &w1, &denied, 0, 0);
 	cr_assert_eq(nearcache_lookup(nc, &w10, 0, &r), 1);
 	cr_assert_eq(r.retry_after_us, 5000);
 	cr_assert_eq(nearcache_lookup(nc, &w11, 0, &r), 0);
@@ -190,13 +190,13 @@ Test(nearcache, a_full_set_evicts_the_entry_expiring_soonest)
 	struct lim_result r;
 	char              key[32];
 
-	nearcache_learn(nc, &lng, &far, 0);
+	nearcache_learn(nc, &lng, &far, 0, 0);
 	for (int i = 0; i < 200000; i++) {
 		struct check c;
 
 		snprintf(key, sizeof(key), "rl:{t:%d}", i);
 		c = mk(key, LIM_GCRA, LIM_OP_CHECK, 1);
-		nearcache_learn(nc, &c, &denied, 0);
+		nearcache_learn(nc, &c, &denied, 0, 0);
 	}
 	cr_assert_eq(nearcache_lookup(nc, &lng, 10000, &r), 1);
 	cr_assert_eq(r.retry_after_us, 3600000000LL - 10000);
@@ -212,7 +212,7 @@ Test(nearcache, a_denial_under_other_limits_does_not_apply)
 
 	free_plan.lim.burst = 2;
 	pro_plan.lim.burst = 5;
-	nearcache_learn(nc, &free_plan, &denied, 0);
+	nearcache_learn(nc, &free_plan, &denied, 0, 0);
 	cr_assert_eq(nearcache_lookup(nc, &free_plan, 0, &r), 1);
 	cr_assert_eq(nearcache_lookup(nc, &pro_plan, 0, &r), 0);
 	nearcache_free(nc);
@@ -249,7 +249,7 @@ Test(nearcache, a_denial_under_another_algorithm_does_not_apply)
 		learned.lim.rate = 1;
 		learned.lim.period_us = 60000000;
 		learned.lim.burst = 1;
-		nearcache_learn(nc, &learned, &denied, 0);
+		nearcache_learn(nc, &learned, &denied, 0, 0);
 		cr_assert_eq(nearcache_lookup(nc, &learned, 0, &r), 1);
 		for (size_t j = 0; j < sizeof(algos) / sizeof(algos[0]); j++) {
 			struct check other = learned;
@@ -283,7 +283,7 @@ Test(nearcache, a_long_denial_is_held_briefly_with_the_true_retry_after)
 		struct nearcache *nc = nearcache_new();
 		struct check      c = mk("rl:{t:a}", algos[i], LIM_OP_CHECK, 1);
 
-		nearcache_learn(nc, &c, &far, 1000);
+		nearcache_learn(nc, &c, &far, 1000, 1000);
 		cr_assert_eq(nearcache_lookup(nc, &c,
 		                              1000 + NEARCACHE_HOLD_US / 2, &r),
 		             1);
@@ -311,4 +311,24 @@ Test(nearcache, a_reserving_rule_is_not_eligible)
 	cr_assert_eq(nearcache_eligible(&c), 1);
 	c.lim.reserve_lease_us = 600 * LIM_USEC_PER_SEC;
 	cr_assert_eq(nearcache_eligible(&c), 0);
+}
+
+/* Redis's retry counts from when its script ran, somewhere in the round
+ * trip: the cache denies from the send (never longer than Redis would),
+ * but the retry it answers must count from the reply, or a Retry-After
+ * from here is earlier than Redis's own: a reply 1 ms into a 1.0005 s
+ * denial is 2 s of Retry-After (ceil), not 1, at which Redis denies. */
+Test(nearcache, a_cached_retry_is_never_earlier_than_redis_said)
+{
+	struct nearcache       *nc = nearcache_new();
+	struct check            c = mk("rl:{t:a}", LIM_GCRA, LIM_OP_CHECK, 1);
+	const struct lim_result d = { 0, 0, 1000500, 1000500, 1000500 };
+	struct lim_result       r;
+
+	nearcache_learn(nc, &c, &d, 0, 1000);
+	cr_assert_eq(nearcache_lookup(nc, &c, 1000, &r), 1);
+	cr_expect_geq(r.retry_after_us, 1000500, "retry %lld",
+	              (long long)r.retry_after_us);
+	cr_expect_geq(r.next_us, 1000500);
+	nearcache_free(nc);
 }
