@@ -989,6 +989,50 @@ cmd(redisContext *c, const char *fmt, const char *key)
 	return r;
 }
 
+/* A window's hash holding a later window's count (Redis TIME stepped back
+ * across a boundary since it was written: a failover to a node whose
+ * clock is behind) keeps it until that window ends: a charge in the
+ * earlier window that set the TTL to its own window's end dropped the
+ * later count one margin into its window, and let a whole limit more in.
+ * Fixed and sliding window, W = 60 s: the TTL after a charge covers the
+ * next window (and, sliding, the one after, where it is the previous). */
+static void
+later_window_kept(enum lim_algo a, int wins, const char *name)
+{
+	redisContext     *c = setup();
+	struct lim_params p = mk(a, 5, 60 * S, 0);
+	char              k[128], f[32];
+	int64_t           st, en, idx;
+	redisReply       *r;
+	struct chk        ck = { &p, k, LIM_OP_CHECK, 1, 0, "m" };
+
+	unique_key(k, sizeof(k), name);
+	avoid_boundary(c, &p);
+	idx = lim_window_bounds(&p, redis_time(c), &st, &en);
+	snprintf(f, sizeof(f), "%lld", (long long)(idx + 1));
+	r = redisCommand(c, "HSET %s %s 5", k, f);
+	cr_assert(r != NULL && r->type == REDIS_REPLY_INTEGER);
+	freeReplyObject(r);
+	freeReplyObject(cmd(c, "PEXPIRE %s 600000", k));
+	cr_assert_eq(script_one(c, &ck).allowed, 1);
+	r = cmd(c, "PTTL %s", k);
+	cr_expect_geq(r->integer * 1000, en + wins * p.period_us - redis_time(c),
+	              "%s: the TTL, %lld ms, ends before the later window",
+	              name, r->integer);
+	freeReplyObject(r);
+	redisFree(c);
+}
+
+Test(script, fixed_window_keeps_a_later_windows_count_alive)
+{
+	later_window_kept(LIM_FIXED_WINDOW, 1, "fw-later");
+}
+
+Test(script, sliding_window_keeps_a_later_windows_count_alive)
+{
+	later_window_kept(LIM_SLIDING_WINDOW, 2, "sw-later");
+}
+
 /* One CHECK of cost 1 on <key> per member in <ids> (one letter each), the
  * i-th under <p[i]>, with a pause of <ms> before the <at>-th; the
  * decisions into <got> ('1' allowed, '0' not). */

@@ -258,12 +258,20 @@ local function other_algorithms()
 		return res(1, L - count - c.cost, 0, en - now, en - now), c.cost > 0
 	end
 
+	-- The TTL of a window hash, <ms>, unless it has a longer one: it may
+	-- hold a later window's field (Redis TIME stepped back across a
+	-- boundary since it was written: a failover), which lives to its own
+	-- window's end; cut to this one's, it went with the key.
+	local function window_ttl(key, ms)
+		if call('PTTL', key) < ms then call('PEXPIRE', key, s(ms)) end
+	end
+
 	-- The hash expires with its window, so at most the last window's field
 	-- is left to drop.
 	local function fw_commit(c)
 		call('HINCRBY', c.key, s(c.idx), s(c.cost))
 		call('HDEL', c.key, s(c.idx - 1))
-		call('PEXPIRE', c.key, s(ceil_ms(c.en - now) + MARGIN_MS))
+		window_ttl(c.key, ceil_ms(c.en - now) + MARGIN_MS)
 	end
 
 	-- Sliding window: allowed iff prev * (W - e) + (cur + cost) * W <=
@@ -316,8 +324,7 @@ local function other_algorithms()
 	local function sw_commit(c)
 		call('HINCRBY', c.key, s(c.idx), s(c.cost))
 		call('HDEL', c.key, s(c.idx - 2))
-		call('PEXPIRE', c.key,
-			s(ceil_ms(c.st + 2 * c.p2 - now) + MARGIN_MS))
+		window_ttl(c.key, ceil_ms(c.st + 2 * c.p2 - now) + MARGIN_MS)
 	end
 
 	-- ---- sliding log: p1 = L, p2 = W; zset of timestamps ---------------
