@@ -1,7 +1,7 @@
 #!/bin/sh
 # SPDX-License-Identifier: Apache-2.0
-# A short, bounded run of each fuzz target (FUZZ_SECONDS each, default 10;
-# the SPOP frame decoder, fuzz_spop, gets 15), seeded from
+# A short, bounded run of each fuzz target (FUZZ_SECONDS each, default 6;
+# the SPOP frame decoder, fuzz_spop, gets 10), seeded from
 # tests/fuzz/corpus-<name>/ (fuzz_policy: from policies/). Any crash
 # fails that target and the run. A smoke run inside `make test`'s time
 # budget; `make fuzz` prints the command for long runs.
@@ -9,8 +9,8 @@ build=$1; shift
 pass=0; fail=0
 for f in "$@"; do
 	name=$(basename "$f")
-	secs=${FUZZ_SECONDS:-10}
-	[ "$name" = fuzz_spop ] && [ -z "${FUZZ_SECONDS:-}" ] && secs=15
+	secs=${FUZZ_SECONDS:-6}
+	[ "$name" = fuzz_spop ] && [ -z "${FUZZ_SECONDS:-}" ] && secs=10
 	corpus="$build/fuzz/corpus-$name"
 	mkdir -p "$corpus"
 	[ -d "tests/fuzz/corpus-$name" ] && cp tests/fuzz/corpus-"$name"/* "$corpus"/ 2>/dev/null
