@@ -101,6 +101,34 @@ start_stack() {
 	wait_srv_state 2 10
 }
 
+# login_stack MISSING [RULES]: the opening of the suites about the login
+# route (login_*.sh, repeated_identity.sh): into $POLICY, policy_head with
+# redis.timeout 50ms, then RULES (YAML rule lines, if given), then the
+# login-account rule: sliding-log, 2 failures per account in 15m, with
+# "missing: MISSING" (no missing: line, the default, when MISSING is
+# empty); checks it (policy_valid) and starts the stack (start_stack):
+# two ok lines.
+login_stack() {
+	{
+		policy_head 50ms
+		echo "rules:"
+		if [ -n "${2:-}" ]; then printf '%s\n' "$2"; fi
+		cat <<EOF
+  - name: login-account
+    message: rl-login
+    key: "login:user:{user}"
+    algorithm: sliding-log
+    limit: 2
+    window: 15m
+    count: failures
+EOF
+		if [ -n "$1" ]; then echo "    missing: $1"; fi
+	} >"$POLICY"
+	policy_valid "the policy is valid"
+	start_stack
+	ok $? "stack up, agent UP"
+}
+
 # hup EVENT N: SIGHUP to the agent, then wait (5 s max) for the Nth EVENT
 # log line (reloaded, reload_failed).
 hup() {

@@ -14,23 +14,7 @@
 . "$(dirname "$0")/lib-e2e.bash"
 need_agent
 
-{
-	policy_head 50ms
-	cat <<EOF
-rules:
-  - name: login-account
-    message: rl-login
-    key: "login:user:{user}"
-    algorithm: sliding-log
-    limit: 2
-    window: 15m
-    count: failures
-    missing: skip
-EOF
-} >"$POLICY"
-policy_valid "the policy is valid"
-start_stack
-ok $? "stack up, agent UP"
+login_stack skip
 
 pad=$(head -c 20000 /dev/zero | tr '\0' a)
 expect_eq "$(req -X POST --data-binary "pad=$pad&username=victim&password=x" "$URL/login")" 413 \

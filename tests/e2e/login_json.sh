@@ -26,23 +26,7 @@
 . "$(dirname "$0")/lib-e2e.bash"
 need_agent
 
-{
-	policy_head 50ms
-	cat <<EOF
-rules:
-  - name: login-account
-    message: rl-login
-    key: "login:user:{user}"
-    algorithm: sliding-log
-    limit: 2
-    window: 15m
-    count: failures
-    missing: skip
-EOF
-} >"$POLICY"
-policy_valid "the policy is valid"
-start_stack
-ok $? "stack up, agent UP"
+login_stack skip
 
 J='Content-Type: application/json'
 jlogin() {	# jlogin ADDR BODY [CURL ARGS...]: one JSON POST /login from ADDR

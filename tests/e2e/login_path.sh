@@ -16,22 +16,7 @@
 . "$(dirname "$0")/lib-e2e.bash"
 need_agent
 
-{
-	policy_head 50ms
-	cat <<EOF
-rules:
-  - name: login-account
-    message: rl-login
-    key: "login:user:{user}"
-    algorithm: sliding-log
-    limit: 2
-    window: 15m
-    count: failures
-EOF
-} >"$POLICY"
-policy_valid "the policy is valid"
-start_stack
-ok $? "stack up, agent UP"
+login_stack ''	# no missing: line, the default
 
 login() {	# login PATH: one failing POST as eve, the code
 	req --path-as-is -X POST -H 'X-Login-User: eve' "$URL$1"
