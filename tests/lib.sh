@@ -244,6 +244,26 @@ redis_agent_up() {
 	agent_up "$TMP/policy.yaml" "$@"
 }
 
+# reserve_rule NAME MESSAGE RESULT_MESSAGE [FAIL]: the YAML of a reserving
+# rule, one item of a policy's rules: list: gcra on "t:{tenant}", 1000 a
+# day (burst 1000), reserving "{max_tokens}" for 1h and settled with
+# "{cost}" on RESULT_MESSAGE; "fail: FAIL" when given.
+reserve_rule() {
+	cat <<YAML
+  - name: $1
+    message: $2
+    key: "t:{tenant}"
+    algorithm: gcra
+    rate: 1000/d
+    burst: 1000
+    reserve: "{max_tokens}"
+    cost: "{cost}"
+    lease: 1h
+    result_message: $3
+YAML
+	if [ -n "${4:-}" ]; then echo "    fail: $4"; fi
+}
+
 # start_haproxy CFG: $HAPROXY in the foreground (-db), pid in HAPROXY_PID.
 start_haproxy() {
 	"$HAPROXY" -db -f "$1" >>"$TMP/haproxy.log" 2>&1 &

@@ -14,19 +14,7 @@
 . "$(dirname "$0")/../lib.sh"
 RP=$(port 1); AP=$(port 2); MP=$(port 4)
 rule() {	# rule NAME: a reserving gcra rule on rl-NAME, 1000 a day
-	cat <<YAML
-  - name: $1
-    message: rl-$1
-    key: "t:{tenant}"
-    algorithm: gcra
-    rate: 1000/d
-    burst: 1000
-    reserve: "{max_tokens}"
-    cost: "{cost}"
-    lease: 1h
-    result_message: rl-$1-response
-    fail: open
-YAML
+	reserve_rule "$1" "rl-$1" "rl-$1-response" open
 }
 top() {
 	policy_top "$AP" "redis://127.0.0.1:$RP/0" 100ms 1

@@ -16,29 +16,13 @@
 #      lease and its settle at 0, in one call, still reach Redis.
 . "$(dirname "$0")/../lib.sh"
 RP=$(port 1); AP=$(port 2); MP=$(port 3)
-# res NAME MESSAGE FAIL: a gcra rule of 1000/d reserving "{max_tokens}"
-res() {
-	cat <<YAML
-  - name: $1
-    message: $2
-    key: "t:{tenant}"
-    algorithm: gcra
-    rate: 1000/d
-    burst: 1000
-    reserve: "{max_tokens}"
-    cost: "{cost}"
-    lease: 1h
-    result_message: $2-res
-    fail: $3
-YAML
-}
 {
 	echo "processing_timeout: 3s"
 	echo "metrics: { listen: 127.0.0.1:$MP }"
 	echo "rules:"
-	res rc rl-rc closed
-	res lv rl-lv open
-	res bc rl-bc closed
+	reserve_rule rc rl-rc rl-rc-res closed
+	reserve_rule lv rl-lv rl-lv-res open
+	reserve_rule bc rl-bc rl-bc-res closed
 	cat <<YAML
   - name: bcc
     message: rl-bc

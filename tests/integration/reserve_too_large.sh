@@ -11,16 +11,7 @@ RP=$(port 1); AP=$(port 2)
 redis_agent_up 1 500ms <<YAML || { ok 1 "the agent starts"; finish; }
 processing_timeout: 1s
 rules:
-  - name: tok
-    message: rl-tok
-    key: "t:{tenant}"
-    algorithm: gcra
-    rate: 1000/d
-    burst: 1000
-    reserve: "{max_tokens}"
-    cost: "{cost}"
-    lease: 1h
-    result_message: rl-tok-res
+$(reserve_rule tok rl-tok rl-tok-res)
 YAML
 c() { timeout 10 "$CLIENT" -a "127.0.0.1:$AP" "$@" | grep '^ack'; }
 req() { c rl-tok tenant=s:a id=s:$1 max_tokens=s:$2; }

@@ -17,18 +17,7 @@ top() {
 }
 {
 	top
-	cat <<YAML
-  - name: tok
-    message: rl-req
-    key: "t:{tenant}"
-    algorithm: gcra
-    rate: 1000/d
-    burst: 1000
-    reserve: "{max_tokens}"
-    cost: "{cost}"
-    lease: 1h
-    result_message: rl-res
-YAML
+	reserve_rule tok rl-req rl-res
 } >"$TMP/policy.yaml"
 start_redis "$RP" && agent_up "$TMP/policy.yaml" ||
 	{ ok 1 "the agent starts"; finish; }
