@@ -37,10 +37,12 @@
  *    SUBSCRIBE is confirmed: no context, timer or state more, and the
  *    confirmation's timer bounds both.
  *  - a server that answers that question with "unknown command" is a plain
- *    Redis listed by mistake, which would confirm the SUBSCRIBE all the
- *    same and never announce anything: both contexts log it (an error,
- *    once per RATELOG_INTERVAL_US per address) and go on to the next
- *    sentinel.
+ *    Redis listed by mistake, and a sentinel that answers it with nil
+ *    monitors no group of that name (its sentinel.conf names another, or
+ *    the URL does): either would confirm the SUBSCRIBE all the same and
+ *    never announce a failover of our group. Both contexts log it (an
+ *    error, once per RATELOG_INTERVAL_US per address and kind) and go on
+ *    to the next sentinel.
  * Contexts are freed only from our own timers, never inside one of their
  * callbacks; a callback that finds its context is no longer the current
  * one ignores its reply. Sentinels are not authenticated (their password,
@@ -84,14 +86,16 @@ struct sentinel {
 	int                sidx;
 	int                sub_up;
 	int                ka_pending; /* a keepalive not confirmed yet */
-	int                sub_plain;  /* sac's server is a plain Redis */
+	int                sub_skip;   /* sac's server is no sentinel of
+	                                  <t.master> (not_ours) */
 	ev_timer           stimer;     /* connect timeout / resubscribe /
 	                                  keepalive */
 	/* the master last given to <found> or <switched> (the store may
 	 * have ignored it); port 0: none yet */
 	char           master_host[256];
 	int            master_port;
-	struct ratelog logs; /* sentinel_not_a_sentinel, by seed */
+	struct ratelog logs;       /* sentinel_not_a_sentinel, by seed */
+	struct ratelog group_logs; /* sentinel_unknown_group, by seed */
 };
 
 static redisAsyncContext *
@@ -218,6 +222,35 @@ not_sentinel(struct sentinel *s, int idx, const redisReply *reply)
 	return 1;
 }
 
+/* <reply>, a sentinel's answer to SENTINEL get-master-addr-by-name, is
+ * nil: seed <idx> monitors no group named <t.master>. It would confirm
+ * the SUBSCRIBE and announce only other groups' failovers. Logs so at
+ * most once per RATELOG_INTERVAL_US per seed, as not_sentinel(), and
+ * returns 1; 0 for any other reply. */
+static int
+unknown_group(struct sentinel *s, int idx, const redisReply *reply)
+{
+	uint64_t suppressed;
+
+	if (reply->type != REDIS_REPLY_NIL)
+		return 0;
+	if (ratelog_allow(&s->group_logs, idx, util_now_us(), &suppressed))
+		log_error("sentinel_unknown_group",
+		          "host=%s port=%d master=%s suppressed=%llu",
+		          s->t.seeds[idx].host, s->t.seeds[idx].port,
+		          s->t.master, (unsigned long long)suppressed);
+	return 1;
+}
+
+/* 1 when <reply> to SENTINEL get-master-addr-by-name says that seed <idx>
+ * cannot tell us of <t.master>'s failovers (logged): a plain Redis, or a
+ * sentinel of other groups. */
+static int
+not_ours(struct sentinel *s, int idx, const redisReply *reply)
+{
+	return not_sentinel(s, idx, reply) || unknown_group(s, idx, reply);
+}
+
 /* Sentinel <qidx> gave no master address: <reply> says why. */
 static void
 no_master(const struct sentinel *s, const redisReply *reply)
@@ -225,7 +258,7 @@ no_master(const struct sentinel *s, const redisReply *reply)
 	struct log_text e;
 
 	log_text(&e, reply->type == REDIS_REPLY_ERROR ? reply->str
-	                                              : "unknown master");
+	                                              : "unexpected reply");
 	log_warn("sentinel_no_master", "host=%s port=%d master=%s error=\"%s\"%s",
 	         s->t.seeds[s->qidx].host, s->t.seeds[s->qidx].port,
 	         s->t.master, e.s, LOG_CUT(e.cut));
@@ -256,7 +289,7 @@ query_cb(redisAsyncContext *ac, void *r, void *privdata)
 		return;
 	}
 	if (parse_addr(reply, host, sizeof(host), &port) == -1) {
-		if (!not_sentinel(s, s->qidx, reply))
+		if (!not_ours(s, s->qidx, reply))
 			no_master(s, reply);
 		q_fail(s);
 		return;
@@ -434,8 +467,8 @@ on_switch(struct sentinel *s, const char *msg, size_t len)
  * (sub_open). A master other than the one the store was last given was
  * announced while no subscription listened: switch to it. None given yet
  * means the store's first discovery is running, and answers it. A plain
- * Redis is left at the next tick (not from inside its callback); nil
- * (this sentinel does not know <t.master>) or another error change
+ * Redis, or a sentinel that does not know <t.master> (nil), is left at
+ * the next tick (not from inside its callback); another error changes
  * nothing. */
 static void
 check_cb(redisAsyncContext *ac, void *r, void *privdata)
@@ -447,8 +480,8 @@ check_cb(redisAsyncContext *ac, void *r, void *privdata)
 
 	if (ac != s->sac || reply == NULL)
 		return; /* gone: sub_cb sees the NULL too */
-	if (not_sentinel(s, s->sidx, reply)) {
-		s->sub_plain = 1;
+	if (not_ours(s, s->sidx, reply)) {
+		s->sub_skip = 1;
 		arm(s, &s->stimer, 0.);
 	} else if (parse_addr(reply, host, sizeof(host), &port) == 0 &&
 	           s->master_port != 0 &&
@@ -483,7 +516,7 @@ sub_cb(redisAsyncContext *ac, void *r, void *privdata)
 		}
 		return;
 	}
-	if (s->sub_plain || reply->type != REDIS_REPLY_ARRAY ||
+	if (s->sub_skip || reply->type != REDIS_REPLY_ARRAY ||
 	    reply->elements != 3 ||
 	    reply->element[0]->type != REDIS_REPLY_STRING)
 		return;
@@ -503,7 +536,7 @@ sub_open(struct sentinel *s)
 {
 	/* no connect callback: a failed connect comes as a NULL reply, and
 	 * up is the SUBSCRIBE's confirmation (sub_cb), not the connect */
-	s->sub_plain = 0;
+	s->sub_skip = 0;
 	s->sac = open_ctx(s, s->sidx, NULL, s_disconnect_cb);
 	if (s->sac == NULL ||
 	    redisAsyncCommand(s->sac, check_cb, s,
@@ -530,8 +563,8 @@ sub_drop(struct sentinel *s, const char *what)
 	sub_next(s);
 }
 
-/* Reopens a dropped subscription, leaves a plain Redis (check_cb logged
- * it), gives up on a sentinel that has not confirmed the SUBSCRIBE or the
+/* Reopens a dropped subscription, leaves a plain Redis or a sentinel of
+ * other groups (check_cb logged it), gives up on a sentinel that has not confirmed the SUBSCRIBE or the
  * last keepalive in time (connect or answer hangs), or sends the next
  * keepalive. */
 static void
@@ -541,7 +574,7 @@ stimer_cb(struct ev_loop *loop, ev_timer *w, int revents)
 
 	if (s->sac == NULL) {
 		sub_open(s);
-	} else if (s->sub_plain) {
+	} else if (s->sub_skip) {
 		sub_close(s);
 		sub_next(s);
 	} else if (!s->sub_up) {

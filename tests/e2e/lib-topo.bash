@@ -114,6 +114,17 @@ CONF
 	done
 	for s in "$@"; do wait_port "$s" 5 || return 1; done
 }
+# start_sentinel PORT MASTER [GROUP]: one sentinel, alone (quorum 1),
+# monitoring 127.0.0.1:MASTER as GROUP (default mymaster).
+start_sentinel() {
+	mkdir -p "$TMP/s$1"
+	printf 'port %s\nbind 127.0.0.1\ndaemonize no\ndir %s\n%s\n' "$1" \
+		"$TMP/s$1" "sentinel monitor ${3:-mymaster} 127.0.0.1 $2 1" \
+		>"$TMP/s$1/sentinel.conf"
+	redis-server "$TMP/s$1/sentinel.conf" --sentinel >"$TMP/s$1.log" 2>&1 &
+	PIDS="$PIDS $!"
+	wait_port "$1"
+}
 synced() { rc "$1" info replication | grep -q 'master_link_status:up'; }
 is_master() { [ "$(rc "$1" role | head -1)" = master ]; }
 # sentinel_sees_replica SENTINEL PORT / sentinel_peers SENTINEL
@@ -162,6 +173,15 @@ YAML
 counted_on() {
 	[ "$(c rl-request tenant=s:"$2" | field status)" = 0 ] &&
 		[ "$(rc "$1" exists "rl:{t:t:$2}")" = 1 ]
+}
+# failover_followed SENTINEL REPLICA: a failover of mymaster forced
+# through SENTINEL, the agent (sentinel_agent_up) hears its +switch-master
+# to REPLICA and counts requests there (three ok lines).
+failover_followed() {
+	expect_eq "$(rc "$1" sentinel failover mymaster)" OK "a failover forced through :$1"
+	until_ok 100 grep -q "msg=sentinel_switch_master master=mymaster host=127.0.0.1 port=$2 via=switch-master" "$TMP/agent.log"
+	ok $? "the agent hears +switch-master to :$2"
+	until_ok 50 counted_on "$2" after; ok $? "requests are counted on the new master :$2"
 }
 # subscribed_to PORT: the agent logged its subscription to the sentinel
 # on PORT.

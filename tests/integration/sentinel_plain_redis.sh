@@ -14,17 +14,12 @@
 # must subscribe to the sentinel, log the plain one once, and hear a
 # failover forced through the sentinel.
 . "$(dirname "$0")/../lib.sh"
-. "$(dirname "$0")/../e2e/lib-topo.bash"	# master_replica_up, sentinel_agent_up, ...
+. "$(dirname "$0")/../e2e/lib-topo.bash"	# start_sentinel, sentinel_agent_up, ...
 M=$(port 1); R=$(port 2); P=$(port 3); SG=$(port 4); AP=$(port 5)
 
 master_replica_up "$M" "$R"
 start_redis "$P"	# the plain Redis in the sentinels' list
-mkdir -p "$TMP/s$SG"
-printf 'port %s\nbind 127.0.0.1\ndaemonize no\ndir %s\n%s\n' "$SG" "$TMP/s$SG" \
-	"sentinel monitor mymaster 127.0.0.1 $M 1" >"$TMP/s$SG/sentinel.conf"
-redis-server "$TMP/s$SG/sentinel.conf" --sentinel >"$TMP/s$SG.log" 2>&1 &
-PIDS="$PIDS $!"
-wait_port "$SG"
+start_sentinel "$SG" "$M"
 until_ok 200 sentinel_sees_replica "$SG" "$R"; ok $? "the sentinel sees the replica"
 
 sentinel_agent_up "127.0.0.1:$P,127.0.0.1:$SG"
@@ -41,10 +36,7 @@ expect_eq "$(grep -c "$line" "$TMP/agent.log")" 1 "one error line names :$P as n
 grep "$line" "$TMP/agent.log" | grep -q "error=\"ERR unknown command 'SENTINEL'"
 ok $? "... with Redis' error, quoted (its text goes through log_text)"
 
-expect_eq "$(rc "$SG" sentinel failover mymaster)" OK "a failover forced through :$SG"
-heard() { log_has "msg=sentinel_switch_master master=mymaster host=127.0.0.1 port=$R"; }
-until_ok 100 heard; ok $? "the agent hears +switch-master to :$R"
-until_ok 50 counted_on "$R" after; ok $? "requests are counted on the new master :$R"
+failover_followed "$SG" "$R"
 expect_eq "$(grep -c "$line" "$TMP/agent.log")" 1 "still one error line for :$P"
 kill -0 "$AGENT_PID"; ok $? "the agent is still running"
 finish
