@@ -4,7 +4,12 @@
  * per interval per worker (see ratelog.h). The state is a thread-local
  * struct ratelog per kind of line (4 KiB per thread that ever logs that
  * kind), so workers never contend; the main thread never calls this.
+ * ratelog_shared_allow() is the one exception: its state is the caller's,
+ * shared by all threads under its mutex.
  */
+#include <stdio.h>
+#include <string.h>
+
 #include "ratelog.h"
 #include "log.h"
 #include "util.h"
@@ -16,6 +21,23 @@ static _Thread_local struct ratelog tl_settle_unmatched;
 static _Thread_local struct ratelog tl_settle_unconfirmed;
 static _Thread_local struct ratelog tl_settle_orphaned;
 
+/* ratelog_allow() on one slot: its last line at <*last_us>, <*count>
+ * calls refused since. */
+static int
+slot_allow(int64_t *last_us, uint64_t *count, int64_t now_us,
+           uint64_t *suppressed)
+{
+	if (*last_us != 0 && now_us - *last_us < RATELOG_INTERVAL_US) {
+		(*count)++;
+		return 0;
+	}
+	*suppressed = *count;
+	*count = 0;
+	/* A clock at exactly 0 would read as "never": nudge it. */
+	*last_us = now_us != 0 ? now_us : 1;
+	return 1;
+}
+
 int
 ratelog_allow(struct ratelog *rl, int index, int64_t now_us,
               uint64_t *suppressed)
@@ -23,16 +45,41 @@ ratelog_allow(struct ratelog *rl, int index, int64_t now_us,
 	int i = index < 0 || index >= RATELOG_MAX_RULES ? RATELOG_MAX_RULES - 1
 	                                                : index;
 
-	if (rl->last_us[i] != 0 &&
-	    now_us - rl->last_us[i] < RATELOG_INTERVAL_US) {
-		rl->suppressed[i]++;
-		return 0;
-	}
-	*suppressed = rl->suppressed[i];
-	rl->suppressed[i] = 0;
-	/* A clock at exactly 0 would read as "never": nudge it. */
-	rl->last_us[i] = now_us != 0 ? now_us : 1;
-	return 1;
+	return slot_allow(&rl->last_us[i], &rl->suppressed[i], now_us,
+	                  suppressed);
+}
+
+/* The slot of <key> in <rl>, taken if new; the last one when full.
+ * Under <rl>'s lock. */
+static int
+shared_slot(struct ratelog_shared *rl, const char *key)
+{
+	char k[RATELOG_SHARED_KEY_MAX];
+	int  i;
+
+	snprintf(k, sizeof(k), "%s", key);
+	for (i = 0; i < rl->n; i++)
+		if (strcmp(rl->slot[i].key, k) == 0)
+			return i;
+	if (rl->n == RATELOG_SHARED_KEYS)
+		return RATELOG_SHARED_KEYS - 1;
+	memcpy(rl->slot[i].key, k, sizeof(k));
+	rl->n++;
+	return i;
+}
+
+int
+ratelog_shared_allow(struct ratelog_shared *rl, const char *key,
+                     int64_t now_us, uint64_t *suppressed)
+{
+	int i, allow;
+
+	pthread_mutex_lock(&rl->lock);
+	i = shared_slot(rl, key);
+	allow = slot_allow(&rl->slot[i].last_us, &rl->slot[i].suppressed,
+	                   now_us, suppressed);
+	pthread_mutex_unlock(&rl->lock);
+	return allow;
 }
 
 static const char *

@@ -18,6 +18,7 @@
 #ifndef RATELOG_H
 #define RATELOG_H
 
+#include <pthread.h>
 #include <stdint.h>
 
 #include "policy.h"
@@ -37,6 +38,40 @@ struct ratelog {
  * call counted) otherwise. Pure apart from <rl>. */
 int ratelog_allow(struct ratelog *rl, int index, int64_t now_us,
                   uint64_t *suppressed);
+
+/* ---- one process-wide interval per key ---------------------------------
+ *
+ * For a line that every worker would log about the same thing, a server
+ * address they all meet (a plain Redis among the sentinels): ratelog_allow()
+ * is per worker, so N workers would log N lines per interval. This state
+ * is shared by all threads, keyed by a string (an address), behind one
+ * mutex (taken for a lookup of at most RATELOG_SHARED_KEYS keys; a line
+ * is seldom asked for). Keys past RATELOG_SHARED_KEYS, or longer than
+ * RATELOG_SHARED_KEY_MAX - 1 bytes (cut), share the last slot: a line
+ * held back, never one more. Define one per kind of line with static
+ * storage:
+ *
+ *   static struct ratelog_shared logs = RATELOG_SHARED_INIT;
+ */
+#define RATELOG_SHARED_KEYS    32
+#define RATELOG_SHARED_KEY_MAX 272 /* "host:port", host up to 255 bytes */
+
+struct ratelog_shared {
+	pthread_mutex_t lock;
+	int             n; /* slots in use */
+	struct {
+		char     key[RATELOG_SHARED_KEY_MAX];
+		int64_t  last_us; /* 0: never logged */
+		uint64_t suppressed;
+	} slot[RATELOG_SHARED_KEYS];
+};
+#define RATELOG_SHARED_INIT { .lock = PTHREAD_MUTEX_INITIALIZER }
+
+/* ratelog_allow() for <key> (a NUL-terminated string, copied) in <rl>,
+ * whichever thread asks: 1 and <*suppressed> at most once per
+ * RATELOG_INTERVAL_US per key for the whole process. Thread-safe. */
+int ratelog_shared_allow(struct ratelog_shared *rl, const char *key,
+                         int64_t now_us, uint64_t *suppressed);
 
 /* A fail mode was applied to <rule> on worker <worker> because Redis could
  * not decide; <store_up> says whether the link was up (then the cause was

@@ -41,8 +41,8 @@
  *    monitors no group of that name (its sentinel.conf names another, or
  *    the URL does): either would confirm the SUBSCRIBE all the same and
  *    never announce a failover of our group. Both contexts log it (an
- *    error, once per RATELOG_INTERVAL_US per address and kind) and go on
- *    to the next sentinel.
+ *    error, once per RATELOG_INTERVAL_US per address and kind for the
+ *    whole process: each worker meets it) and go on to the next sentinel.
  * Contexts are freed only from our own timers, never inside one of their
  * callbacks; a callback that finds its context is no longer the current
  * one ignores its reply. Sentinels are not authenticated (their password,
@@ -94,9 +94,12 @@ struct sentinel {
 	 * have ignored it); port 0: none yet */
 	char           master_host[256];
 	int            master_port;
-	struct ratelog logs;       /* sentinel_not_a_sentinel, by seed */
-	struct ratelog group_logs; /* sentinel_unknown_group, by seed */
 };
+
+/* sentinel_not_a_sentinel and sentinel_unknown_group, by address, for the
+ * whole process: every worker's sentinel meets the same addresses. */
+static struct ratelog_shared not_sentinel_logs = RATELOG_SHARED_INIT;
+static struct ratelog_shared unknown_group_logs = RATELOG_SHARED_INIT;
 
 static redisAsyncContext *
 open_ctx(struct sentinel *s, int idx, redisConnectCallback *ccb,
@@ -198,11 +201,24 @@ parse_addr(redisReply *r, char *host, size_t hsize, int *port)
 	return 0;
 }
 
+/* ratelog_shared_allow() in <rl> for the address of seed <idx>. */
+static int
+seed_log_allow(const struct sentinel *s, struct ratelog_shared *rl, int idx,
+               uint64_t *suppressed)
+{
+	char key[RATELOG_SHARED_KEY_MAX];
+
+	snprintf(key, sizeof(key), "%s:%d", s->t.seeds[idx].host,
+	         s->t.seeds[idx].port);
+	return ratelog_shared_allow(rl, key, util_now_us(), suppressed);
+}
+
 /* <reply>, a server's answer to SENTINEL get-master-addr-by-name, says
  * that it knows no such command: seed <idx> is a plain Redis listed among
  * the sentinels. Logs so, naming it, at most once per RATELOG_INTERVAL_US
- * per seed (both contexts may meet it), and returns 1; 0 for any other
- * reply. The error text is the server's: escaped, and cut visibly. */
+ * per address in the process (both contexts of every worker meet it), and
+ * returns 1; 0 for any other reply. The error text is the server's:
+ * escaped, and cut visibly. */
 static int
 not_sentinel(struct sentinel *s, int idx, const redisReply *reply)
 {
@@ -212,7 +228,7 @@ not_sentinel(struct sentinel *s, int idx, const redisReply *reply)
 	if (reply->type != REDIS_REPLY_ERROR ||
 	    strncasecmp(reply->str, "ERR unknown command", 19) != 0)
 		return 0;
-	if (!ratelog_allow(&s->logs, idx, util_now_us(), &suppressed))
+	if (!seed_log_allow(s, &not_sentinel_logs, idx, &suppressed))
 		return 1;
 	log_text(&e, reply->str);
 	log_error("sentinel_not_a_sentinel",
@@ -225,7 +241,7 @@ not_sentinel(struct sentinel *s, int idx, const redisReply *reply)
 /* <reply>, a sentinel's answer to SENTINEL get-master-addr-by-name, is
  * nil: seed <idx> monitors no group named <t.master>. It would confirm
  * the SUBSCRIBE and announce only other groups' failovers. Logs so at
- * most once per RATELOG_INTERVAL_US per seed, as not_sentinel(), and
+ * most once per RATELOG_INTERVAL_US per address, as not_sentinel(), and
  * returns 1; 0 for any other reply. */
 static int
 unknown_group(struct sentinel *s, int idx, const redisReply *reply)
@@ -234,7 +250,7 @@ unknown_group(struct sentinel *s, int idx, const redisReply *reply)
 
 	if (reply->type != REDIS_REPLY_NIL)
 		return 0;
-	if (ratelog_allow(&s->group_logs, idx, util_now_us(), &suppressed))
+	if (seed_log_allow(s, &unknown_group_logs, idx, &suppressed))
 		log_error("sentinel_unknown_group",
 		          "host=%s port=%d master=%s suppressed=%llu",
 		          s->t.seeds[idx].host, s->t.seeds[idx].port,

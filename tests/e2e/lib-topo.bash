@@ -151,12 +151,13 @@ sentinel_group_up() {
 		ok $? "sentinel :$_sg_s sees the replica"
 	done
 }
-# sentinel_agent_up SENTINELS: the agent on $AP (one worker, redis.timeout
-# 200ms) on redis+sentinel://SENTINELS/mymaster, with one fail-open rule
-# "t" for rl-request, counted at t:{tenant}; then c ARGS... asks it.
+# sentinel_agent_up SENTINELS [WORKERS]: the agent on $AP (WORKERS workers,
+# default one; redis.timeout 200ms) on redis+sentinel://SENTINELS/mymaster,
+# with one fail-open rule "t" for rl-request, counted at t:{tenant}; then
+# c ARGS... asks it.
 sentinel_agent_up() {
 	{
-		policy_top "$AP" "redis+sentinel://$1/mymaster" 200ms 1
+		policy_top "$AP" "redis+sentinel://$1/mymaster" 200ms "${2:-1}"
 		cat <<YAML
 processing_timeout: 1s
 rules:

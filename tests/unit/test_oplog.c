@@ -11,6 +11,8 @@
  */
 #include <criterion/criterion.h>
 #include <criterion/redirect.h>
+#include <pthread.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -256,6 +258,102 @@ Test(ratelog, clock_zero_and_indexes_out_of_range)
 	cr_assert_eq(ratelog_allow(&rl, -1, 200, &sup), 0,
 	             "shares the last slot");
 	cr_assert_eq(ratelog_allow(&rl, RATELOG_MAX_RULES - 1, 300, &sup), 0);
+}
+
+/* ---- one interval per key for the whole process ------------------------- */
+
+Test(ratelog, shared_once_per_interval_per_key)
+{
+	static struct ratelog_shared rl = RATELOG_SHARED_INIT;
+	uint64_t                     sup = 99;
+	int64_t                      t0 = 5 * RATELOG_INTERVAL_US;
+
+	cr_assert_eq(ratelog_shared_allow(&rl, "127.0.0.1:26379", t0, &sup), 1);
+	cr_assert_eq(sup, 0);
+	for (int i = 1; i <= 3; i++)
+		cr_assert_eq(ratelog_shared_allow(&rl, "127.0.0.1:26379",
+		                                  t0 + i * 1000000, &sup),
+		             0);
+	/* another address is not held back by the first */
+	cr_assert_eq(ratelog_shared_allow(&rl, "127.0.0.1:26380", t0 + 1, &sup),
+	             1);
+	cr_assert_eq(ratelog_shared_allow(&rl, "127.0.0.1:26379",
+	                                  t0 + RATELOG_INTERVAL_US - 1, &sup),
+	             0);
+	cr_assert_eq(ratelog_shared_allow(&rl, "127.0.0.1:26379",
+	                                  t0 + RATELOG_INTERVAL_US, &sup),
+	             1);
+	cr_assert_eq(sup, 4, "4 calls refused since the last line, got %llu",
+	             (unsigned long long)sup);
+}
+
+#define SHARED_THREADS 8
+#define SHARED_CALLS   2000
+
+static struct ratelog_shared shared_rl = RATELOG_SHARED_INIT;
+
+/* SHARED_CALLS asks for one key at one instant; returns how many got 1. */
+static void *
+shared_asker(void *arg)
+{
+	uint64_t  sup;
+	uintptr_t allowed = 0;
+
+	(void)arg;
+	for (int i = 0; i < SHARED_CALLS; i++)
+		allowed += (uintptr_t)ratelog_shared_allow(
+			&shared_rl, "sentinel:26379", RATELOG_INTERVAL_US, &sup);
+	return (void *)allowed;
+}
+
+Test(ratelog, shared_one_line_for_all_threads)
+{
+	pthread_t th[SHARED_THREADS];
+	uintptr_t allowed = 0;
+	uint64_t  sup = 0;
+
+	for (int i = 0; i < SHARED_THREADS; i++)
+		cr_assert_eq(pthread_create(&th[i], NULL, shared_asker, NULL), 0);
+	for (int i = 0; i < SHARED_THREADS; i++) {
+		void *n;
+
+		pthread_join(th[i], &n);
+		allowed += (uintptr_t)n;
+	}
+	cr_assert_eq(allowed, 1, "%ju lines allowed in one interval",
+	             (uintmax_t)allowed);
+	cr_assert_eq(ratelog_shared_allow(&shared_rl, "sentinel:26379",
+	                                  2 * RATELOG_INTERVAL_US, &sup),
+	             1);
+	cr_assert_eq(sup, SHARED_THREADS * SHARED_CALLS - 1,
+	             "every refused call counted once, got %llu",
+	             (unsigned long long)sup);
+}
+
+Test(ratelog, shared_keys_past_capacity_or_length_share_a_slot)
+{
+	static struct ratelog_shared rl = RATELOG_SHARED_INIT;
+	char                         key[32], longkey[2 * RATELOG_SHARED_KEY_MAX];
+	uint64_t                     sup;
+
+	memset(longkey, 'x', sizeof(longkey) - 1);
+	longkey[sizeof(longkey) - 1] = '\0';
+	cr_assert_eq(ratelog_shared_allow(&rl, longkey, 100, &sup), 1);
+	longkey[sizeof(longkey) - 2] = 'y';
+	cr_assert_eq(ratelog_shared_allow(&rl, longkey, 100, &sup), 0,
+	             "keys that differ past the cut share a slot");
+	for (int i = 1; i < RATELOG_SHARED_KEYS; i++) {
+		snprintf(key, sizeof(key), "h%d:1", i);
+		cr_assert_eq(ratelog_shared_allow(&rl, key, 100, &sup), 1);
+	}
+	cr_assert_eq(ratelog_shared_allow(&rl, "one-more:1", 200, &sup), 0,
+	             "held back with the last slot's key");
+	snprintf(key, sizeof(key), "h%d:1", RATELOG_SHARED_KEYS - 2);
+	cr_assert_eq(ratelog_shared_allow(&rl, key, 300, &sup), 0,
+	             "a known key keeps its own slot");
+	cr_assert_eq(ratelog_shared_allow(&rl, "h1:1", RATELOG_INTERVAL_US + 100,
+	                                  &sup),
+	             1);
 }
 
 Test(ratelog, fail_mode_line, .init = cr_redirect_stderr)
