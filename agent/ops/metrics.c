@@ -376,6 +376,17 @@ render_response(struct out *o)
 	                "time (redis.timeout, connection lost): Redis may or "
 	                "may not have applied them.",
 	                offsetof(struct metrics_worker, settles_unconfirmed));
+	render_per_rule(o, "spoa_rl_reserve_self_settles_total",
+	                "Reservations of refused requests the agent settled at "
+	                "0 itself (HAProxy sends no rl-response for a refused "
+	                "request), by rule.",
+	                offsetof(struct metrics_worker, self_settles));
+	render_per_rule(o, "spoa_rl_reserve_self_settles_lost_total",
+	                "The agent's own settles at 0 given up: Redis did not "
+	                "answer them while retried until the lease's end or "
+	                "60 s; each such reservation stays held until its "
+	                "lease ends.",
+	                offsetof(struct metrics_worker, self_settles_lost));
 	out_scalar(o, "spoa_rl_reserve_settles_orphaned_total", "counter",
 	           "Settle messages that no rule takes since a reload "
 	           "removed the reserving rules they settled: nothing "

@@ -104,6 +104,8 @@ struct metrics_worker {
 	_Atomic uint64_t units_refunded[METRICS_MAX_RULES + 1];
 	_Atomic uint64_t settles_unmatched[METRICS_MAX_RULES + 1];
 	_Atomic uint64_t settles_unconfirmed[METRICS_MAX_RULES + 1];
+	_Atomic uint64_t self_settles[METRICS_MAX_RULES + 1];
+	_Atomic uint64_t self_settles_lost[METRICS_MAX_RULES + 1];
 	_Atomic uint64_t settles_orphaned; /* no rule left to label it */
 	_Atomic int64_t  local_keys;       /* gauge */
 	_Atomic int64_t  near_keys;        /* gauge: this worker's near-cache */
@@ -247,6 +249,25 @@ static inline void
 metrics_settle_unconfirmed(struct metrics_worker *w, int slot)
 {
 	metrics__add(&w->settles_unconfirmed[metrics__slot(slot)], 1);
+}
+
+/* The agent settled at 0 itself a reservation of the rule at <slot> that
+ * Redis holds or may hold for a refused request: HAProxy sends no
+ * rl-response for it (spoa_rl_reserve_self_settles_total; counted when
+ * sent, once whatever its retries). */
+static inline void
+metrics_self_settle(struct metrics_worker *w, int slot)
+{
+	metrics__add(&w->self_settles[metrics__slot(slot)], 1);
+}
+
+/* ... and that settle was given up, Redis never answering it while it was
+ * retried (spoa_rl_reserve_self_settles_lost_total): the reservation
+ * stays held until its lease ends. */
+static inline void
+metrics_self_settle_lost(struct metrics_worker *w, int slot)
+{
+	metrics__add(&w->self_settles_lost[metrics__slot(slot)], 1);
 }
 
 /* <n> settle messages no rule takes since a reload removed every

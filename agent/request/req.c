@@ -1071,7 +1071,9 @@ count_decisions(struct req *r)
 static int  release_send(struct req *r);
 static void release_again_cb(struct ev_loop *loop, ev_timer *t, int revents);
 
-/* One warning line per worker per RATELOG_INTERVAL_US at most. */
+/* Counts the release call of <r> given up, and each settle_refused() one
+ * in it (a release call's only FORCE checks), then logs: one warning line
+ * per worker per RATELOG_INTERVAL_US at most. */
 static void
 release_lost_log(const struct req *r)
 {
@@ -1079,6 +1081,13 @@ release_lost_log(const struct req *r)
 	uint64_t                            suppressed;
 
 	metrics_release_lost(r->e->m);
+	for (int j = 0; j < r->nredis; j++) {
+		const struct check *c = &r->checks[r->redis_idx[j]];
+
+		if (c->op == LIM_OP_FORCE)
+			metrics_self_settle_lost(r->e->m,
+			                         c->rule->metrics_slot);
+	}
 	if (log_level >= LOG_WARN &&
 	    ratelog_allow(&rl, 0, util_now_us(), &suppressed))
 		log_warn("lease_release_lost",
@@ -1240,6 +1249,7 @@ settle_refused(struct req *r, int i, int *orphan)
 	orphan[i] |= DECIDE_FREE_REDIS | DECIDE_SETTLE_REDIS;
 	r->checks[i].op = LIM_OP_FORCE;
 	r->checks[i].cost = 0;
+	metrics_self_settle(r->e->m, r->checks[i].rule->metrics_slot);
 }
 
 /* 1 if <orphan>[0..<n>) holds a settle_refused() one. */

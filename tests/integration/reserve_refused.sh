@@ -14,6 +14,9 @@
 #      stay held;
 #   3. with the breaker open, the agent's release of a refused request's
 #      lease and its settle at 0, in one call, still reach Redis.
+# Each of the agent's own settles at 0 is counted, by rule, in
+# spoa_rl_reserve_self_settles_total (they were in no metric at all), and
+# none is given up (spoa_rl_reserve_self_settles_lost_total).
 . "$(dirname "$0")/../lib.sh"
 RP=$(port 1); AP=$(port 2); MP=$(port 3)
 {
@@ -51,6 +54,8 @@ c() { timeout 10 "$CLIENT" -t 5000 -a "127.0.0.1:$AP" "$@" | grep '^ack'; }
 left() { "$AGENT" key show -f "$TMP/policy.yaml" "$1" tenant=a 2>/dev/null |
 	sed -n 's/^remaining: *\([0-9]*\).*/\1/p'; }
 is_left() { [ "$(left "$1")" = "$2" ]; }
+# settled RULE N: the agent counts N settles at 0 of its own for RULE
+settled() { [ "$(metric "$MP" "spoa_rl_reserve_self_settles_total{rule=\"$1\"}")" = "$2" ]; }
 
 # 1. fail: closed, Redis late
 kill -STOP "$pid"
@@ -63,6 +68,8 @@ until_ok 20 is_left rc 1000
 ok $? "fail: closed, Redis late: the refused request holds nothing (left $(left rc), want 1000)"
 expect_eq "$(rc "$RP" exists "rl:{rc:t:a}:r:c1")" 0 \
 	"fail: closed, Redis late: no reservation record is left to lapse"
+until_ok 10 settled rc 1
+ok $? "fail: closed, Redis late: the settle at 0 is counted for rule rc"
 
 # 2. a store: local veto after Redis granted
 kill -STOP "$pid"
@@ -80,6 +87,8 @@ until_ok 20 is_left lv 700
 ok $? "local veto after Redis: only the allowed request holds its 300 (left $(left lv), want 700)"
 expect_eq "$(rc "$RP" exists "rl:{lv:t:a}:r:$lost")" 0 \
 	"local veto after Redis: the refused request's record is gone"
+until_ok 10 settled lv 1
+ok $? "local veto after Redis: the settle at 0 is counted for rule lv"
 
 # 3. The breaker open (five timeouts in a row): the agent's release of a
 # refused request's lease and its settle at 0 go in one call, which goes
@@ -98,4 +107,8 @@ leases() { rc "$RP" zrange "rl:{bcc:c:a}" 0 -1 | tr -d '\n'; }
 is_free() { [ -z "$(leases)" ] && [ "$(left bc)" = 1000 ]; }
 until_ok 10 is_free
 ok $? "breaker open: the lease and the reservation are given back at once (leases '$(leases)', left $(left bc))"
+until_ok 10 settled rc 6
+ok $? "breaker open: the five refusals that opened it are counted as settled at 0 for rule rc"
+expect_eq "$(metric "$MP" spoa_rl_reserve_self_settles_lost_total)" 0 \
+	"no settle at 0 was given up"
 finish

@@ -181,6 +181,8 @@ Test(metrics, help_and_type_lines)
 		{ "spoa_rl_inflight_full_total", "counter" },
 		{ "spoa_rl_lease_self_releases_total", "counter" },
 		{ "spoa_rl_lease_releases_lost_total", "counter" },
+		{ "spoa_rl_reserve_self_settles_total", "counter" },
+		{ "spoa_rl_reserve_self_settles_lost_total", "counter" },
 		{ "spoa_rl_policy_reloads_total", "counter" },
 		{ "spoa_rl_policy_last_reload_success_timestamp_seconds",
 		  "gauge" },

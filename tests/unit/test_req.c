@@ -1093,6 +1093,40 @@ Test(req, a_settle_the_store_never_took_is_unmatched)
 	cr_assert_eq(sum_slots(h.env.m->settles_unconfirmed), 0);
 }
 
+/* ---- the agent's own settles at 0 --------------------------------------- */
+
+/* A refused request whose reservation Redis may hold (its call never
+ * answered): the agent settles it at 0 itself, and counts it. Lease 1 s,
+ * so the settle, never answered either, is given up within a second. */
+Test(req, a_refused_requests_reservation_is_settled_at_0_and_counted)
+{
+	struct ack a;
+
+	start("redis: { url: \"redis://127.0.0.1:1/0\", timeout: 50ms }\n"
+	      "rules:\n"
+	      "  - { name: t, message: rl-request, key: \"t:{user}\", "
+	      "rate: 1000/d, burst: 1000, reserve: \"{max_tokens}\", "
+	      "cost: \"{cost}\", lease: 1s, fail: closed }\n");
+	h.fake.mode = FAKE_NEVER;
+	a = ASK("rl-request", "user", "u1", "id", "r1", "max_tokens", "300");
+	cr_assert_eq(a.status, 503);
+	no_more_frames(0.05);
+	cr_assert_eq(h.fake.submits, 2, "the charge, then the settle at 0");
+	cr_assert_eq(sum_slots(h.env.m->self_settles), 1);
+	cr_assert_eq(sum_slots(h.env.m->self_settles_lost), 0,
+	             "still retried");
+	run_for(1.5);
+	cr_assert_eq(sum_slots(h.env.m->self_settles), 1,
+	             "counted once, whatever its retries (%d calls)",
+	             h.fake.submits);
+	cr_assert_eq(sum_slots(h.env.m->self_settles_lost), 1,
+	             "given up at the lease's end");
+	cr_assert_eq(h.env.m->releases_lost, 1);
+	cr_assert_eq(sum_slots(h.env.m->settles_unmatched) +
+	                     sum_slots(h.env.m->settles_unconfirmed),
+	             0, "not a settle from HAProxy");
+}
+
 Test(req, a_late_answer_is_dropped_once_the_deadline_answered)
 {
 	struct ack a;
