@@ -37,9 +37,12 @@
  *         dropped. Only PEEKs of rules without a penalty box may be sent
  *         so; any other op would still write.
  *   Reply one bulk string: a msgpack array of LIM_SCRIPT_RESULT integers
- *         per check, in order (results.h reads it):
- *           allowed remaining retry_after_us next_us full_us
- *         allowed is 1, 0, or -1 for a cost that can never fit.
+ *         per check, in order, then the call's Redis TIME in µs (results.h
+ *         reads it):
+ *           allowed remaining retry_after_us next_us full_us ... now_us
+ *         allowed is 1, 0, or -1 for a cost that can never fit. now_us
+ *         named every window the call charged (fixed and sliding window),
+ *         so a Cluster refund (refund.lua) undoes that window's field.
  *   Requests are evaluated in order, each one atomically: if any check of a
  *   request without LIM_FL_SHADOW denies, none of its checks is charged.
  *   A shadow check that would deny is reported and not charged.

@@ -17,7 +17,7 @@
  * refused too: a reply no callback waits for (more replies than
  * commands), a pub/sub message it cannot route.
  *
- * reply_time_us() reads TIME's reply for the two places that ask for it;
+ * reply_time_us() reads TIME's reply (the operator's keyop.c);
  * reply_redirect() a Cluster's MOVED or ASK for the two that follow them
  * (the workers' store_cluster.c, the operator's keyop.c).
  *

@@ -123,6 +123,7 @@ results_init(struct results *rs)
 {
 	rs->v = NULL;
 	rs->cap = 0;
+	rs->now_us = -1;
 }
 
 void
@@ -153,20 +154,24 @@ results_decode(struct results *rs, const char *buf, size_t len, size_t nchecks)
 {
 	const unsigned char *p = (const unsigned char *)buf, *end = p + len;
 	size_t               n;
+	int64_t              count, now;
 
 	if (nchecks > SIZE_MAX / LIM_SCRIPT_RESULT)
 		return -1;
 	n = nchecks * LIM_SCRIPT_RESULT;
-	if (read_array(&p, end) != (int64_t)n || reserve(rs, n) == -1)
+	count = read_array(&p, end); /* the results, then the clock */
+	if (count < 1 || (uint64_t)count != (uint64_t)n + 1 ||
+	    reserve(rs, n) == -1)
 		return -1;
 	for (size_t i = 0; i < n; i++)
 		if (read_num(&p, end, &rs->v[i]) == -1)
 			return -1;
-	if (p != end)
+	if (read_num(&p, end, &now) == -1 || now < 0 || p != end)
 		return -1;
 	for (size_t k = 0; k < n; k += LIM_SCRIPT_RESULT)
 		if (rs->v[k] < -1 || rs->v[k] > 1)
 			return -1;
+	rs->now_us = now;
 	return 0;
 }
 

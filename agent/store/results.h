@@ -1,7 +1,8 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
  * The decision script's reply: one bulk string, a msgpack array of
- * LIM_SCRIPT_RESULT integers per check (agent/limiter/limiter.h).
+ * LIM_SCRIPT_RESULT integers per check, then the call's Redis TIME
+ * (agent/limiter/limiter.h).
  *
  * Why not the plain array of integers Redis would make of the Lua table:
  * hiredis builds a reply object per integer, which was a sixth of the
@@ -36,9 +37,10 @@
 #define RESULTS_MAX ((int64_t)1 << 53)
 
 struct results {
-	int64_t *v; /* the values of the reply being read (after
-	             * a good decode, of that reply) */
-	size_t cap; /* kept from one reply to the next */
+	int64_t *v;     /* the values of the reply being read (after
+	                 * a good decode, of that reply) */
+	size_t  cap;    /* kept from one reply to the next */
+	int64_t now_us; /* the call's Redis TIME, of the last good decode */
 };
 
 void results_init(struct results *rs);
@@ -46,9 +48,10 @@ void results_free(struct results *rs);
 
 /* Decodes <len> bytes at <buf>: 0 if they are exactly one msgpack array
  * of <nchecks> x LIM_SCRIPT_RESULT numbers (read as above), each check's
- * allowed one of -1, 0, 1; else -1 (a reply of another shape, from
- * another script or a damaged link, is refused whole). Memory is sized by
- * <nchecks>, never by what the reply claims. */
+ * allowed one of -1, 0, 1, then the call's TIME in µs, at least 0, into
+ * rs->now_us; else -1 (a reply of another shape, from another script or
+ * a damaged link, is refused whole). Memory is sized by <nchecks>, never
+ * by what the reply claims. */
 int results_decode(struct results *rs, const char *buf, size_t len,
                    size_t nchecks);
 

@@ -26,8 +26,10 @@
  * the checks the other parts charged are undone with refund.lua, so the
  * request is charged nowhere, as on a single Redis. Sliding-log checks of
  * such requests get a member made here, so the refund knows what was
- * added; a TIME pipelined before each such call names the window the
- * window algorithms charged.
+ * added; the script's reply ends with the TIME it ran at, which names the
+ * window the window algorithms charged (a TIME asked before the call named
+ * the last window when a boundary passed before the script ran, and the
+ * refund gave back a unit of the wrong window).
  *
  * MOVED updates the slot's node, asks for a map refresh and resends; ASK
  * resends with ASKING to the named node (CL_MAX_REDIRECTS in all). Script
@@ -95,7 +97,7 @@ struct xcheck {
 	unsigned          flags;
 	unsigned          slot;
 	int               charged;
-	int64_t           at; /* TIME before its call, µs */
+	int64_t           at; /* TIME its call ran at (its reply's), µs */
 	struct lim_result res;
 };
 
@@ -131,8 +133,6 @@ struct call {
 	int              nchecks;
 	struct batch_buf buf;
 	int64_t          sent_us;
-	int64_t          at; /* TIME just before the call */
-	int              want_time;
 	int              redirects;
 	int              retried; /* resent with EVAL (scriptlib_resend) */
 	int              fcalled; /* last sent as FCALL */
@@ -706,7 +706,7 @@ part_deliver(struct call *b, struct part *p, size_t k)
 		struct xcheck *c = &x->c[p->idx[i]];
 
 		results_get(rs, k + (size_t)i, &c->res);
-		c->at = b->at;
+		c->at = rs->now_us;
 		/* as the script vetoes: a peek that refuses too (count:
 		 * response, count: failures), else the other slots kept
 		 * the charges, leases and reservations of a refused
@@ -785,15 +785,6 @@ follow_redirect(struct call *b, const char *err)
 
 static void call_cb(redisAsyncContext *ac, void *r, void *privdata);
 
-static void
-time_cb(redisAsyncContext *ac, void *r, void *privdata)
-{
-	struct call *b = privdata;
-	redisReply  *reply = r;
-
-	reply_time_us(reply, &b->at); /* else <at> stays unknown */
-}
-
 /* Something went out on a node: watch the nodes for one that stops. */
 static void
 watch_stuck(struct cluster *cl)
@@ -802,7 +793,7 @@ watch_stuck(struct cluster *cl)
 		ev_timer_again(cl->loop, &cl->stimer);
 }
 
-/* Queues <b> on its node: [TIME] [ASKING] then the call (link_call:
+/* Queues <b> on its node: [ASKING] then the call (link_call:
  * FCALL, EVALSHA, or EVAL before the sha is known or after NOSCRIPT).
  * Returns -1, with nothing queued, if the node cannot take it; the caller
  * then fails and frees <b>. */
@@ -817,8 +808,6 @@ call_send(struct call *b)
 		return -1;
 	if (b->buf.buf == NULL)
 		call_build(b);
-	if (b->want_time)
-		redisAsyncCommand(ac, time_cb, b, "TIME");
 	if (b->asking)
 		redisAsyncCommand(ac, NULL, NULL, "ASKING");
 	if (link_call(&n->link, &b->buf,
@@ -1037,8 +1026,6 @@ add_part(struct cluster *cl, unsigned slot, const struct part *p, int *ntouched,
 	}
 	b->parts[b->nparts++] = *p;
 	b->nchecks += p->n;
-	if (p->x != NULL)
-		b->want_time = 1;
 }
 
 /* Copies check <j> of <sr> into <c>; a sliding-log check without a member

@@ -199,8 +199,28 @@ pack_argv(const struct call *k, msgpack_sbuffer *sb)
 	}
 }
 
-/* Sends the call; fills <out> (LIM_SCRIPT_RESULT per check). Returns the
- * number of checks answered. */
+/* The TIME the last call ran at: the last value of its reply. */
+static int64_t last_now;
+
+/* The calls go to an older script, whose reply has no clock. */
+static int older_script;
+
+/* <r>, an older script's reply of at most 2 checks (a fixarray), into
+ * <buf> as this script's, with a clock of 0. Returns its length. */
+static size_t
+add_clock(const redisReply *r, char *buf, size_t size)
+{
+	cr_assert(r->len >= 1 && r->len + 1 <= size &&
+	          ((unsigned char)r->str[0] & 0xf0) == 0x90 &&
+	          ((unsigned char)r->str[0] & 0x0f) < 15);
+	memcpy(buf, r->str, r->len);
+	buf[0] = (char)(buf[0] + 1);
+	buf[r->len] = 0;
+	return r->len + 1;
+}
+
+/* Sends the call; fills <out> (LIM_SCRIPT_RESULT per check) and last_now.
+ * Returns the number of checks answered. */
 static int
 call_send(redisContext *c, struct call *k, struct lim_result *out, int max)
 {
@@ -211,6 +231,9 @@ call_send(redisContext *c, struct call *k, struct lim_result *out, int max)
 	struct results  rs;
 	redisReply     *r;
 	int             argc = 0, i, n;
+	char            older[256];
+	const char     *reply;
+	size_t          len;
 
 	msgpack_sbuffer_init(&sb);
 	argv[argc++] = env_is("SCRIPT_FCALL") ? "FCALL" : "EVALSHA";
@@ -232,11 +255,18 @@ call_send(redisContext *c, struct call *k, struct lim_result *out, int max)
 	          r->type == REDIS_REPLY_ERROR ? r->str : "not a string");
 	n = k->nkeys; /* one key per check */
 	cr_assert(n <= max);
+	reply = r->str;
+	len = r->len;
+	if (older_script) {
+		len = add_clock(r, older, sizeof(older));
+		reply = older;
+	}
 	results_init(&rs);
-	cr_assert_eq(results_decode(&rs, r->str, r->len, (size_t)n), 0,
+	cr_assert_eq(results_decode(&rs, reply, len, (size_t)n), 0,
 	             "%s: not %d checks' results", argv[0], n);
 	for (i = 0; i < n; i++)
 		results_get(&rs, (size_t)i, &out[i]);
+	last_now = rs.now_us;
 	results_free(&rs);
 	freeReplyObject(r);
 	for (i = 0; i < k->nkeys; i++)
@@ -1827,10 +1857,11 @@ Test(script, blocked_keys_charge_nothing_and_veto_as_the_local_tier)
 extern const char lua_refund[];
 
 /* refund.lua on the <n> checks <ck> of one request, charged with the
- * replies <r>, as refund_send() builds it (one slot). */
+ * replies <r> by a call that ran at <at>, as refund_send() builds it (one
+ * slot). */
 static void
 refund_n(redisContext *c, const struct chk *ck, const struct lim_result *r,
-         int n)
+         int n, int64_t at)
 {
 	int64_t     pp[LIM_SCRIPT_PARAMS], level[4];
 	char        a[4][9][32];
@@ -1859,7 +1890,7 @@ refund_n(redisContext *c, const struct chk *ck, const struct lim_result *r,
 		snprintf(a[j][4], 32, "%" PRId64, pp[1]);
 		snprintf(a[j][5], 32, "%" PRId64, pp[2]);
 		snprintf(a[j][6], 32, "%s", ck[j].member ? ck[j].member : "");
-		snprintf(a[j][7], 32, "%" PRId64, redis_time(c));
+		snprintf(a[j][7], 32, "%" PRId64, at);
 		snprintf(a[j][8], 32, "%" PRId64,
 		         lim_charge_taken(ck[j].p->algo, pp, ck[j].cost, &r[j],
 		                          &level[j]));
@@ -1874,9 +1905,10 @@ refund_n(redisContext *c, const struct chk *ck, const struct lim_result *r,
 }
 
 static void
-refund_one(redisContext *c, const struct chk *ck, const struct lim_result *r)
+refund_one(redisContext *c, const struct chk *ck, const struct lim_result *r,
+           int64_t at)
 {
-	refund_n(c, ck, r, 1);
+	refund_n(c, ck, r, 1, at);
 }
 
 static void
@@ -1890,7 +1922,7 @@ refund_restores(enum lim_algo algo, int64_t spent, int64_t force,
 	struct chk        ck = { &p, key, LIM_OP_FORCE, force, 0, "" };
 	struct chk        peek = { &p, key, LIM_OP_CHECK, 0, 0, "" };
 	struct lim_result r;
-	int64_t           before;
+	int64_t           before, at;
 
 	unique_key(key, sizeof(key), name);
 	if (spent > 0)
@@ -1898,8 +1930,9 @@ refund_restores(enum lim_algo algo, int64_t spent, int64_t force,
 	before = script_one(c, &peek).remaining;
 	cr_assert_eq(before, 5 - spent);
 	r = script_one(c, &ck); /* charged (FORCE), then vetoed elsewhere */
+	at = last_now;
 	cr_expect_eq(script_one(c, &peek).remaining, 0, "%s: charged", name);
-	refund_one(c, &ck, &r);
+	refund_one(c, &ck, &r, at);
 	cr_expect_eq(
 		script_one(c, &peek).remaining, before,
 		"%s: FORCE %" PRId64 " after %" PRId64
@@ -1952,7 +1985,7 @@ refund_same_key_twice(enum lim_algo algo, const char *name)
 	call_begin(&k, 1);
 	call_request(&k, ck, 2);
 	cr_assert_eq(call_send(c, &k, r, 2), 2);
-	refund_n(c, ck, r, 2);
+	refund_n(c, ck, r, 2, last_now);
 	cr_expect_eq(script_one(c, &peek).remaining, 3,
 	             "%s: both refunded back to 3 left, got %" PRId64, name,
 	             script_one(c, &peek).remaining);
@@ -1963,6 +1996,44 @@ Test(script, refund_of_the_same_key_twice_restores_the_key)
 {
 	refund_same_key_twice(LIM_GCRA, "refund-twice-gcra");
 	refund_same_key_twice(LIM_TOKEN_BUCKET, "refund-twice-tb");
+}
+
+/* The reply ends with the TIME the call ran at: the instant that named
+ * every window it charged, which a Cluster refund undoes (store_cluster.c
+ * sends it as refund.lua's <at>; a TIME read before the call named the
+ * last window when a boundary passed before the script ran). W = 1 s, so
+ * the instant must be the script's own to name the window exactly. */
+static void
+reply_names_the_window(enum lim_algo a, const char *name)
+{
+	redisContext     *c = setup();
+	struct lim_params p = mk(a, 5, S, 0);
+	char              key[96];
+	struct chk        ck = { &p, key, LIM_OP_CHECK, 1, 0, "" };
+	int64_t           t1, t2, st, en;
+	redisReply       *r;
+
+	unique_key(key, sizeof(key), name);
+	t1 = redis_time(c);
+	cr_assert_eq(script_one(c, &ck).allowed, 1);
+	t2 = redis_time(c);
+	cr_expect(t1 <= last_now && last_now <= t2,
+	          "%s: the reply's clock %" PRId64 " is in [%" PRId64
+	          ", %" PRId64 "]",
+	          name, last_now, t1, t2);
+	r = redisCommand(c, "HGET %s %lld", key,
+	                 (long long)lim_window_bounds(&p, last_now, &st, &en));
+	cr_assert_not_null(r);
+	cr_expect(r->type == REDIS_REPLY_STRING && strcmp(r->str, "1") == 0,
+	          "%s: the window of the reply's clock holds the charge", name);
+	freeReplyObject(r);
+	redisFree(c);
+}
+
+Test(script, the_reply_ends_with_the_time_that_named_the_windows)
+{
+	reply_names_the_window(LIM_FIXED_WINDOW, "clock-fw");
+	reply_names_the_window(LIM_SLIDING_WINDOW, "clock-sw");
 }
 
 /* ---- review: reservation records across versions and malformed ones -----
@@ -2033,7 +2104,9 @@ Test(script, an_older_script_settles_a_new_token_bucket_record)
 	freeReplyObject(r);
 	call_begin(&k, 1);
 	call_request(&k, &settle, 1);
+	older_script = 1;
 	call_send(c, &k, &out, 1); /* asserts a reply, not an error */
+	older_script = 0;
 	snprintf(sha, sizeof(sha), "%s", newsha);
 	cr_expect_eq(out.remaining, 10, "the older script found the record");
 	redisFree(c);
@@ -2252,7 +2325,8 @@ Test(script, a_refund_on_a_gcra_value_that_is_no_tat_is_answered)
 		unique_key(key, sizeof(key), "no-tat-refund");
 		set_raw(c, key, bad[i]);
 		cr_log_info("%s", bad[i]);
-		refund_one(c, &ck, &r); /* asserts an integer reply */
+		/* asserts an integer reply */
+		refund_one(c, &ck, &r, redis_time(c));
 	}
 	redisFree(c);
 }
@@ -2369,15 +2443,17 @@ settled_then_refunded(struct lim_params p, const char *name)
 	struct chk        settle = { &p, key, LIM_OP_FORCE, 0, 0, "d1" };
 	struct chk        peek = { &p, key, LIM_OP_CHECK, 0, 0, NULL };
 	struct lim_result r;
+	int64_t           at;
 
 	p.reserve_lease_us = HOUR;
 	unique_key(key, sizeof(key), name);
 	cr_assert_eq(script_one(c, &spend).allowed, 1);
 	r = script_one(c, &rsv);
+	at = last_now;
 	cr_assert_eq(r.allowed, 1);
 	cr_assert_eq(script_one(c, &settle).remaining, 300, "%s: held", name);
 	cr_assert_eq(script_one(c, &peek).remaining, 800, "%s: settled", name);
-	refund_one(c, &rsv, &r);
+	refund_one(c, &rsv, &r, at);
 	cr_expect_eq(script_one(c, &peek).remaining, 800,
 	             "%s: refunded once, not twice", name);
 	redisFree(c);

@@ -813,7 +813,9 @@ local function settle(ki, r, cost, member)
 end
 
 -- KEYS and ARGV as agent/limiter/limiter.h says; the reply is five integers per
--- check, in order, packed into one msgpack array (agent/store/results.h: packing
+-- check, in order, then the call's <now> (the TIME that named every window
+-- it charged: a Cluster refund undoes that window, not the one of its own
+-- time), packed into one msgpack array (agent/store/results.h: packing
 -- costs Redis what converting the table would, and the agent reads one
 -- string instead of an object per integer). The request loop is inline:
 -- under FCALL a function call per request, and upvalues instead of locals
@@ -829,12 +831,13 @@ local function batch(keys, argv)
 	VIEW = argv[2] == 'view'
 	local t = call('TIME')
 	now = tonumber(t[1]) * 1000000 + tonumber(t[2])
-	-- <out> made at its full size, five results per key, in one go: grown
-	-- one result at a time it is resized 7 times for 10 checks (callgrind:
-	-- 1.5 % of Redis' instructions at 10 decisions per call). string.byte
-	-- returns its values on the C stack (at most LUAI_MAXCSTACK, 8000).
-	-- The slots of checks never made are cleared before the packing.
-	local nout = 5 * #KEY
+	-- <out> made at its full size, five results per key and <now>, in one
+	-- go: grown one result at a time it is resized 7 times for 10 checks
+	-- (callgrind: 1.5 % of Redis' instructions at 10 decisions per call).
+	-- string.byte returns its values on the C stack (at most
+	-- LUAI_MAXCSTACK, 8000). The slots of checks never made are cleared
+	-- before the packing.
+	local nout = 5 * #KEY + 1
 	if nout <= 4000 then out = { byte(rep('\0', nout), 1, -1) }
 	else out = {} end
 	o, seen_, committed = 0, {}, nil	-- seen_: TATs written by this call
@@ -1001,7 +1004,8 @@ local function batch(keys, argv)
 			end
 		end
 	end
-	for j = o + 1, nout do out[j] = nil end	-- fewer checks than keys
+	for j = o + 2, nout do out[j] = nil end	-- fewer checks than keys
+	out[o + 1] = now
 	return mp_pack(out)
 end
 

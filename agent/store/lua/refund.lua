@@ -8,15 +8,15 @@
 -- ARGV  9 fields per check: algo op cost p1 p2 p3 member at taken
 --       the first six as ratelimit.lua got them; member the one it used
 --       (sliding-log: the agent always sends one, so the entries added are
---       member, member#2, ... member#cost); at = Redis TIME in us taken on
---       this node just before the charging call, which names the window
---       the fixed- and sliding-window charges went to; taken = what the
---       charge took (lim_charge_taken(), from its reply): µs of TAT for
---       GCRA and leaky bucket, millionths of a token for token bucket, -1
---       for the others. A FORCE past the burst is capped (a TAT at most
---       now + 2 tolerance, at least -burst tokens), so it can take less
---       than its cost: giving the cost back would leave the key fresher
---       than before the vetoed request.
+--       member, member#2, ... member#cost); at = the Redis TIME in us the
+--       charging call ran at (the last value of its reply), which named
+--       the window the fixed- and sliding-window charges went to, however
+--       late this runs; taken = what the charge took (lim_charge_taken(),
+--       from its reply): µs of TAT for GCRA and leaky bucket, millionths
+--       of a token for token bucket, -1 for the others. A FORCE past the
+--       burst is capped (a TAT at most now + 2 tolerance, at least -burst
+--       tokens), so it can take less than its cost: giving the cost back
+--       would leave the key fresher than before the vetoed request.
 -- Reply the number of checks refunded.
 --
 -- Each undo is bounded below by the fresh state: a GCRA TAT never goes
