@@ -12,8 +12,9 @@
 #      local peek while Redis is stopped, Redis reserves for both, the
 #      local tier then refuses the second (429): only the winner's 300
 #      stay held;
-#   3. with the breaker open, the agent's release of a refused request's
-#      lease and its settle at 0, in one call, still reach Redis.
+#   3. a refused request whose timeout opens the breaker: the agent's
+#      release of its lease and its settle at 0, in one call, still reach
+#      Redis through the open breaker.
 # Each of the agent's own settles at 0 is counted, by rule, in
 # spoa_rl_reserve_self_settles_total (they were in no metric at all), and
 # none is given up (spoa_rl_reserve_self_settles_lost_total).
@@ -90,25 +91,28 @@ expect_eq "$(rc "$RP" exists "rl:{lv:t:a}:r:$lost")" 0 \
 until_ok 10 settled lv 1
 ok $? "local veto after Redis: the settle at 0 is counted for rule lv"
 
-# 3. The breaker open (five timeouts in a row): the agent's release of a
-# refused request's lease and its settle at 0 go in one call, which goes
-# through the open breaker as releases alone do, and both run once Redis
-# resumes.
+# 3. The breaker opened by the refused request's own timeout (the fifth
+# in a row): the agent's release of its lease and its settle at 0 go in
+# one call, which goes through the open breaker as releases alone do, and
+# both run once Redis resumes, after the late script that took them.
 kill -STOP "$pid"
-for id in x1 x2 x3 x4 x5; do c rl-rc tenant=s:b id=s:$id max_tokens=s:1 >/dev/null; done
+for id in x1 x2 x3 x4; do c rl-rc tenant=s:b id=s:$id max_tokens=s:1 >/dev/null; done
+st=$(c rl-bc tenant=s:a id=s:b1 max_tokens=s:300 | field status)
+expect_eq "$st" 503 "breaker opening: the fifth late call is refused"
 grep -q 'redis_breaker_open' "$TMP/agent.log"
 ok $? "five timeouts in a row open the breaker"
-(sleep 1.3; kill -CONT "$pid") &
-resume=$!
-st=$(c rl-bc tenant=s:a id=s:b1 max_tokens=s:300 | field status)
-wait "$resume"
-expect_eq "$st" 503 "breaker open: refused"
+kill -CONT "$pid"
 leases() { rc "$RP" zrange "rl:{bcc:c:a}" 0 -1 | tr -d '\n'; }
 is_free() { [ -z "$(leases)" ] && [ "$(left bc)" = 1000 ]; }
+until_ok 10 settled bc 1
+ok $? "breaker open: the refused request's settle at 0 is counted for rule bc"
+released() { [ "$(metric "$MP" spoa_rl_lease_self_releases_total)" = 1 ]; }
+until_ok 10 released
+ok $? "breaker open: ... and its lease's release"
 until_ok 10 is_free
-ok $? "breaker open: the lease and the reservation are given back at once (leases '$(leases)', left $(left bc))"
-until_ok 10 settled rc 6
-ok $? "breaker open: the five refusals that opened it are counted as settled at 0 for rule rc"
+ok $? "breaker open: the lease and the reservation are given back (leases '$(leases)', left $(left bc))"
+until_ok 10 settled rc 5
+ok $? "breaker open: the four refusals before it are counted as settled at 0 for rule rc"
 expect_eq "$(metric "$MP" spoa_rl_reserve_self_settles_lost_total)" 0 \
 	"no settle at 0 was given up"
 finish
