@@ -471,7 +471,10 @@ ov_make(const struct rule *r, const struct ov_request *q, struct ov_value *v,
 /* Expired entries go first, so that they never count against OV_MAX; the
  * cap counts "o:" fields only ("all", "gen", "resets" are no overrides);
  * the entry being set or deleted is left to its op (a "del" of an expired
- * one still finds it). */
+ * one still finds it). The generation moves to Redis' now in µs (one more
+ * when that is not past it), not one more only: a hash lost with a
+ * restart or a failover would count again from 1, and an agent that held
+ * the old table at that gen would keep it. */
 const char ov_script[] =
 	"local h, op, k = KEYS[1], ARGV[1], ARGV[2]\n"
 	"local t = redis.call('TIME')\n"
@@ -507,5 +510,7 @@ const char ov_script[] =
 	"  all[#all + 1] = #e[1] .. ' ' .. e[1] .. ' ' .. e[2] .. '\\n'\n"
 	"end\n"
 	"redis.call('HSET', h, 'all', table.concat(all))\n"
-	"redis.call('HINCRBY', h, 'gen', 1)\n"
+	"local g = tonumber(redis.call('HGET', h, 'gen')) or 0\n"
+	"redis.call('HSET', h, 'gen',\n"
+	"    string.format('%d', math.max(g + 1, now)))\n"
 	"return r\n";

@@ -9,7 +9,7 @@
  *   "o:<check key>"  one override, its value as ov_format() writes it
  *   "all"            every live override, one "<keylen> <key> <value>\n"
  *                    entry each: what the agents read, in one HGET
- *   "gen"            bumped by every change
+ *   "gen"            moved by every change (to Redis' time in µs at least)
  *   "resets"         bumped by every `key reset` (keyop.c): the agents
  *                    poll it and drop their near-cached blocks on a move
  * Both are rewritten together by one script (ovcli.c), so "all" is always
