@@ -439,8 +439,9 @@ make_limit(const struct rule *r, const struct ov_request *q, struct ov_value *v,
 		return -1;
 	}
 	v->rate = q->limit;
-	if (q->window && lim_parse_duration(q->window, &v->period_us) == -1) {
-		*err = "--window: want a duration (30s, 15m, 1h, 1d)";
+	if (q->window && (lim_parse_duration(q->window, &v->period_us) == -1 ||
+	                  v->period_us <= 0)) {
+		*err = "--window: want a positive duration (30s, 15m, 1h, 1d)";
 		return -1;
 	}
 	return 0;

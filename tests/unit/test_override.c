@@ -345,6 +345,24 @@ Test(override, make_checks_the_fields_against_the_algorithm)
 	policy_unref(p);
 }
 
+/* `--window 0s` is no window: it was taken, stored as 0 ("the rule's
+ * window") and so silently ignored, the command exiting 0. */
+Test(override, make_refuses_a_zero_window)
+{
+	struct policy *p = load(policy_text);
+	struct ov_value v;
+	const char     *err = NULL;
+
+	cr_assert_eq(ov_make(&p->rules[1],
+	                     &(struct ov_request){ .kind = OV_LIMIT,
+	                                           .limit = 7,
+	                                           .window = "0s" },
+	                     &v, &err),
+	             -1);
+	cr_assert(err && strstr(err, "--window"), "%s", err ? err : "");
+	policy_unref(p);
+}
+
 /* Not a benchmark: prints the request path's cost per check (a miss in a
  * table of 1000 overrides, and a limit hit) for the record. */
 Test(override, prints_the_cost_of_a_lookup)
