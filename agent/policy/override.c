@@ -459,8 +459,14 @@ ov_make(const struct rule *r, const struct ov_request *q, struct ov_value *v,
 		*err = "--ttl must be a positive duration";
 		return -1;
 	}
-	if (q->kind != OV_LIMIT)
+	if (q->kind != OV_LIMIT) {
+		if (q->rate || q->burst || q->limit || q->window) {
+			*err = "--allow and --deny take no --rate, --burst, "
+			       "--limit or --window";
+			return -1;
+		}
 		return 0;
+	}
 	if (make_limit(r, q, v, err) == -1)
 		return -1;
 	return ov_limit(&r->lim, v, &lim, err);

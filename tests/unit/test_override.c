@@ -363,6 +363,38 @@ Test(override, make_refuses_a_zero_window)
 	policy_unref(p);
 }
 
+/* --allow and --deny take no limit: `--deny --window 1h` or `--allow
+ * --burst 3` were taken with the limit dropped, exit 0, where the other
+ * combinations of fields and kinds exit 2 (OPERATING.md). */
+Test(override, make_refuses_limit_fields_on_allow_and_deny)
+{
+	struct policy *p = load(policy_text);
+	struct ov_value v;
+	const char     *err = NULL;
+
+	cr_assert_eq(ov_make(&p->rules[1],
+	                     &(struct ov_request){ .kind = OV_DENY,
+	                                           .window = "1h" },
+	                     &v, &err),
+	             -1);
+	cr_assert_eq(ov_make(&p->rules[0],
+	                     &(struct ov_request){ .kind = OV_ALLOW,
+	                                           .burst = 3 },
+	                     &v, &err),
+	             -1);
+	cr_assert_eq(ov_make(&p->rules[1],
+	                     &(struct ov_request){ .kind = OV_DENY,
+	                                           .limit = 3 },
+	                     &v, &err),
+	             -1);
+	cr_assert_eq(ov_make(&p->rules[0],
+	                     &(struct ov_request){ .kind = OV_DENY,
+	                                           .ttl_us = SEC },
+	                     &v, &err),
+	             0);
+	policy_unref(p);
+}
+
 /* Not a benchmark: prints the request path's cost per check (a miss in a
  * table of 1000 overrides, and a limit hit) for the record. */
 Test(override, prints_the_cost_of_a_lookup)
