@@ -345,6 +345,16 @@ pairs_message(struct spop_message *m, const char *const *pairs, int n,
 		}
 		a->name.ptr = pairs[i];
 		a->name.len = (size_t)(eq - pairs[i]);
+		for (int j = 0; j < i; j++)
+			if (m->args[j].name.len == a->name.len &&
+			    memcmp(m->args[j].name.ptr, a->name.ptr,
+			           a->name.len) == 0) {
+				snprintf(err, errsize, "%.*s given twice",
+				         (int)a->name.len > 64 ? 64
+				                               : (int)a->name.len,
+				         a->name.ptr);
+				return -1;
+			}
 		a->value.type = SPOP_DATA_STRING;
 		a->value.v.str.ptr = eq + 1;
 		a->value.v.str.len = strlen(eq + 1);

@@ -395,6 +395,22 @@ Test(override, make_refuses_limit_fields_on_allow_and_deny)
 	policy_unref(p);
 }
 
+/* tenant=a tenant=b names two keys: which one the command would change
+ * is the reader's guess. An arg given twice is an extra arg: exit 2. */
+Test(override, rule_key_refuses_an_arg_given_twice)
+{
+	struct policy *p = load(policy_text);
+	char           key[POLICY_KEY_MAX + 1], err[200];
+	const char    *twice[] = { "tenant=a", "tenant=b" };
+	size_t         len;
+
+	cr_assert_null(
+		ov_rule_key(p, "w", twice, 2, key, &len, err, sizeof(err)),
+		"built %s", key);
+	cr_assert(strstr(err, "twice"), "%s", err);
+	policy_unref(p);
+}
+
 /* Not a benchmark: prints the request path's cost per check (a miss in a
  * table of 1000 overrides, and a limit hit) for the record. */
 Test(override, prints_the_cost_of_a_lookup)
