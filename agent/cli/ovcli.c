@@ -295,8 +295,9 @@ change(redisContext *c, const struct policy *p, const struct ovopts *o, int set,
 		if (ov_make(r, &o->q, &v, &why) == -1)
 			return usage(why);
 		ov_format(&v, val, sizeof(val));
-	} else if (o->kinds || o->q.ttl_us) {
-		return usage("del takes no limit, --allow, --deny or --ttl");
+	} else if (o->kinds || o->q.ttl_us || o->q.burst || o->q.window) {
+		return usage("del takes no limit, --burst, --window, --allow, "
+		             "--deny or --ttl");
 	}
 	if (!c)
 		return 1;

@@ -125,6 +125,8 @@ bad "absurd limit" set tenant tenant=x --limit 99999999999999999999
 bad "zero ttl" set tenant tenant=x --deny --ttl 0s
 bad "ttl not a duration" set tenant tenant=x --deny --ttl soon
 bad "window on concurrency" set conc tenant=x --limit 2 --window 1m
+bad "a limit option on del" del tenant tenant=x --window 1h
+bad "--burst on del" del tenant tenant=x --burst 5
 
 # ---- fail: local --------------------------------------------------------
 ov set loc tenant=big --limit 5 >/dev/null 2>&1
