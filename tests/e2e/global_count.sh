@@ -81,7 +81,7 @@ hammer() {
 	dropped=$(( $(dropped_logs "$STATS_PORT") + $(dropped_logs "$STATS2_PORT") ))
 	[ "$logs_ok" -le "$ALLOW" ] && [ $((ALLOW - logs_ok)) -le "$dropped" ]
 	ok $? "$1: the haproxy logs show $ALLOW allows by rule $1, less dropped lines ($logs_ok, $dropped dropped)"
-	bad=$(cat "$TMP/haproxy.log" "$TMP/haproxy2.log" | grep "\"GET /$1/ " | grep -cv 'rl_error=0 .*rl_degraded=0 ')
+	bad=$(answered "$TMP/haproxy.log" "$TMP/haproxy2.log" | grep "\"GET /$1/ " | grep -cv 'rl_error=0 .*rl_degraded=0 ')
 	expect_eq "$bad" 0 "$1: no SPOE error and no degraded decision"
 }
 

@@ -113,7 +113,7 @@ hammer() {
 	expect_eq "$badk" 0 "$route: the haproxy logs show at most $ALLOW allows for each key ($per )"
 	[ "$short" -le "$dropped" ]
 	ok $? "$route: allows missing from the logs ($short) are HAProxy's dropped log lines ($dropped)"
-	bad=$(grep -cv 'rl_error=0 .*rl_degraded=0 ' "$TMP/log.$route")
+	bad=$(answered "$TMP/log.$route" | grep -cv 'rl_error=0 .*rl_degraded=0 ')
 	expect_eq "$bad" 0 "$route: no SPOE error and no degraded decision"
 	grep -v 'rl_error=0 .*rl_degraded=0 ' "$TMP/log.$route" | head -3 | sed 's/^/#   /'
 }

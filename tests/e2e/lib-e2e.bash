@@ -338,22 +338,32 @@ dropped_logs() {
 	) 2>/dev/null | tr -d '\r' | awk -F': ' '$1 == "DroppedLogs" { print $2 + 0; f = 1 } END { if (!f) print 0 }'
 }
 
-# fe_codes FILE: the status (%ST) of each fe_api line of the haproxy log
-# FILE, one a line, except the requests the client itself abandoned before
-# any answer: status 400 with termination state CH-- (the client closed
-# while HAProxy waited: wrk stopping with requests in flight, a curl's
-# --max-time). HAProxy 3.3 logs those where 2.6 logged nothing or -1; the
-# request got no answer, so it is no error of the limiter's. Any other
-# 400, and any other abort, is printed. The log-format is haproxy.cfg's:
-# the timers, %ST, %B, %tsc. How many it left out goes to stderr.
-fe_codes() {
-	awk '/ fe_api / {
+# answered FILE...: the fe_api lines of the haproxy logs FILE..., except
+# the requests the client itself abandoned before any answer: status 400
+# with termination state CH-- (the client closed while HAProxy waited:
+# wrk stopping with requests in flight, a curl's --max-time). HAProxy 3.3
+# logs those where 2.6 logged nothing or -1, 3.1+ with txn.rl.error 4
+# ("interrupted"); the request got no answer, so it is no error of the
+# limiter's. Any other 400, and any other abort, is printed. The
+# log-format is haproxy.cfg's: the timers, %ST, %B, %tsc. How many it
+# left out goes to stderr.
+answered() { fe_answered line "$@"; }
+
+# fe_codes FILE: the status (%ST) of each line answered() keeps, one a line.
+fe_codes() { fe_answered code "$1"; }
+
+# fe_answered line|code FILE...: answered()'s lines, or their statuses.
+fe_answered() {
+	local what=$1
+	shift
+	awk -v what="$what" '/ fe_api / {
 		for (i = 1; i < NF; i++)
 			if ($i ~ /^[-0-9]+\/[-0-9]+\/[-0-9]+\/[-0-9]+\/[-0-9]+$/) {
 				if ($(i + 1) == 400 && $(i + 3) == "CH--") n++
-				else print $(i + 1)
+				else if (what == "code") print $(i + 1)
+				else print
 				break
 			}
 	}
-	END { if (n) printf "# %d client aborts (400 CH--) left out\n", n > "/dev/stderr" }' "$1"
+	END { if (n) printf "# %d client aborts (400 CH--) left out\n", n > "/dev/stderr" }' "$@"
 }

@@ -169,7 +169,7 @@ d1=$(metric "$M1" spoa_rl_decisions_total); d2=$(metric "$M2" spoa_rl_decisions_
 d3=$(metric "$M3" spoa_rl_decisions_total)
 [ "$d1" -gt 0 ] && [ "$d2" -gt 0 ] && [ "$d3" -gt 0 ]
 ok $? "all three agents decided some of the requests ($d1 $d2 $d3)"
-bad=$(cat "$TMP/haproxy.log" "$TMP/haproxy2.log" | grep '"GET /v1/completions ' | grep -cv 'rl_error=0 .*rl_degraded=0 ')
+bad=$(answered "$TMP/haproxy.log" "$TMP/haproxy2.log" | grep '"GET /v1/completions ' | grep -cv 'rl_error=0 .*rl_degraded=0 ')
 expect_eq "$bad" 0 "no SPOE error and no degraded decision in either haproxy log"
 [ -n "${KEEP_TMP:-}" ] && cp -r "$TMP" "$KEEP_TMP"
 finish
