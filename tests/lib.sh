@@ -312,6 +312,17 @@ finish() {
 	exit 0
 }
 
+# distinct_slots PORT KEY...: true when the KEYs hash to as many Cluster
+# slots as there are KEYs (asked of the node on PORT): a suite's checks
+# then span that many script calls.
+distinct_slots() {
+	local port=$1 k
+	shift
+	[ "$(for k in "$@"; do
+		redis-cli -h 127.0.0.1 -p "$port" cluster keyslot "$k"
+	done | sort -u | wc -l)" = $# ]
+}
+
 # cluster3_up P1 P2 P3: three Redis Cluster masters on those ports (their
 # bus ports are this run's too: port 11..13, not the default port + 10000),
 # joined by redis-cli --cluster create, checked with two ok lines. Sets

@@ -46,9 +46,8 @@ YAML
 YAML
 } >"$TMP/policy.yaml"
 agent_up "$TMP/policy.yaml" || { ok 1 "the agent starts"; finish; }
-slot() { rcc cluster keyslot "$1"; }
 G='rl:{rg:g:acme}'; B='rl:{rtb:b:acme}'; U='rl:{one:u:u1}'
-[ "$(printf '%s\n' "$(slot "$G")" "$(slot "$B")" "$(slot "$U")" | sort -u | wc -l)" = 3 ]
+distinct_slots "$P1" "$G" "$B" "$U"
 ok $? "the three rules' keys are in three slots"
 c() { "$CLIENT" -a "127.0.0.1:$AP" "$@" | grep '^ack'; }
 # whole tokens left (t in millionths; at 1/h the refill during the test is

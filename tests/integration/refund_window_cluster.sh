@@ -43,9 +43,8 @@ rules:
 YAML
 } >"$TMP/policy.yaml"
 agent_up "$TMP/policy.yaml" || { ok 1 "the agent starts"; finish; }
-slot() { rcc cluster keyslot "$1"; }
 F='rl:{fw:f:acme}'; S='rl:{sw:s:acme}'; U='rl:{one:u:u1}'
-[ "$(printf '%s\n' "$(slot "$F")" "$(slot "$S")" "$(slot "$U")" | sort -u | wc -l)" = 3 ]
+distinct_slots "$P1" "$F" "$S" "$U"
 ok $? "the three rules' keys are in three slots"
 c() { "$CLIENT" -t 5000 -a "127.0.0.1:$AP" "$@" | grep '^ack'; }
 now_us() { rcc time | tr -d '\r' | { read -r s; read -r u; echo $((s * 1000000 + 10#$u)); }; }

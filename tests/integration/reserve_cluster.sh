@@ -40,8 +40,7 @@ rules:
 YAML
 } >"$TMP/policy.yaml"
 agent_up "$TMP/policy.yaml" || { ok 1 "the agent starts"; finish; }
-slot() { rcc cluster keyslot "$1"; }
-[ "$(slot 'rl:{rsv:r:acme}')" != "$(slot 'rl:{one:u:u1}')" ]
+distinct_slots "$P1" 'rl:{rsv:r:acme}' 'rl:{one:u:u1}'
 ok $? "the two rules' keys are in different slots"
 c() { "$CLIENT" -a "127.0.0.1:$AP" "$@" | grep '^ack'; }
 # left: the reserving rule's units left (a fresh user, 0 reserved; called
