@@ -82,6 +82,16 @@ ratelog_shared_allow(struct ratelog_shared *rl, const char *key,
 	return allow;
 }
 
+int
+ratelog_addr_allow(struct ratelog_shared *rl, const char *host, int port,
+                   int64_t now_us, uint64_t *suppressed)
+{
+	char key[RATELOG_SHARED_KEY_MAX];
+
+	snprintf(key, sizeof(key), "%s:%d", host, port);
+	return ratelog_shared_allow(rl, key, now_us, suppressed);
+}
+
 static const char *
 mode_name(enum fail_mode m)
 {

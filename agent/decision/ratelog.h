@@ -73,6 +73,10 @@ struct ratelog_shared {
 int ratelog_shared_allow(struct ratelog_shared *rl, const char *key,
                          int64_t now_us, uint64_t *suppressed);
 
+/* ratelog_shared_allow() keyed by the server address <host>:<port>. */
+int ratelog_addr_allow(struct ratelog_shared *rl, const char *host, int port,
+                       int64_t now_us, uint64_t *suppressed);
+
 /* A fail mode was applied to <rule> on worker <worker> because Redis could
  * not decide; <store_up> says whether the link was up (then the cause was
  * a timeout or an error reply) or not (down, or the breaker open). Logs

@@ -28,6 +28,7 @@
 #include "link.h"
 #include "log.h"
 #include "metrics.h"
+#include "ratelog.h"
 #include "reply.h"
 #include "resolve.h"
 #include "scriptlib.h"
@@ -36,9 +37,9 @@
 extern const char lua_ratelimit[];
 extern const char lua_refund[];
 
-enum link_log {
-	LINK_LOG_NOT_MASTER = 0,
-};
+/* redis_not_master names a server every worker's link meets: one line
+ * per address per interval for the whole process, not one per link. */
+static struct ratelog_shared not_master_logs = RATELOG_SHARED_INIT;
 
 /* ---- breaker ------------------------------------------------------------ */
 
@@ -335,8 +336,8 @@ role_cb(redisAsyncContext *ac, void *r, void *privdata)
 		return;
 	}
 	if (log_level >= LOG_WARN &&
-	    ratelog_allow(&l->logs, LINK_LOG_NOT_MASTER, util_now_us(),
-	                  &suppressed))
+	    ratelog_addr_allow(&not_master_logs, l->addr.host, l->addr.port,
+	                       util_now_us(), &suppressed))
 		log_warn("redis_not_master",
 		         "host=%s port=%d role=%.40s "
 		         "suppressed=%llu",

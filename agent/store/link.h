@@ -30,7 +30,6 @@
 #include <hiredis/async.h>
 
 #include "batch.h"
-#include "ratelog.h"
 #include "store_ops.h"
 
 #define BREAKER_FAILS       5   /* consecutive failed calls that open it */
@@ -163,7 +162,6 @@ struct link {
 	ev_tstamp                busy_since; /* waiting started */
 	ev_tstamp                last_call;  /* a call or an HGET sent */
 	struct breaker           br;
-	struct ratelog           logs; /* redis_not_master */
 };
 
 void link_init(struct link *l, struct ev_loop *loop, struct metrics_worker *m,

@@ -201,16 +201,13 @@ parse_addr(redisReply *r, char *host, size_t hsize, int *port)
 	return 0;
 }
 
-/* ratelog_shared_allow() in <rl> for the address of seed <idx>. */
+/* ratelog_addr_allow() in <rl> for the address of seed <idx>. */
 static int
 seed_log_allow(const struct sentinel *s, struct ratelog_shared *rl, int idx,
                uint64_t *suppressed)
 {
-	char key[RATELOG_SHARED_KEY_MAX];
-
-	snprintf(key, sizeof(key), "%s:%d", s->t.seeds[idx].host,
-	         s->t.seeds[idx].port);
-	return ratelog_shared_allow(rl, key, util_now_us(), suppressed);
+	return ratelog_addr_allow(rl, s->t.seeds[idx].host, s->t.seeds[idx].port,
+	                          util_now_us(), suppressed);
 }
 
 /* <reply>, a server's answer to SENTINEL get-master-addr-by-name, says

@@ -290,6 +290,23 @@ Test(ratelog, shared_once_per_interval_per_key)
 #define SHARED_THREADS 8
 #define SHARED_CALLS   2000
 
+Test(ratelog, addr_keys_host_and_port_together)
+{
+	static struct ratelog_shared rl = RATELOG_SHARED_INIT;
+	uint64_t                     sup = 0;
+	int64_t                      t0 = 3 * RATELOG_INTERVAL_US;
+
+	cr_assert_eq(ratelog_addr_allow(&rl, "10.0.0.1", 6379, t0, &sup), 1);
+	/* the same address from another caller is the same line's interval */
+	cr_assert_eq(ratelog_shared_allow(&rl, "10.0.0.1:6379", t0 + 1, &sup), 0);
+	cr_assert_eq(ratelog_addr_allow(&rl, "10.0.0.1", 6380, t0 + 2, &sup), 1);
+	cr_assert_eq(ratelog_addr_allow(&rl, "10.0.0.2", 6379, t0 + 3, &sup), 1);
+	cr_assert_eq(ratelog_addr_allow(&rl, "10.0.0.1", 6379,
+	                                t0 + RATELOG_INTERVAL_US, &sup),
+	             1);
+	cr_assert_eq(sup, 1);
+}
+
 static struct ratelog_shared shared_rl = RATELOG_SHARED_INIT;
 
 /* SHARED_CALLS asks for one key at one instant; returns how many got 1. */
