@@ -114,16 +114,21 @@ CONF
 	done
 	for s in "$@"; do wait_port "$s" 5 || return 1; done
 }
-# start_sentinel PORT MASTER [GROUP]: one sentinel, alone (quorum 1),
-# monitoring 127.0.0.1:MASTER as GROUP (default mymaster).
+# start_sentinel PORT MASTER [GROUP [LINE...]]: one sentinel, alone
+# (quorum 1), monitoring 127.0.0.1:MASTER as GROUP (default mymaster), each
+# LINE added to its sentinel.conf.
 start_sentinel() {
-	mkdir -p "$TMP/s$1"
-	printf 'port %s\nbind 127.0.0.1\ndaemonize no\ndir %s\n%s\n' "$1" \
-		"$TMP/s$1" "sentinel monitor ${3:-mymaster} 127.0.0.1 $2 1" \
-		>"$TMP/s$1/sentinel.conf"
-	redis-server "$TMP/s$1/sentinel.conf" --sentinel >"$TMP/s$1.log" 2>&1 &
+	local port=$1 master=$2 group=${3:-mymaster}
+	shift $(($# < 3 ? $# : 3))
+	mkdir -p "$TMP/s$port"
+	{
+		printf 'port %s\nbind 127.0.0.1\ndaemonize no\ndir %s\n' "$port" "$TMP/s$port"
+		printf 'sentinel monitor %s 127.0.0.1 %s 1\n' "$group" "$master"
+		[ $# -eq 0 ] || printf '%s\n' "$@"
+	} >"$TMP/s$port/sentinel.conf"
+	redis-server "$TMP/s$port/sentinel.conf" --sentinel >"$TMP/s$port.log" 2>&1 &
 	PIDS="$PIDS $!"
-	wait_port "$1"
+	wait_port "$port"
 }
 synced() { rc "$1" info replication | grep -q 'master_link_status:up'; }
 is_master() { [ "$(rc "$1" role | head -1)" = master ]; }

@@ -11,6 +11,7 @@
 # every NOTIFY answered at once with its fail mode; then, once the replica
 # is promoted, decisions resume within a couple of seconds.
 . "$(dirname "$0")/../lib.sh"
+. "$(dirname "$0")/../e2e/lib-topo.bash"	# master_replica_up, start_sentinel
 M=$(port 1); R=$(port 2); S=$(port 3); AP=$(port 4)
 MAX_CONNS=50		# the tight loop made ~2700 per second per worker
 MAX_LINES=50
@@ -18,26 +19,11 @@ RESUME_MS=3000		# the backoff is capped at 1 s
 conns() { rc "$R" info stats | tr -d '\r' | sed -n 's/^total_connections_received://p'; }
 notmaster() { grep -c 'msg=redis_not_master' "$TMP/agent.log"; }
 
-start_redis "$M"
-start_redis "$R"
-rc "$R" replicaof 127.0.0.1 "$M" >/dev/null
-synced() { rc "$R" info replication | grep -q 'master_link_status:up'; }
-until_ok 200 synced; ok $? "the replica syncs with the master"
+master_replica_up "$M" "$R"
 
 # One sentinel that monitors the replica as "mymaster"; down-after is far
 # beyond the test so that it never tries a failover of its own.
-mkdir -p "$TMP/s"
-cat >"$TMP/s/sentinel.conf" <<CONF
-port $S
-bind 127.0.0.1
-daemonize no
-dir $TMP/s
-sentinel monitor mymaster 127.0.0.1 $R 1
-sentinel down-after-milliseconds mymaster 60000
-CONF
-redis-server "$TMP/s/sentinel.conf" --sentinel >"$TMP/s.log" 2>&1 &
-PIDS="$PIDS $!"
-wait_port "$S"
+start_sentinel "$S" "$R" mymaster 'sentinel down-after-milliseconds mymaster 60000'
 expect_eq "$(rc "$S" sentinel get-master-addr-by-name mymaster | tr '\n' ' ')" \
 	"127.0.0.1 $R " "the sentinel gives the replica's address"
 
@@ -111,7 +97,7 @@ resume; ok $? "A: decisions resume once the replica is promoted (${ELAPSED} ms)"
 # one answered above, another may still be waiting out its backoff (<= 1 s).
 sleep 1.5
 rc "$R" replicaof 127.0.0.1 "$M" >/dev/null
-until_ok 200 synced; ok $? "B: the master in use is demoted to a replica"
+until_ok 200 synced "$R"; ok $? "B: the master in use is demoted to a replica"
 c0=$(conns); l0=$(notmaster)
 fail_modes demoted
 n=$(($(conns) - c0)); l=$(($(notmaster) - l0))

@@ -6,32 +6,16 @@
 # open connection, kept the agent on its fail modes for as long as that
 # sentinel stayed stale, with a good sentinel in the URL.
 . "$(dirname "$0")/../lib.sh"
+. "$(dirname "$0")/../e2e/lib-topo.bash"	# master_replica_up, start_sentinel
 M=$(port 1); R=$(port 2); S1=$(port 3); S2=$(port 4); AP=$(port 5)
 
-start_redis "$M"
-start_redis "$R"
-rc "$R" replicaof 127.0.0.1 "$M" >/dev/null
-synced() { rc "$R" info replication | grep -q 'master_link_status:up'; }
-until_ok 200 synced; ok $? "the replica syncs with the master"
+master_replica_up "$M" "$R"
 
-# sentinel NAME PORT MONITORED: a sentinel that takes MONITORED for
-# mymaster; down-after is far beyond the test (no failover of its own).
-sentinel() {
-	mkdir -p "$TMP/$1"
-	cat >"$TMP/$1/sentinel.conf" <<CONF
-port $2
-bind 127.0.0.1
-daemonize no
-dir $TMP/$1
-sentinel monitor mymaster 127.0.0.1 $3 1
-sentinel down-after-milliseconds mymaster 60000
-CONF
-	redis-server "$TMP/$1/sentinel.conf" --sentinel >"$TMP/$1.log" 2>&1 &
-	PIDS="$PIDS $!"
-	wait_port "$2"
-}
-sentinel stale "$S1" "$R"
-sentinel good "$S2" "$M"
+# A sentinel that takes the replica for mymaster, and a good one;
+# down-after is far beyond the test (no failover of their own).
+NOFAILOVER='sentinel down-after-milliseconds mymaster 60000'
+start_sentinel "$S1" "$R" mymaster "$NOFAILOVER"
+start_sentinel "$S2" "$M" mymaster "$NOFAILOVER"
 expect_eq "$(rc "$S1" sentinel get-master-addr-by-name mymaster | tr '\n' ' ')" \
 	"127.0.0.1 $R " "the first sentinel gives the replica's address"
 expect_eq "$(rc "$S2" sentinel get-master-addr-by-name mymaster | tr '\n' ' ')" \

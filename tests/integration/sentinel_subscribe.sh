@@ -13,26 +13,14 @@
 # then a good one, which must end up the agent's subscription; a forced
 # failover is then heard as +switch-master.
 . "$(dirname "$0")/../lib.sh"
-. "$(dirname "$0")/../e2e/lib-topo.bash"	# synced, sentinel_sees_replica
+. "$(dirname "$0")/../e2e/lib-topo.bash"	# master_replica_up, start_sentinel, ...
 M=$(port 1); R=$(port 2); SH=$(port 3); SA=$(port 4); SG=$(port 5); AP=$(port 6)
 
-start_redis "$M"
-start_redis "$R"
-rc "$R" replicaof 127.0.0.1 "$M" >/dev/null
-until_ok 200 synced "$R"; ok $? "the replica syncs with the master"
-# sentinel PORT [CONF LINE]: a sentinel of mymaster at $M, alone (quorum 1)
-sentinel() {
-	mkdir -p "$TMP/s$1"
-	printf 'port %s\nbind 127.0.0.1\ndaemonize no\ndir %s\n%s\n%s\n' "$1" "$TMP/s$1" \
-		"sentinel monitor mymaster 127.0.0.1 $M 1" "${2:-}" >"$TMP/s$1/sentinel.conf"
-	redis-server "$TMP/s$1/sentinel.conf" --sentinel >"$TMP/s$1.log" 2>&1 &
-	PIDS="$PIDS $!"
-	wait_port "$1"
-}
+master_replica_up "$M" "$R"
 start_redis "$SH"	# the hung "sentinel": accepts, never answers
 kill -STOP "$(eval echo \$REDIS_PID_$SH)"
-sentinel "$SA" 'user default on nopass ~* &* +@all -subscribe'
-sentinel "$SG"
+start_sentinel "$SA" "$M" mymaster 'user default on nopass ~* &* +@all -subscribe'
+start_sentinel "$SG" "$M"
 r=$(redis-cli -h 127.0.0.1 -p "$SA" subscribe +switch-master 2>&1 | head -1)
 case $r in NOPERM*) ok 0 "the ACL sentinel refuses SUBSCRIBE ($r)" ;; *) ok 1 "the ACL sentinel refuses SUBSCRIBE (got '$r')" ;; esac
 until_ok 200 sentinel_sees_replica "$SG" "$R"; ok $? "the good sentinel sees the replica"
