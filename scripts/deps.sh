@@ -5,7 +5,7 @@
 set -e
 PKGS="build-essential pkg-config clang clang-format libev-dev libhiredis-dev libyaml-dev
 libcriterion-dev libmsgpack-dev redis-server redis-tools haproxy curl wrk
-procps iproute2 prometheus docker-compose valgrind"
+procps iproute2 prometheus docker-compose valgrind faketime"
 missing=""
 for p in $PKGS; do
 	dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "ok installed" ||

@@ -120,6 +120,20 @@ util_loop_untick(void)
 	loop_us = 0;
 }
 
+static _Thread_local int64_t redis_shift; /* Redis' clock - ours */
+
+void
+util_redis_seen(int64_t redis_us)
+{
+	redis_shift = redis_us - util_loop_us();
+}
+
+int64_t
+util_redis_us(void)
+{
+	return util_loop_us() + redis_shift;
+}
+
 int64_t
 util_wall_us(void)
 {

@@ -73,6 +73,16 @@ int64_t util_monotonic_us(void);
 int64_t util_loop_us(void);
 void    util_loop_tick(void);
 void    util_loop_untick(void);
+/* Redis' clock as the calling thread last saw it. util_redis_seen() takes
+ * the time (µs) a decision script reported for its call, with
+ * util_loop_us() as the moment its reply came; util_redis_us() is
+ * util_loop_us() moved by that offset, util_loop_us() itself before any.
+ * It runs behind Redis by the reply's time in transit (a round trip at
+ * most), and follows a host whose wall clock differs from Redis' host's
+ * or was stepped since the agent started: what a time Redis wrote (an
+ * override's end) is compared with. */
+void    util_redis_seen(int64_t redis_us);
+int64_t util_redis_us(void);
 /* Wall-clock time in µs since the epoch. */
 int64_t util_wall_us(void);
 

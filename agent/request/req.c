@@ -562,7 +562,7 @@ apply_overrides(struct req *r, int first)
 
 	if (ov_table_count(t) == 0)
 		return;
-	now = util_loop_us();
+	now = util_redis_us(); /* the ends are in Redis' clock */
 	for (i = first; i < r->n; i++) {
 		enum ov_kind k =
 			ov_apply(t, &r->checks[i], now, &r->out[n].res);

@@ -731,6 +731,7 @@ call_deliver(struct call *b, redisReply *reply)
 	    results_decode(&b->cl->res, reply->str, reply->len,
 	                   (size_t)b->nchecks) == -1)
 		return -1;
+	util_redis_seen(b->cl->res.now_us);
 	for (int i = 0; i < b->nparts; i++) {
 		part_deliver(b, &b->parts[i], k);
 		k += (size_t)b->parts[i].n;

@@ -151,6 +151,7 @@ call_deliver(struct single *s, struct call *c, const redisReply *reply)
 	    results_decode(&s->res, reply->str, reply->len,
 	                   (size_t)call_nchecks(c)) == -1)
 		return -1;
+	util_redis_seen(s->res.now_us);
 	for (int i = 0; i < c->n; i++) {
 		struct store_req *sr = c->ent[i].sr;
 

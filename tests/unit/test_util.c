@@ -82,6 +82,25 @@ Test(util, loop_clock_reads_the_clock_without_a_tick)
 	util_now_us = real;
 }
 
+Test(util, redis_clock_is_ours_until_a_reply_then_keeps_its_offset)
+{
+	int64_t (*real)(void) = util_now_us;
+
+	util_now_us = fake_clock;
+	fake_us = 5000000;
+	util_loop_tick();
+	cr_assert_eq(util_redis_us(), 5000000); /* no reply seen yet */
+	util_redis_seen(605000000); /* Redis' host runs 600 s ahead */
+	cr_assert_eq(util_redis_us(), 605000000);
+	fake_us = 5250000;
+	util_loop_tick();
+	cr_assert_eq(util_redis_us(), 605250000, "the offset, not the time");
+	util_redis_seen(4250000); /* a failover to a host 1 s behind */
+	cr_assert_eq(util_redis_us(), 4250000);
+	util_loop_untick();
+	util_now_us = real;
+}
+
 Test(util, clock_counts_from_the_unix_epoch_and_never_steps_back)
 {
 	int64_t a = util_clock_us(), wall = util_wall_us(), b;
