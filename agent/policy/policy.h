@@ -83,6 +83,8 @@ struct plan {
 	bool              has_rate; /* rate given and not "none" */
 	int64_t           rate;     /* N per <period_us> */
 	int64_t           period_us;
+	enum lim_calendar rate_cal; /* "/month" -> LIM_CAL_MONTH (a
+	                             * fixed-window rule's calendar) */
 	int64_t           burst; /* default 1 */
 	bool              has_quota;
 	int64_t           quota; /* N per <quota_period_us> or calendar */

@@ -802,7 +802,6 @@ parse_plan(struct ctx *c, yaml_node_t *kn, yaml_node_t *vn, struct plan *pl)
 	struct plan_src   src = { .burst = 1 };
 	yaml_node_t      *seen[PK_COUNT] = { 0 };
 	char              path[YAMLKW_PATH_MAX], sub[YAMLKW_PATH_MAX];
-	enum lim_calendar cal;
 
 	snprintf(path, sizeof(path), "plans.%s", pl->name);
 	pl->line = (int)kn->start_mark.line + 1;
@@ -820,7 +819,7 @@ parse_plan(struct ctx *c, yaml_node_t *kn, yaml_node_t *vn, struct plan *pl)
 	yamlkw_map(&c->y, vn, path, plan_kw, PK_COUNT, &src, seen);
 	if (src.rate && strcmp(src.rate, "none") != 0 &&
 	    rate_of(c, seen[PK_RATE], yamlkw_path(sub, path, "rate"), src.rate,
-	            &pl->rate, &pl->period_us, &cal) == 0)
+	            &pl->rate, &pl->period_us, &pl->rate_cal) == 0)
 		pl->has_rate = true;
 	if (src.quota && strcmp(src.quota, "none") != 0 &&
 	    rate_of(c, seen[PK_QUOTA], yamlkw_path(sub, path, "quota"),
@@ -1205,11 +1204,10 @@ rule_params(struct rule_ctx *rc)
 			error_at(rc->c, rnode(rc, RK_PLAN), rpath(rc, RK_PLAN),
 			         "plan: quota needs algorithm fixed-window");
 		if (r->plan != RULE_PLAN_NONE) {
-			if (s->rate)
-				error_at(
-					rc->c, rnode(rc, RK_RATE),
-					rpath(rc, RK_RATE),
-					"not used with plan: (the plan gives it)");
+			static const int given[] = { RK_RATE, RK_BURST };
+
+			reject_fields(rc, given, ARRAY_SIZE(given),
+			              "with plan: (the plan gives it)");
 		} else if (!s->rate) {
 			error_at(rc->c, rc->node, rpath(rc, RK_RATE),
 			         "required for algorithm %s",
@@ -1742,11 +1740,14 @@ build_rule_plans(struct ctx *c, struct rule *r, yaml_node_t *node,
 		struct lim_params *l = &r->plan_lim[i];
 
 		l->algo = r->lim.algo;
+		l->max_delay_us = r->lim.max_delay_us; /* mode: delay */
 		l->block_us = r->lim.block_us;
 		l->block_max_us = r->lim.block_max_us;
 		if (r->plan == RULE_PLAN_RATE && pl->has_rate) {
 			l->rate = pl->rate;
 			l->period_us = pl->period_us;
+			if (l->algo == LIM_FIXED_WINDOW)
+				l->calendar = pl->rate_cal;
 			if (family(l->algo) == FAM_TOKEN)
 				l->burst = pl->burst;
 		} else if (r->plan == RULE_PLAN_QUOTA && pl->has_quota) {

@@ -1946,3 +1946,97 @@ Test(policy, a_quoted_null_is_the_text)
 	free(warn);
 	unlink(path);
 }
+
+/* Loads <text> from a file, which must load; the caller unrefs it. */
+static struct policy *
+load_text_ok(const char *text)
+{
+	const char    *path = write_tmp(text, strlen(text));
+	struct policy *p = load_ok(path);
+
+	unlink(path);
+	return p;
+}
+
+/* A plan gives a plan: rate rule its rate and burst, nothing more: the
+ * rule's own mode: delay (and max_delay) stay the rule's. They were lost
+ * (plan_lim built from the plan alone): a delaying leaky bucket became a
+ * meter, answering 429 where the policy said to hold the request. */
+Test(policy, plan_rate_keeps_the_rules_delay_mode)
+{
+	struct policy *p = load_text_ok(
+		"plans:\n  free: { rate: 10/s, burst: 2 }\n"
+		"  pro: { rate: 100/s, burst: 20 }\n"
+		"plan_lookup: { default: free }\n"
+		"tenants: { acme: pro }\n"
+		"rules:\n  - { name: lb, message: m, key: \"{tenant}\", "
+		"algorithm: leaky-bucket, mode: delay, max_delay: 40ms, "
+		"plan: rate }\n");
+	const char *tenants[] = { "acme", "nobody" };
+
+	for (int i = 0; i < 2; i++) {
+		msg_reset("m");
+		add_str("tenant", tenants[i]);
+		cr_assert_eq(policy_build_checks(p, &msg, checks,
+		                                 POLICY_MAX_CHECKS),
+		             1);
+		cr_assert_eq(checks[0].lim.algo, LIM_LEAKY_BUCKET);
+		cr_assert_eq(checks[0].lim.rate, i == 0 ? 100 : 10);
+		cr_assert_eq(checks[0].lim.max_delay_us, 40000,
+		             "tenant %s: max_delay %lld", tenants[i],
+		             (long long)checks[0].lim.max_delay_us);
+	}
+	cr_assert_eq(p->rules[0].lim.max_delay_us, 40000);
+	policy_unref(p);
+}
+
+/* "N/month" is a calendar month (UTC) on a fixed window, whether the rule
+ * gives the rate or takes it from its plan (plan: rate); a plan's rate
+ * made 30-day windows from the epoch, out of step with the months. */
+Test(policy, plan_rate_per_month_is_a_calendar_month)
+{
+	struct policy *p = load_text_ok(
+		"plans:\n  free: { rate: 1000/month }\n"
+		"  pro: { rate: 600/min }\n"
+		"plan_lookup: { default: free }\n"
+		"tenants: { acme: pro }\n"
+		"rules:\n  - { name: own, message: m, key: \"{tenant}\", "
+		"algorithm: fixed-window, rate: 1000/month }\n"
+		"  - { name: fw, message: m, key: \"{tenant}\", "
+		"algorithm: fixed-window, plan: rate }\n"
+		"  - { name: g, message: m, key: \"{tenant}\", plan: rate }\n");
+	int n;
+
+	msg_reset("m");
+	add_str("tenant", "nobody");
+	n = policy_build_checks(p, &msg, checks, POLICY_MAX_CHECKS);
+	cr_assert_eq(n, 3);
+	cr_assert_eq(find(n, "own")->lim.calendar, LIM_CAL_MONTH);
+	cr_assert_eq(find(n, "fw")->lim.calendar, LIM_CAL_MONTH);
+	cr_assert_eq(find(n, "fw")->lim.rate, 1000);
+	cr_assert_eq(find(n, "g")->lim.calendar, LIM_CAL_NONE);
+	msg_reset("m");
+	add_str("tenant", "acme");
+	n = policy_build_checks(p, &msg, checks, POLICY_MAX_CHECKS);
+	cr_assert_eq(find(n, "fw")->lim.calendar, LIM_CAL_NONE);
+	cr_assert_eq(find(n, "fw")->lim.period_us, 60 * LIM_USEC_PER_SEC);
+	policy_unref(p);
+}
+
+/* plan: rate takes rate and burst from the plan: a rule's own burst: would
+ * be ignored, so it is refused as its rate: is, naming the line. */
+Test(policy, burst_with_plan_rate_is_refused)
+{
+	static const char text[] =
+		"plans:\n  free: { rate: 60/min, burst: 10 }\n"
+		"plan_lookup: { default: free }\n"
+		"rules:\n  - name: t\n    message: m\n    key: \"{tenant}\"\n"
+		"    plan: rate\n    burst: 500\n";
+	char *err = load_text_fails(text, strlen(text));
+
+	cr_assert(strstr(err, ":9:12: rules[0].burst: not used with plan: "
+	                      "(the plan gives it)\n"),
+	          "got:\n%s", err);
+	cr_assert_eq(count_lines(err), 1, "got:\n%s", err);
+	free(err);
+}
