@@ -369,16 +369,25 @@ build_key(const struct rule *r, const struct spop_message *m, bool request,
 }
 
 /* Fills <c>'s cost. Returns 1, or 0 for no check (missing: skip), or
- * sets DENY_MISSING and returns 1. */
+ * sets DENY_MISSING and returns 1. An integer past int64 is a cost that
+ * can never fit (LIM_COST_MAX + 1), as a smaller huge one is: not
+ * malformed, or missing: skip and a fallback's cost 1 would let a client
+ * name a huge cost and go uncharged. */
 static int
 build_cost(const struct rule *r, const struct spop_message *m, struct check *c)
 {
 	int64_t v;
+	int     rc;
 
 	c->cost = r->cost;
 	if (!r->cost_arg)
 		return 1;
-	if (keys_arg_int(m, r->cost_arg, &v) == 0 && v >= 0) {
+	rc = keys_arg_int(m, r->cost_arg, &v);
+	if (rc == KEYS_INT_RANGE) {
+		c->cost = LIM_COST_MAX + 1;
+		return 1;
+	}
+	if (rc == 0 && v >= 0) {
 		c->cost = v;
 		return 1;
 	}

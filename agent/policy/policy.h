@@ -373,7 +373,8 @@ void policy_pin_retire(struct policy_pin *pin);
  * A missing key or id arg at request time follows missing:; at result and
  * release time there is nothing to refuse, so deny behaves as skip (a
  * fallback key is still used). A cost arg that is missing, negative or not
- * an integer follows missing: too (deny, skip; a fallback means cost 1).
+ * an integer follows missing: too (deny, skip; a fallback means cost 1);
+ * one past int64 is a cost that can never fit (LIM_COST_MAX + 1).
  * If the fallback key is missing as well, the check is CHECK_DENY_MISSING:
  * a rule is never silently unlimited. Sliding-log checks get the expanded
  * id: as member when the rule has one, else an empty member (the store

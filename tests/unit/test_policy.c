@@ -2040,3 +2040,35 @@ Test(policy, burst_with_plan_rate_is_refused)
 	cr_assert_eq(count_lines(err), 1, "got:\n%s", err);
 	free(err);
 }
+
+/* A cost arg that is an integer too large for int64 (20 digits, or a
+ * uint64 past INT64_MAX) is a cost that can never fit, as one of 18
+ * digits is, not a malformed one: it followed missing:, so a rule with
+ * missing: skip (or a fallback: cost 1) let a client name a huge cost and
+ * be charged nothing (or one unit). */
+Test(policy, cost_too_large_for_int64_never_fits)
+{
+	struct policy *p = load_ok(data("checks.yaml"));
+	const char    *sizes[] = { "999999999999999999",
+		                   "99999999999999999999" };
+	struct spop_arg *a;
+	int              n;
+
+	for (int i = 0; i < 3; i++) {
+		msg_reset("rl-upload");
+		add_str("tenant", "acme");
+		if (i < 2) {
+			add_str("size", sizes[i]);
+		} else {
+			a = add("size", SPOP_DATA_UINT64);
+			a->value.v.u = UINT64_MAX;
+		}
+		n = policy_build_checks(p, &msg, checks, POLICY_MAX_CHECKS);
+		cr_assert_eq(n, 2, "case %d: %d checks", i, n);
+		cr_assert_eq(find(n, "bytes")->kind, CHECK_EVAL);
+		cr_assert_eq(find(n, "bytes-skip")->kind, CHECK_EVAL);
+		cr_assert_gt(find(n, "bytes")->cost, LIM_COST_MAX);
+		cr_assert_gt(find(n, "bytes-skip")->cost, LIM_COST_MAX);
+	}
+	policy_unref(p);
+}
