@@ -1295,7 +1295,14 @@ rule_params(struct rule_ctx *rc)
 
 			r->id = keys_compile("{id}", 64, &terr, &tpos);
 		}
-		if (s->release)
+		if (s->release && r->message &&
+		    strcmp(s->release, r->message) == 0)
+			/* bound twice, each request would take its slot
+			 * and release one in the same call */
+			error_at(rc->c, rnode(rc, RK_RELEASE),
+			         rpath(rc, RK_RELEASE),
+			         "must differ from message");
+		else if (s->release)
 			r->release = xstrdup(s->release);
 		else
 			warn_at(rc->c, rc->node, rpath(rc, RK_RELEASE),

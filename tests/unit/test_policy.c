@@ -1958,6 +1958,19 @@ load_text_ok(const char *text)
 	return p;
 }
 
+/* Asserts that <text> fails to load with the one error line <line>
+ * (":LINE:COL: path: message", the file's name cut). */
+static void
+fails_with_only(const char *text, const char *line)
+{
+	char *err = load_text_fails(text, strlen(text)), want[256];
+
+	snprintf(want, sizeof(want), "%s\n", line);
+	cr_assert(strstr(err, want), "want %s, got:\n%s", line, err);
+	cr_assert_eq(count_lines(err), 1, "got:\n%s", err);
+	free(err);
+}
+
 /* A plan gives a plan: rate rule its rate and burst, nothing more: the
  * rule's own mode: delay (and max_delay) stay the rule's. They were lost
  * (plan_lim built from the plan alone): a delaying leaky bucket became a
@@ -2032,13 +2045,9 @@ Test(policy, burst_with_plan_rate_is_refused)
 		"plan_lookup: { default: free }\n"
 		"rules:\n  - name: t\n    message: m\n    key: \"{tenant}\"\n"
 		"    plan: rate\n    burst: 500\n";
-	char *err = load_text_fails(text, strlen(text));
 
-	cr_assert(strstr(err, ":9:12: rules[0].burst: not used with plan: "
-	                      "(the plan gives it)\n"),
-	          "got:\n%s", err);
-	cr_assert_eq(count_lines(err), 1, "got:\n%s", err);
-	free(err);
+	fails_with_only(text, ":9:12: rules[0].burst: not used with plan: "
+	                      "(the plan gives it)");
 }
 
 /* A cost arg that is an integer too large for int64 (20 digits, or a
@@ -2071,4 +2080,19 @@ Test(policy, cost_too_large_for_int64_never_fits)
 		cr_assert_gt(find(n, "bytes-skip")->cost, LIM_COST_MAX);
 	}
 	policy_unref(p);
+}
+
+/* A concurrency rule whose release: is its own message bound both roles
+ * to every request: each one took a slot and, in the same call, released
+ * it (or another request's of the same id), and the RateLimit headers
+ * listed the rule twice. Refused, as result_message: equal to message is. */
+Test(policy, release_equal_to_message_is_refused)
+{
+	static const char text[] =
+		"rules:\n  - name: exports\n    message: rl-request\n"
+		"    key: \"e:{tenant}\"\n    algorithm: concurrency\n"
+		"    limit: 2\n    release: rl-request\n";
+
+	fails_with_only(text, ":7:14: rules[0].release: must differ from "
+	                      "message");
 }
