@@ -1445,6 +1445,11 @@ rule_count(struct rule_ctx *rc)
 			        rpath(rc, RK_RESULT), why);
 		return;
 	}
+	if (r->count == COUNT_FAILURES && rc->seen[RK_COST])
+		warn_at(rc->c, rc->seen[RK_COST], rpath(rc, RK_COST),
+		        "ignored by count: failures (each failure costs 1); "
+		        "count: response with status: [401, 403] charges a "
+		        "cost");
 	rule_status_bits(rc);
 	rule_result_message(rc);
 }

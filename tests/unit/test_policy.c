@@ -2096,3 +2096,29 @@ Test(policy, release_equal_to_message_is_refused)
 	fails_with_only(text, ":7:14: rules[0].release: must differ from "
 	                      "message");
 }
+
+/* count: failures charges 1 per failure whatever cost: says (README: "its
+ * older form: 401/403, cost 1"): a cost: there was dropped without a
+ * word, so a login rule meant to weigh each failure 5 counted 1. It loads
+ * (older files keep working) with a warning naming the line. */
+Test(policy, cost_with_count_failures_is_warned_ignored)
+{
+	static const char text[] =
+		"rules:\n  - name: login\n    message: rl-login\n"
+		"    key: \"u:{user}\"\n    algorithm: sliding-window\n"
+		"    limit: 5\n    window: 15m\n    count: failures\n"
+		"    cost: 5\n";
+	const char    *path = write_tmp(text, strlen(text));
+	char          *err = NULL, *warn = NULL;
+	struct policy *p = policy_load_with_warnings(path, &err, &warn);
+
+	unlink(path);
+	cr_assert_not_null(p, "%s", err ? err : "");
+	cr_assert_not_null(warn, "no warning");
+	cr_assert(strstr(warn, ":9:11: rules[0].cost: ignored by count: "
+	                       "failures"),
+	          "got:\n%s", warn);
+	cr_assert_eq(count_lines(warn), 1, "got:\n%s", warn);
+	free(warn);
+	policy_unref(p);
+}
