@@ -1286,6 +1286,11 @@ rule_params(struct rule_ctx *rc)
 				"a response's cost "
 				"does not apply to concurrency (a slot is held, "
 				"not spent): use a rate or window algorithm");
+		if (rc->seen[RK_COST] && !r->cost_arg && r->cost > 1)
+			warn_at(rc->c, rc->seen[RK_COST], rpath(rc, RK_COST),
+			        "a concurrency rule holds one slot per "
+			        "request: cost %lld counts as 1 (0 takes none)",
+			        (long long)r->cost);
 		l->rate = s->limit;
 		l->period_us =
 			rc->seen[RK_LEASE] ? s->lease_us : POLICY_DEF_LEASE;

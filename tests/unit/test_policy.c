@@ -2097,6 +2097,24 @@ Test(policy, release_equal_to_message_is_refused)
 	                      "message");
 }
 
+/* Asserts that <text> loads with one warning, which holds <part>
+ * (":LINE:COL: path: message" or its start, the file's name cut). */
+static void
+loads_with_one_warning(const char *text, const char *part)
+{
+	const char    *path = write_tmp(text, strlen(text));
+	char          *err = NULL, *warn = NULL;
+	struct policy *p = policy_load_with_warnings(path, &err, &warn);
+
+	unlink(path);
+	cr_assert_not_null(p, "%s", err ? err : "");
+	cr_assert_not_null(warn, "no warning");
+	cr_assert(strstr(warn, part), "want %s, got:\n%s", part, warn);
+	cr_assert_eq(count_lines(warn), 1, "got:\n%s", warn);
+	free(warn);
+	policy_unref(p);
+}
+
 /* count: failures charges 1 per failure whatever cost: says (README: "its
  * older form: 401/403, cost 1"): a cost: there was dropped without a
  * word, so a login rule meant to weigh each failure 5 counted 1. It loads
@@ -2108,17 +2126,24 @@ Test(policy, cost_with_count_failures_is_warned_ignored)
 		"    key: \"u:{user}\"\n    algorithm: sliding-window\n"
 		"    limit: 5\n    window: 15m\n    count: failures\n"
 		"    cost: 5\n";
-	const char    *path = write_tmp(text, strlen(text));
-	char          *err = NULL, *warn = NULL;
-	struct policy *p = policy_load_with_warnings(path, &err, &warn);
 
-	unlink(path);
-	cr_assert_not_null(p, "%s", err ? err : "");
-	cr_assert_not_null(warn, "no warning");
-	cr_assert(strstr(warn, ":9:11: rules[0].cost: ignored by count: "
-	                       "failures"),
-	          "got:\n%s", warn);
-	cr_assert_eq(count_lines(warn), 1, "got:\n%s", warn);
-	free(warn);
-	policy_unref(p);
+	loads_with_one_warning(text, ":9:11: rules[0].cost: ignored by count: "
+	                             "failures");
+}
+
+/* A concurrency rule holds one slot per request whatever its cost (0
+ * takes none): cost: 5 was taken silently as 1. It loads with a warning
+ * naming the line; cost: "{arg}" (0 or more per request) does not warn. */
+Test(policy, constant_cost_above_one_on_concurrency_is_warned)
+{
+	static const char text[] =
+		"rules:\n  - name: exports\n    message: rl-request\n"
+		"    key: \"e:{tenant}\"\n    algorithm: concurrency\n"
+		"    limit: 2\n    release: rl-done\n    cost: 5\n"
+		"  - { name: heavy, message: rl-request, key: \"h:{tenant}\", "
+		"algorithm: concurrency, limit: 2, release: rl-done, "
+		"cost: \"{heavy}\" }\n";
+
+	loads_with_one_warning(text, ":8:11: rules[0].cost: a concurrency "
+	                             "rule holds one slot");
 }
