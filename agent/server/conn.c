@@ -19,7 +19,9 @@
  *
  * The idle timer counts from the last whole frame, not the last byte: a
  * peer that drips a frame a byte at a time does not hold its socket and
- * its max_conns slot past idle_timeout. Before its HELLO a connection has
+ * its max_conns slot past idle_timeout; what had come by the time the
+ * timer fires is read first, so a frame that came in time counts (a late
+ * loop runs the timer before that read). Before its HELLO a connection has
  * CONN_HELLO_S at most: HAProxy sends the HELLO at connect and gives up on
  * its own `timeout hello`, so a quiet new connection is no HAProxy.
  *
@@ -563,18 +565,14 @@ drain_try(struct conn *c)
 	send_disconnect(c, SPOP_ST_NORMAL, "agent shutting down");
 }
 
+/* Reads what the socket holds, up to its caps, and handles every whole
+ * frame of it. The caller holds a reference: <c> may close in here. */
 static void
-read_cb(struct ev_loop *loop, ev_io *w, int revents)
+conn_read(struct conn *c)
 {
-	struct conn *c = container_of(w, struct conn, rio);
-	size_t       room;
-	ssize_t      n;
+	size_t  room;
+	ssize_t n;
 
-	if (c->lingering) {
-		linger_read(c);
-		return;
-	}
-	conn_ref(c);
 	while (c->state <= CONN_ST_READY && ev_is_active(&c->rio)) {
 		if (c->rlen == c->rcap) { /* grow to at most one whole frame */
 			if (c->rcap == CONN_RBUF_SIZE)
@@ -606,13 +604,26 @@ read_cb(struct ev_loop *loop, ev_io *w, int revents)
 		c->rlen += (size_t)n;
 		if (c->draining == CONN_DRAIN_STOPPED &&
 		    (c->drain_owed -= (size_t)n) == 0)
-			ev_io_stop(loop, &c->rio);
+			ev_io_stop(c->loop, &c->rio);
 		conn_parse(c);
 		/* A short read drained the socket: epoll is level-triggered,
 		 * so asking again would only fetch EAGAIN. */
 		if ((size_t)n < room)
 			break;
 	}
+}
+
+static void
+read_cb(struct ev_loop *loop, ev_io *w, int revents)
+{
+	struct conn *c = container_of(w, struct conn, rio);
+
+	if (c->lingering) {
+		linger_read(c);
+		return;
+	}
+	conn_ref(c);
+	conn_read(c);
 	if (c->draining)
 		drain_try(c);
 	conn_unref(c);
@@ -626,6 +637,26 @@ idle_limit(const struct conn *c)
 	if (c->state == CONN_ST_HELLO && c->idle_s > CONN_HELLO_S)
 		return CONN_HELLO_S;
 	return c->idle_s;
+}
+
+/* Before <c> is called idle: what the peer sent by now is read, and a
+ * whole frame among it counts. A late loop (a busy worker) has the timer
+ * and that read due in the same iteration, and libev runs the timer
+ * first: the DISCONNECT then went out over NOTIFYs HAProxy had sent in
+ * time, which it fails and never sends again. Bytes that make no whole
+ * frame (a peer dripping one) change nothing. Returns 0 if <c> is no
+ * longer open or serving (closed, or closing: its timer is the close
+ * deadline now). */
+static int
+read_in_time(struct conn *c)
+{
+	int open;
+
+	conn_ref(c);
+	conn_read(c);
+	open = c->state <= CONN_ST_READY;
+	conn_unref(c);
+	return open;
 }
 
 static void
@@ -652,6 +683,11 @@ idle_cb(struct ev_loop *loop, ev_timer *w, int revents)
 			ev_io_stop(loop, &c->rio);
 		drain_try(c);
 		return;
+	}
+	if (ev_is_active(&c->rio)) {
+		if (!read_in_time(c))
+			return; /* it closed */
+		left = c->last_rx + idle_limit(c) - ev_now(loop);
 	}
 	/* Frames only note their time: the timer moves here, once per
 	 * timeout, not on every frame (the libev manual's ev_timer advice). */

@@ -1661,3 +1661,31 @@ Test(req, a_key_arg_past_the_32nd_is_found)
 	             (long long)a.status);
 	cr_assert_eq(h.fake.submits, 1, "checked in the store");
 }
+
+/* ---- the idle timeout --------------------------------------------------- */
+
+/* A NOTIFY already in the socket when the idle timer fires is read and
+ * answered, not left behind an idle DISCONNECT. The loop ran late (a busy
+ * worker), so the timer and the NOTIFY's read came due in the same loop
+ * iteration, and libev runs the timer first: the DISCONNECT went out over
+ * a NOTIFY HAProxy had sent in time, which it then fails and never sends
+ * again (conn.c's header). A drain already waits for such bytes. */
+Test(req, a_notify_come_when_the_idle_timer_fires_is_answered)
+{
+	struct spop_frame f;
+	struct ack        a;
+	uint64_t          fid;
+
+	start("rules:\n"
+	      "  - { name: l, message: rl-request, key: \"l:{user}\", "
+	      "rate: 10/s, burst: 10, store: local }\n");
+	conn_set_idle(h.c, 100000); /* 100 ms from the HELLO */
+	usleep(300000);             /* the loop is busy elsewhere */
+	fid = notify("rl-request", "user", "u1", NULL);
+	a = ack_within(fid, 3.);
+	cr_assert_eq(a.status, 0);
+	cr_assert_eq(h.c->state, CONN_ST_READY, "still serving after it");
+	/* then, with nothing more sent, the idle DISCONNECT (status 2) */
+	cr_assert_gt(next_frame(&f, 3.), 0, "no idle DISCONNECT");
+	cr_assert_eq(f.type, SPOP_FRM_AGENT_DISCONNECT);
+}
