@@ -555,22 +555,37 @@ link_up(const struct link *l)
 	return l->state == LINK_UP && !breaker_is_open(&l->br, ev_now(l->loop));
 }
 
-void
-link_drop(struct link *l)
+static void
+log_dropped(const struct link *l)
 {
 	ev_tstamp seen =
 		l->last_reply > l->busy_since ? l->last_reply : l->busy_since;
 
-	if (l->ac == NULL)
-		return;
 	log_warn("redis_link_dropped",
 	         "host=%s port=%d%s inflight=%d "
 	         "silent_ms=%.0f",
 	         l->addr.host, l->addr.port, l->tag, l->inflight,
 	         (ev_now(l->loop) - seen) * 1e3);
+}
+
+void
+link_drop(struct link *l)
+{
+	if (l->ac == NULL)
+		return;
+	log_dropped(l);
 	ev_timer_stop(l->loop, &l->timer);
 	detach_free(l);
 	lost(l);
+}
+
+void
+link_drop_soon(struct link *l)
+{
+	if (l->ac == NULL || ev_is_active(&l->kick))
+		return;
+	log_dropped(l);
+	link_kick(l, 0);
 }
 
 void

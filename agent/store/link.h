@@ -193,6 +193,10 @@ int link_up(const struct link *l);
  * redis_link_dropped. No-op when there is no context. */
 void link_drop(struct link *l);
 
+/* link_drop, safe from inside any callback: logged now, done by
+ * link_kick (no new work from now on, the drop at the next loop turn). */
+void link_drop_soon(struct link *l);
+
 /* Drops the link soon, safe from inside any callback; then reconnects at
  * once to l->addr when <direct>, else after the backoff (<retry>). */
 void link_kick(struct link *l, int direct);

@@ -14,7 +14,9 @@
  *
  * The breaker (link.h) opens after BREAKER_FAILS consecutive failed calls
  * (lost, stalled, or answered with an error that says Redis cannot serve:
- * link_error_is_outage) and then refuses work for BREAKER_COOLDOWN, after
+ * link_error_is_outage; a request refused by the cap on calls in flight
+ * of a silent link counts as a stalled one: kept_waiting) and then
+ * refuses work for BREAKER_COOLDOWN, after
  * which one request probes. A per-key error (WRONGTYPE) fails only its
  * call. While it is open, and while the link is down, submit refuses at
  * once so no request waits on a dead connection; a call of lease releases
@@ -308,6 +310,33 @@ call_take(struct single *s)
 
 /* ---- operations --------------------------------------------------------- */
 
+/* Redis kept a request waiting: its deadline passed with its call
+ * unanswered (<timed_out>, from a timer), or the cap on calls in flight
+ * refused it (from a submit, maybe inside a callback of the link). Once
+ * the link has been silent for LINK_STALL_S that counts against the
+ * breaker (late but answering, overload, is not stuck: shedding the link
+ * or opening the breaker then only turns slow answers into none); when
+ * the breaker has tripped twice over, the link is dropped so that the
+ * calls stuck on it fail now and the next attempt starts on a fresh
+ * connection. The cap counts as the deadlines do: under load a stopped
+ * Redis holds SINGLE_MAX_INFLIGHT calls before it has been silent for
+ * LINK_STALL_S, and from then on no request waited for a deadline, so
+ * nothing else would ever drop the link. */
+static void
+kept_waiting(struct single *s, int timed_out)
+{
+	if (!link_stalled(&s->link, timed_out))
+		return;
+	breaker_failed(s);
+	if (s->link.state != LINK_UP || s->link.br.fails < 2 * BREAKER_FAILS ||
+	    !link_waiting(&s->link))
+		return;
+	if (timed_out)
+		link_drop(&s->link);
+	else
+		link_drop_soon(&s->link);
+}
+
 static void
 single_flush(void *be)
 {
@@ -339,10 +368,14 @@ single_submit(void *be, struct store_req *sr)
 	struct single *s = be;
 
 	if (s->link.state == LINK_DOWN || s->closing ||
-	    s->q.queued >= SINGLE_MAX_QUEUE ||
-	    s->link.inflight >= SINGLE_MAX_INFLIGHT ||
-	    (!reqq_releases_only(sr) &&
-	     !breaker_admit(&s->link.br, ev_now(s->loop))))
+	    s->q.queued >= SINGLE_MAX_QUEUE)
+		return STORE_EDOWN;
+	if (s->link.inflight >= SINGLE_MAX_INFLIGHT) {
+		kept_waiting(s, 0);
+		return STORE_EDOWN;
+	}
+	if (!reqq_releases_only(sr) &&
+	    !breaker_admit(&s->link.br, ev_now(s->loop)))
 		return STORE_EDOWN;
 	reqq_push(&s->q, sr);
 	return STORE_OK;
@@ -375,25 +408,13 @@ single_cancel(void *be, struct store_req *sr)
 	reqq_remove(&s->q, sr);
 }
 
-/* A request's deadline passed with its call unanswered: Redis is slow or
- * stopped. Once the link has been silent for LINK_STALL_S that counts
- * against the breaker (late but answering, overload, is not stuck:
- * shedding the link or opening the breaker then only turns slow answers
- * into none); when the breaker has tripped twice over, the link is
- * dropped so that the calls stuck on it fail now and the next attempt
- * starts on a fresh connection. */
 static void
 single_note_timeout(void *be)
 {
 	struct single *s = be;
 
 	metrics_redis_error(s->m, METRICS_REDIS_TIMEOUT);
-	if (!link_stalled(&s->link, 1))
-		return;
-	breaker_failed(s);
-	if (s->link.state == LINK_UP && s->link.br.fails >= 2 * BREAKER_FAILS &&
-	    link_waiting(&s->link))
-		link_drop(&s->link);
+	kept_waiting(s, 1);
 }
 
 /* ---- the link's owner --------------------------------------------------- */

@@ -363,6 +363,65 @@ Test(store_fake, an_unsolicited_array_reply_drops_the_link)
 	extra_reply(2);
 }
 
+/* ---- a single Redis that stops with its calls at the cap --------------- */
+
+#define AT_CAP 256 /* store_single.c's SINGLE_MAX_INFLIGHT */
+
+/* Answers the set-up (counting the links: one SCRIPT LOAD each), never a
+ * script call: a Redis stopped (SIGSTOP) or behind a black hole, whose
+ * TCP stays up. */
+static void
+silent_handler(struct fake_redis *fr, struct fake_cli *c, int argc,
+               const char **a, const size_t *l)
+{
+	int *links = fr->arg;
+
+	if (resp_is(a[0], l[0], "SCRIPT"))
+		++*links;
+	if (!answer_setup(c, argc, a, l) && !is_script(a[0], l[0]))
+		fake_sends(c, "-ERR fake\r\n");
+}
+
+/* Under load the calls of one worker reach the cap on calls in flight
+ * within a few hundred ms of Redis stopping, each request timing out
+ * before Redis has been silent for LINK_STALL_S. From then on every
+ * request was refused at once by the cap: no deadline passed, nothing fed
+ * the breaker, and the link, silent with its calls out, was never dropped
+ * (held as long as TCP held, 15 min against a dead host; the breaker
+ * closed all along). The refusals must count as the timeouts do: the
+ * link is dropped, and a new one made. */
+Test(store_fake, a_single_link_stuck_at_its_cap_on_calls_is_dropped)
+{
+	static struct req r[AT_CAP];
+	struct rig        g;
+	struct req        late;
+	int               links = 0, never = 0;
+
+	rig_open(&g, silent_handler, &links, "redis", "/0");
+	cr_assert(rig_until(&g, rig_up));
+	fake_run_until(g.loop, &never, 0.05); /* the set-up answered */
+	for (int i = 0; i < AT_CAP; i++) {    /* one call each */
+		req_init(&r[i], 1, "rl:{a:1}", NULL);
+		cr_assert_eq(store_submit(g.st, &r[i].sr), STORE_OK);
+		store_flush(g.st);
+	}
+	req_init(&late, 1, "rl:{a:1}", NULL);
+	cr_assert_eq(store_submit(g.st, &late.sr), STORE_EDOWN, "at the cap");
+	for (int i = 0; i < AT_CAP; i++) { /* their deadlines, as req.c */
+		store_cancel(g.st, &r[i].sr);
+		store_note_timeout(g.st);
+	}
+	fake_run_until(g.loop, &never, 1.1);         /* LINK_STALL_S */
+	for (int i = 0; i < 200 && links < 2; i++) { /* 2 s of requests */
+		req_init(&late, 1, "rl:{a:1}", NULL);
+		if (store_submit(g.st, &late.sr) == STORE_OK)
+			store_cancel(g.st, &late.sr);
+		fake_run_until(g.loop, &never, 0.01);
+	}
+	cr_assert_eq(links, 2, "the stuck link was dropped and made again");
+	rig_close(&g);
+}
+
 /* ---- toppool: a field whose value is not a string ----------------------- */
 
 #include <pthread.h>
