@@ -94,7 +94,7 @@ link_error_is_outage(const char *err)
 	static const char *const codes[] = {
 		"LOADING", "BUSY",        "MASTERDOWN", "READONLY",
 		"NOAUTH",  "NOPERM",      "WRONGPASS",  "OOM",
-		"MISCONF", "CLUSTERDOWN", "TRYAGAIN",   "NOREPLICAS",
+		"MISCONF", "CLUSTERDOWN", "NOREPLICAS",
 	};
 	size_t n = strcspn(err, " ");
 

@@ -109,6 +109,8 @@ Test(reqq, outage_errors_are_the_ones_saying_redis_cannot_serve)
 		"WRONGTYPE Operation against a key holding the wrong kind of value"));
 	cr_assert_not(link_error_is_outage("ERR Error running script"));
 	cr_assert_not(link_error_is_outage(
+		"TRYAGAIN Multiple keys request during rehashing of slot"));
+	cr_assert_not(link_error_is_outage(
 		"BUSYKEY Target key name already exists."));
 	cr_assert_not(link_error_is_outage("OOMX not a code"));
 	cr_assert_not(link_error_is_outage(""));

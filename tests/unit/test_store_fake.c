@@ -247,6 +247,67 @@ Test(store_fake, cluster_refund_while_its_node_is_dropped)
 	rig_close(&g);
 }
 
+/* ---- a slot being migrated: TRYAGAIN ------------------------------------ */
+
+/* One node holding every slot, migrating the slot of "rl:{a:1}": a call
+ * on it, holding a key already moved (or one that does not exist) and one
+ * not, is refused with TRYAGAIN; any other slot's call is answered. */
+static void
+tryagain_handler(struct fake_redis *fr, struct fake_cli *c, int argc,
+                 const char **a, const size_t *l)
+{
+	if (answer_setup(c, argc, a, l))
+		return;
+	if (resp_is(a[0], l[0], "CLUSTER")) {
+		send_one_node_map(fr, c);
+		return;
+	}
+	if (is_script(a[0], l[0]) && argc > 3 && l[3] >= 5 &&
+	    memcmp(a[3], "rl:{a", 5) == 0)
+		fake_sends(c, "-TRYAGAIN Multiple keys request during "
+		              "rehashing of slot\r\n");
+	else if (is_script(a[0], l[0]))
+		send_allowed(c, (int)strtol(a[2], NULL, 10));
+	else
+		fake_sends(c, "-ERR fake\r\n");
+}
+
+/* Submits a one-check request on <key>, flushes, and waits for its
+ * answer; returns its error. */
+static int
+one_call(struct rig *g, const char *key)
+{
+	struct req r;
+
+	req_init(&r, 1, key, NULL);
+	if (store_submit(g->st, &r.sr) != STORE_OK)
+		return -1;
+	store_flush(g->st);
+	fake_run_until(g->loop, &r.answered, 1.0);
+	cr_assert_eq(r.answered, 1);
+	return r.err;
+}
+
+/* TRYAGAIN is about the keys of one call in one slot mid-migration, as
+ * WRONGTYPE is about one key: the node answers. It was counted as an
+ * outage, so a few calls on the migrating slot in a row (a hot tenant's,
+ * for as long as its slot moved) opened the node's breaker and every
+ * other slot of that node got its fail mode too. */
+Test(store_fake, tryagain_on_one_slot_leaves_the_nodes_other_slots_alone)
+{
+	struct rig g;
+
+	rig_open(&g, tryagain_handler, NULL, "redis+cluster", "");
+	cr_assert(rig_until(&g, rig_up), "the map came");
+	for (int i = 0; i < 6; i++)
+		cr_assert_eq(one_call(&g, "rl:{a:1}"), STORE_EREPLY,
+		             "the migrating slot's call %d fails", i);
+	cr_assert(store_up(g.st), "the node's breaker stays closed");
+	cr_assert_eq(one_call(&g, "rl:{b:2}"), STORE_OK,
+	             "another slot of the node is decided by Redis");
+	rig_close(&g);
+}
+
 /* ---- a Cluster node holding only a plan lookup ------------------------- */
 
 /* One node holding every slot, which answers the set-up and never an
