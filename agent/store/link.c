@@ -520,6 +520,9 @@ link_connect(struct link *l)
 	if (ac == NULL || ac->err) {
 		log_warn("redis_connect_failed", "host=%s port=%d error=\"%s\"",
 		         l->addr.host, l->addr.port, ac ? ac->errstr : why);
+		/* refused at once (a unix socket with no Redis, a name not
+		 * resolved yet) as much as through connect_cb */
+		metrics_redis_error(l->m, METRICS_REDIS_REFUSED);
 		if (ac != NULL)
 			redisAsyncFree(ac);
 		lost(l);

@@ -247,6 +247,33 @@ Test(store_fake, cluster_refund_while_its_node_is_dropped)
 	rig_close(&g);
 }
 
+/* ---- a connect that fails at once is counted ---------------------------- */
+
+/* A connect hiredis refuses at once (a unix socket with no Redis behind
+ * it, a host name not resolved yet) was logged (redis_connect_failed) but
+ * not counted: spoa_rl_redis_errors_total{kind="refused"}, "connect
+ * refused or failed", stayed 0 for as long as a Redis on a unix socket
+ * was down or its name did not resolve, while every decision was
+ * degraded. Only a connect refused later, through hiredis' callback,
+ * counted. */
+Test(store_fake, a_connect_refused_at_once_is_counted)
+{
+	struct ev_loop        *loop = ev_loop_new(EVFLAG_AUTO);
+	struct metrics_worker *m = metrics_worker_new();
+	struct store_cfg       cfg = { .url = "unix:/nonexistent/redis.sock",
+		                       .connect_timeout_us = 1000000 };
+	const char            *err = NULL;
+	struct store          *st = store_new(loop, &cfg, m, &err);
+	int                    never = 0;
+
+	cr_assert_not_null(st, "%s", err);
+	fake_run_until(loop, &never, 0.3); /* a first retry too */
+	cr_assert_geq(atomic_load(&m->redis_errors[METRICS_REDIS_REFUSED]), 2,
+	              "the first connect and its retry are counted");
+	store_free(st);
+	ev_loop_destroy(loop);
+}
+
 /* ---- a slot being migrated: TRYAGAIN ------------------------------------ */
 
 /* One node holding every slot, migrating the slot of "rl:{a:1}": a call
