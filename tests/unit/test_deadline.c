@@ -3,6 +3,7 @@
  * real libev loop with util_now_us() replaced by a fake clock that the
  * test moves; the loop runs non-blocking so that only due timers fire. */
 #include <stdint.h>
+#include <sys/socket.h>
 #include <unistd.h>
 
 #include <criterion/criterion.h>
@@ -163,4 +164,37 @@ Test(deadline, a_list_emptied_and_filled_again_still_fires)
 	advance(fake_us + 1000, 4);
 	cr_assert_eq(nfired, 1);
 	cr_assert_eq(order[0], 1);
+}
+
+/* A reply read in a turn records itself in order[] as 100. */
+static void
+reply_cb(struct ev_loop *l, ev_io *w, int revents)
+{
+	char b[8];
+
+	cr_assert_eq(read(w->fd, b, sizeof(b)), 1);
+	order[nfired++] = 100;
+	ev_io_stop(l, w);
+}
+
+Test(deadline, a_reply_read_in_the_same_late_turn_comes_before_the_deadline)
+{
+	int   sv[2];
+	ev_io io;
+
+	cr_assert_eq(socketpair(AF_UNIX, SOCK_STREAM, 0, sv), 0);
+	ev_io_init(&io, reply_cb, sv[0], EV_READ);
+	ev_io_start(loop, &io);
+	deadlines_add(&dl, &d[0], fake_us + 5000);
+	ev_run(loop, EVRUN_NOWAIT); /* the timer is set */
+	cr_assert_eq(write(sv[1], "r", 1), 1); /* the reply comes in time... */
+	usleep(20000);   /* ...but the worker is busy past the deadline */
+	fake_us += 20000;
+	ev_run(loop, EVRUN_ONCE); /* one turn finds both due */
+	ev_run(loop, EVRUN_ONCE); /* the deadline's own */
+	cr_assert_eq(nfired, 2, "%d callbacks", nfired);
+	cr_assert_eq(order[0], 100, "the read runs first, so its reply decides");
+	cr_assert_eq(order[1], 0);
+	close(sv[0]);
+	close(sv[1]);
 }
