@@ -98,6 +98,10 @@ link_error_is_outage(const char *err)
 	};
 	size_t n = strcspn(err, " ");
 
+	/* one unassigned slot (cluster-require-full-coverage no), not the
+	 * node nor the cluster: as TRYAGAIN */
+	if (strncmp(err, "CLUSTERDOWN Hash slot not served", 32) == 0)
+		return 0;
 	for (size_t i = 0; i < sizeof(codes) / sizeof(codes[0]); i++)
 		if (strlen(codes[i]) == n && strncmp(err, codes[i], n) == 0)
 			return 1;

@@ -75,7 +75,8 @@ int breaker_ok(struct breaker *b);
  * (loading, busy with a script, a replica, out of memory, unauthenticated,
  * a cluster without quorum...): that counts against the breaker. Any
  * other error (WRONGTYPE on one key, a script error, a Cluster's TRYAGAIN
- * for the keys of one slot being migrated) is about the request and
+ * for the keys of one slot being migrated, or its CLUSTERDOWN for one
+ * slot no node serves) is about the request and
  * proves Redis is answering, so it must not open the breaker and turn
  * one bad key, or one slot, into fail modes for every key. */
 int link_error_is_outage(const char *err);

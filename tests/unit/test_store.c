@@ -110,6 +110,9 @@ Test(reqq, outage_errors_are_the_ones_saying_redis_cannot_serve)
 	cr_assert_not(link_error_is_outage("ERR Error running script"));
 	cr_assert_not(link_error_is_outage(
 		"TRYAGAIN Multiple keys request during rehashing of slot"));
+	cr_assert_not(link_error_is_outage("CLUSTERDOWN Hash slot not served"));
+	cr_assert(link_error_is_outage(
+		"CLUSTERDOWN The cluster is down and only accepts read commands"));
 	cr_assert_not(link_error_is_outage(
 		"BUSYKEY Target key name already exists."));
 	cr_assert_not(link_error_is_outage("OOMX not a code"));

@@ -274,14 +274,18 @@ Test(store_fake, a_connect_refused_at_once_is_counted)
 	ev_loop_destroy(loop);
 }
 
-/* ---- a slot being migrated: TRYAGAIN ------------------------------------ */
+/* ---- one slot refused: TRYAGAIN, CLUSTERDOWN ---------------------------- */
 
-/* One node holding every slot, migrating the slot of "rl:{a:1}": a call
- * on it, holding a key already moved (or one that does not exist) and one
- * not, is refused with TRYAGAIN; any other slot's call is answered. */
+/* One node holding every slot but the slot of "rl:{a:1}", whose calls it
+ * refuses with <slot_error>: migrating (TRYAGAIN: a call holding a key
+ * already moved, or one that does not exist, and one not), or no node
+ * serving it (cluster-require-full-coverage no). Any other slot's call is
+ * answered. */
+static const char *slot_error;
+
 static void
-tryagain_handler(struct fake_redis *fr, struct fake_cli *c, int argc,
-                 const char **a, const size_t *l)
+slot_error_handler(struct fake_redis *fr, struct fake_cli *c, int argc,
+                   const char **a, const size_t *l)
 {
 	if (answer_setup(c, argc, a, l))
 		return;
@@ -291,8 +295,7 @@ tryagain_handler(struct fake_redis *fr, struct fake_cli *c, int argc,
 	}
 	if (is_script(a[0], l[0]) && argc > 3 && l[3] >= 5 &&
 	    memcmp(a[3], "rl:{a", 5) == 0)
-		fake_sends(c, "-TRYAGAIN Multiple keys request during "
-		              "rehashing of slot\r\n");
+		fake_sends(c, slot_error);
 	else if (is_script(a[0], l[0]))
 		send_allowed(c, (int)strtol(a[2], NULL, 10));
 	else
@@ -315,6 +318,25 @@ one_call(struct rig *g, const char *key)
 	return r.err;
 }
 
+/* Six calls in a row refused on the one slot: the node's breaker stays
+ * closed and its other slots are decided by Redis. */
+static void
+slot_error_leaves_other_slots(const char *err)
+{
+	struct rig g;
+
+	slot_error = err;
+	rig_open(&g, slot_error_handler, NULL, "redis+cluster", "");
+	cr_assert(rig_until(&g, rig_up), "the map came");
+	for (int i = 0; i < 6; i++)
+		cr_assert_eq(one_call(&g, "rl:{a:1}"), STORE_EREPLY,
+		             "the refused slot's call %d fails", i);
+	cr_assert(store_up(g.st), "the node's breaker stays closed");
+	cr_assert_eq(one_call(&g, "rl:{b:2}"), STORE_OK,
+	             "another slot of the node is decided by Redis");
+	rig_close(&g);
+}
+
 /* TRYAGAIN is about the keys of one call in one slot mid-migration, as
  * WRONGTYPE is about one key: the node answers. It was counted as an
  * outage, so a few calls on the migrating slot in a row (a hot tenant's,
@@ -322,17 +344,16 @@ one_call(struct rig *g, const char *key)
  * other slot of that node got its fail mode too. */
 Test(store_fake, tryagain_on_one_slot_leaves_the_nodes_other_slots_alone)
 {
-	struct rig g;
+	slot_error_leaves_other_slots("-TRYAGAIN Multiple keys request during "
+	                              "rehashing of slot\r\n");
+}
 
-	rig_open(&g, tryagain_handler, NULL, "redis+cluster", "");
-	cr_assert(rig_until(&g, rig_up), "the map came");
-	for (int i = 0; i < 6; i++)
-		cr_assert_eq(one_call(&g, "rl:{a:1}"), STORE_EREPLY,
-		             "the migrating slot's call %d fails", i);
-	cr_assert(store_up(g.st), "the node's breaker stays closed");
-	cr_assert_eq(one_call(&g, "rl:{b:2}"), STORE_OK,
-	             "another slot of the node is decided by Redis");
-	rig_close(&g);
+/* The same for a slot no node serves: "CLUSTERDOWN Hash slot not served"
+ * is about that slot, where "CLUSTERDOWN The cluster is down" is every
+ * slot's outage. */
+Test(store_fake, an_unserved_slot_leaves_the_nodes_other_slots_alone)
+{
+	slot_error_leaves_other_slots("-CLUSTERDOWN Hash slot not served\r\n");
 }
 
 /* ---- a Cluster node holding only a plan lookup ------------------------- */
