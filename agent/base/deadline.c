@@ -27,15 +27,6 @@ timer_cb(struct ev_loop *loop, ev_timer *t, int revents)
 	struct deadlines *dl = container_of(t, struct deadlines, timer);
 	int64_t now = util_loop_us(); /* the clock the deadlines were set on */
 
-	if (!dl->polled && dl->head.next != &dl->head &&
-	    dl->head.next->at <= now) {
-		/* one more poll, and its reads, first (deadline.h) */
-		dl->polled = 1;
-		ev_timer_set(&dl->timer, 0., 0.);
-		ev_timer_start(loop, &dl->timer);
-		return;
-	}
-	dl->polled = 0;
 	while (dl->head.next != &dl->head && dl->head.next->at <= now) {
 		struct deadline *d = dl->head.next;
 
@@ -52,7 +43,6 @@ deadlines_init(struct deadlines *dl, struct ev_loop *loop,
 	dl->head.prev = dl->head.next = &dl->head;
 	dl->loop = loop;
 	dl->expired = expired;
-	dl->polled = 0;
 	ev_timer_init(&dl->timer, timer_cb, 0., 0.);
 	ev_set_priority(&dl->timer, EV_MINPRI); /* after its turn's reads */
 }
