@@ -280,7 +280,7 @@ library_cb(redisAsyncContext *ac, void *r, void *privdata)
 	if (load_later(r))
 		l->reload |= LINK_RELOAD_LIBRARY;
 	else
-		l->fcall = scriptlib_loaded(r, l->addr.host, l->addr.port);
+		l->fcall = scriptlib_loaded(r, l->where);
 }
 
 /* EVALSHA until this link's FUNCTION LOAD has answered. */
@@ -343,9 +343,7 @@ role_cb(redisAsyncContext *ac, void *r, void *privdata)
 	    ratelog_addr_allow(&not_master_logs, l->addr.host, l->addr.port,
 	                       util_now_us(), &suppressed))
 		log_warn("redis_not_master",
-		         "host=%s port=%d role=%.40s "
-		         "suppressed=%llu",
-		         l->addr.host, l->addr.port,
+		         "%s role=%.40s suppressed=%llu", l->where,
 		         reply->type == REDIS_REPLY_ARRAY &&
 		                         reply->elements > 0 &&
 		                         reply->element[0]->type ==
@@ -400,15 +398,14 @@ connect_cb(const redisAsyncContext *ac, int status)
 		return;
 	ev_timer_stop(l->loop, &l->timer);
 	if (status != REDIS_OK) {
-		log_warn("redis_connect_failed", "host=%s port=%d error=\"%s\"",
-		         l->addr.host, l->addr.port, ac->errstr);
+		log_warn("redis_connect_failed", "%s error=\"%s\"",
+		         l->where, ac->errstr);
 		metrics_redis_error(l->m, METRICS_REDIS_REFUSED);
 		l->ac = NULL; /* hiredis frees it after this callback */
 		lost(l);
 		return;
 	}
-	log_info("redis_connected", "host=%s port=%d%s", l->addr.host,
-	         l->addr.port, l->tag);
+	log_info("redis_connected", "%s%s", l->where, l->tag);
 	if (l->verify_master) { /* UP once ROLE says master */
 		redisAsyncCommand(l->ac, role_cb, NULL, "ROLE");
 		arm(l, (double)l->connect_timeout_us / 1e6);
@@ -432,8 +429,8 @@ disconnect_cb(const redisAsyncContext *ac, int status)
 	/* hiredis' protocol errors quote the byte the server sent */
 	log_text(&e, status == REDIS_OK ? "closed"
 	                                : reply_why(ac->err, ac->errstr));
-	log_warn("redis_disconnected", "host=%s port=%d%s error=\"%s\"%s",
-	         l->addr.host, l->addr.port, l->tag, e.s, LOG_CUT(e.cut));
+	log_warn("redis_disconnected", "%s%s error=\"%s\"%s",
+	         l->where, l->tag, e.s, LOG_CUT(e.cut));
 	l->ac = NULL;
 	lost(l);
 }
@@ -446,8 +443,7 @@ timer_cb(struct ev_loop *loop, ev_timer *w, int revents)
 	struct link *l = container_of(w, struct link, timer);
 
 	if (l->state == LINK_CONNECTING) {
-		log_warn("redis_connect_timeout", "host=%s port=%d%s",
-		         l->addr.host, l->addr.port, l->tag);
+		log_warn("redis_connect_timeout", "%s%s", l->where, l->tag);
 		metrics_redis_error(l->m, METRICS_REDIS_TIMEOUT);
 		detach_free(l);
 		lost(l);
@@ -473,6 +469,18 @@ kick_cb(struct ev_loop *loop, ev_timer *w, int revents)
 
 /* ---- the owner's side --------------------------------------------------- */
 
+/* The log fields naming <l>'s address: a unix socket has no host nor
+ * port. */
+static void
+set_where(struct link *l)
+{
+	if (l->addr.path[0] != '\0')
+		snprintf(l->where, sizeof(l->where), "path=%s", l->addr.path);
+	else
+		snprintf(l->where, sizeof(l->where), "host=%s port=%d",
+		         l->addr.host, l->addr.port);
+}
+
 void
 link_init(struct link *l, struct ev_loop *loop, struct metrics_worker *m,
           const struct link_owner *owner, void *arg, const struct link_cfg *cfg)
@@ -489,6 +497,7 @@ link_init(struct link *l, struct ev_loop *loop, struct metrics_worker *m,
 	l->verify_master = cfg->verify_master;
 	l->load_refund = cfg->load_refund;
 	l->tag = cfg->tag != NULL ? cfg->tag : "";
+	set_where(l);
 	backoff_init(&l->bo, LINK_BACKOFF_MIN_US, cfg->backoff_max_us,
 	             (unsigned int)(uintptr_t)l ^ (unsigned int)util_wall_us());
 	ev_init(&l->timer, timer_cb);
@@ -508,6 +517,7 @@ link_set_addr(struct link *l, const char *host, int port)
 {
 	snprintf(l->addr.host, sizeof(l->addr.host), "%s", host);
 	l->addr.port = port;
+	set_where(l);
 }
 
 void
@@ -522,8 +532,8 @@ link_connect(struct link *l)
 	else
 		ac = resolve_connect(l->addr.host, l->addr.port, &why);
 	if (ac == NULL || ac->err) {
-		log_warn("redis_connect_failed", "host=%s port=%d error=\"%s\"",
-		         l->addr.host, l->addr.port, ac ? ac->errstr : why);
+		log_warn("redis_connect_failed", "%s error=\"%s\"",
+		         l->where, ac ? ac->errstr : why);
 		/* refused at once (a unix socket with no Redis, a name not
 		 * resolved yet) as much as through connect_cb */
 		metrics_redis_error(l->m, METRICS_REDIS_REFUSED);
@@ -568,10 +578,8 @@ log_dropped(const struct link *l)
 	ev_tstamp seen =
 		l->last_reply > l->busy_since ? l->last_reply : l->busy_since;
 
-	log_warn("redis_link_dropped",
-	         "host=%s port=%d%s inflight=%d "
-	         "silent_ms=%.0f",
-	         l->addr.host, l->addr.port, l->tag, l->inflight,
+	log_warn("redis_link_dropped", "%s%s inflight=%d silent_ms=%.0f",
+	         l->where, l->tag, l->inflight,
 	         (ev_now(l->loop) - seen) * 1e3);
 }
 
@@ -673,8 +681,8 @@ link_failed(struct link *l)
 {
 	if (!breaker_fail(&l->br, ev_now(l->loop)))
 		return 0;
-	log_warn("redis_breaker_open", "host=%s port=%d%s cooldown_s=%.1f",
-	         l->addr.host, l->addr.port, l->tag, BREAKER_COOLDOWN);
+	log_warn("redis_breaker_open", "%s%s cooldown_s=%.1f",
+	         l->where, l->tag, BREAKER_COOLDOWN);
 	return 1;
 }
 
@@ -683,8 +691,7 @@ link_succeeded(struct link *l)
 {
 	if (!breaker_ok(&l->br))
 		return 0;
-	log_info("redis_breaker_closed", "host=%s port=%d%s", l->addr.host,
-	         l->addr.port, l->tag);
+	log_info("redis_breaker_closed", "%s%s", l->where, l->tag);
 	return 1;
 }
 

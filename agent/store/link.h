@@ -141,6 +141,7 @@ struct link {
 	const struct link_owner *owner;
 	void                    *arg; /* the owner's */
 	struct store_addr        addr;
+	char                     where[300]; /* its log fields: set_where() */
 	int64_t                  connect_timeout_us;
 	int                      verify_master, load_refund;
 	const char              *tag;

@@ -73,7 +73,7 @@ scriptlib_load(redisAsyncContext *ac, redisCallbackFn *cb, void *privdata)
 }
 
 int
-scriptlib_loaded(const redisReply *reply, const char *host, int port)
+scriptlib_loaded(const redisReply *reply, const char *where)
 {
 	if (reply->type == REDIS_REPLY_STRING ||
 	    (reply->type == REDIS_REPLY_ERROR &&
@@ -82,8 +82,8 @@ scriptlib_loaded(const redisReply *reply, const char *host, int port)
 	struct log_text e;
 
 	log_text(&e, reply->type == REDIS_REPLY_ERROR ? reply->str : "bad reply");
-	log_info("redis_functions_unavailable", "host=%s port=%d error=\"%s\"%s",
-	         host, port, e.s, LOG_CUT(e.cut));
+	log_info("redis_functions_unavailable", "%s error=\"%s\"%s", where,
+	         e.s, LOG_CUT(e.cut));
 	return 0;
 }
 

@@ -32,10 +32,10 @@ size_t      scriptlib_name_len(void);
  * of Redis' time per link, every agent reconnecting after a restart). */
 int scriptlib_load(redisAsyncContext *ac, redisCallbackFn *cb, void *privdata);
 
-/* FUNCTION LOAD's <reply> on the link to <host>:<port>: 1 if the library
- * is there (loaded now or already), else 0, logged at info (Redis < 7
- * says "unknown command", a user without the right NOPERM). */
-int scriptlib_loaded(const redisReply *reply, const char *host, int port);
+/* FUNCTION LOAD's <reply> on the link at <where> (its log fields): 1 if
+ * the library is there (loaded now or already), else 0, logged at info
+ * (Redis < 7 says "unknown command", a user without the right NOPERM). */
+int scriptlib_loaded(const redisReply *reply, const char *where);
 
 /* Is <err> the error FCALL gets when the library is missing (a Redis
  * restarted empty, FUNCTION FLUSH, a failover to a node that never got

@@ -29,6 +29,9 @@ start_agent "$TMP/p.yaml"
 wait_port "$AP"
 until_ok 30 grep -q redis_connected "$TMP/agent.log"
 ok $? "the agent is connected to A"
+grep -q "msg=redis_connected path=$TMP/redis.sock\( \|\$\)" "$TMP/agent.log" &&
+	! grep -q 'host= port=' "$TMP/agent.log"
+ok $? "its log lines name the socket's path, not an empty host and a port"
 
 # verdict: "status/degraded" of one request
 verdict() {
