@@ -8,10 +8,7 @@
 # what it does not cover: the plan lookup from Redis (plans.sh).
 . "$(dirname "$0")/../lib.sh"
 AP=$(port 1); RP=$(port 2)
-start_redis "$RP"
-cat >"$TMP/policy.yaml" <<YAML
-listen: 127.0.0.1:$AP
-redis: { url: "redis://127.0.0.1:$RP/0", timeout: 20ms }
+redis_agent_up 1 20ms <<YAML || { ok 1 "the agent starts"; finish; }
 plans:
   free: { rate: 20/s, burst: 1 }
 plan_lookup: { default: free }
@@ -24,7 +21,6 @@ rules:
     max_delay: 70ms
     plan: rate
 YAML
-agent_up "$TMP/policy.yaml"
 # two requests at once: the second waits one 50 ms interval (< 70 ms)
 got=$("$CLIENT" -a "127.0.0.1:$AP" -n 2 rl-request tenant=s:acme |
 	grep '^ack' | field status | tr '\n' ' ')
