@@ -17,8 +17,10 @@
  * reply due together, and libev runs a turn's timers before its reads at
  * equal priority, so the timer has the lowest. (A turn woken by a signal,
  * a stopped or frozen process, polls nothing: one more poll before
- * expiring was tried for it and raised the Cluster flood's timeouts in
- * global_count_cluster.sh, cause not found; not done.)
+ * expiring was tried for it; global_count_cluster.sh's flood then timed
+ * out in 5 runs of 15, against 1 of 10 without, while the machine's own
+ * stalls spoil about 1 run in 10 of any code. Not shown either way; not
+ * done.)
  *
  * What this is not: the other timers of a request (plan wait, ACK delay),
  * which stay ev_timers. Times are util_loop_us()'s, the clock the
