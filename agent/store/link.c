@@ -283,6 +283,26 @@ library_cb(redisAsyncContext *ac, void *r, void *privdata)
 		l->fcall = scriptlib_loaded(r, l->where);
 }
 
+/* TIME answered: the worker's view of Redis' clock (util_redis_seen())
+ * from the link's set-up on, not only from its first decision script's
+ * reply: a fresh agent on a host whose clock is off compares override
+ * ends in Redis' clock from its first request. A refusal (an ACL without
+ * TIME) leaves the script replies to bring it. */
+static void
+time_cb(redisAsyncContext *ac, void *r, void *privdata)
+{
+	redisReply *reply = r;
+
+	setup_replied(ac, reply);
+	if (reply == NULL || reply->type != REDIS_REPLY_ARRAY ||
+	    reply->elements != 2 ||
+	    reply->element[0]->type != REDIS_REPLY_STRING ||
+	    reply->element[1]->type != REDIS_REPLY_STRING)
+		return;
+	util_redis_seen(strtoll(reply->element[0]->str, NULL, 10) * 1000000 +
+	                strtoll(reply->element[1]->str, NULL, 10));
+}
+
 /* EVALSHA until this link's FUNCTION LOAD has answered. */
 static void
 load_library(struct link *l)
@@ -354,8 +374,8 @@ role_cb(redisAsyncContext *ac, void *r, void *privdata)
 	link_kick(l, 0); /* rediscover, at the backoff pace */
 }
 
-/* Pipelines AUTH, SELECT, SCRIPT LOAD and FUNCTION LOAD; the password
- * never reaches a log line. */
+/* Pipelines AUTH, SELECT, TIME, SCRIPT LOAD and FUNCTION LOAD; the
+ * password never reaches a log line. */
 static void
 send_setup(struct link *l)
 {
@@ -371,6 +391,7 @@ send_setup(struct link *l)
 	if (a->db != 0)
 		redisAsyncCommand(ac, setup_cb, (void *)"SELECT", "SELECT %d",
 		                  a->db);
+	redisAsyncCommand(ac, time_cb, NULL, "TIME");
 	l->reload = 0;
 	load_script(l, LINK_RATELIMIT);
 	if (l->load_refund)

@@ -5,14 +5,15 @@
 # start. An agent whose host ran ahead of Redis' host took a ban for
 # already over and never applied it; one behind kept a ban past its end
 # by the difference. Now each worker moves its clock onto Redis' with the
-# time every decision script reports, so a ban lasts its --ttl on every
-# agent of the pool, whatever the hosts' clocks.
+# time every decision script reports (and, before the first, with TIME at
+# each link's set-up), so a ban lasts its --ttl on every agent of the
+# pool, whatever the hosts' clocks.
 #
 # Two agents on one Redis under libfaketime (the wall clock only: the
 # monotonic clock, which paces everything else, is the host's): one 600 s
 # ahead, one 600 s behind.
 . "$(dirname "$0")/../lib.sh"
-RP=$(port 1); AP=$(port 2); BP=$(port 3)
+RP=$(port 1); AP=$(port 2); BP=$(port 3); CP=$(port 4)
 FAKELIB=$(ls /usr/lib/*/faketime/libfaketimeMT.so.1 2>/dev/null | head -1)
 SKEW_S=600
 [ -n "$FAKELIB" ] || { ok 1 "libfaketime is installed (package faketime, scripts/deps.sh)"; finish; }
@@ -56,6 +57,12 @@ until_ok 40 denied "$AP" a; ok $? "the agent ahead applies it (it was over by it
 ra=$(ack "$AP" a | field retry_after)
 [ "${ra:-0}" -gt 290 ] && [ "$ra" -le 300 ]; ok $? "... with the ban's own Retry-After ($ra s, of 300)"
 until_ok 40 denied "$BP" a; ok $? "the agent behind applies it"
+
+# a third agent ahead, started with the ban set: no decision script has
+# answered it yet; its links' set-up (TIME) brings Redis' clock
+skewed_agent "$CP" "+$SKEW_S" || { ok 1 "a third agent (ahead) starts"; finish; }
+sleep 1.2	# two override polls (OVCACHE_POLL_S 0.5): the ban is loaded
+expect_eq "$(st "$CP" a)" 429 "a fresh agent ahead refuses tenant a from its first request"
 
 ov set tenant tenant=b --deny --ttl 2s
 ok $? "override set: a 2 s ban on tenant b"
