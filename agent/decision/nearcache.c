@@ -65,7 +65,10 @@ key_hashes(const struct check *c, uint64_t *h1, uint64_t *h2)
 	mix(&a, &b, (uint64_t)c->lim.burst);
 	mix(&a, &b, (uint64_t)c->lim.calendar);
 	mix(&a, &b, (uint64_t)c->lim.max_delay_us);
-	mix(&a, &b, (uint64_t)c->lim.block_us ^ (uint64_t)c->lim.block_max_us);
+	/* each on its own: block ^ block_max is 0 both for block: N,
+	 * block_max: N and for no box at all */
+	mix(&a, &b, (uint64_t)c->lim.block_us);
+	mix(&a, &b, (uint64_t)c->lim.block_max_us);
 	*h1 = a;
 	*h2 = b;
 }

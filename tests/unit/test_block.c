@@ -282,6 +282,27 @@ Test(block, every_algorithm_cost_and_peek_of_a_boxed_rule_uses_the_cache)
 	nearcache_free(nc);
 }
 
+/* block: 600s with block_max: 600s (no escalation, -c accepts it), then a
+ * reload drops block: from the rule: Redis no longer blocks the key (the
+ * script does not read its record), so a block the cache held must not
+ * answer the rule's checks any more. block ^ block_max was hashed as
+ * one, 0 both with and without the box. */
+Test(block, a_reload_that_drops_block_is_not_answered_with_a_held_block)
+{
+	struct lim_params p = boxed(600, 600), plain = boxed(0, 0);
+	struct check      was = check_of(&p, LIM_GCRA, LIM_OP_CHECK, 1);
+	struct check      now = check_of(&plain, LIM_GCRA, LIM_OP_CHECK, 1);
+	struct nearcache *nc = nearcache_new();
+	struct lim_result r;
+
+	nearcache_watch_resets(nc, 1, 10 * S);
+	nearcache_learn(nc, &was, &blocked600, 10 * S, 10 * S);
+	cr_assert(nearcache_lookup(nc, &was, 11 * S, &r), "held");
+	cr_expect_not(nearcache_lookup(nc, &now, 11 * S, &r),
+	              "the rule without block: is asked of Redis");
+	nearcache_free(nc);
+}
+
 /* ---- the policy ---------------------------------------------------------- */
 
 static char *
