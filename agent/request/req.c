@@ -770,13 +770,16 @@ req_go(struct req *r)
 	if (decide_at_once(r) || r->nredis == 0) {
 		int k = 0;
 
-		/* denied: charge nothing; rl-done's releases stay listed,
-		 * unanswered, for give_back to send after the ACK */
+		/* denied: charge nothing; rl-done's releases, and the
+		 * settles, applied whatever the other checks say (as the
+		 * script applies them), stay listed, unanswered, for
+		 * give_back to send after the ACK */
 		for (int j = 0; j < r->nredis; j++) {
 			int i = r->redis_idx[j];
 
 			r->out[i].src = SRC_NOT_RUN;
-			if (r->checks[i].op == LIM_OP_RELEASE)
+			if (r->checks[i].op == LIM_OP_RELEASE ||
+			    is_settle(&r->checks[i]))
 				r->redis_idx[k++] = i;
 		}
 		r->nredis = k;
@@ -1216,7 +1219,8 @@ release_redis(struct req *r, const int *orphan)
 }
 
 /* Flags in <orphan> the releases of <r> (rl-done's) that Redis did not
- * answer: sent again like the agent's own. Returns how many. */
+ * answer, and the settles of a request refused before Redis (req_go):
+ * sent again like the agent's own. Returns how many. */
 static int
 releases_unanswered(const struct req *r, int *orphan)
 {
@@ -1229,8 +1233,10 @@ releases_unanswered(const struct req *r, int *orphan)
 		 * checks, its releases included. Not d.status: a FORCE over
 		 * its limit, or a local veto after Redis, denies the request
 		 * after the script applied the release */
-		if (r->checks[i].op == LIM_OP_RELEASE &&
-		    (r->out[i].src != SRC_STORE || redis_vetoed(r))) {
+		if ((r->checks[i].op == LIM_OP_RELEASE &&
+		     (r->out[i].src != SRC_STORE || redis_vetoed(r))) ||
+		    (is_settle(&r->checks[i]) &&
+		     r->out[i].src == SRC_NOT_RUN)) {
 			orphan[i] |= DECIDE_FREE_REDIS;
 			n++;
 		}
