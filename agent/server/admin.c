@@ -283,9 +283,12 @@ publish_cb(struct ev_loop *loop, ev_timer *w, int revents)
 		log_warn("admin_top_publish_failed", "retry_in=%.0fs",
 		         ADMIN_BACKOFF_S);
 	}
+	/* ev_timer_again() would restart it at its repeat, the backoff
+	 * lost: set on a stopped timer, the first wait is its own */
+	ev_timer_stop(loop, w);
 	ev_timer_set(w, failed ? ADMIN_BACKOFF_S : ADMIN_PUBLISH_S,
 	             ADMIN_PUBLISH_S);
-	ev_timer_again(loop, w);
+	ev_timer_start(loop, w);
 }
 
 /* GET /admin/top?rule=NAME[&n=N]: the pool's most denied keys. */
