@@ -69,11 +69,15 @@ parse_opts(int argc, char **argv, struct cli *o)
 		case 'j':
 			o->json = 1;
 			break;
-		case 'n':
-			o->n = atoi(optarg);
-			if (o->n < 1 || o->n > 1000)
+		case 'n': { /* whole: "5x" is no count */
+			char *end;
+			long  n = strtol(optarg, &end, 10);
+
+			if (end == optarg || *end != '\0' || n < 1 || n > 1000)
 				return -1;
+			o->n = (int)n;
 			break;
+		}
 		default:
 			return -1;
 		}

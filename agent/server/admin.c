@@ -302,15 +302,22 @@ admin_top(struct admin *a, const struct adminreq *q, struct jsonw *w)
 	int                          agents, known = 0;
 
 	np = adminreq_get(q, "n");
-	if (rule == NULL || q->nparams != 1 + (np != NULL))
+	if (rule == NULL || q->nparams != 1 + (np != NULL)) {
+		audit("top", rule ? rule->value : NULL, NULL, 0, "bad_request",
+		      400);
 		return error_body(w, 400, "want ?rule=NAME[&n=N]");
+	}
 	if (np != NULL &&
-	    ((n = strtol(np->value, &end, 10)) < 1 || n > 1000 || *end != '\0'))
+	    ((n = strtol(np->value, &end, 10)) < 1 || n > 1000 || *end != '\0')) {
+		audit("top", rule->value, NULL, 0, "bad_request", 400);
 		return error_body(w, 400, "n must be 1 to 1000");
+	}
 	for (int i = 0; i < a->p->nrules; i++)
 		known |= strcmp(a->p->rules[i].name, rule->value) == 0;
-	if (!known)
+	if (!known) {
+		audit("top", rule->value, NULL, 0, "unknown_rule", 404);
 		return error_body(w, 404, "unknown rule");
+	}
 	if (redis(a, err) == NULL ||
 	    (agents = toppool_read(&a->redis, rule->value, util_wall_us() / 1000,
 	                           &m)) < 0) {

@@ -217,11 +217,21 @@ assert d["denied"] == 13999, d
 ok $? "the flood key is first, its count merged over the agents (3999), and all 13,999 denials counted"
 "$AGENT" top -f "$TMP/p1.yaml" -n 1 top >"$TMP/top.txt"
 grep -q '^ *[0-9]*  rl:{top:t:flood}$' "$TMP/top.txt"; ok $? "top as text: one line, the flood key"
+bad_n=""
+for n in 5x "" 0 1001 3.5; do
+	"$AGENT" top -f "$TMP/p1.yaml" -n "$n" top >/dev/null 2>"$TMP/top.err"
+	rc=$?
+	[ "$rc" = 2 ] && grep -q 'bad option' "$TMP/top.err" || bad_n="$bad_n '$n':$rc"
+done
+expect_eq "$bad_n" "" "top -n takes a whole count of 1 to 1000: 5x, '', 0, 1001, 3.5 are bad usage (exit 2)"
 expect_eq "$(code -H "$AUTH" "$U/admin/top?rule=top&n=2")" 200 "GET /admin/top: 200"
 python3 -c 'import json,sys; d=json.load(open(sys.argv[1])); assert d["keys"][0]["key"]=="rl:{top:t:flood}" and len(d["keys"])==2, d' "$TMP/body"
 ok $? "... with the flood key first, n keys at most"
 expect_eq "$(code -H "$AUTH" "$U/admin/top?rule=nosuch")" 404 "top of an unknown rule: 404"
 expect_eq "$(code -H "$AUTH" "$U/admin/top?rule=top&n=0")" 400 "n=0: 400"
+grep -q 'msg=admin action=top rule=nosuch key="" result=unknown_rule status=404$' "$TMP/agent1.log" &&
+	grep -q 'msg=admin action=top rule=top key="" result=bad_request status=400$' "$TMP/agent1.log"
+ok $? "top's 404 and 400 are logged like every admin action"
 ! curl -s --max-time 2 "http://127.0.0.1:$AM/metrics" | grep -q flood
 ok $? "keys never become metric labels"
 
