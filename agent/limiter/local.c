@@ -337,8 +337,16 @@ word_to_state(const struct lim_params *p, int64_t w, int64_t now,
 	if (w <= now)
 		return;                              /* a full bucket */
 	units = (w - now + p->ei_us - 1) / p->ei_us; /* owed, >= 1 */
-	st->v[0] = (p->burst - units) * LIM_MICRO;
-	st->v[1] = w - units * p->ei_us; /* the anchor, <= now */
+	if (units > 2 * p->burst) {
+		/* more than a FORCE can owe (tokens >= -full): a word of
+		 * other limits (a re-rate, a plan, an override raising the
+		 * rate), whose units would pass int64 below; the floor */
+		st->v[0] = -p->burst * LIM_MICRO;
+		st->v[1] = now;
+	} else {
+		st->v[0] = (p->burst - units) * LIM_MICRO;
+		st->v[1] = w - units * p->ei_us; /* the anchor, <= now */
+	}
 	st->v[2] = 1;
 }
 

@@ -648,6 +648,29 @@ Test(local, token_bucket_word_decides_as_its_state_twin)
 	lim_state_deinit(&st);
 	local_free(l);
 }
+/* A token bucket's word written under a slow rate and read under a fast
+ * one (a reload, a plan or an override raising the rate): owed far more
+ * units than a FORCE can owe. It was (burst - units) * 10^6 past int64,
+ * undefined, in practice a full bucket: the key, FORCEd to its floor,
+ * passed at once. Now held at the floor, -burst: the word keeps the debt
+ * in time (local.c's comment), so the key stays refused until the old
+ * word's time comes near, as for any smaller debt. */
+Test(local, token_bucket_word_of_a_slower_rate_is_held_at_the_floor)
+{
+	struct local     *l = local_new(16);
+	struct lim_params slow = mk(LIM_TOKEN_BUCKET, 1, 100 * 86400 * S, 1);
+	struct lim_params fast = mk(LIM_TOKEN_BUCKET, 1000000, S, 10);
+	struct lim_result r;
+
+	local_eval(l, &slow, "tb", 2, LIM_OP_FORCE, 5, NULL, 0, T0, &r);
+	r = one(l, &fast, "tb", 1, T0);
+	cr_expect_eq(r.allowed, 0, "owed past the floor: refused, not full");
+	cr_expect_eq(r.remaining, 0);
+	r = one(l, &fast, "tb", 1, T0 + 3600 * S);
+	cr_expect_eq(r.allowed, 0, "an hour on, the debt (200 days) holds");
+	local_free(l);
+}
+
 /* Workers read the clock (util_now_us) before they take the stripe's
  * lock: under contention a request stamped a µs before a window boundary
  * can be committed after one stamped just after it. The local tier must
