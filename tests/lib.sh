@@ -244,6 +244,16 @@ redis_agent_up() {
 	agent_up "$TMP/policy.yaml" "$@"
 }
 
+# admin_on: an admin token in $TMP/token (and TOKEN), and in ADMIN_YAML the
+# policy lines of an admin API on 127.0.0.1:$AM that takes it, with the
+# processing_timeout of 1s the admin suites use.
+admin_on() {
+	TOKEN="test-admin-token-$$-abcdefgh"
+	printf '%s\n' "$TOKEN" >"$TMP/token"
+	ADMIN_YAML="processing_timeout: 1s
+admin: { listen: \"127.0.0.1:$AM\", token_file: \"$TMP/token\" }"
+}
+
 # reserve_rule NAME MESSAGE RESULT_MESSAGE [FAIL]: the YAML of a reserving
 # rule, one item of a policy's rules: list: gcra on "t:{tenant}", 1000 a
 # day (burst 1000), reserving "{max_tokens}" for 1h and settled with

@@ -5,10 +5,9 @@
 # /metrics, the admin API and the workers' housekeeping.
 . "$(dirname "$0")/../lib.sh"
 RP=$(port 1); AP=$(port 2); AM=$(port 3)
-printf '%s\n' "test-top-token-$$-abcdefgh" >"$TMP/token"
+admin_on
 redis_agent_up 1 100ms <<YAML
-processing_timeout: 1s
-admin: { listen: "127.0.0.1:$AM", token_file: "$TMP/token" }
+$ADMIN_YAML
 rules:
   - { name: top, message: rl-top, key: "t:{user}", rate: 1/h, burst: 1 }
 YAML

@@ -6,11 +6,9 @@
 # "truncated", never a 500 with no keys at all.
 . "$(dirname "$0")/../lib.sh"
 RP=$(port 1); AP=$(port 2); AM=$(port 3)
-TOKEN="s3cret-token-$(date +%s)-abcdef"
-printf '%s\n' "$TOKEN" >"$TMP/token"
+admin_on
 redis_agent_up 1 50ms <<YAML
-processing_timeout: 1s
-admin: { listen: "127.0.0.1:$AM", token_file: "$TMP/token" }
+$ADMIN_YAML
 rules:
   - { name: login, message: rl-request, key: "u:{user}", rate: 1/h, burst: 1 }
 YAML

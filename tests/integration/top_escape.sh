@@ -4,21 +4,15 @@
 # logs do, or a client forges lines in the operator's terminal.
 . "$(dirname "$0")/../lib.sh"
 RP=$(port 1); AP=$(port 2); AM=$(port 3)
-start_redis "$RP"
-printf '%s\n' "test-top-token-$$-abcdefgh" >"$TMP/token"
-cat >"$TMP/p.yaml" <<YAML
-listen: 127.0.0.1:$AP
-workers: 1
-redis: { url: "redis://127.0.0.1:$RP/0", timeout: 100ms }
-processing_timeout: 1s
-admin: { listen: "127.0.0.1:$AM", token_file: "$TMP/token" }
+admin_on
+redis_agent_up 1 100ms <<YAML
+$ADMIN_YAML
 rules:
   - { name: top, message: rl-top, key: "t:{user}", rate: 1/h, burst: 1 }
 YAML
-agent_up "$TMP/p.yaml"
 evil=$'mallory\n      9999  rl:{top:t:innocent-victim}'
 timeout 10 "$CLIENT" -a "127.0.0.1:$AP" -n 5 rl-top "user=s:$evil" >/dev/null
-seen() { timeout 10 "$AGENT" top -f "$TMP/p.yaml" top >"$TMP/top.txt" 2>&1 && grep -q mallory "$TMP/top.txt"; }
+seen() { timeout 10 "$AGENT" top -f "$TMP/policy.yaml" top >"$TMP/top.txt" 2>&1 && grep -q mallory "$TMP/top.txt"; }
 until_ok 50 seen; ok $? "top lists the denied key"
 sed 's/^/# | /' "$TMP/top.txt"
 ! grep -q '^ *9999  rl:' "$TMP/top.txt"
