@@ -291,16 +291,11 @@ library_cb(redisAsyncContext *ac, void *r, void *privdata)
 static void
 time_cb(redisAsyncContext *ac, void *r, void *privdata)
 {
-	redisReply *reply = r;
+	int64_t us;
 
-	setup_replied(ac, reply);
-	if (reply == NULL || reply->type != REDIS_REPLY_ARRAY ||
-	    reply->elements != 2 ||
-	    reply->element[0]->type != REDIS_REPLY_STRING ||
-	    reply->element[1]->type != REDIS_REPLY_STRING)
-		return;
-	util_redis_seen(strtoll(reply->element[0]->str, NULL, 10) * 1000000 +
-	                strtoll(reply->element[1]->str, NULL, 10));
+	setup_replied(ac, r);
+	if (r != NULL && reply_time_us(r, &us) == 0)
+		util_redis_seen(us);
 }
 
 /* EVALSHA until this link's FUNCTION LOAD has answered. */

@@ -17,9 +17,10 @@
  * refused too: a reply no callback waits for (more replies than
  * commands), a pub/sub message it cannot route.
  *
- * reply_time_us() reads TIME's reply (the operator's keyop.c);
- * reply_redirect() a Cluster's MOVED or ASK for the two that follow them
- * (the workers' store_cluster.c, the operator's keyop.c).
+ * reply_time_us() reads TIME's reply (the operator's keyop.c, and each
+ * link's set-up); reply_redirect() a Cluster's MOVED or ASK for the two
+ * that follow them (the workers' store_cluster.c, the operator's
+ * keyop.c).
  *
  * The peer chooses every size, so these never exit on it: an array of
  * more than REPLY_ARRAY_MAX elements, or a failed allocation, is refused
